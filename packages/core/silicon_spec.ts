@@ -1,0 +1,124 @@
+/**
+ * The silicon spec every arch pack exports: plain data describing one NeuronCore generation. The runtime's Khal
+ * implementations and the device simulator both read it, so a register offset lives in exactly one place.
+ *
+ * Seed: runtime-synthesis §1.2 (layer 3b: "the register offsets genuinely differ across Sunda/Cayman/Mariana"),
+ * §2.1 (Q7 IRAM/DRAM install, run-stall release), §4.1 (mla[32] × tpb[8]), §4.5 (virtual core size).
+ *
+ * @module
+ */
+import type { TpbArchType } from "./state.ts";
+
+/** BAR0 register layout of one NeuronCore block. All offsets are relative to {@linkcode CsrLayout.ncBlockBase}. */
+export interface CsrLayout {
+  /** Byte distance between two NeuronCore blocks in BAR0. */
+  readonly ncBlockStride: number;
+  /** Offset of NeuronCore 0's block in BAR0. */
+  readonly ncBlockBase: number;
+  /** Semaphore read window (4-byte stride per semaphore). */
+  readonly semaphoreRead: number;
+  /** Semaphore set window. */
+  readonly semaphoreSet: number;
+  /** Semaphore increment window: a write adds the written value. */
+  readonly semaphoreIncrement: number;
+  /** Semaphore decrement window: a write subtracts the written value. */
+  readonly semaphoreDecrement: number;
+  /** Event (evt-accel) window, 4-byte stride; the "one value read" address of LOAD_POOL_ARGUMENT points here. */
+  readonly event: number;
+  /** Q7 run-stall CSR (one bit per Q7 core), or `null` when the generation has none (Sunda). */
+  readonly runStall: number | null;
+  /** 8-byte register: device address of the opcode → library table (`aws_hal_q7_swap_table`). */
+  readonly swapTable: number;
+  /** 8-byte register: device address of the stdio file-IO block (`aws_hal_q7_swap_file_io_table`). */
+  readonly swapFileIoTable: number;
+  /** Instruction-stream table: {@linkcode CsrLayout.streamSlots} entries of 16 bytes. */
+  readonly streamTable: number;
+  /** Number of entries of the instruction-stream table. */
+  readonly streamSlots: number;
+  /** Notification queue block: base lo/hi, capacity, head, tail, cause (6 × u32). */
+  readonly notificationQueue: number;
+  /** Per-engine instruction-pointer registers (5 × u32, `al_hal_tpb_eng_type` order). */
+  readonly engineIp: number;
+  /** DMA block: engines × {@linkcode CsrLayout.dmaEngineStride}; queue q at `q * dmaQueueStride`. */
+  readonly dma: number;
+  /** Byte distance between two DMA engines' register blocks. */
+  readonly dmaEngineStride: number;
+  /** Byte distance between two queues of one engine. */
+  readonly dmaQueueStride: number;
+  /** Q7 IRAM windows: core c at `q7Iram + c * q7IramStride`. */
+  readonly q7Iram: number;
+  /** Distance between two Q7 cores' IRAM windows. */
+  readonly q7IramStride: number;
+  /** Q7 DRAM windows: core c at `q7Dram + c * q7DramStride`. */
+  readonly q7Dram: number;
+  /** Distance between two Q7 cores' DRAM windows. */
+  readonly q7DramStride: number;
+}
+
+/** Device physical address map used by the portal's allocations and the instruction streams. */
+export interface AddressMap {
+  /** First device address of HBM. */
+  readonly hbmBase: number;
+  /** First device address of pinned host DRAM. */
+  readonly hostDramBase: number;
+  /** Device address of NeuronCore 0's SBUF; core n at `sbufBase + n * sbufStride`. */
+  readonly sbufBase: number;
+  /** Distance between two NeuronCores' SBUF windows. */
+  readonly sbufStride: number;
+}
+
+/** One NeuronCore generation, as data. */
+export interface SiliconSpec {
+  /** `al_hal_tpb_arch_type` of the generation. */
+  readonly arch: TpbArchType;
+  /** Lower-case pack name: `"sunda"`, `"cayman"`, `"mariana"` (or a third party's). */
+  readonly name: string;
+  /** Marketing generation, e.g. `"NC-v3"`. */
+  readonly generation: string;
+  /** Instance families built on it, e.g. `["trn2"]`. */
+  readonly instances: readonly string[];
+  /** Physical NeuronCores per device. */
+  readonly ncPerDevice: number;
+  /** HBM bytes per device. */
+  readonly hbmBytes: number;
+  /** SBUF bytes per NeuronCore (shared by its 8 Q7 cores). */
+  readonly sbufBytesPerCore: number;
+  /** Semaphores per NeuronCore. */
+  readonly semaphoresPerCore: number;
+  /** Events per NeuronCore. */
+  readonly eventsPerCore: number;
+  /** DMA engines per NeuronCore. */
+  readonly dmaEngines: number;
+  /** Queues per DMA engine. */
+  readonly dmaQueuesPerEngine: number;
+  /** Q7 (GPSIMD pool) cores per NeuronCore: 8 on every generation (seed: spmd-teardown §1). */
+  readonly q7CoresPerNc: number;
+  /** NX engine cores per NeuronCore: 5 (PE/ACT/POOL/DVE/SP; seed: runtime-synthesis §2.1). */
+  readonly nxCoresPerNc: number;
+  /** IRAM bytes per Q7 core (the image size gate). */
+  readonly q7IramBytes: number;
+  /** DRAM bytes per Q7 core (the image size gate). */
+  readonly q7DramBytes: number;
+  /** Default `NEURON_RT_VIRTUAL_CORE_SIZE`. */
+  readonly defaultVirtualCoreSize: number;
+  /** When set, the virtual core size is forced to this value whatever the config says (Sunda: 1). */
+  readonly forcedVirtualCoreSize: number | null;
+  /** How the Q7 cores leave run-stall: a host CSR write, or the sequencer's EVT_SEM fabric (Sunda). */
+  readonly runStallRelease: "host-csr" | "evt-sem";
+  /** Whether the generation ships hardware-decode blobs (Sunda ships none). */
+  readonly hwDecode: boolean;
+  /** BAR0 register layout. */
+  readonly csr: CsrLayout;
+  /** Device address map. */
+  readonly addressMap: AddressMap;
+  /** The custom-op DMA queue bundle: `{ marker 16, rel_queue_idx, eng_lo, eng_hi }` (seed: runtime-synthesis §3.1). */
+  readonly customOpQueueBundle: { readonly relQueueIdx: number; readonly engLo: number; readonly engHi: number };
+}
+
+/** `KBIN_DMA_RING_TYPE_CUSTOM_OP` (seed: runtime-synthesis §2.3). */
+export const KBIN_DMA_RING_TYPE_CUSTOM_OP = 16;
+
+/** Byte offset in BAR0 of NeuronCore `nc`'s register block. */
+export function ncBlock(spec: SiliconSpec, nc: number): number {
+  return spec.csr.ncBlockBase + nc * spec.csr.ncBlockStride;
+}
