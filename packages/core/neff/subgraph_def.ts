@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { asArray, asCount, asObject, asString, invalid, isObject, type JsonObject, parseJsonMember, requireMember } from "./_json.ts";
+import { asArray, asCount, asObject, asString, invalid, type JsonObject, parseJsonMember, requireMember } from "./_json.ts";
 import { instructionStream, type InstructionStream } from "./instruction_stream.ts";
 
 /** The engines a subgraph may program, by their `def.json` key prefix. */
@@ -165,6 +165,5 @@ export function readSubgraphDef(members: ReadonlyMap<string, Uint8Array>, graph:
     raw,
   };
   if (raw.version !== undefined) def.version = asString(raw.version, `${member} version`);
-  if (!isObject(raw)) throw invalid(`${member} is not a JSON object`);
   return def;
 }

@@ -1,0 +1,387 @@
+/**
+ * `kbl_model_add`: the per-NeuronCore device install of a loaded model, and its inverse
+ * (`kmgr_unstage_kelf_model`).
+ *
+ * Seed: lifecycle-error-model §2.6 (call order: DMA queue bundles → pointer/I-O set-up → `sequencer_setup_instr` →
+ * `add_model` → `ucode_stage_libs`; RAII unwind on failure), runtime-synthesis §2.2 (the image is synthesized:
+ * `[PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*]`), §3.1 (`dma_is_custom_op_dma_v2` walks the queue-bundle
+ * table; `ucode_stage_libs` collects exactly 8 M2S/S2M pairs and bakes one opcode → library table; one
+ * `aws_hal_q7_swap_table` broadcasts it), §3.2 (the custom-op lowering `[dma_config ×2][dma_config_size]
+ * [LOAD_POOL_ARGUMENT 0x107A][DRAIN 0x10A2][EVENT_SEMAPHORE update_mode 0x13]`), §4.3 (SBUF is validated, not
+ * allocated), §4.4 (> 9 libraries: "Exceeded max number of GPSIMD libs"; 1 library: staged once per core and shared;
+ * 2..9: staged per model).
+ *
+ * @module
+ */
+import { md5 } from "@noble/hashes/legacy.js";
+import { DmaMemUsageType, type Dmem, type DmemLedger, ModelAllocator } from "../dmem/dmem.ts";
+import { NrtError } from "../error.ts";
+import {
+  DMA_DESCRIPTOR_BYTES,
+  DmaDirection,
+  encodeArgTable,
+  encodeInstruction,
+  encodeOpcodeTable,
+  encodeRingTableEntry,
+  EVENT_UPDATE_MODE_INCREMENT,
+  type Instruction,
+  NotificationKind,
+  Opcode,
+  type OpcodeTableEntry,
+  Q7Map,
+  RING_TABLE_ENTRY_BYTES,
+  SLOT_BYTES,
+} from "../isa.ts";
+import type { KelfModel } from "../kelf/kelf_load.ts";
+import type { HalTarget, Khal } from "../khal.ts";
+import { KBIN_DMA_RING_TYPE_CUSTOM_OP } from "../silicon_spec.ts";
+import { NrtStatus } from "../status.ts";
+import { type EventSink, takeId, type Tpb } from "./tpb.ts";
+
+/** Maximum GPSIMD libraries per model (seed: runtime-synthesis §4.4). */
+export const MAX_GPSIMD_LIBS = 9;
+
+/** NEFF dtype → kernel ABI dtype code (`docs/kernel-abi.md`). */
+export const KERNEL_DTYPE: Readonly<Record<string, number>> = {
+  float32: 0, float16: 1, bfloat16: 2, int8: 3, uint8: 4, int16: 5, uint16: 6, int32: 7, uint32: 8, int64: 9,
+  uint64: 10, float64: 11, bool: 12,
+};
+
+/** One I/O slice a core's queue moves: tensor `io`, bytes `[offset, offset + bytes)`. */
+interface Slice {
+  readonly io: number;
+  readonly offset: number;
+  readonly bytes: number;
+  /** SBUF device address of the slice. */
+  readonly sbuf: number;
+}
+
+/** Per call: which descriptors each of the 8 queues carries, and where they sit in the ring buffer. */
+interface CallPlan {
+  readonly m2s: Slice[][];
+  readonly s2m: Slice[][];
+  /** Offset of queue c's M2S ring in the ring buffer (S2M follows it). */
+  readonly ringOffset: number[];
+}
+
+/** A model installed on one NeuronCore. */
+export interface InstalledModel {
+  /** The core. */
+  readonly tpb: Tpb;
+  /** Device-side model id (stream model field). */
+  readonly deviceModel: number;
+  /** MODEL allocator: freed in one call at unload. */
+  readonly allocator: ModelAllocator;
+  /** Doorbell semaphore. */
+  readonly doorbell: number;
+  /** Completion semaphore (EVENT_SEMAPHORE target). */
+  readonly completion: number;
+  /** Sequencer stream slot. */
+  readonly streamSlot: number;
+  /** Descriptor rings of every call, re-materialised per execution when the I/O addresses change. */
+  readonly rings: Dmem;
+  /** Plans per call. */
+  readonly plans: readonly CallPlan[];
+  /** I/O device addresses the rings currently encode. */
+  boundPa: number[];
+  /** Shared library set used (single-library models), for the ref count. */
+  readonly sharedLib?: string;
+  /** Stream runs so far (the EXEC_DONE value to expect next is runs + 1). */
+  runs: number;
+}
+
+/** Services the install needs. */
+export interface InstallServices {
+  /** HAL. */
+  readonly khal: Khal;
+  /** Portal target. */
+  readonly target: HalTarget;
+  /** Ledger. */
+  readonly ledger: DmemLedger;
+  /** Event sink. */
+  readonly event: EventSink;
+}
+
+function hexDigest(b: Uint8Array): string {
+  return Array.from(md5(b), (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/** `dma_queue_bundle_instance_lut_init` + `dma_is_custom_op_dma_v2`: is (engine, queue) a custom-op queue? */
+export function isCustomOpQueue(khal: Khal, engine: number, queue: number): boolean {
+  const b = khal.spec.customOpQueueBundle;
+  return queue === b.relQueueIdx && engine >= b.engLo && engine <= b.engHi;
+}
+
+/** `ucode_stage_libs_table` (A): scan 16 engines × 16 queues, collect exactly 8 custom-op queues. */
+export function collectCustomOpQueues(khal: Khal): Array<{ engine: number; queue: number }> {
+  const found: Array<{ engine: number; queue: number }> = [];
+  for (let eng = 0; eng < khal.spec.dmaEngines; eng++) {
+    for (let q = 0; q < khal.spec.dmaQueuesPerEngine; q++) {
+      if (isCustomOpQueue(khal, eng, q)) {
+        found.push({ engine: eng, queue: q });
+        if (found.length === 8) return found; // seed: cmp $0x8 @0x3109b8
+      }
+    }
+  }
+  throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot stage GPSIMD libraries: only ${found.length} custom-op DMA queues, 8 needed`);
+}
+
+/** Splits `bytes` into 8 per-core shares aligned to 64 bytes. */
+function shares(bytes: number): Array<[number, number]> {
+  const chunk = Math.ceil(bytes / 8 / 64) * 64;
+  const out: Array<[number, number]> = [];
+  for (let c = 0; c < 8; c++) {
+    const lo = Math.min(bytes, c * chunk), hi = Math.min(bytes, (c + 1) * chunk);
+    out.push([lo, hi - lo]);
+  }
+  return out;
+}
+
+/**
+ * `kbl_model_add`: installs `model` on `tpb`. Every resource it takes is released again if any step fails.
+ */
+export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel, deviceModel: number): Promise<InstalledModel> {
+  const { khal, target } = s;
+  const spec = khal.spec;
+  const nc = tpb.nc;
+  const allocator = new ModelAllocator(s.ledger, tpb.device, nc);
+  const taken: Array<() => void> = [];
+  let sharedKey: string | undefined;
+  let installedSlot = -1;
+  try {
+    // (1) DMA queue bundles: the 8 custom-op queues (one per Q7 core).
+    const queues = collectCustomOpQueues(khal);
+    // (2) SBUF carveout: validated, never allocated (seed: runtime-synthesis §4.3 NOTE).
+    const sbufPa = spec.addressMap.sbufBase + nc * spec.addressMap.sbufStride;
+    const plans: CallPlan[] = [];
+    const argTables: Uint8Array[] = [];
+    let ringBytes = 0;
+    for (const [ci, call] of model.calls.entries()) {
+      let at = 0;
+      const place = (io: number) => {
+        const t = model.io[io];
+        const off = at;
+        at += Math.ceil(t.size / 64) * 64;
+        return off;
+      };
+      const inOff = call.inputs.map(place), outOff = call.outputs.map(place);
+      if (at > spec.sbufBytesPerCore) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot load NEFF "${model.name}": call ${ci} needs ${at} bytes of SBUF, the ${spec.name} core has ${spec.sbufBytesPerCore}`,
+        );
+      }
+      const desc = (io: number, off: number) => {
+        const t = model.io[io];
+        if (t.shape.length > 4) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${model.name}": tensor "${t.name}" has rank ${t.shape.length} > 4`);
+        const dtype = KERNEL_DTYPE[t.dtype];
+        if (dtype === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${model.name}": dtype ${t.dtype} of "${t.name}" has no kernel ABI code`);
+        return { addr: Q7Map.SBUF_BASE + off, bytes: t.size, dtype, dims: t.shape };
+      };
+      argTables.push(encodeArgTable({
+        inputs: call.inputs.map((io, k) => desc(io, inOff[k])),
+        outputs: call.outputs.map((io, k) => desc(io, outOff[k])),
+        ints: call.ints,
+      }));
+      const m2s: Slice[][] = [], s2m: Slice[][] = [], ringOffset: number[] = [];
+      for (let c = 0; c < 8; c++) {
+        m2s.push(call.inputs.flatMap((io, k) => {
+          const [o, b] = shares(model.io[io].size)[c];
+          return b > 0 ? [{ io, offset: o, bytes: b, sbuf: sbufPa + inOff[k] + o }] : [];
+        }));
+        s2m.push(call.outputs.flatMap((io, k) => {
+          const [o, b] = shares(model.io[io].size)[c];
+          return b > 0 ? [{ io, offset: o, bytes: b, sbuf: sbufPa + outOff[k] + o }] : [];
+        }));
+        ringOffset.push(ringBytes);
+        ringBytes += (m2s[c].length + s2m[c].length) * DMA_DESCRIPTOR_BYTES;
+      }
+      plans.push({ m2s, s2m, ringOffset });
+    }
+    const rings = await allocator.alloc(Math.max(ringBytes, 64), DmaMemUsageType.DMA_DESCRIPTORS);
+
+    // (3) ucode_stage_libs (seed: runtime-synthesis §4.4).
+    const libs = model.libraries;
+    if (libs.length > MAX_GPSIMD_LIBS) {
+      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot load NEFF "${model.name}": Exceeded max number of GPSIMD libs (${libs.length} > ${MAX_GPSIMD_LIBS})`);
+    }
+    const libAddr = new Map<string, { pa: number; bytes: number }>();
+    if (libs.length === 1) {
+      // The single ext-ISA library: staged once per core under the staging lock and shared by every model.
+      const key = hexDigest(libs[0].image);
+      let set = tpb.extIsaLibs.get(key);
+      if (set === undefined) {
+        const dmem = await s.ledger.alloc(tpb.device, nc, libs[0].image.byteLength, DmaMemUsageType.UCODE_LIBS);
+        try {
+          await target.portal.memWrite(dmem.memory, 0, libs[0].image);
+        } catch (e) {
+          await s.ledger.free(dmem);
+          throw e;
+        }
+        set = { dmem, users: 0 };
+        tpb.extIsaLibs.set(key, set);
+        s.event(`ucode_stage_libs nc=${nc} shared ${libs[0].name}`);
+      }
+      set.users++;
+      sharedKey = key;
+      libAddr.set(libs[0].name, { pa: set.dmem.memory.pa, bytes: libs[0].image.byteLength });
+    } else {
+      for (const l of libs) {
+        const d = await allocator.alloc(l.image.byteLength, DmaMemUsageType.UCODE_LIBS);
+        await target.portal.memWrite(d.memory, 0, l.image);
+        libAddr.set(l.name, { pa: d.memory.pa, bytes: l.image.byteLength });
+        s.event(`ucode_stage_libs nc=${nc} model ${l.name}`);
+      }
+    }
+    // ucode_stage_libs_table (B): ONE opcode → library table per NeuronCore, plus the 8 queue doorbell offsets.
+    const entries: OpcodeTableEntry[] = libs.flatMap((l) =>
+      l.functions.map((f) => ({
+        opcode: f.opcode,
+        cpuIdFlag: l.cpuId === 1,
+        totalCpus: l.totalCpus,
+        libAddr: libAddr.get(l.name)!.pa,
+        libBytes: libAddr.get(l.name)!.bytes,
+        name: f.name,
+      }))
+    );
+    const table = encodeOpcodeTable({
+      m2s: queues.map((q) => khal.dmaQueueOffset(nc, q.engine, q.queue, 1)),
+      s2m: queues.map((q) => khal.dmaQueueOffset(nc, q.engine, q.queue, 0)),
+      entries,
+    });
+    const tableMem = await allocator.alloc(table.byteLength, DmaMemUsageType.UCODE_TABLE);
+    await target.portal.memWrite(tableMem.memory, 0, table);
+
+    // (4) Semaphores and the argument tables / ring tables.
+    const doorbell = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
+    taken.push(() => tpb.semaphores.delete(doorbell));
+    const completion = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
+    taken.push(() => tpb.semaphores.delete(completion));
+    const argBytes = argTables.reduce((a, t) => a + Math.ceil(t.byteLength / 64) * 64, 0);
+    const ringTableBytes = model.calls.length * 2 * 8 * RING_TABLE_ENTRY_BYTES;
+    const meta = await allocator.alloc(Math.max(64, argBytes + ringTableBytes), DmaMemUsageType.ARG_TABLES);
+    const metaBytes = new Uint8Array(Math.max(64, argBytes + ringTableBytes));
+    const argPa: number[] = [], ringTablePa: number[] = [];
+    let at = 0;
+    for (const t of argTables) {
+      metaBytes.set(t, at);
+      argPa.push(meta.memory.pa + at);
+      at += Math.ceil(t.byteLength / 64) * 64;
+    }
+    for (const plan of plans) {
+      for (const dir of [DmaDirection.M2S, DmaDirection.S2M]) {
+        ringTablePa.push(meta.memory.pa + at);
+        for (let c = 0; c < 8; c++) {
+          const m = plan.m2s[c].length, n = dir === DmaDirection.M2S ? m : plan.s2m[c].length;
+          encodeRingTableEntry({
+            engine: queues[c].engine,
+            queue: queues[c].queue,
+            ringType: KBIN_DMA_RING_TYPE_CUSTOM_OP,
+            count: n,
+            ringPa: rings.memory.pa + plan.ringOffset[c] + (dir === DmaDirection.M2S ? 0 : m * DMA_DESCRIPTOR_BYTES),
+          }, metaBytes, at);
+          at += RING_TABLE_ENTRY_BYTES;
+        }
+      }
+    }
+    await target.portal.memWrite(meta.memory, 0, metaBytes);
+
+    // (5) sequencer_setup_instr: [PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*].
+    const program: Instruction[] = [];
+    program.push({ op: Opcode.MODEL_SWITCH, model: deviceModel, opcodeTable: tableMem.memory.pa });
+    for (const [ci, call] of model.calls.entries()) {
+      const inBytes = call.inputs.reduce((a, io) => a + model.io[io].size, 0);
+      const outBytes = call.outputs.reduce((a, io) => a + model.io[io].size, 0);
+      program.push(
+        { op: Opcode.DMA_CONFIG, direction: DmaDirection.M2S, queues: 8, ringTable: ringTablePa[2 * ci] },
+        { op: Opcode.DMA_CONFIG, direction: DmaDirection.S2M, queues: 8, ringTable: ringTablePa[2 * ci + 1] },
+        { op: Opcode.DMA_CONFIG_SIZE, m2sBytes: inBytes, s2mBytes: outBytes },
+        {
+          op: Opcode.LOAD_POOL_ARGUMENT,
+          embeddingTableBase: argPa[ci],
+          sbufBase: sbufPa,
+          oneValueReadAddr: khal.evtAccelAddr(nc, 0),
+          completionWriteAddr: khal.semIncAddr(nc, completion),
+        },
+        { op: Opcode.EXTENDED_INST, opcode: call.opcode, call: ci },
+        { op: Opcode.DRAIN_ARM },
+        { op: Opcode.DRAIN },
+        { op: Opcode.EVENT_SEMAPHORE, updateMode: EVENT_UPDATE_MODE_INCREMENT, semaphore: completion, value: 1 },
+      );
+    }
+    program.push({ op: Opcode.NOTIFY, kind: NotificationKind.EXEC_DONE, value: 0 });
+    const stream = new Uint8Array(program.length * SLOT_BYTES);
+    program.forEach((ins, i) => stream.set(encodeInstruction(ins), i * SLOT_BYTES));
+    const streamMem = await allocator.alloc(stream.byteLength, DmaMemUsageType.INSTRUCTIONS);
+    await target.portal.memWrite(streamMem.memory, 0, stream);
+
+    // (6) ucode_switch_libs: ONE swap-table call points all 8 Q7 cores at the table (seed: spmd-teardown §2.2).
+    await khal.q7SwapTable(target, nc, tableMem.memory.pa);
+    s.event(`ucode_switch_libs nc=${nc} model=${deviceModel}`);
+
+    // (7) Register the stream with the sequencer, then add_model.
+    const slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot");
+    taken.push(() => tpb.streamSlots.delete(slot));
+    await khal.streamInstall(target, nc, slot, { pa: streamMem.memory.pa, slots: program.length, doorbell, model: deviceModel });
+    installedSlot = slot;
+    return { tpb, deviceModel, allocator, doorbell, completion, streamSlot: slot, rings, plans, boundPa: [], sharedLib: sharedKey, runs: 0 };
+  } catch (e) {
+    // RAII unwind (seed: lifecycle-error-model §2.6: model_free / buf_free / dmem_list_free …).
+    if (installedSlot >= 0) await khal.streamRemove(target, nc, installedSlot).catch(() => {});
+    for (const undo of taken.reverse()) undo();
+    if (sharedKey !== undefined) releaseShared(tpb, sharedKey);
+    await allocator.destroy().catch(() => {});
+    throw e;
+  }
+}
+
+function releaseShared(tpb: Tpb, key: string): void {
+  const set = tpb.extIsaLibs.get(key);
+  if (set !== undefined) set.users--;
+}
+
+/** `kmgr_unstage_kelf_model`: removes the stream, frees the model allocator in one call, returns its ids. */
+export async function kmgrUnstage(s: InstallServices, m: InstalledModel): Promise<void> {
+  const tpb = m.tpb;
+  try {
+    await s.khal.streamRemove(s.target, tpb.nc, m.streamSlot);
+  } finally {
+    tpb.streamSlots.delete(m.streamSlot);
+    tpb.semaphores.delete(m.doorbell);
+    tpb.semaphores.delete(m.completion);
+    if (m.sharedLib !== undefined) releaseShared(tpb, m.sharedLib);
+    await m.allocator.destroy();
+  }
+}
+
+/**
+ * `kbl_compute_setup`: re-materialises the template DMA rings for this execution's I/O device addresses. Skipped
+ * when the addresses are the ones the rings already encode.
+ */
+export async function kblComputeSetup(s: InstallServices, m: InstalledModel, ioPa: readonly number[]): Promise<void> {
+  if (m.boundPa.length === ioPa.length && m.boundPa.every((pa, i) => pa === ioPa[i])) return;
+  const bytes = new Uint8Array(m.rings.memory.bytes);
+  const v = new DataView(bytes.buffer);
+  const put = (at: number, src: number, dst: number, n: number) => {
+    v.setUint32(at, src >>> 0, true);
+    v.setUint32(at + 4, Math.floor(src / 0x1_0000_0000), true);
+    v.setUint32(at + 8, dst >>> 0, true);
+    v.setUint32(at + 12, Math.floor(dst / 0x1_0000_0000), true);
+    v.setUint32(at + 16, n, true);
+  };
+  for (const plan of m.plans) {
+    for (let c = 0; c < 8; c++) {
+      let at = plan.ringOffset[c];
+      for (const sl of plan.m2s[c]) {
+        put(at, ioPa[sl.io] + sl.offset, sl.sbuf, sl.bytes);
+        at += DMA_DESCRIPTOR_BYTES;
+      }
+      for (const sl of plan.s2m[c]) {
+        put(at, sl.sbuf, ioPa[sl.io] + sl.offset, sl.bytes);
+        at += DMA_DESCRIPTOR_BYTES;
+      }
+    }
+  }
+  await s.target.portal.memWrite(m.rings.memory, 0, bytes);
+  m.boundPa = [...ioPa];
+}

@@ -1,0 +1,187 @@
+/**
+ * The per-NeuronCore context (`tpb_t`) and its bring-up and teardown.
+ *
+ * Seed: runtime-synthesis §2.1 (`tpb_eng_init_hals_v2`, per NeuronCore: 5 NX cores + 8 Q7 pool cores created; the
+ * stock signed Pool ucode loaded, then SILENTLY overridden by a registered `{iram, dram}` pair with no signature
+ * check; `aws_hal_q7_ucode_eng_init` writes DRAM before IRAM to all 8 Q7 cores; `pool_stdio_block_init`; run-stall
+ * released the per-arch way), spmd-teardown §5.2 (the 0x440-byte stdio HBM block, stdout/stderr queues wired in
+ * slot [0]), §6.2 (`tdrv_destroy` per TPB: halt exec queue → 5 NX destroys → loadable-library destroys → 8 Q7
+ * destroys, always all 8 → notification_destroy → pool_stdio_block_destroy → ucode_free_lib_set → model db).
+ *
+ * @module
+ */
+import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
+import type { HalTarget, Khal, NotificationQueue, UcodeImage } from "../khal.ts";
+import type { Logger } from "../log.ts";
+
+/** The 5 NX engine cores, in creation order ("TENSOR/SCALAR/GPSIMD/VECTOR/SYNC"). */
+export const NX_CORE_NAMES: readonly string[] = ["PE", "ACT", "POOL", "DVE", "SP"];
+
+/** A host-side `nrtucode` core handle. */
+export interface UcodeCore {
+  /** `nx` engine core or `q7` pool core. */
+  readonly kind: "nx" | "q7";
+  /** Index within its kind. */
+  readonly index: number;
+  /** Display name. */
+  readonly name: string;
+}
+
+/** A staged library image shared by every model of a core (`ulib_set_info_extisa_only`). */
+export interface StagedLibrary {
+  /** Device memory of the image. */
+  readonly dmem: Dmem;
+  /** Models using it. */
+  users: number;
+}
+
+/** One NeuronCore of the process context tree (`tpb_t`). */
+export interface Tpb {
+  /** Device index. */
+  readonly device: number;
+  /** Physical NeuronCore index on the device. */
+  readonly nc: number;
+  /** The 5 NX cores (`tpb+0x9918`). */
+  nx: UcodeCore[];
+  /** The 8 Q7 pool cores (`tpb+0x9940`). */
+  q7: UcodeCore[];
+  /** Notification queue. */
+  nq?: NotificationQueue & { dmem: Dmem };
+  /** The 0x440-byte stdio HBM block. */
+  stdio?: Dmem;
+  /** Single ext-ISA library sets, staged once per core and shared (keyed by the image's digest). */
+  readonly extIsaLibs: Map<string, StagedLibrary>;
+  /** Sequencer stream slots in use. */
+  readonly streamSlots: Set<number>;
+  /** Semaphores in use (0 is never handed out). */
+  readonly semaphores: Set<number>;
+  /** Tail of the per-core FIFO of executions (`h_running_model` serialisation). */
+  execTail: Promise<void>;
+  /** Device model id of the model that ran last. */
+  runningModel: number;
+  /** Set when the exec queue is halted for teardown. */
+  halted: boolean;
+}
+
+/** Records the lifecycle steps a test or an operator may want to see, in order. */
+export type EventSink = (event: string) => void;
+
+/** What bring-up needs. */
+export interface TpbServices {
+  /** HAL. */
+  readonly khal: Khal;
+  /** Portal target. */
+  readonly target: HalTarget;
+  /** Ledger. */
+  readonly ledger: DmemLedger;
+  /** Logger. */
+  readonly log: Logger;
+  /** Event sink. */
+  readonly event: EventSink;
+}
+
+/** Notification-queue capacity in records (power of two). */
+export const NQ_CAPACITY = 1024;
+/** Bytes of the stdio HBM block (seed: spmd-teardown §5.2, `dmem_alloc_aligned(0x440, POOL_STDIO, 0x800)`). */
+export const POOL_STDIO_BLOCK_BYTES = 0x440;
+
+/**
+ * `tpb_eng_init_hals_v2` for one NeuronCore. `custom` is the image registered by `nrt_set_pool_eng_ucode`, if any.
+ * On failure everything created so far is destroyed before the error propagates.
+ */
+export async function tpbInit(s: TpbServices, nc: number, custom: UcodeImage | undefined): Promise<Tpb> {
+  const tpb: Tpb = {
+    device: s.target.device,
+    nc,
+    nx: [],
+    q7: [],
+    extIsaLibs: new Map(),
+    streamSlots: new Set(),
+    semaphores: new Set([0]),
+    execTail: Promise.resolve(),
+    runningModel: -1,
+    halted: false,
+  };
+  try {
+    for (let i = 0; i < s.khal.spec.nxCoresPerNc; i++) {
+      tpb.nx.push({ kind: "nx", index: i, name: NX_CORE_NAMES[i] ?? `NX${i}` });
+      s.event(`ucode_nx_core_create nc=${nc} ${NX_CORE_NAMES[i]}`);
+    }
+    for (let i = 0; i < s.khal.spec.q7CoresPerNc; i++) {
+      tpb.q7.push({ kind: "q7", index: i, name: `Q7_${i}` });
+      s.event(`ucode_pooling_q7_core_create nc=${nc} ${i}`);
+    }
+    // seed: runtime-synthesis §2.1 — the stock image first, then the UNCONDITIONAL override: no signature check,
+    // no warning log.
+    let image = s.khal.stockPoolUcode();
+    if (custom !== undefined) image = custom;
+    await s.khal.q7HoldRunStall(s.target, nc);
+    await s.khal.q7UcodeEngInit(s.target, nc, image);
+    // Notification queue (host DRAM ring of 16-byte records).
+    const nqMem = await s.ledger.alloc(tpb.device, nc, NQ_CAPACITY * 16, DmaMemUsageType.NOTIFICATIONS, "host");
+    tpb.nq = { ring: nqMem.memory, dmem: nqMem, capacity: NQ_CAPACITY, tail: 0 };
+    await s.khal.nqInit(s.target, nc, tpb.nq);
+    s.event(`notification_init nc=${nc}`);
+    // pool_stdio_block_init: the HBM block the Q7 file-IO table points at.
+    tpb.stdio = await s.ledger.alloc(tpb.device, nc, POOL_STDIO_BLOCK_BYTES, DmaMemUsageType.POOL_STDIO);
+    await s.khal.q7SwapFileIoTable(s.target, nc, tpb.stdio.memory.pa);
+    s.event(`pool_stdio_block_init nc=${nc}`);
+    await s.khal.q7ReleaseRunStall(s.target, nc);
+    s.event(`release_run_stall nc=${nc}`);
+    return tpb;
+  } catch (e) {
+    await tpbDestroy(s, tpb).catch(() => {});
+    throw e;
+  }
+}
+
+/**
+ * `tdrv_destroy`'s per-TPB spine, in the seed's order. Always destroys all 8 Q7 cores, whatever `total_cpus` the
+ * loaded libraries declared (seed: spmd-teardown §6.2 GOTCHA). `unstageModels` frees the model db.
+ */
+export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () => Promise<void>): Promise<void> {
+  tpb.halted = true;
+  s.event(`hw_exec_queue_add_halt_request nc=${tpb.nc}`);
+  await tpb.execTail.catch(() => {});
+  for (const core of tpb.nx.splice(0)) s.event(`ucode_core_destroy nc=${tpb.nc} NX ${core.name}`);
+  for (const [key, lib] of tpb.extIsaLibs) s.event(`ucode_ll_destroy nc=${tpb.nc} ${key.slice(0, 8)} users=${lib.users}`);
+  for (const core of tpb.q7.splice(0)) s.event(`ucode_core_destroy nc=${tpb.nc} Q7 ${core.index}`);
+  let first: unknown;
+  const step = async (f: () => Promise<void>) => {
+    try {
+      await f();
+    } catch (e) {
+      first ??= e;
+    }
+  };
+  if (tpb.nq !== undefined) {
+    const nq = tpb.nq;
+    tpb.nq = undefined;
+    await step(() => s.khal.nqDestroy(s.target, tpb.nc));
+    await step(() => s.ledger.free(nq.dmem));
+    s.event(`notification_destroy nc=${tpb.nc}`);
+  }
+  if (tpb.stdio !== undefined) {
+    const b = tpb.stdio;
+    tpb.stdio = undefined;
+    await step(() => s.ledger.free(b));
+    s.event(`pool_stdio_block_destroy nc=${tpb.nc}`);
+  }
+  for (const lib of tpb.extIsaLibs.values()) await step(() => s.ledger.free(lib.dmem));
+  tpb.extIsaLibs.clear();
+  s.event(`ucode_free_lib_set nc=${tpb.nc}`);
+  if (unstageModels !== undefined) await step(unstageModels);
+  s.event(`model_db_destroy nc=${tpb.nc}`);
+  if (first !== undefined) throw first;
+}
+
+/** Takes the lowest free id in `[1, limit)` from `used`. */
+export function takeId(used: Set<number>, limit: number, what: string): number {
+  for (let i = 1; i < limit; i++) {
+    if (!used.has(i)) {
+      used.add(i);
+      return i;
+    }
+  }
+  throw new RangeError(`No free ${what} (all ${limit - 1} in use)`);
+}
