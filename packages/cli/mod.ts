@@ -1,1 +1,7 @@
-export {};
+/**
+ * `@nrt/cli`: the composition root and the `nrt` command.
+ *
+ * @module
+ */
+export { createNrtContainer, type NrtContainerOptions } from "./container.ts";
+export { formatInspect, inspectNeff, type InspectIo, type InspectReport, runInspect } from "./inspect.ts";

@@ -1,1 +1,32 @@
-export {};
+/**
+ * `@nrt/device-sim`: a simulated AWS Neuron device behind the `Portal` contract of `@nrt/core` — device memory with
+ * lazy backing, the BAR0 register file per NeuronCore, the notification queue, the SP/SEQ sequencer that executes
+ * the instruction streams of `@nrt/core`'s ISA, the custom-op DMA queues and the 8 Q7 cores per NeuronCore running
+ * WebAssembly kernels SPMD in Workers. Importing it has no side effects; `registerDeviceSim` is the DI entry.
+ *
+ * Seed: runtime-synthesis §1.2 layer 4 and §3 (the execute path the simulator runs device-side).
+ *
+ * @example Ring a doorbell with nothing registered
+ * ```ts
+ * import { DeviceSimPortal } from "@nrt/device-sim";
+ * const portal = new DeviceSimPortal();
+ * await portal.semaphoreIncrement(0, 0, 3, 1);
+ * console.log(await portal.semaphoreRead(0, 0, 3)); // 1: no stream has semaphore 3 as its doorbell
+ * await portal.close();
+ * ```
+ *
+ * @module
+ */
+export { DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
+export { registerDeviceSim } from "./register.ts";
+export { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";
+export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES } from "./bar0.ts";
+export type { QueueBytes } from "./dma_engine.ts";
+export type {
+  Q7BootEvent,
+  Q7ClusterFactory,
+  Q7ClusterPort,
+  Q7CoreResult,
+  Q7DispatchArgs,
+  Q7DispatchOp,
+} from "./q7_complex.ts";

@@ -1,0 +1,26 @@
+#!/usr/bin/env node
+// `npx nrt …`: the nrt command runs on Bun (installed from npm as a devDependency); this shim finds it and
+// forwards the arguments, the exit code and the signals.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const main = join(here, "..", "main.ts");
+let dir = here;
+let bun = "bun";
+for (let i = 0; i < 8; i++) {
+  const candidate = join(dir, "node_modules", ".bin", "bun");
+  if (existsSync(candidate)) {
+    bun = candidate;
+    break;
+  }
+  dir = dirname(dir);
+}
+const child = spawn(bun, [main, ...process.argv.slice(2)], { stdio: "inherit" });
+child.on("exit", (code, signal) => process.exit(signal ? 1 : code ?? 1));
+child.on("error", (e) => {
+  console.error(`nrt: cannot start Bun (${e.message}); run "npm install" first`);
+  process.exit(1);
+});

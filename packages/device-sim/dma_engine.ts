@@ -1,0 +1,141 @@
+/**
+ * The custom-op DMA queues of one NeuronCore: the descriptor rings a DMA_CONFIG attaches, and the copies they make
+ * between device memory (HBM or pinned host DRAM) and the NeuronCore's SBUF window
+ * (`addressMap.sbufBase + nc * sbufStride + offset`). Each ring-table entry's index is the Q7 core whose queue pair
+ * it is, so the byte counts per queue show each core's share.
+ *
+ * Seed: runtime-synthesis §3.1 (`dma_is_custom_op_dma_v2`: 16-byte bundle tuples `{marker 16, rel_queue_idx, eng_lo,
+ * eng_hi}`), §3.6 ("relocated DMA-trigger WRITEs fire the 8 idx-16 custom-op DMA queues (HBM<->SBUF), each core's
+ * pair selected by PRID"), spmd-teardown §2.1 (exactly 8 M2S/S2M pairs, one per pool core).
+ *
+ * @module
+ */
+import {
+  decodeDmaDescriptor,
+  decodeRingTableEntry,
+  DMA_DESCRIPTOR_BYTES,
+  DmaDirection,
+  KBIN_DMA_RING_TYPE_CUSTOM_OP,
+  RING_TABLE_ENTRY_BYTES,
+  type SiliconSpec,
+} from "@nrt/core";
+import type { DeviceMemoryMap } from "./memory.ts";
+import type { SbufStore } from "./sbuf.ts";
+
+/** A DMA failure; the sequencer turns it into a TPB_ERROR record. */
+export class DmaFault extends Error {
+  /** Creates a fault with a sentence-case reason. */
+  constructor(message: string) {
+    super(message);
+    this.name = "DmaFault";
+  }
+}
+
+/** One attached ring. */
+interface AttachedRing {
+  readonly core: number;
+  readonly engine: number;
+  readonly queue: number;
+  readonly count: number;
+  readonly ringPa: number;
+}
+
+/** Bytes moved per custom-op queue (index = Q7 core), by direction. */
+export interface QueueBytes {
+  /** Memory → SBUF bytes per queue. */
+  readonly m2s: number[];
+  /** SBUF → memory bytes per queue. */
+  readonly s2m: number[];
+}
+
+/** The custom-op DMA of one NeuronCore. */
+export class DmaEngine {
+  readonly #spec: SiliconSpec;
+  readonly #nc: number;
+  readonly #memory: DeviceMemoryMap;
+  readonly #sbuf: SbufStore;
+  readonly #rings: Record<DmaDirection, AttachedRing[]> = { [DmaDirection.S2M]: [], [DmaDirection.M2S]: [] };
+  readonly #stats: QueueBytes;
+
+  /** Creates the DMA of NeuronCore `nc`. */
+  constructor(spec: SiliconSpec, nc: number, memory: DeviceMemoryMap, sbuf: SbufStore) {
+    this.#spec = spec;
+    this.#nc = nc;
+    this.#memory = memory;
+    this.#sbuf = sbuf;
+    this.#stats = { m2s: new Array(spec.q7CoresPerNc).fill(0), s2m: new Array(spec.q7CoresPerNc).fill(0) };
+  }
+
+  /** Bytes moved so far per queue (a copy). */
+  queueBytes(): QueueBytes {
+    return { m2s: [...this.#stats.m2s], s2m: [...this.#stats.s2m] };
+  }
+
+  /** DMA_CONFIG: reads `queues` ring-table entries at `ringTable` and attaches them for `direction`. */
+  configure(direction: DmaDirection, queues: number, ringTable: number): void {
+    const table = this.#memory.readPa(ringTable, queues * RING_TABLE_ENTRY_BYTES);
+    if (table === undefined) throw new DmaFault(`Ring table at 0x${ringTable.toString(16)} (${queues} entries) is not in device memory`);
+    if (queues > this.#spec.q7CoresPerNc) throw new DmaFault(`DMA_CONFIG names ${queues} queues, the custom-op bundle has ${this.#spec.q7CoresPerNc}`);
+    const { relQueueIdx, engLo, engHi } = this.#spec.customOpQueueBundle;
+    const rings: AttachedRing[] = [];
+    for (let core = 0; core < queues; core++) {
+      const e = decodeRingTableEntry(table, core * RING_TABLE_ENTRY_BYTES);
+      if (e.ringType !== KBIN_DMA_RING_TYPE_CUSTOM_OP) {
+        throw new DmaFault(`Ring-table entry ${core} has ring type ${e.ringType}, expected ${KBIN_DMA_RING_TYPE_CUSTOM_OP} (custom op)`);
+      }
+      if (e.queue !== relQueueIdx || e.engine < engLo || e.engine > engHi) {
+        throw new DmaFault(
+          `Ring-table entry ${core} names engine ${e.engine} queue ${e.queue}, outside the custom-op bundle (queue ${relQueueIdx} of engines ${engLo}..${engHi})`,
+        );
+      }
+      rings.push({ core, engine: e.engine, queue: e.queue, count: e.count, ringPa: e.ringPa });
+    }
+    this.#rings[direction] = rings;
+  }
+
+  /** Runs every descriptor attached for `direction`; the total moved must equal `expected`. */
+  run(direction: DmaDirection, expected: number): void {
+    const stats = direction === DmaDirection.M2S ? this.#stats.m2s : this.#stats.s2m;
+    let total = 0;
+    for (const ring of this.#rings[direction]) {
+      const bytes = this.#memory.readPa(ring.ringPa, ring.count * DMA_DESCRIPTOR_BYTES);
+      if (bytes === undefined) throw new DmaFault(`Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`);
+      for (let i = 0; i < ring.count; i++) {
+        const d = decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES);
+        this.#copy(d.src, d.dst, d.bytes, ring.core, i);
+        stats[ring.core] += d.bytes;
+        total += d.bytes;
+      }
+    }
+    if (total !== expected) {
+      const name = direction === DmaDirection.M2S ? "M2S" : "S2M";
+      throw new DmaFault(`${name} descriptors moved ${total} B, the DMA_CONFIG_SIZE expects ${expected} B`);
+    }
+  }
+
+  #copy(src: number, dst: number, bytes: number, core: number, index: number): void {
+    const data = this.#read(src, bytes);
+    if (data === undefined || !this.#write(dst, data)) {
+      const which = data === undefined ? `source 0x${src.toString(16)}` : `destination 0x${dst.toString(16)}`;
+      throw new DmaFault(`Descriptor ${index} of queue ${core} (${bytes} B) has an unmapped ${which}`);
+    }
+  }
+
+  #sbufOffset(pa: number, length: number): number | undefined {
+    const base = this.#spec.addressMap.sbufBase + this.#nc * this.#spec.addressMap.sbufStride;
+    const off = pa - base;
+    return this.#sbuf.contains(off, length) ? off : undefined;
+  }
+
+  #read(pa: number, length: number): Uint8Array | undefined {
+    const off = this.#sbufOffset(pa, length);
+    return off !== undefined ? this.#sbuf.read(off, length) : this.#memory.readPa(pa, length);
+  }
+
+  #write(pa: number, data: Uint8Array): boolean {
+    const off = this.#sbufOffset(pa, data.byteLength);
+    if (off === undefined) return this.#memory.writePa(pa, data);
+    this.#sbuf.write(off, data);
+    return true;
+  }
+}

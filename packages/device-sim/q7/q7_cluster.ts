@@ -1,0 +1,486 @@
+/**
+ * The 8 Q7 (GPSIMD) cores of one simulated NeuronCore: 8 Workers running one WebAssembly image SPMD over one
+ * shared memory, the Q7 view of the NeuronCore (docs/kernel-abi.md has the address map and the kernel ABI).
+ *
+ * A dispatch never posts a message: the host writes the argument block and the mailbox into the control area,
+ * rings the participating cores' doorbell words (`Atomics.notify`) and awaits the last core's report with
+ * `Atomics.waitAsync` — the simulated EXTENDED_INST 0xF0 hand-off and DRAIN join (seed: spmd-teardown §4.3).
+ *
+ * @example Run a kernel on all 8 cores
+ * ```ts ignore
+ * const cluster = await Q7Cluster.create({ sbufBytes: 28 << 20 });
+ * await cluster.boot({ iram: stockPoolWasm, dram: new Uint8Array(4) });
+ * await cluster.prepare("relu", reluWasm);
+ * const result = await cluster.dispatch({
+ *   key: "relu", fn: "relu", totalCpus: 8,
+ *   args: { inputs: [{ addr: SBUF_BASE, bytes: 4096, dtype: Dtype.float32, dims: [1024] }],
+ *           outputs: [{ addr: SBUF_BASE + 4096, bytes: 4096, dtype: Dtype.float32, dims: [1024] }] },
+ * });
+ * cluster.terminate();
+ * ```
+ *
+ * @module
+ */
+import {
+  ARG_INPUTS, ARG_INTS, ARG_OUTPUTS, ARGS, CMD_EXIT, CMD_RUN, CMD_YIELD, CORE_STATUS, CORE_STATUS_BYTES, CS,
+  DESC, DESC_BYTES, Dtype, FN_NAME, FN_NAME_MAX, IMAGE_BASE, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MAX_INTS,
+  MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, MB_DOORBELL, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_SEQ,
+  MB_STDIO_READ, MB_STDIO_WRITE, MB_TOTAL_CPUS, PAGE_BYTES, Q7_CORES, SBUF_BASE, Status, STATUS_NAMES,
+  STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING,
+} from "./_abi.ts";
+import { guardLoops } from "./_loop_guard.ts";
+
+/** A tensor as a kernel sees it through `customop_next_tensor` / `customop_return_tensor`. */
+export interface TensorDesc {
+  /** Q7 address of the data, inside the SBUF window. */
+  addr: number;
+  /** Byte size. */
+  bytes: number;
+  /** Dtype code ({@linkcode Dtype}). */
+  dtype: number;
+  /** Up to 4 dimensions; the rank is their count. */
+  dims: readonly number[];
+}
+
+/** The arguments of one op, in the order the kernel consumes them. */
+export interface ArgBlock {
+  /** Input tensors (at most 32). */
+  inputs: readonly TensorDesc[];
+  /** Output tensors (at most 32). */
+  outputs: readonly TensorDesc[];
+  /** Scalar arguments for `customop_next_int` (at most 64). */
+  ints?: readonly bigint[];
+}
+
+/** One op for {@linkcode Q7Cluster.dispatch}. */
+export interface DispatchOp {
+  /** The library key given to {@linkcode Q7Cluster.prepare}, or `""` for the firmware. */
+  key: string;
+  /** The exported kernel function, `(): void`. */
+  fn: string;
+  /** The op's fan-out (seed: spmd-teardown §1.1): 1 runs core 0 only, 8 runs all cores. */
+  totalCpus: 1 | 8;
+  /** The argument block. */
+  args: ArgBlock;
+}
+
+/** How one core's part of an op ended. */
+export type CoreStatus = "ok" | "trap" | "oob" | "abort" | "missing-function";
+
+/** One core's report. */
+export interface CoreResult {
+  /** The core (PRID). */
+  cpu: number;
+  /** Whether the core took part (cpu < totalCpus); a core that did not reports status "ok". */
+  ran: boolean;
+  /** How the kernel ended: "trap" (wasm trap), "oob" (out-of-bounds access or DRAM-window fault), "abort". */
+  status: CoreStatus;
+  /** The error text for a status other than "ok". */
+  message?: string;
+  /** Whether the kernel reached `customop_cleanup` (its commit fence, seed: spmd-teardown §4.2). */
+  committed: boolean;
+  /** Time the core spent in the kernel. */
+  elapsedNs?: number;
+}
+
+/** The reports of all 8 cores, indexed by cpu. */
+export interface DispatchResult {
+  /** One report per core. */
+  cores: CoreResult[];
+}
+
+/** One q7_write chunk drained from the stdio ring. */
+export interface StdioEntry {
+  /** The writing core. */
+  cpu: number;
+  /** 1 = stdout, 2 = stderr. */
+  stream: number;
+  /** The text (UTF-8 sequences split across entries are joined). */
+  text: string;
+}
+
+/** What the firmware image says about itself, from its optional exports. */
+export interface FirmwareInfo {
+  /** `ucode_api_level()`, if exported. */
+  apiLevel?: number;
+  /** `ucode_arch()` as u32, if exported. */
+  arch?: number;
+}
+
+/** Options for {@linkcode Q7Cluster.create}. */
+export interface Q7ClusterOptions {
+  /** Size of the SBUF window at 0x200000: a positive multiple of 64 KiB (28 MiB on Cayman). */
+  sbufBytes: number;
+  /** Number of cores: always 8 (seed: spmd-teardown §1). */
+  cores?: 8;
+}
+
+interface Reply {
+  type: string;
+  slot?: number;
+  error?: string;
+  info?: FirmwareInfo;
+}
+
+interface FnEntry {
+  id: number;
+  name: Uint8Array;
+}
+
+/** The 8 Q7 cores of one NeuronCore, as Workers over one shared memory. */
+export class Q7Cluster {
+  /** The Q7 view of the NeuronCore's memory; SBUF data lives at [0x200000, 0x200000 + sbufBytes). */
+  readonly memory: WebAssembly.Memory;
+  /** Size of the SBUF window. */
+  readonly sbufBytes: number;
+
+  #workers: Worker[];
+  #replies: Array<Array<{ resolve(r: Reply): void; reject(e: Error): void }>>;
+  #i32: Int32Array; // mailbox words
+  #u8: Uint8Array;
+  #view: DataView;
+  #slots = new Map<string, number>();
+  #booted = false;
+  #fns = new Map<string, FnEntry>();
+  #nextFnId = 1;
+  #seq = 0;
+  #busy = false;
+  #terminated = false;
+  #stdioRead = 0;
+  #stdioDropped = 0;
+  #decoders = new Map<number, TextDecoder>();
+  #failure: Error | undefined;
+
+  private constructor(memory: WebAssembly.Memory, sbufBytes: number) {
+    this.memory = memory;
+    this.sbufBytes = sbufBytes;
+    const buffer = memory.buffer;
+    this.#i32 = new Int32Array(buffer, MAILBOX, (buffer.byteLength - MAILBOX) >> 2);
+    this.#u8 = new Uint8Array(buffer);
+    this.#view = new DataView(buffer);
+    this.#replies = Array.from({ length: Q7_CORES }, () => []);
+    this.#workers = Array.from({ length: Q7_CORES }, (_, cpu) => {
+      const worker = new Worker(new URL("./q7_worker.ts", import.meta.url), { type: "module" });
+      worker.onmessage = (e: MessageEvent<Reply>) => this.#replies[cpu].shift()?.resolve(e.data);
+      worker.onerror = (e: ErrorEvent) => {
+        e.preventDefault();
+        this.#failure = new Error(`Q7 core ${cpu} failed: ${e.message}`);
+        for (const pending of this.#replies[cpu].splice(0)) pending.reject(this.#failure);
+      };
+      return worker;
+    });
+  }
+
+  /**
+   * Allocates the shared memory (0x200000 + sbufBytes, fixed size), starts the 8 Workers and waits until all
+   * are parked. Start a cluster once per NeuronCore, not per execution: Workers are slow to start.
+   *
+   * @param opts the SBUF size
+   * @returns the running cluster
+   */
+  static async create(opts: Q7ClusterOptions): Promise<Q7Cluster> {
+    const { sbufBytes } = opts;
+    if (opts.cores !== undefined && opts.cores !== Q7_CORES) {
+      throw new RangeError(`Cannot create Q7 cluster: cores is ${opts.cores}, expected ${Q7_CORES}`);
+    }
+    const pages = (SBUF_BASE + sbufBytes) / PAGE_BYTES;
+    if (!Number.isInteger(pages) || sbufBytes <= 0 || pages > 65536) {
+      throw new RangeError(
+        `Cannot create Q7 cluster: sbufBytes is ${sbufBytes}, expected a positive multiple of 65536 below 4 GiB`,
+      );
+    }
+    const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+    const cluster = new Q7Cluster(memory, sbufBytes);
+    try {
+      await Promise.all(cluster.#workers.map((_, cpu) => cluster.#request(cpu, { type: "init", memory, cpu })));
+    } catch (e) {
+      cluster.terminate();
+      throw e;
+    }
+    return cluster;
+  }
+
+  /**
+   * Boots the firmware: copies `dram` to address 0 (the rest of the image region is zeroed), compiles `iram`
+   * and instantiates it on all 8 cores as library slot 0 (dispatch key `""`).
+   *
+   * @param firmware the IRAM image (a wasm module) and the DRAM image (at most 512 KiB)
+   * @returns what the image reports through `ucode_api_level` / `ucode_arch`
+   */
+  async boot(firmware: { iram: Uint8Array; dram: Uint8Array }): Promise<FirmwareInfo> {
+    if (firmware.dram.length > IMAGE_BYTES) {
+      throw new RangeError(`Cannot boot Q7 firmware: DRAM image is ${firmware.dram.length} bytes, at most ${IMAGE_BYTES}`);
+    }
+    this.#enter("boot Q7 firmware");
+    try {
+      this.#u8.fill(0, IMAGE_BASE, IMAGE_BASE + IMAGE_BYTES);
+      this.#u8.set(firmware.dram, IMAGE_BASE);
+      const replies = await this.#loadAll(0, firmware.iram, "Cannot boot Q7 firmware");
+      for (const key of [...this.#fns.keys()]) if (key.startsWith("0\0")) this.#fns.delete(key);
+      this.#booted = true;
+      return replies[0].info ?? {};
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /**
+   * Compiles a custom-op library and instantiates it on all 8 cores, once per key (a key already prepared is
+   * left as it is).
+   *
+   * @param key the name dispatches use for this library
+   * @param wasm the library's wasm binary
+   */
+  async prepare(key: string, wasm: Uint8Array): Promise<void> {
+    if (key === "") throw new TypeError('Cannot prepare Q7 library: key "" names the firmware');
+    if (this.#slots.has(key)) return;
+    this.#enter(`prepare Q7 library "${key}"`);
+    try {
+      const slot = this.#slots.size + 1;
+      await this.#loadAll(slot, wasm, `Cannot prepare Q7 library "${key}"`);
+      this.#slots.set(key, slot);
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  /**
+   * Runs one op on the participating cores (core 0 for totalCpus 1, all 8 for totalCpus 8) and resolves when all
+   * of them reported. A kernel that never returns never resolves: pass `signal` to give up (the promise rejects
+   * with the signal's reason, the cluster stays busy) and then {@linkcode Q7Cluster.terminate}.
+   *
+   * @param op the library, function, fan-out and arguments
+   * @param signal aborts the wait
+   * @returns each core's report
+   */
+  dispatch(op: DispatchOp, signal?: AbortSignal): Promise<DispatchResult> {
+    try {
+      signal?.throwIfAborted();
+      const slot = op.key === "" ? (this.#booted ? 0 : undefined) : this.#slots.get(op.key);
+      if (slot === undefined) {
+        throw new Error(`Cannot dispatch "${op.fn}": ${op.key === "" ? "no firmware booted" : `library "${op.key}" is not prepared`}`);
+      }
+      if (op.totalCpus !== 1 && op.totalCpus !== Q7_CORES) {
+        throw new RangeError(`Cannot dispatch "${op.fn}": totalCpus is ${op.totalCpus}, expected 1 or 8`);
+      }
+      const fn = this.#fnEntry(slot, op.fn);
+      this.#enter(`dispatch "${op.fn}"`);
+      try {
+        this.#writeArgs(op.fn, op.args);
+      } catch (e) {
+        this.#busy = false;
+        throw e;
+      }
+      return this.#run(slot, fn, op.totalCpus, signal);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * Takes the entries the cores appended to the stdio ring since the last call, oldest first. If the cores wrote
+   * more than the ring holds in between, the oldest are lost and counted in {@linkcode Q7Cluster.stdioDropped}.
+   *
+   * @returns the drained entries
+   */
+  drainStdio(): StdioEntry[] {
+    const i32 = this.#i32;
+    const write = Atomics.load(i32, MB_STDIO_WRITE);
+    let read = this.#stdioRead;
+    if (write - read > STDIO_ENTRIES) {
+      this.#stdioDropped += write - read - STDIO_ENTRIES;
+      read = write - STDIO_ENTRIES;
+    }
+    const out: StdioEntry[] = [];
+    for (; read < write; read++) {
+      const entry = STDIO_RING + (read % STDIO_ENTRIES) * STDIO_ENTRY_BYTES;
+      const sequence = Atomics.load(i32, (entry - MAILBOX) >> 2);
+      if (sequence < read + 1) break; // reserved but not written yet
+      if (sequence > read + 1) { // overwritten by a newer entry
+        this.#stdioDropped++;
+        continue;
+      }
+      const cpu = this.#u8[entry + STDIO_HEADER.cpu];
+      const stream = this.#u8[entry + STDIO_HEADER.stream];
+      const length = this.#view.getUint16(entry + STDIO_HEADER.length, true);
+      const key = cpu * 256 + stream;
+      let decoder = this.#decoders.get(key);
+      if (!decoder) this.#decoders.set(key, decoder = new TextDecoder());
+      const start = entry + STDIO_HEADER_BYTES;
+      out.push({ cpu, stream, text: decoder.decode(this.#u8.slice(start, start + length), { stream: true }) });
+    }
+    this.#stdioRead = read;
+    // seed: spmd-teardown §5.5 — the host publishes its read index back to the cores.
+    Atomics.store(i32, MB_STDIO_READ, read);
+    return out;
+  }
+
+  /** Stdio entries lost to ring overruns so far. */
+  get stdioDropped(): number {
+    return this.#stdioDropped;
+  }
+
+  /**
+   * Stops the 8 cores, including ones spinning in a kernel (every loop polls the kill flag, see _loop_guard.ts),
+   * and rejects a pending dispatch. The cluster is unusable afterwards.
+   */
+  terminate(): void {
+    if (this.#terminated) return;
+    this.#terminated = true;
+    const i32 = this.#i32;
+    Atomics.store(i32, MB_KILL, 1);
+    Atomics.store(i32, MB_CMD, CMD_EXIT);
+    for (let cpu = 0; cpu < Q7_CORES; cpu++) {
+      if (cpu === 0) { Atomics.add(i32, MB_DOORBELL, 1); Atomics.notify(i32, MB_DOORBELL); }
+    }
+    for (const worker of this.#workers) worker.terminate();
+    const error = new Error("Q7 cluster was terminated");
+    for (const queue of this.#replies) for (const pending of queue.splice(0)) pending.reject(error);
+    Atomics.notify(i32, MB_COMPLETE); // releases a pending dispatch's waitAsync
+  }
+
+  /** Same as {@linkcode Q7Cluster.terminate}. */
+  [Symbol.dispose](): void {
+    this.terminate();
+  }
+
+  #enter(what: string): void {
+    if (this.#terminated) throw new Error(`Cannot ${what}: the Q7 cluster was terminated`);
+    if (this.#failure) throw new Error(`Cannot ${what}: ${this.#failure.message}`, { cause: this.#failure });
+    if (this.#busy) throw new Error(`Cannot ${what}: the Q7 cluster is busy with another request`);
+    this.#busy = true;
+  }
+
+  #request(cpu: number, message: unknown): Promise<Reply> {
+    return new Promise<Reply>((resolve, reject) => {
+      if (this.#failure) return reject(this.#failure);
+      this.#replies[cpu].push({ resolve, reject });
+      this.#workers[cpu].postMessage(message);
+    });
+  }
+
+  /** Compiles `wasm` (loops guarded) and instantiates it as `slot` on every core. */
+  async #loadAll(slot: number, wasm: Uint8Array, context: string): Promise<Reply[]> {
+    let module: WebAssembly.Module;
+    try {
+      module = await WebAssembly.compile(guardLoops(wasm, KILL_FLAG_ADDR) as Uint8Array<ArrayBuffer>);
+    } catch (e) {
+      throw new Error(`${context}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    }
+    const pending = this.#workers.map((_, cpu) => this.#request(cpu, { type: "load", slot, module }));
+    // Parked cores only see messages after returning to their event loop: ring CMD_YIELD.
+    Atomics.store(this.#i32, MB_CMD, CMD_YIELD);
+    for (let cpu = 0; cpu < Q7_CORES; cpu++) {
+      if (cpu === 0) { Atomics.add(this.#i32, MB_DOORBELL, 1); Atomics.notify(this.#i32, MB_DOORBELL); }
+    }
+    const replies = await Promise.all(pending);
+    const failed = replies.find((r) => r.error !== undefined);
+    if (failed) throw new Error(`${context}: ${failed.error}`);
+    return replies;
+  }
+
+  #fnEntry(slot: number, fn: string): FnEntry {
+    const key = `${slot}\0${fn}`;
+    let entry = this.#fns.get(key);
+    if (!entry) {
+      const name = new TextEncoder().encode(fn);
+      if (name.length === 0 || name.length > FN_NAME_MAX) {
+        throw new RangeError(`Cannot dispatch "${fn}": a function name has 1 to ${FN_NAME_MAX} bytes`);
+      }
+      entry = { id: this.#nextFnId++, name };
+      this.#fns.set(key, entry);
+    }
+    return entry;
+  }
+
+  #writeArgs(fn: string, args: ArgBlock): void {
+    const ints = args.ints ?? [];
+    if (args.inputs.length > MAX_TENSORS || args.outputs.length > MAX_TENSORS || ints.length > MAX_INTS) {
+      throw new RangeError(
+        `Cannot dispatch "${fn}": at most ${MAX_TENSORS} inputs, ${MAX_TENSORS} outputs and ${MAX_INTS} ints`,
+      );
+    }
+    const view = this.#view;
+    const end = SBUF_BASE + this.sbufBytes;
+    const put = (base: number, list: readonly TensorDesc[], what: string) => {
+      list.forEach((t, i) => {
+        if (!Number.isInteger(t.addr) || !Number.isInteger(t.bytes) || t.addr < SBUF_BASE || t.bytes < 0 ||
+          t.addr + t.bytes > end) {
+          throw new RangeError(
+            `Cannot dispatch "${fn}": ${what} ${i} [0x${t.addr.toString(16)}, +${t.bytes}) is outside the SBUF window`,
+          );
+        }
+        if (t.dims.length > MAX_RANK || !(t.dtype >= Dtype.float32 && t.dtype <= Dtype.bool)) {
+          throw new RangeError(`Cannot dispatch "${fn}": ${what} ${i} has rank ${t.dims.length} or dtype ${t.dtype}`);
+        }
+        const d = base + i * DESC_BYTES;
+        view.setUint32(d + DESC.addr, t.addr, true);
+        view.setUint32(d + DESC.bytes, t.bytes, true);
+        view.setUint32(d + DESC.dtype, t.dtype, true);
+        view.setUint32(d + DESC.rank, t.dims.length, true);
+        for (let k = 0; k < MAX_RANK; k++) view.setUint32(d + DESC.dims + 4 * k, t.dims[k] ?? 0, true);
+      });
+    };
+    put(ARG_INPUTS, args.inputs, "input");
+    put(ARG_OUTPUTS, args.outputs, "output");
+    ints.forEach((v, i) => view.setBigInt64(ARG_INTS + 8 * i, BigInt.asIntN(64, v), true));
+    view.setInt32(ARGS, args.inputs.length, true);
+    view.setInt32(ARGS + 4, args.outputs.length, true);
+    view.setInt32(ARGS + 8, ints.length, true);
+  }
+
+  #run(slot: number, fn: FnEntry, totalCpus: number, signal: AbortSignal | undefined): Promise<DispatchResult> {
+    const i32 = this.#i32;
+    const seq = ++this.#seq;
+    this.#u8.set(fn.name, FN_NAME);
+    i32[MB_FN_NAME_LEN] = fn.name.length;
+    i32[MB_LIB] = slot;
+    i32[MB_FN] = fn.id;
+    i32[MB_TOTAL_CPUS] = totalCpus;
+    i32[MB_SEQ] = seq;
+    for (let cpu = 0; cpu < totalCpus; cpu++) this.#view.setInt32(CORE_STATUS + cpu * CORE_STATUS_BYTES, 0, true);
+    Atomics.store(i32, MB_DONE, 0);
+    Atomics.store(i32, MB_CMD, CMD_RUN);
+    // The doorbell: wake exactly the participating cores (seed: spmd-teardown §1.1 — total_cpus is the fan-out).
+    Atomics.add(i32, MB_DOORBELL, 1);
+    Atomics.notify(i32, MB_DOORBELL);
+    const wait = Atomics.waitAsync(i32, MB_COMPLETE, seq - 1);
+    if (!wait.async) return Promise.resolve(this.#complete(totalCpus));
+    return new Promise<DispatchResult>((resolve, reject) => {
+      const onAbort = () => reject(signal!.reason);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      wait.value.then(() => {
+        signal?.removeEventListener("abort", onAbort);
+        if (this.#terminated) reject(new Error(`Cannot complete dispatch: the Q7 cluster was terminated`));
+        else resolve(this.#complete(totalCpus));
+      });
+    });
+  }
+
+  #complete(totalCpus: number): DispatchResult {
+    this.#busy = false;
+    const view = this.#view;
+    const cores: CoreResult[] = [];
+    for (let cpu = 0; cpu < Q7_CORES; cpu++) {
+      if (cpu >= totalCpus) {
+        cores.push({ cpu, ran: false, status: "ok", committed: false });
+        continue;
+      }
+      const rec = CORE_STATUS + cpu * CORE_STATUS_BYTES;
+      const code = view.getInt32(rec + CS.status, true);
+      const result: CoreResult = {
+        cpu,
+        ran: true,
+        status: (code === Status.none ? "abort" : STATUS_NAMES[code]) as CoreStatus,
+        committed: view.getInt32(rec + CS.committed, true) !== 0,
+        elapsedNs: view.getFloat64(rec + CS.elapsedNs, true),
+      };
+      if (code !== Status.ok) {
+        const length = view.getInt32(rec + CS.messageLength, true);
+        result.message = new TextDecoder().decode(this.#u8.slice(rec + CS.message, rec + CS.message + length));
+      }
+      cores.push(result);
+    }
+    return { cores };
+  }
+}

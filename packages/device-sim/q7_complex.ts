@@ -1,0 +1,228 @@
+/**
+ * The 8 Q7 (GPSIMD pool) cores of one NeuronCore as the device sees them: run-stall state, the image installed over
+ * BAR0, and the lazily started {@linkcode Q7ClusterPort} that runs it. The cluster's Workers are created on the
+ * first EXTENDED_INST of the NeuronCore, kept for the NeuronCore's life, and terminated by a Q7 reset, a re-install
+ * or the portal's close.
+ *
+ * Seed: runtime-synthesis §2.1 (the image is broadcast to all 8 cores, DRAM then IRAM; Cayman/Mariana leave
+ * run-stall by the host CSR 0xFF → 0x00, Sunda under SEQ/SP through the EVT_SEM fabric), spmd-teardown §1 (all 8
+ * cores run the same image SPMD; the rank is the PRID), §2.2 (one opcode table, broadcast).
+ *
+ * @module
+ */
+import type { TensorDescriptor } from "@nrt/core";
+import type { NcRegisters } from "./bar0.ts";
+import type { SbufStore } from "./sbuf.ts";
+
+/** The arguments of one dispatch, as the Q7 kernel ABI consumes them. */
+export interface Q7DispatchArgs {
+  /** Input tensors (Q7-local addresses inside the SBUF window). */
+  readonly inputs: TensorDescriptor[];
+  /** Output tensors. */
+  readonly outputs: TensorDescriptor[];
+  /** Scalar arguments. */
+  readonly ints: bigint[];
+}
+
+/** One op handed to the cluster. */
+export interface Q7DispatchOp {
+  /** Prepared library key, or `""` for the firmware image. */
+  readonly key: string;
+  /** Function name from the opcode table. */
+  readonly fn: string;
+  /** Fan-out. */
+  readonly totalCpus: 1 | 8;
+  /** The argument table of the last LOAD_POOL_ARGUMENT. */
+  readonly args: Q7DispatchArgs;
+}
+
+/** How one core finished a dispatch. */
+export interface Q7CoreResult {
+  /** Core (PRID). */
+  readonly cpu: number;
+  /** Whether the core took part. */
+  readonly ran: boolean;
+  /** Outcome. */
+  readonly status: "ok" | "trap" | "oob" | "abort" | "missing-function";
+  /** Detail of a failure. */
+  readonly message?: string;
+  /** Whether the core passed its commit fence (`customop_cleanup`'s memw). */
+  readonly committed: boolean;
+}
+
+/** The Q7 cluster the device drives (the shape of `q7/q7_cluster.ts`'s `Q7Cluster`). */
+export interface Q7ClusterPort {
+  /** The shared memory of the 8 cores (the Q7 view; SBUF window at 0x200000). */
+  readonly memory: WebAssembly.Memory;
+  /** Loads the firmware image into all 8 cores. */
+  boot(fw: { iram: Uint8Array; dram: Uint8Array }): Promise<unknown>;
+  /** Compiles and installs a library image under `key`. */
+  prepare(key: string, wasm: Uint8Array): Promise<void>;
+  /** Runs one op on 1 or 8 cores and resolves with every core's outcome (the join). */
+  dispatch(op: Q7DispatchOp, signal?: AbortSignal): Promise<{ cores: Q7CoreResult[] }>;
+  /** Takes the stdio the kernels wrote since the last drain. */
+  drainStdio(): Array<{ cpu: number; stream: number; text: string }>;
+  /** Stops every Worker. */
+  terminate(): void;
+}
+
+/** Creates a cluster (injected so tests and hosts can substitute one). */
+export type Q7ClusterFactory = (options: { sbufBytes: number }) => Promise<Q7ClusterPort>;
+
+/** One observable Q7 lifecycle event. */
+export interface Q7BootEvent {
+  /** NeuronCore. */
+  readonly nc: number;
+  /** What happened. */
+  readonly kind: "released" | "boot-failed" | "cluster-started" | "cluster-terminated";
+  /** How the cores left run-stall (for `released`). */
+  readonly via?: "host-csr" | "evt-sem";
+  /** Detail (failure reason, termination cause). */
+  readonly detail?: string;
+}
+
+/** The Q7 cores of one NeuronCore. */
+export class Q7Complex {
+  readonly #nc: number;
+  readonly #regs: NcRegisters;
+  readonly #sbuf: SbufStore;
+  readonly #factory: Q7ClusterFactory;
+  readonly #events: Q7BootEvent[];
+  #state: "stalled" | "running" | "failed" = "stalled";
+  #image: { iram: Uint8Array; dram: Uint8Array } | undefined;
+  #cluster: Promise<Q7ClusterPort> | undefined;
+  #prepared = new Set<string>();
+
+  /** Creates the (stalled) Q7 cores of NeuronCore `nc`; lifecycle events are appended to `events`. */
+  constructor(nc: number, regs: NcRegisters, sbuf: SbufStore, factory: Q7ClusterFactory, events: Q7BootEvent[]) {
+    this.#nc = nc;
+    this.#regs = regs;
+    this.#sbuf = sbuf;
+    this.#factory = factory;
+    this.#events = events;
+  }
+
+  /** `"stalled"` (held or never released), `"running"`, or `"failed"` (boot refused). */
+  get state(): "stalled" | "running" | "failed" {
+    return this.#state;
+  }
+
+  /** Whether the Workers exist. */
+  get started(): boolean {
+    return this.#cluster !== undefined;
+  }
+
+  /**
+   * The cores leave run-stall: snapshot the image of core 0 after checking all 8 cores hold the same one. Returns
+   * the failure reason when they do not (the cores then stay `failed` until the next release).
+   */
+  release(via: "host-csr" | "evt-sem"): string | undefined {
+    this.#stopCluster("re-released");
+    const cores = this.#regs.iram.length;
+    const iram = this.#regs.iram[0], dram = this.#regs.dram[0];
+    let reason: string | undefined;
+    if (iram === undefined || dram === undefined) reason = "no image is installed in Q7 core 0";
+    for (let c = 1; c < cores && reason === undefined; c++) {
+      if (!sameBytes(iram, this.#regs.iram[c]) || !sameBytes(dram, this.#regs.dram[c])) {
+        reason = `Q7 core ${c} holds a different image than core 0 (the install broadcasts one image to all ${cores})`;
+      }
+    }
+    if (reason !== undefined) {
+      this.#state = "failed";
+      this.#image = undefined;
+      this.#events.push({ nc: this.#nc, kind: "boot-failed", via, detail: reason });
+      return reason;
+    }
+    this.#state = "running";
+    this.#image = { iram: iram!.slice(), dram: dram!.slice() };
+    this.#events.push({ nc: this.#nc, kind: "released", via });
+    return undefined;
+  }
+
+  /** The cores go back into run-stall (the host wrote a non-zero run-stall value). */
+  stall(): void {
+    if (this.#state === "running") this.#state = "stalled";
+  }
+
+  /** The running cluster, booting it with the released image on first use. */
+  cluster(): Promise<ClusterHandle> {
+    if (this.#state !== "running" || this.#image === undefined) {
+      return Promise.reject(new Error(`Q7 cores of NeuronCore ${this.#nc} are ${this.#state}`));
+    }
+    if (this.#cluster === undefined) {
+      const image = this.#image;
+      const starting = (async () => {
+        const c = await this.#factory({ sbufBytes: this.#sbuf.bytes });
+        try {
+          await c.boot(image);
+        } catch (e) {
+          c.terminate();
+          throw e;
+        }
+        this.#sbuf.attach(c.memory);
+        this.#events.push({ nc: this.#nc, kind: "cluster-started" });
+        return c;
+      })();
+      this.#cluster = starting;
+      starting.catch(() => {
+        if (this.#cluster === starting) this.#cluster = undefined;
+      });
+    }
+    return this.#cluster.then((c) => new ClusterHandle(c, this.#prepared));
+  }
+
+  /** The stdio the kernels wrote since the last drain (empty when the cluster never started). */
+  async drainStdio(): Promise<Array<{ cpu: number; stream: number; text: string }>> {
+    if (this.#cluster === undefined) return [];
+    try {
+      return (await this.#cluster).drainStdio();
+    } catch {
+      return [];
+    }
+  }
+
+  /** Terminates the Workers (a Q7 reset or close); the next EXTENDED_INST boots a fresh cluster. */
+  terminate(cause: string): void {
+    this.#stopCluster(cause);
+  }
+
+  #stopCluster(cause: string): void {
+    const c = this.#cluster;
+    if (c === undefined) return;
+    this.#cluster = undefined;
+    this.#prepared = new Set();
+    this.#sbuf.detach();
+    this.#events.push({ nc: this.#nc, kind: "cluster-terminated", detail: cause });
+    c.then((x) => x.terminate(), () => {});
+  }
+}
+
+/** A started cluster plus the set of library keys already prepared in it. */
+export class ClusterHandle {
+  readonly #cluster: Q7ClusterPort;
+  readonly #prepared: Set<string>;
+
+  /** Wraps a started cluster. */
+  constructor(cluster: Q7ClusterPort, prepared: Set<string>) {
+    this.#cluster = cluster;
+    this.#prepared = prepared;
+  }
+
+  /** Prepares a library once per cluster, keyed by `key`. */
+  async ensureLibrary(key: string, image: () => Uint8Array): Promise<void> {
+    if (this.#prepared.has(key)) return;
+    await this.#cluster.prepare(key, image());
+    this.#prepared.add(key);
+  }
+
+  /** Dispatches one op. */
+  dispatch(op: Q7DispatchOp, signal?: AbortSignal): Promise<{ cores: Q7CoreResult[] }> {
+    return this.#cluster.dispatch(op, signal);
+  }
+}
+
+function sameBytes(a: Uint8Array | undefined, b: Uint8Array | undefined): boolean {
+  if (a === undefined || b === undefined || a.byteLength !== b.byteLength) return a === b;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}

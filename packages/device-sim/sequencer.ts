@@ -1,0 +1,397 @@
+/**
+ * The SP/SEQ sequencer of one NeuronCore: a doorbell increment on a stream's semaphore releases one run of that
+ * stream; runs are serialised FIFO; each run walks the 64-byte slots from slot 0 and executes the opcodes the
+ * simulator models (`@nrt/core` isa.ts). A fault pushes a fatal TPB_ERROR record, marks the POOL engine's
+ * instruction pointer and halts the stream without its completion — fail-stop, the host times out or reads the error.
+ *
+ * Seed: runtime-synthesis §3.2 (the per-op micro-program `[dma_config ×2][dma_config_size][LOAD_POOL_ARGUMENT
+ * 0x107A][DRAIN 0x10A2][EVENT_SEMAPHORE 0x13]`), §3.3 (one semaphore write is the whole kickoff; EXTENDED_INST 0xF0
+ * hands the op to the Q7 cluster), §3.5 (the 16-byte NQ record), spmd-teardown §4.3 (DRAIN is the join of all 8
+ * cores; EVENT_SEMAPHORE update_mode 0x13 = increment on done), lifecycle-error-model §4.5 (error_id 0x0a FATAL in
+ * the low byte, the subtype mask in the next 16 bits).
+ *
+ * The three places a fault injector will hook are single methods: {@linkcode Sequencer.pushRecord} (every record),
+ * `#extendedInst` (before the op reaches the Q7 cluster) and `#joinDispatch` (the DRAIN's view of the cores).
+ *
+ * @module
+ */
+import {
+  type ArgTable,
+  ARG_HEADER_BYTES,
+  decodeArgTable,
+  decodeInstruction,
+  decodeOpcodeTable,
+  DmaDirection,
+  EVENT_UPDATE_MODE_INCREMENT,
+  type Instruction,
+  type NotificationRecord,
+  NotificationKind,
+  Opcode,
+  OPCODE_TABLE_ENTRY_BYTES,
+  OPCODE_TABLE_HEADER_BYTES,
+  type OpcodeTable,
+  type SiliconSpec,
+  SLOT_BYTES,
+  TENSOR_DESC_BYTES,
+  TpbEngType,
+  TpbErrorId,
+} from "@nrt/core";
+import type { NcRegisters, StreamEntry } from "./bar0.ts";
+import { type DmaEngine, DmaFault } from "./dma_engine.ts";
+import type { DeviceMemoryMap } from "./memory.ts";
+import type { NotificationProducer } from "./notification_queue.ts";
+import type { Q7Complex, Q7CoreResult } from "./q7_complex.ts";
+
+/**
+ * Subtype mask bits of the simulator's fatal TPB_ERROR records (ours; the seed fixes only the field position).
+ * Q7 outcomes use the low nibble; sequencer-detected faults the bits above.
+ */
+export const TpbFaultMask = {
+  /** A Q7 core trapped (wasm trap). */
+  Q7_TRAP: 0x0001,
+  /** A Q7 core accessed memory outside its windows. */
+  Q7_OOB: 0x0002,
+  /** A Q7 core was aborted, or the cluster failed as a whole. */
+  Q7_ABORT: 0x0004,
+  /** The opcode table names a function the image does not export. */
+  Q7_MISSING_FUNCTION: 0x0008,
+  /** An undecodable instruction slot, or a stream outside device memory. */
+  BAD_INSTRUCTION: 0x0010,
+  /** A DMA_CONFIG / DMA_CONFIG_SIZE / descriptor fault. */
+  DMA: 0x0020,
+  /** EXTENDED_INST names an opcode the current opcode table lacks, or the table is unreadable. */
+  OPCODE: 0x0040,
+  /** The Q7 cores are not running (held in run-stall, boot refused, cluster failed to start). */
+  Q7_BOOT: 0x0080,
+  /** EVENT_SEMAPHORE with an update mode other than 0x13, or a bad semaphore. */
+  EVENT: 0x0100,
+  /** LOAD_POOL_ARGUMENT names an unreadable or malformed argument table. */
+  ARGUMENT: 0x0200,
+} as const;
+
+const STATUS_MASK: Record<Q7CoreResult["status"], number> = {
+  ok: 0,
+  trap: TpbFaultMask.Q7_TRAP,
+  oob: TpbFaultMask.Q7_OOB,
+  abort: TpbFaultMask.Q7_ABORT,
+  "missing-function": TpbFaultMask.Q7_MISSING_FUNCTION,
+};
+
+/** POOL instruction-pointer value after a fault: bit 31 set, slot index below (never 0). */
+export const FAULT_IP_MARKER = 0x8000_0000;
+
+/** What a sequencer works on. */
+export interface SequencerDeps {
+  /** The generation. */
+  readonly spec: SiliconSpec;
+  /** NeuronCore index. */
+  readonly nc: number;
+  /** The NeuronCore's registers. */
+  readonly regs: NcRegisters;
+  /** Device memory. */
+  readonly memory: DeviceMemoryMap;
+  /** The NeuronCore's notification producer. */
+  readonly nq: NotificationProducer;
+  /** The NeuronCore's Q7 cores. */
+  readonly q7: Q7Complex;
+  /** The NeuronCore's custom-op DMA. */
+  readonly dma: DmaEngine;
+}
+
+class SequencerFault extends Error {
+  constructor(readonly mask: number, message: string, readonly q7 = 0xff) {
+    super(message);
+  }
+}
+
+/** Thrown after the records of a fault are already posted: halt without another record. */
+class StreamHalt extends Error {}
+
+const DROPPED = Symbol("dropped");
+
+interface Run {
+  readonly entry: StreamEntry;
+  readonly count: number;
+  model: number;
+  slot: number;
+  args: ArgTable | undefined;
+  s2mBytes: number | undefined;
+  dispatch: Promise<{ cores: Q7CoreResult[] }> | undefined;
+  readonly abort: AbortController;
+  readonly dropped: Promise<typeof DROPPED>;
+}
+
+/** The sequencer of one NeuronCore. */
+export class Sequencer {
+  readonly #d: SequencerDeps;
+  readonly #queue: StreamEntry[] = [];
+  readonly #runCounts = new Map<number, number>();
+  readonly #tables = new Map<string, OpcodeTable>();
+  #tableGeneration = 0;
+  #opcodeTablePa = 0;
+  #pumping: Promise<void> | undefined;
+  #current: Run | undefined;
+  /** Device-side model id made current by the last MODEL_SWITCH. */
+  currentModel = 0;
+  /** Faults the sequencer raised, newest last (observability: the record says what, this says why). */
+  readonly faults: Array<{ slot: number; mask: number; message: string }> = [];
+
+  /** Creates the idle sequencer of one NeuronCore. */
+  constructor(deps: SequencerDeps) {
+    this.#d = deps;
+  }
+
+  /** Queues one run of `entry` (FIFO behind any run in progress). */
+  ring(entry: StreamEntry): void {
+    this.#queue.push(entry);
+    this.#pumping ??= this.#pump();
+  }
+
+  /** Resolves when no run is queued or in progress. */
+  async whenIdle(): Promise<void> {
+    while (this.#pumping !== undefined) await this.#pumping;
+  }
+
+  /** The swap-table register was written: the opcode table changes and decoded tables are stale. */
+  swapTableWritten(): void {
+    this.#tableGeneration++;
+    this.#tables.clear();
+    this.#opcodeTablePa = this.#d.regs.swapTablePa;
+  }
+
+  /** A stream-table entry was rewritten: its run count starts again at 1. */
+  streamWritten(slot: number): void {
+    this.#runCounts.delete(slot);
+  }
+
+  /** Drops the run in progress (no completion); queued runs proceed. Used by the portal's Q7 reset. */
+  dropCurrent(): boolean {
+    const r = this.#current;
+    if (r === undefined) return false;
+    r.abort.abort();
+    return true;
+  }
+
+  /** Stdio the Q7 kernels wrote since the last call (the seam for the host-side pool_stdio rings). */
+  stdioEntries(): Promise<Array<{ cpu: number; stream: number; text: string }>> {
+    return this.#d.q7.drainStdio();
+  }
+
+  /** Posts one record to the NeuronCore's notification queue: the single exit of every device notification. */
+  pushRecord(record: NotificationRecord): void {
+    this.#d.nq.push(record);
+  }
+
+  async #pump(): Promise<void> {
+    try {
+      for (let e = this.#queue.shift(); e !== undefined; e = this.#queue.shift()) await this.#run(e);
+    } finally {
+      this.#pumping = undefined;
+    }
+  }
+
+  async #run(entry: StreamEntry): Promise<void> {
+    const { spec, q7, memory } = this.#d;
+    const count = (this.#runCounts.get(entry.slot) ?? 0) + 1;
+    this.#runCounts.set(entry.slot, count);
+    // seed: runtime-synthesis §2.1 — on Sunda the Q7s leave run-stall under SEQ/SP, not by a host CSR write.
+    if (spec.runStallRelease === "evt-sem" && q7.state !== "running") q7.release("evt-sem");
+    const abort = new AbortController();
+    const dropped = new Promise<typeof DROPPED>((resolve) => abort.signal.addEventListener("abort", () => resolve(DROPPED), { once: true }));
+    const run: Run = { entry, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, abort, dropped };
+    this.#current = run;
+    try {
+      const bytes = memory.readPa(entry.pa, entry.slots * SLOT_BYTES);
+      if (bytes === undefined) {
+        throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Stream at 0x${entry.pa.toString(16)} (${entry.slots} slots) is not in device memory`);
+      }
+      for (run.slot = 0; run.slot < entry.slots; run.slot++) {
+        const ins = decodeInstruction(bytes, run.slot * SLOT_BYTES);
+        if (ins === undefined) {
+          const h = bytes[run.slot * SLOT_BYTES] | (bytes[run.slot * SLOT_BYTES + 1] << 8);
+          throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Slot ${run.slot} holds an undecodable header 0x${h.toString(16)}`);
+        }
+        await this.#execute(ins, run);
+        if (abort.signal.aborted) return;
+      }
+    } catch (e) {
+      if (abort.signal.aborted || e instanceof StreamHalt) return;
+      const f = e instanceof SequencerFault ? e : new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, String(e));
+      this.#fault(run, f.mask, f.message, [f.q7]);
+    } finally {
+      if (this.#current === run) this.#current = undefined;
+    }
+  }
+
+  async #execute(ins: Instruction, run: Run): Promise<void> {
+    const { dma } = this.#d;
+    switch (ins.op) {
+      case Opcode.NOTIFY:
+        this.pushRecord(this.#record(run, ins.kind, ins.kind === NotificationKind.EXEC_DONE ? run.count : ins.value));
+        return;
+      case Opcode.MODEL_SWITCH:
+        run.model = ins.model;
+        this.currentModel = ins.model;
+        if (ins.opcodeTable !== 0) this.#opcodeTablePa = ins.opcodeTable;
+        return;
+      case Opcode.DMA_CONFIG:
+        dmaStep(() => dma.configure(ins.direction, ins.queues, ins.ringTable));
+        return;
+      case Opcode.DMA_CONFIG_SIZE:
+        dmaStep(() => dma.run(DmaDirection.M2S, ins.m2sBytes));
+        run.s2mBytes = ins.s2mBytes;
+        return;
+      case Opcode.LOAD_POOL_ARGUMENT:
+        run.args = this.#loadArguments(ins.embeddingTableBase);
+        return;
+      case Opcode.EXTENDED_INST:
+        await this.#extendedInst(ins.opcode, run);
+        return;
+      case Opcode.DRAIN_ARM:
+        return;
+      case Opcode.DRAIN:
+        await this.#drain(run);
+        return;
+      case Opcode.EVENT_SEMAPHORE: {
+        if (ins.updateMode !== EVENT_UPDATE_MODE_INCREMENT) {
+          throw new SequencerFault(TpbFaultMask.EVENT, `EVENT_SEMAPHORE update mode 0x${ins.updateMode.toString(16)} is not 0x13`);
+        }
+        const sems = this.#d.regs.semaphores;
+        if (ins.semaphore >= sems.length) throw new SequencerFault(TpbFaultMask.EVENT, `EVENT_SEMAPHORE names semaphore ${ins.semaphore}`);
+        sems[ins.semaphore] = (sems[ins.semaphore] + Math.max(1, ins.value)) >>> 0;
+        this.pushRecord(this.#record(run, NotificationKind.EVENT_SEMAPHORE, sems[ins.semaphore]));
+        return;
+      }
+    }
+  }
+
+  #loadArguments(pa: number): ArgTable {
+    const { memory } = this.#d;
+    const header = memory.readPa(pa, ARG_HEADER_BYTES);
+    const bad = (why: string): never => {
+      throw new SequencerFault(TpbFaultMask.ARGUMENT, `Argument table at 0x${pa.toString(16)} ${why}`);
+    };
+    if (header === undefined) return bad("is not in device memory");
+    const v = new DataView(header.buffer);
+    const ni = v.getUint32(0, true), no = v.getUint32(4, true), nk = v.getUint32(8, true);
+    if (ni + no > 1024 || nk > 1024) return bad("has implausible counts");
+    const size = ARG_HEADER_BYTES + (ni + no) * TENSOR_DESC_BYTES + nk * 8;
+    const bytes = memory.readPa(pa, size) ?? bad(`does not fit its ${size} B in device memory`);
+    try {
+      return decodeArgTable(bytes);
+    } catch (e) {
+      return bad(`is malformed: ${(e as Error).message}`);
+    }
+  }
+
+  #opcodeTable(): OpcodeTable {
+    const pa = this.#opcodeTablePa;
+    const key = `${pa}:${this.#tableGeneration}`;
+    const cached = this.#tables.get(key);
+    if (cached !== undefined) return cached;
+    const bad = (why: string): never => {
+      throw new SequencerFault(TpbFaultMask.OPCODE, `Opcode table at 0x${pa.toString(16)} ${why}`);
+    };
+    if (pa === 0) return bad("is not set (no swap-table write or MODEL_SWITCH)");
+    const header = this.#d.memory.readPa(pa, OPCODE_TABLE_HEADER_BYTES) ?? bad("is not in device memory");
+    const n = new DataView(header.buffer).getUint32(4, true);
+    const bytes = this.#d.memory.readPa(pa, OPCODE_TABLE_HEADER_BYTES + Math.min(n, 97) * OPCODE_TABLE_ENTRY_BYTES) ?? bad("is truncated");
+    let table: OpcodeTable;
+    try {
+      table = decodeOpcodeTable(bytes);
+    } catch (e) {
+      return bad(`is malformed: ${(e as Error).message}`);
+    }
+    this.#tables.set(key, table);
+    return table;
+  }
+
+  /** EXTENDED_INST 0xF0: resolve the opcode, make sure the image is in the cluster, start the op on the cores. */
+  async #extendedInst(opcode: number, run: Run): Promise<void> {
+    const { q7, memory } = this.#d;
+    if (q7.state !== "running") throw new SequencerFault(TpbFaultMask.Q7_BOOT, `EXTENDED_INST 0x${opcode.toString(16)}: the Q7 cores are ${q7.state}`);
+    const entry = this.#opcodeTable().entries.find((e) => e.opcode === opcode);
+    if (entry === undefined) throw new SequencerFault(TpbFaultMask.OPCODE, `EXTENDED_INST names opcode 0x${opcode.toString(16)}, absent from the opcode table`);
+    const totalCpus = entry.totalCpus;
+    if (totalCpus !== 1 && totalCpus !== 8) {
+      throw new SequencerFault(TpbFaultMask.OPCODE, `Opcode 0x${opcode.toString(16)} declares total_cpus ${entry.totalCpus}, expected 1 or 8`);
+    }
+    const started = await Promise.race([q7.cluster().catch((e: unknown) => e as Error), run.dropped]);
+    if (started === DROPPED) return;
+    if (started instanceof Error) throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot start the Q7 cluster: ${started.message}`);
+    let key = "";
+    if (entry.libBytes > 0) {
+      key = `${entry.libAddr.toString(16)}:${entry.libBytes}`;
+      const image = (): Uint8Array =>
+        memory.readPa(entry.libAddr, entry.libBytes) ??
+          (() => {
+            throw new SequencerFault(TpbFaultMask.OPCODE, `Library of opcode 0x${opcode.toString(16)} at 0x${entry.libAddr.toString(16)} is not in device memory`);
+          })();
+      const prepared = await Promise.race([started.ensureLibrary(key, image).catch((e: unknown) => e as Error), run.dropped]);
+      if (prepared === DROPPED) return;
+      if (prepared instanceof SequencerFault) throw prepared;
+      if (prepared instanceof Error) throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot prepare library ${key}: ${prepared.message}`);
+    }
+    const args = run.args ?? { inputs: [], outputs: [], ints: [] };
+    const op = { key, fn: entry.name, totalCpus: totalCpus as 1 | 8, args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] } };
+    run.dispatch = started.dispatch(op, run.abort.signal);
+    run.dispatch.catch(() => {}); // joined (and reported) by DRAIN
+  }
+
+  /** DRAIN 0x10A2: the join of the participating cores, then the output DMA. */
+  async #drain(run: Run): Promise<void> {
+    if (run.dispatch !== undefined) {
+      const joined = await Promise.race([this.#joinDispatch(run.dispatch), run.dropped]);
+      run.dispatch = undefined;
+      if (joined === DROPPED) return;
+      const failed = joined.filter((c) => c.ran && c.status !== "ok");
+      if (failed.length > 0) {
+        const detail = failed.map((c) => `core ${c.cpu} ${c.status}${c.message === undefined ? "" : `: ${c.message}`}`).join("; ");
+        this.#fault(run, 0, `DRAIN: ${detail}`, failed.map((c) => c.cpu), failed.map((c) => STATUS_MASK[c.status]));
+        throw new StreamHalt();
+      }
+    }
+    if (run.s2mBytes !== undefined) dmaStep(() => this.#d.dma.run(DmaDirection.S2M, run.s2mBytes!));
+  }
+
+  /** The cores' outcomes as the DRAIN sees them; a failed dispatch reads as every core aborted. */
+  async #joinDispatch(dispatch: Promise<{ cores: Q7CoreResult[] }>): Promise<Q7CoreResult[]> {
+    try {
+      return (await dispatch).cores;
+    } catch (e) {
+      return [{ cpu: 0, ran: true, status: "abort", message: String(e), committed: false }];
+    }
+  }
+
+  /** Posts one fatal TPB_ERROR per named core and marks the POOL instruction pointer. */
+  #fault(run: Run, mask: number, message: string, cores: number[], masks?: number[]): void {
+    const slot = run.slot;
+    this.faults.push({ slot, mask: masks?.reduce((a, b) => a | b, 0) ?? mask, message });
+    this.#d.regs.engineIp[TpbEngType.POOL] = (FAULT_IP_MARKER | slot) >>> 0;
+    cores.forEach((core, i) => {
+      this.pushRecord({
+        code: TpbErrorId.FATAL,
+        mask: masks?.[i] ?? mask,
+        engine: TpbEngType.POOL,
+        q7: core,
+        kind: NotificationKind.TPB_ERROR,
+        model: run.model,
+        value: slot,
+        aux: 0,
+      });
+    });
+  }
+
+  #record(run: Run, kind: number, value: number): NotificationRecord {
+    return { code: 0, mask: 0, engine: TpbEngType.POOL, q7: 0xff, kind, model: run.model, value, aux: 0 };
+  }
+}
+
+function dmaStep(step: () => void): void {
+  try {
+    step();
+  } catch (e) {
+    if (e instanceof DmaFault) throw new SequencerFault(TpbFaultMask.DMA, e.message);
+    throw e;
+  }
+}

@@ -1,0 +1,28 @@
+/** Test helpers: the committed reference kernels and a custom-op NEFF per kernel. */
+import { readFileSync } from "node:fs";
+import { buildCustomOpNeff, type CustomOpTensorSpec } from "@nrt/core";
+
+/** The committed `.wasm` of a reference kernel. */
+export function kernel(name: string): Uint8Array {
+  return new Uint8Array(readFileSync(new URL(`../kernels/wasm/${name}.wasm`, import.meta.url)));
+}
+
+/** A one-call NEFF running `fn` of library `lib` with the given I/O. */
+export function oneOpNeff(
+  lib: string,
+  fn: string,
+  inputs: CustomOpTensorSpec[],
+  outputs: CustomOpTensorSpec[],
+  totalCpus = 8,
+  ints: number[] = [],
+  target = "cayman",
+): Uint8Array {
+  return buildCustomOpNeff({
+    name: `${fn}.neff`,
+    target,
+    inputs,
+    outputs,
+    libraries: [{ name: lib, wasm: kernel(lib), totalCpus, functions: [{ opcode: 1, name: fn }] }],
+    calls: [{ opcode: 1, inputs: inputs.map((t) => t.name), outputs: outputs.map((t) => t.name), ints }],
+  });
+}
