@@ -83,14 +83,22 @@ export async function buildKernels() {
   return out;
 }
 
+/**
+ * Builds every kernel into `outDir` as <name>.wasm.
+ * @param {string} outDir the output folder (created if missing)
+ * @returns {Promise<Map<string, Uint8Array>>} kernel name → wasm binary
+ */
+export async function writeKernels(outDir) {
+  await mkdir(outDir, { recursive: true });
+  const built = await buildKernels();
+  for (const [name, wasm] of built) await writeFile(join(outDir, `${name}.wasm`), wasm);
+  return built;
+}
+
 async function cli() {
   const i = process.argv.indexOf("--out");
   const outDir = i >= 0 ? resolve(process.argv[i + 1]) : WASM_DIR;
-  await mkdir(outDir, { recursive: true });
-  for (const [name, wasm] of await buildKernels()) {
-    await writeFile(join(outDir, `${name}.wasm`), wasm);
-    console.log(`${name}.wasm  ${wasm.length} bytes`);
-  }
+  for (const [name, wasm] of await writeKernels(outDir)) console.log(`${name}.wasm  ${wasm.length} bytes`);
 }
 
 const isMain = import.meta.main ??

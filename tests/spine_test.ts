@@ -1,16 +1,18 @@
 import { describe, expect, test } from "bun:test";
-import { MemoryLogger, NrtError, NrtStatus, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
 import { createNrtContainer } from "@nrt/cli";
 import { oneOpNeff } from "./_kernels.ts";
 
 const f32 = (n: number) => ({ dtype: "float32", shape: [n] });
 
 async function withRuntime(fn: (rt: Runtime) => Promise<void>): Promise<void> {
-  const rt = await Runtime.init({ container: createNrtContainer(), visibleCores: [0, 1], logger: new MemoryLogger() });
+  const container = createNrtContainer();
+  const rt = await Runtime.init({ container, visibleCores: [0, 1], logger: new MemoryLogger() });
   try {
     await fn(rt);
   } finally {
     await rt.close();
+    await container.resolve(Portal).close(); // terminates the simulated device's Q7 Workers
   }
 }
 

@@ -6,11 +6,13 @@
 import { envFromProcess, NrtError, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
 import { readFile } from "node:fs/promises";
 import { createNrtContainer } from "./container.ts";
+import { runDemo } from "./demo.ts";
 import { runInspect } from "./inspect.ts";
 
 const USAGE = `Usage: nrt <command> [options]
 
 Commands:
+  demo                                  Run the reference kernels on the simulated device (npm start)
   inspect FILE [--json]                 Show a NEFF's header, hash, graphs, members and signature
   run FILE --input NAME=FILE.json ... [--json]
                                         Execute a NEFF on the embedded simulator and print its outputs
@@ -80,6 +82,8 @@ export async function main(args: string[]): Promise<number> {
     switch (cmd) {
       case "inspect":
         return await runInspect(rest, io);
+      case "demo":
+        return await runDemo();
       case "run":
         return await runModel(rest);
       case undefined:

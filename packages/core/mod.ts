@@ -28,3 +28,4 @@ export * from "./neff/instruction_stream.ts";
 export { DEFAULT_MAX_DECOMPRESSED_BYTES, gunzipMember, type GunzipOptions, type GunzipResult } from "./neff/inflate.ts";
 export { deflateRaw, type DeflateMode, gzipMember } from "./neff/deflate.ts";
 export { DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, readTar, type TarEntry, type TarReadOptions, type TarWriteOptions, writeTar } from "./neff/tar.ts";
+export * from "./trace_portal.ts";

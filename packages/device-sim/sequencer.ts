@@ -131,6 +131,7 @@ export class Sequencer {
   #opcodeTablePa = 0;
   #pumping: Promise<void> | undefined;
   #current: Run | undefined;
+  #stopped = false;
   /** Device-side model id made current by the last MODEL_SWITCH. */
   currentModel = 0;
   /** Faults the sequencer raised, newest last (observability: the record says what, this says why). */
@@ -143,6 +144,7 @@ export class Sequencer {
 
   /** Queues one run of `entry` (FIFO behind any run in progress). */
   ring(entry: StreamEntry): void {
+    if (this.#stopped) return;
     this.#queue.push(entry);
     this.#pumping ??= this.#pump();
   }
@@ -170,6 +172,13 @@ export class Sequencer {
     if (r === undefined) return false;
     r.abort.abort();
     return true;
+  }
+
+  /** Stops for good (portal close): queued runs are discarded and the run in progress is dropped. */
+  shutdown(): void {
+    this.#stopped = true;
+    this.#queue.length = 0;
+    this.dropCurrent();
   }
 
   /** Stdio the Q7 kernels wrote since the last call (the seam for the host-side pool_stdio rings). */

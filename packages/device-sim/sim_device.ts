@@ -140,7 +140,7 @@ export class SimDevice implements Bar0Listener {
   /** Stops every Worker and releases every notification waiter. */
   close(): void {
     for (const unit of this.ncs) {
-      unit.sequencer.dropCurrent();
+      unit.sequencer.shutdown();
       unit.q7.terminate("close");
       unit.nq.releaseAll();
     }

@@ -331,7 +331,8 @@ export class Q7Cluster {
     Atomics.store(i32, MB_KILL, 1);
     Atomics.store(i32, MB_CMD, CMD_EXIT);
     for (let cpu = 0; cpu < Q7_CORES; cpu++) {
-      if (cpu === 0) { Atomics.add(i32, MB_DOORBELL, 1); Atomics.notify(i32, MB_DOORBELL); }
+      Atomics.add(i32, MB_DOORBELL + cpu, 1);
+      Atomics.notify(i32, MB_DOORBELL + cpu);
     }
     for (const worker of this.#workers) worker.terminate();
     const error = new Error("Q7 cluster was terminated");
@@ -371,7 +372,8 @@ export class Q7Cluster {
     // Parked cores only see messages after returning to their event loop: ring CMD_YIELD.
     Atomics.store(this.#i32, MB_CMD, CMD_YIELD);
     for (let cpu = 0; cpu < Q7_CORES; cpu++) {
-      if (cpu === 0) { Atomics.add(this.#i32, MB_DOORBELL, 1); Atomics.notify(this.#i32, MB_DOORBELL); }
+      Atomics.add(this.#i32, MB_DOORBELL + cpu, 1);
+      Atomics.notify(this.#i32, MB_DOORBELL + cpu);
     }
     const replies = await Promise.all(pending);
     const failed = replies.find((r) => r.error !== undefined);
@@ -442,8 +444,10 @@ export class Q7Cluster {
     Atomics.store(i32, MB_DONE, 0);
     Atomics.store(i32, MB_CMD, CMD_RUN);
     // The doorbell: wake exactly the participating cores (seed: spmd-teardown §1.1 — total_cpus is the fan-out).
-    Atomics.add(i32, MB_DOORBELL, 1);
-    Atomics.notify(i32, MB_DOORBELL);
+    for (let cpu = 0; cpu < totalCpus; cpu++) {
+      Atomics.add(i32, MB_DOORBELL + cpu, 1);
+      Atomics.notify(i32, MB_DOORBELL + cpu, 1);
+    }
     const wait = Atomics.waitAsync(i32, MB_COMPLETE, seq - 1);
     if (!wait.async) return Promise.resolve(this.#complete(totalCpus));
     return new Promise<DispatchResult>((resolve, reject) => {

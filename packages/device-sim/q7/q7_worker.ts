@@ -147,13 +147,13 @@ function runOp(): void {
 
 /** Parks on this core's doorbell until a command other than RUN arrives. */
 function park(): void {
-  const bell = MB_DOORBELL;
+  const bell = MB_DOORBELL + cpu;
   for (;;) {
     Atomics.wait(i32, bell, lastBell);
     lastBell = Atomics.load(i32, bell);
     const cmd = Atomics.load(i32, MB_CMD);
     if (cmd === CMD_RUN) {
-      if (cpu < i32[MB_TOTAL_CPUS]) runOp();
+      runOp();
     } else if (cmd === CMD_YIELD) {
       return; // the cluster posted a message: let this task end so it is delivered
     } else if (cmd === CMD_EXIT) {
@@ -194,7 +194,7 @@ scope.onmessage = (e: MessageEvent) => {
     i32 = new Int32Array(memory.buffer, MAILBOX, (memory.buffer.byteLength - MAILBOX) >> 2);
     u8 = new Uint8Array(memory.buffer);
     view = new DataView(memory.buffer);
-    lastBell = Atomics.load(i32, MB_DOORBELL);
+    lastBell = Atomics.load(i32, MB_DOORBELL + cpu);
     replyThenPark({ type: "ready" });
   } else if (msg.type === "load") {
     load(msg.slot, msg.module);

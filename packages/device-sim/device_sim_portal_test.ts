@@ -1,0 +1,165 @@
+import { describe, expect, test } from "bun:test";
+import {
+  type DeviceMemory,
+  DmaDirection,
+  encodeArgTable,
+  encodeOpcodeTable,
+  type Instruction,
+  NotificationKind,
+  Opcode,
+  type OpcodeTableEntry,
+  Q7Map,
+  TpbErrorId,
+} from "@nrt/core";
+import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
+import { TpbFaultMask } from "./sequencer.ts";
+import { bytesF32, f32Bytes, readBytes, TestHost } from "./_testing.ts";
+
+const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
+const N = 1024, BYTES = N * 4, CORES = 8, SHARE = BYTES / CORES;
+const A = 0x0000, B = 0x1000, C = 0x2000; // SBUF offsets
+const DONE = 20;
+const VECTOR_ADD = 0x101, SPIN = 0x102, TRAP = 0x103;
+
+interface Staged {
+  h: TestHost;
+  out: DeviceMemory;
+  a: number[];
+  b: number[];
+}
+
+/** Boots the stock firmware, stages vector_add + faults, the opcode table, rings and the argument table. */
+async function stage(): Promise<Staged & { stream(opcode: number, doorbell: number, slot: number, marker?: boolean): Promise<void> }> {
+  const h = new TestHost({ hbmBytes: 1 << 26 });
+  await h.attachNq(64);
+  await h.bootQ7({ iram: await readBytes(new URL("stock_pool.wasm", KERNELS)), dram: new Uint8Array([3, 0, 0, 0]) });
+  const vectorAdd = await h.put(await readBytes(new URL("vector_add.wasm", KERNELS)));
+  const faults = await h.put(await readBytes(new URL("faults.wasm", KERNELS)));
+  const entry = (opcode: number, lib: DeviceMemory, name: string): OpcodeTableEntry => ({ opcode, cpuIdFlag: false, totalCpus: 8, libAddr: lib.pa, libBytes: lib.bytes, name });
+  const table = await h.put(encodeOpcodeTable({
+    m2s: [],
+    s2m: [],
+    entries: [entry(VECTOR_ADD, vectorAdd, "vector_add"), entry(SPIN, faults, "spin"), entry(TRAP, faults, "trap")],
+  }));
+  await h.khal.q7SwapTable(h.target, 0, table.pa);
+
+  const a = Array.from({ length: N }, (_, i) => i * 0.5);
+  const b = Array.from({ length: N }, (_, i) => 1000 - i);
+  const inA = await h.put(f32Bytes(a)), inB = await h.put(f32Bytes(b));
+  const out = await h.put(BYTES);
+  const m2s = await h.stageRings(Array.from({ length: CORES }, (_, c) => [
+    { src: inA.pa + c * SHARE, dst: h.sbufPa(A + c * SHARE), bytes: SHARE },
+    { src: inB.pa + c * SHARE, dst: h.sbufPa(B + c * SHARE), bytes: SHARE },
+  ]));
+  const s2m = await h.stageRings(Array.from({ length: CORES }, (_, c) => [{ src: h.sbufPa(C + c * SHARE), dst: out.pa + c * SHARE, bytes: SHARE }]));
+  const t = (off: number) => ({ addr: Q7Map.SBUF_BASE + off, bytes: BYTES, dtype: 0, dims: [N] });
+  const args = await h.put(encodeArgTable({ inputs: [t(A), t(B)], outputs: [t(C)], ints: [] }));
+
+  const stream = async (opcode: number, doorbell: number, slot: number, marker = false): Promise<void> => {
+    const program: Instruction[] = [
+      { op: Opcode.DMA_CONFIG, direction: DmaDirection.M2S, queues: CORES, ringTable: m2s.pa },
+      { op: Opcode.DMA_CONFIG, direction: DmaDirection.S2M, queues: CORES, ringTable: s2m.pa },
+      { op: Opcode.DMA_CONFIG_SIZE, m2sBytes: 2 * BYTES, s2mBytes: BYTES },
+      {
+        op: Opcode.LOAD_POOL_ARGUMENT,
+        embeddingTableBase: args.pa,
+        sbufBase: h.sbufPa(0),
+        oneValueReadAddr: h.khal.evtAccelAddr(0, 0),
+        completionWriteAddr: h.khal.semIncAddr(0, DONE),
+      },
+      { op: Opcode.EXTENDED_INST, opcode, call: 0 },
+      ...(marker ? [{ op: Opcode.NOTIFY, kind: NotificationKind.HW_ERROR, value: 0xabc } as const] : []),
+      { op: Opcode.DRAIN_ARM },
+      { op: Opcode.DRAIN },
+      { op: Opcode.EVENT_SEMAPHORE, updateMode: 0x13, semaphore: DONE, value: 0 },
+      { op: Opcode.NOTIFY, kind: NotificationKind.EXEC_DONE, value: 0 },
+    ];
+    await h.installStream(program, doorbell, slot, 4);
+  };
+  return { h, out, a, b, stream };
+}
+
+describe("DeviceSimPortal with the Q7 cluster", () => {
+  test("DeviceSimPortal runs a hand-built vector_add custom op on 8 Q7 cores end to end", async () => {
+    const { h, out, a, b, stream } = await stage();
+    try {
+      await stream(VECTOR_ADD, 1, 0);
+      expect(h.portal.q7Events().map((e) => e.kind)).toEqual(["released"]);
+      await h.fire(1);
+      const { records } = await h.read();
+      expect(records.map((r) => [r.kind, r.value])).toEqual([[NotificationKind.EVENT_SEMAPHORE, 1], [NotificationKind.EXEC_DONE, 1]]);
+      const c = bytesF32(await h.portal.memRead(out, 0, BYTES));
+      expect(c).toEqual(a.map((x, i) => x + b[i]));
+      expect(h.portal.queueBytes(0, 0)).toEqual({ m2s: new Array(CORES).fill(2 * SHARE), s2m: new Array(CORES).fill(SHARE) });
+      // A second execution reuses the cluster and the prepared library.
+      await h.portal.memWrite(out, 0, new Uint8Array(BYTES));
+      await h.fire(1);
+      expect((await h.read()).records.map((r) => r.value)).toEqual([2, 2]);
+      expect(bytesF32(await h.portal.memRead(out, 0, 8))).toEqual([1000, 999.5]);
+      expect(h.portal.q7Events().map((e) => e.kind)).toEqual(["released", "cluster-started"]);
+      expect(await h.portal.stdioEntries(0, 0)).toEqual([]);
+    } finally {
+      await h.portal.close();
+    }
+    expect(h.portal.q7Events().at(-1)?.kind).toBe("cluster-terminated");
+  }, 30_000);
+
+  test("DeviceSimPortal reports a trapping kernel as one fatal TPB_ERROR per core and posts no completion", async () => {
+    const { h, stream } = await stage();
+    try {
+      await stream(TRAP, 1, 0);
+      await h.fire(1);
+      const { records } = await h.read();
+      expect(records).toHaveLength(CORES);
+      expect(records.map((r) => r.q7)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      for (const r of records) {
+        expect(r).toMatchObject({ kind: NotificationKind.TPB_ERROR, code: TpbErrorId.FATAL, mask: TpbFaultMask.Q7_TRAP, engine: 2, aux: 0 });
+      }
+      expect((await h.khal.readEngineIps(h.target, 0))[2]).not.toBe(0);
+      expect(await h.portal.semaphoreRead(0, 0, DONE)).toBe(0);
+    } finally {
+      await h.portal.close();
+    }
+  }, 30_000);
+
+  test("DeviceSimPortal.resetQ7() drops a hung stream and a later op boots a fresh cluster", async () => {
+    const { h, out, a, b, stream } = await stage();
+    try {
+      await stream(SPIN, 1, 0, true);
+      await stream(VECTOR_ADD, 2, 1);
+      await h.portal.semaphoreIncrement(0, 0, 1, 1);
+      // The marker NOTIFY after EXTENDED_INST says the spin kernel is dispatched; the stream then blocks in DRAIN.
+      await h.portal.notificationWait(0, 0, 0);
+      await h.portal.resetQ7(0, 0);
+      await h.portal.whenIdle(0, 0);
+      expect((await h.read()).records.map((r) => r.value)).toEqual([0xabc]);
+      await h.fire(2);
+      expect((await h.read()).records.map((r) => r.kind)).toEqual([NotificationKind.EVENT_SEMAPHORE, NotificationKind.EXEC_DONE]);
+      expect(bytesF32(await h.portal.memRead(out, 0, BYTES))).toEqual(a.map((x, i) => x + b[i]));
+      expect(h.portal.q7Events().map((e) => e.kind)).toEqual(["released", "cluster-started", "cluster-terminated", "cluster-started"]);
+    } finally {
+      await h.portal.close();
+    }
+  }, 30_000);
+});
+
+describe("DeviceSimPortal Q7 boot", () => {
+  test("DeviceSimPortal refuses to boot Q7 cores whose images differ and faults the EXTENDED_INST", async () => {
+    const h = new TestHost({ hbmBytes: 1 << 24 });
+    await h.attachNq(8);
+    await h.khal.q7HoldRunStall(h.target, 0);
+    await h.khal.q7UcodeEngInit(h.target, 0, { iram: new Uint8Array([1, 2, 3]), dram: new Uint8Array([4]) });
+    await h.portal.barWrite(0, 0, CAYMAN_SPEC.csr.q7Iram + 5 * CAYMAN_SPEC.csr.q7IramStride, new Uint8Array([9, 9, 9]));
+    await h.khal.q7ReleaseRunStall(h.target, 0);
+    expect(h.portal.q7Events()[0]).toMatchObject({ kind: "boot-failed", via: "host-csr" });
+    await h.installStream([{ op: Opcode.EXTENDED_INST, opcode: 1, call: 0 }], 1);
+    await h.fire(1);
+    const { records } = await h.read();
+    expect(records.map((r) => [r.kind, r.code, r.mask])).toEqual([
+      [NotificationKind.TPB_ERROR, TpbErrorId.FATAL, TpbFaultMask.Q7_BOOT],
+      [NotificationKind.TPB_ERROR, TpbErrorId.FATAL, TpbFaultMask.Q7_BOOT],
+    ]);
+    expect(h.portal.faults(0, 0)[0].message).toContain("failed");
+    await h.portal.close();
+  });
+});

@@ -1,0 +1,345 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { Dtype, KILL_FLAG_ADDR, SBUF_BASE, STDIO_ENTRIES } from "./_abi.ts";
+import { guardLoops } from "./_loop_guard.ts";
+import { type DispatchResult, Q7Cluster, type TensorDesc } from "./q7_cluster.ts";
+
+const SBUF_BYTES = 28 << 20; // Cayman
+const ARCH_ID = 0xca7a0003;
+const LIBRARIES = ["cpu_map", "faults", "matmul", "noop", "reduce_sum", "relu", "softmax", "vector_add"];
+
+function kernel(name: string): Uint8Array {
+  return new Uint8Array(readFileSync(new URL(`../../../kernels/wasm/${name}.wasm`, import.meta.url)));
+}
+
+/** A seeded PRNG (mulberry32), so every run sees the same "random" inputs. */
+function random(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function randomF32(n: number, seed: number, scale = 10): Float32Array {
+  const next = random(seed);
+  const out = new Float32Array(n);
+  for (let i = 0; i < n; i++) out[i] = (next() * 2 - 1) * scale;
+  return out;
+}
+
+/** Places tensors one after another in the SBUF window, 64-byte aligned. */
+class SbufArena {
+  #next = SBUF_BASE;
+  constructor(readonly cluster: Q7Cluster) {}
+  f32(dims: number[], data?: Float32Array): { desc: TensorDesc; view: Float32Array } {
+    const n = dims.reduce((a, b) => a * b, 1);
+    const desc = this.#alloc(n * 4, Dtype.float32, dims);
+    const view = new Float32Array(this.cluster.memory.buffer, desc.addr, n);
+    if (data) view.set(data);
+    else view.fill(Number.NaN); // an output a kernel forgets to write is caught
+    return { desc, view };
+  }
+  i32(dims: number[]): { desc: TensorDesc; view: Int32Array } {
+    const n = dims.reduce((a, b) => a * b, 1);
+    const desc = this.#alloc(n * 4, Dtype.int32, dims);
+    const view = new Int32Array(this.cluster.memory.buffer, desc.addr, n);
+    view.fill(-1);
+    return { desc, view };
+  }
+  #alloc(bytes: number, dtype: number, dims: number[]): TensorDesc {
+    const addr = this.#next;
+    this.#next += Math.ceil(bytes / 64) * 64;
+    if (this.#next > SBUF_BASE + SBUF_BYTES) throw new RangeError("test arena is full");
+    return { addr, bytes, dtype, dims };
+  }
+}
+
+function expectAllOk(result: DispatchResult, totalCpus: number): void {
+  expect(result.cores.map((c) => [c.cpu, c.ran, c.status, c.committed])).toEqual(
+    Array.from({ length: 8 }, (_, cpu) => [cpu, cpu < totalCpus, "ok", cpu < totalCpus]),
+  );
+}
+
+/** Compares element-wise within `rel` relative error (plus a tiny absolute floor); returns the first mismatch. */
+function firstMismatch(actual: Float32Array, expected: Float32Array, rel: number): string | undefined {
+  for (let i = 0; i < expected.length; i++) {
+    const a = actual[i], e = expected[i];
+    if (!(Math.abs(a - e) <= rel * Math.abs(e) + 1e-30)) return `element ${i}: got ${a}, expected ${e}`;
+  }
+  return undefined;
+}
+
+/** Element counts from 1 element to 4 MiB of float32, with sizes that do not split evenly over 8 cores. */
+const SIZES = [1, 7, 8, 9, 1000, 65_537, 1 << 20];
+
+describe("Q7Cluster", () => {
+  let cluster: Q7Cluster;
+  let firmware: { apiLevel?: number; arch?: number };
+
+  beforeAll(async () => {
+    cluster = await Q7Cluster.create({ sbufBytes: SBUF_BYTES });
+    const dram = new Uint8Array(64);
+    new DataView(dram.buffer).setUint32(0, ARCH_ID, true);
+    firmware = await cluster.boot({ iram: kernel("stock_pool"), dram });
+    for (const name of LIBRARIES) await cluster.prepare(name, kernel(name));
+  });
+
+  afterAll(() => cluster?.terminate());
+
+  test("Q7Cluster.create() sizes the shared memory to 0x200000 + sbufBytes", () => {
+    expect(cluster.memory.buffer.byteLength).toBe(SBUF_BASE + SBUF_BYTES);
+    expect(cluster.memory.buffer instanceof SharedArrayBuffer).toBe(true);
+  });
+
+  test("Q7Cluster.create() rejects an SBUF size that is not a multiple of 64 KiB", async () => {
+    await expect(Q7Cluster.create({ sbufBytes: 1000 })).rejects.toThrow(RangeError);
+  });
+
+  test("Q7Cluster.boot() copies the DRAM image to address 0 and reports the firmware's api level and arch", async () => {
+    expect(firmware).toEqual({ apiLevel: 3, arch: ARCH_ID });
+    expect(new DataView(cluster.memory.buffer).getUint32(0, true)).toBe(ARCH_ID);
+    const result = await cluster.dispatch({ key: "", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } });
+    expectAllOk(result, 8);
+  });
+
+  test("Q7Cluster.dispatch() runs vector_add on all 8 cores", async () => {
+    for (const n of SIZES) {
+      const arena = new SbufArena(cluster);
+      const a = arena.f32([n], randomF32(n, n));
+      const b = arena.f32([n], randomF32(n, n + 1));
+      const c = arena.f32([n]);
+      const result = await cluster.dispatch({
+        key: "vector_add", fn: "vector_add", totalCpus: 8,
+        args: { inputs: [a.desc, b.desc], outputs: [c.desc] },
+      });
+      expectAllOk(result, 8);
+      const expected = new Float32Array(n);
+      for (let i = 0; i < n; i++) expected[i] = a.view[i] + b.view[i];
+      expect({ n, mismatch: firstMismatch(c.view, expected, 0) }).toEqual({ n, mismatch: undefined });
+    }
+  });
+
+  test("Q7Cluster.dispatch() runs relu on all 8 cores", async () => {
+    for (const n of SIZES) {
+      const arena = new SbufArena(cluster);
+      const x = arena.f32([n], randomF32(n, 7 * n));
+      const y = arena.f32([n]);
+      expectAllOk(await cluster.dispatch({
+        key: "relu", fn: "relu", totalCpus: 8, args: { inputs: [x.desc], outputs: [y.desc] },
+      }), 8);
+      const expected = x.view.map((v) => Math.max(v, 0));
+      expect({ n, mismatch: firstMismatch(y.view, expected, 0) }).toEqual({ n, mismatch: undefined });
+    }
+  });
+
+  test("Q7Cluster.dispatch() runs softmax_rows on all 8 cores, partitioned by rows", async () => {
+    for (const [rows, cols] of [[1, 1], [1, 9], [3, 5], [17, 33], [1024, 1024]]) {
+      const arena = new SbufArena(cluster);
+      const x = arena.f32([rows, cols], randomF32(rows * cols, rows * 31 + cols));
+      const y = arena.f32([rows, cols]);
+      expectAllOk(await cluster.dispatch({
+        key: "softmax", fn: "softmax_rows", totalCpus: 8, args: { inputs: [x.desc], outputs: [y.desc] },
+      }), 8);
+      const expected = new Float32Array(rows * cols);
+      for (let r = 0; r < rows; r++) {
+        const row = x.view.subarray(r * cols, (r + 1) * cols);
+        const max = Math.max(...row);
+        const sum = row.reduce((s, v) => s + Math.exp(v - max), 0);
+        for (let j = 0; j < cols; j++) expected[r * cols + j] = Math.exp(row[j] - max) / sum;
+      }
+      expect({ rows, cols, mismatch: firstMismatch(y.view, expected, 1e-5) }).toEqual({ rows, cols, mismatch: undefined });
+    }
+  });
+
+  test("Q7Cluster.dispatch() runs matmul on all 8 cores, partitioned by rows of C", async () => {
+    for (const [m, k, n] of [[1, 1, 1], [5, 7, 3], [33, 17, 9], [1024, 1024, 16]]) {
+      const arena = new SbufArena(cluster);
+      const a = arena.f32([m, k], randomF32(m * k, m + k, 1));
+      const b = arena.f32([k, n], randomF32(k * n, k + n, 1));
+      const c = arena.f32([m, n]);
+      expectAllOk(await cluster.dispatch({
+        key: "matmul", fn: "matmul", totalCpus: 8, args: { inputs: [a.desc, b.desc], outputs: [c.desc] },
+      }), 8);
+      const expected = new Float32Array(m * n);
+      for (let i = 0; i < m; i++) {
+        for (let j = 0; j < n; j++) {
+          let acc = 0;
+          for (let t = 0; t < k; t++) acc += a.view[i * k + t] * b.view[t * n + j];
+          expected[i * n + j] = acc;
+        }
+      }
+      expect({ m, k, n, mismatch: firstMismatch(c.view, expected, 1e-5) }).toEqual({ m, k, n, mismatch: undefined });
+    }
+  });
+
+  test("Q7Cluster.dispatch() gives core c the elements [c·ceil(n/8), min(n, (c+1)·ceil(n/8))) (cpu_map)", async () => {
+    for (const n of [1, 7, 8, 9, 17, 1000, 65_537]) {
+      const arena = new SbufArena(cluster);
+      const x = arena.i32([n]); // any dtype: only the element count matters
+      const y = arena.i32([n]);
+      expectAllOk(await cluster.dispatch({
+        key: "cpu_map", fn: "cpu_map", totalCpus: 8, args: { inputs: [x.desc], outputs: [y.desc] },
+      }), 8);
+      const chunk = Math.ceil(n / 8);
+      const expected = Int32Array.from({ length: n }, (_, i) => Math.floor(i / chunk));
+      expect({ n, owners: Array.from(y.view) }).toEqual({ n, owners: Array.from(expected) });
+    }
+  });
+
+  test("Q7Cluster.dispatch() with totalCpus 1 runs core 0 only (cpu_map)", async () => {
+    const arena = new SbufArena(cluster);
+    const x = arena.i32([3, 5]);
+    const y = arena.i32([15]);
+    expectAllOk(await cluster.dispatch({
+      key: "cpu_map", fn: "cpu_map", totalCpus: 1, args: { inputs: [x.desc], outputs: [y.desc] },
+    }), 1);
+    expect(Array.from(y.view)).toEqual(new Array(15).fill(0));
+  });
+
+  test("Q7Cluster.dispatch() runs sum_all (a total_cpus = 1 library) on core 0 only", async () => {
+    for (const n of [1, 1000, 1 << 20]) {
+      const arena = new SbufArena(cluster);
+      const x = arena.f32([n], randomF32(n, 99 + n));
+      const y = arena.f32([1]);
+      const result = await cluster.dispatch({
+        key: "reduce_sum", fn: "sum_all", totalCpus: 1, args: { inputs: [x.desc], outputs: [y.desc] },
+      });
+      expectAllOk(result, 1);
+      expect(result.cores[0].elapsedNs).toBeGreaterThan(0);
+      let sum = 0;
+      for (let i = 0; i < n; i++) sum += x.view[i];
+      expect(y.view[0]).toBe(Math.fround(sum));
+    }
+  });
+
+  test("Q7Cluster.dispatch() reports a wasm trap as status \"trap\" on every core", async () => {
+    const result = await cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: { inputs: [], outputs: [] } });
+    expect(result.cores.map((c) => [c.status, c.committed])).toEqual(new Array(8).fill(["trap", false]));
+    expect(result.cores[0].message).toMatch(/unreachable/i);
+  });
+
+  test("Q7Cluster.dispatch() reports an out-of-bounds load as status \"oob\"", async () => {
+    const result = await cluster.dispatch({ key: "faults", fn: "oob", totalCpus: 8, args: { inputs: [], outputs: [] } });
+    expect(result.cores.map((c) => [c.status, c.committed])).toEqual(new Array(8).fill(["oob", false]));
+  });
+
+  test("Q7Cluster.dispatch() reports a dram_addr_to_soc_addr aperture fault as status \"oob\"", async () => {
+    const result = await cluster.dispatch({ key: "faults", fn: "bad_dram", totalCpus: 1, args: { inputs: [], outputs: [] } });
+    expect([result.cores[0].status, result.cores[0].committed]).toEqual(["oob", false]);
+    expect(result.cores[0].message).toContain("0x12345");
+    expect(result.cores.slice(1).every((c) => !c.ran)).toBe(true);
+  });
+
+  test("Q7Cluster.dispatch() reports a function the library does not export as \"missing-function\"", async () => {
+    const result = await cluster.dispatch({ key: "relu", fn: "gelu", totalCpus: 8, args: { inputs: [], outputs: [] } });
+    expect(result.cores.map((c) => c.status)).toEqual(new Array(8).fill("missing-function"));
+  });
+
+  test("Q7Cluster.dispatch() still runs kernels after faults", async () => {
+    const arena = new SbufArena(cluster);
+    const x = arena.f32([100], randomF32(100, 5));
+    const y = arena.f32([100]);
+    expectAllOk(await cluster.dispatch({
+      key: "relu", fn: "relu", totalCpus: 8, args: { inputs: [x.desc], outputs: [y.desc] },
+    }), 8);
+    expect(firstMismatch(y.view, x.view.map((v) => Math.max(v, 0)), 0)).toBeUndefined();
+  });
+
+  test("Q7Cluster.dispatch() rejects a tensor outside the SBUF window and an unprepared library", async () => {
+    const desc = { addr: 0x1000, bytes: 16, dtype: Dtype.float32, dims: [4] };
+    await expect(cluster.dispatch({ key: "relu", fn: "relu", totalCpus: 8, args: { inputs: [desc], outputs: [] } }))
+      .rejects.toThrow(RangeError);
+    await expect(cluster.dispatch({ key: "nope", fn: "x", totalCpus: 8, args: { inputs: [], outputs: [] } }))
+      .rejects.toThrow('library "nope" is not prepared');
+    // The cluster is not left busy by a rejected dispatch.
+    expectAllOk(await cluster.dispatch({ key: "noop", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } }), 8);
+  });
+
+  test("Q7Cluster.drainStdio() returns printf lines in order with their core and stream", async () => {
+    cluster.drainStdio();
+    const one = await cluster.dispatch({ key: "faults", fn: "printf", totalCpus: 1, args: { inputs: [], outputs: [], ints: [12n] } });
+    expectAllOk(one, 1);
+    expect(cluster.drainStdio()).toEqual(
+      Array.from({ length: 12 }, (_, k) => ({ cpu: 0, stream: 1, text: `line ${k} from core 0\n` })),
+    );
+    expectAllOk(await cluster.dispatch({ key: "faults", fn: "printf", totalCpus: 8, args: { inputs: [], outputs: [], ints: [5n] } }), 8);
+    const drained = cluster.drainStdio();
+    expect(drained.length).toBe(40);
+    for (let cpu = 0; cpu < 8; cpu++) {
+      expect(drained.filter((e) => e.cpu === cpu).map((e) => e.text)).toEqual(
+        Array.from({ length: 5 }, (_, k) => `line ${k} from core ${cpu}\n`),
+      );
+    }
+    expect(cluster.drainStdio()).toEqual([]);
+  });
+
+  test("Q7Cluster.drainStdio() keeps the newest entries when the ring overruns", async () => {
+    cluster.drainStdio();
+    const before = cluster.stdioDropped;
+    const lines = STDIO_ENTRIES + 100;
+    await cluster.dispatch({ key: "faults", fn: "printf", totalCpus: 1, args: { inputs: [], outputs: [], ints: [BigInt(lines)] } });
+    const drained = cluster.drainStdio();
+    expect(drained.length).toBe(STDIO_ENTRIES);
+    expect(cluster.stdioDropped - before).toBe(100);
+    expect(drained[0].text).toBe("line 100 from core 0\n");
+    expect(drained[drained.length - 1].text).toBe(`line ${lines - 1} from core 0\n`);
+  });
+});
+
+describe("Q7Cluster hang", () => {
+  test("Q7Cluster.terminate() stops cores spinning in a kernel after the caller aborts the dispatch", async () => {
+    const cluster = await Q7Cluster.create({ sbufBytes: 1 << 20 });
+    try {
+      await cluster.prepare("faults", kernel("faults"));
+      const controller = new AbortController();
+      const pending = cluster.dispatch(
+        { key: "faults", fn: "spin", totalCpus: 8, args: { inputs: [], outputs: [] } },
+        controller.signal,
+      );
+      // The one real-clock wait in this suite: a spinning kernel never completes, so give up after 100 ms.
+      const timer = setTimeout(() => controller.abort(new Error("hung")), 100);
+      await expect(pending).rejects.toThrow("hung");
+      clearTimeout(timer);
+      await expect(cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: { inputs: [], outputs: [] } }))
+        .rejects.toThrow("busy");
+    } finally {
+      cluster.terminate();
+    }
+    await expect(cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: { inputs: [], outputs: [] } }))
+      .rejects.toThrow("terminated");
+    // The process is fine: a fresh cluster starts and runs a kernel.
+    const fresh = await Q7Cluster.create({ sbufBytes: 1 << 20 });
+    try {
+      await fresh.prepare("noop", kernel("noop"));
+      expectAllOk(await fresh.dispatch({ key: "noop", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } }), 8);
+    } finally {
+      fresh.terminate();
+    }
+  }, 10_000);
+});
+
+describe("guardLoops()", () => {
+  test("guardLoops() keeps every reference kernel valid and leaves loop-free modules unchanged", () => {
+    for (const name of [...LIBRARIES, "stock_pool"]) {
+      const wasm = kernel(name);
+      const guarded = guardLoops(wasm, KILL_FLAG_ADDR);
+      expect({ name, valid: WebAssembly.validate(guarded as Uint8Array<ArrayBuffer>) }).toEqual({ name, valid: true });
+      if (name === "noop" || name === "stock_pool") expect(guarded).toBe(wasm);
+      else expect(guarded.length).toBeGreaterThan(wasm.length);
+    }
+  });
+
+  test("guardLoops() adds an env.memory import to a module with a loop and no memory", () => {
+    // (module (func (export "f") (loop)))
+    const wasm = new Uint8Array([
+      0, 97, 115, 109, 1, 0, 0, 0, 1, 4, 1, 96, 0, 0, 3, 2, 1, 0, 7, 5, 1, 1, 102, 0, 0, 10, 7, 1, 5, 0, 3, 64, 11, 11,
+    ]);
+    expect(WebAssembly.validate(wasm)).toBe(true);
+    const guarded = guardLoops(wasm, KILL_FLAG_ADDR) as Uint8Array<ArrayBuffer>;
+    expect(WebAssembly.validate(guarded)).toBe(true);
+    const imports = WebAssembly.Module.imports(new WebAssembly.Module(guarded));
+    expect(imports).toEqual([{ module: "env", name: "memory", kind: "memory" }]);
+  });
+});
