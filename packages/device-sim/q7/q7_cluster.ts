@@ -26,7 +26,7 @@ import {
   DESC, DESC_BYTES, Dtype, FN_NAME, FN_NAME_MAX, IMAGE_BASE, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MAX_INTS,
   MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, MB_DOORBELL, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_SEQ,
   MB_STDIO_READ, MB_STDIO_WRITE, MB_TOTAL_CPUS, PAGE_BYTES, Q7_CORES, SBUF_BASE, Status, STATUS_NAMES,
-  STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING,
+  STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING, WORKER_LAYOUT,
 } from "./_abi.ts";
 import { guardLoops } from "./_loop_guard.ts";
 
@@ -160,7 +160,7 @@ export class Q7Cluster {
     this.#view = new DataView(buffer);
     this.#replies = Array.from({ length: Q7_CORES }, () => []);
     this.#workers = Array.from({ length: Q7_CORES }, (_, cpu) => {
-      const worker = new Worker(new URL("./q7_worker.ts", import.meta.url), { type: "module" });
+      const worker = new Worker(new URL("./q7_worker.js", import.meta.url), { type: "module" });
       worker.onmessage = (e: MessageEvent<Reply>) => this.#replies[cpu].shift()?.resolve(e.data);
       worker.onerror = (e: ErrorEvent) => {
         e.preventDefault();
@@ -192,7 +192,7 @@ export class Q7Cluster {
     const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
     const cluster = new Q7Cluster(memory, sbufBytes);
     try {
-      await Promise.all(cluster.#workers.map((_, cpu) => cluster.#request(cpu, { type: "init", memory, cpu })));
+      await Promise.all(cluster.#workers.map((_, cpu) => cluster.#request(cpu, { type: "init", memory, cpu, layout: WORKER_LAYOUT })));
     } catch (e) {
       cluster.terminate();
       throw e;

@@ -1,0 +1,214 @@
+/**
+ * The Worker script of one Q7 core. It instantiates the firmware and the custom-op libraries with the kernel ABI
+ * imports (docs/kernel-abi.md), then parks on its doorbell word with `Atomics.wait`; each ring runs one op from
+ * the mailbox and reports into the core's status record, with no `postMessage` on the fast path.
+ *
+ * Plain JavaScript without imports on purpose: `deno test` type-checks every TypeScript module a Worker loads,
+ * once per Worker (5.6 s for 8 Workers instead of 0.16 s). The constants come in the "init" message
+ * (`WORKER_LAYOUT` in _abi.ts).
+ *
+ * Messages from the cluster (each but "init" followed by a CMD_YIELD ring, so a parked core returns to its event
+ * loop): `{ type: "init", memory, cpu, layout }`, `{ type: "load", slot, module }`. Replies: `{ type: "ready" }`,
+ * `{ type: "loaded", slot, error?, info? }`.
+ *
+ * @module
+ */
+
+/** @type {any} WORKER_LAYOUT of _abi.ts (no type import: Deno would add _abi.ts to the graph and check it) */
+let L;
+let cpu = 0;
+/** @type {WebAssembly.Memory} */
+let memory;
+/** @type {Int32Array} the control area as Int32 words, from the mailbox on */
+let i32;
+/** @type {Uint8Array} */
+let u8;
+/** @type {DataView} */
+let view;
+let lastBell = 0;
+/** @type {Array<WebAssembly.Instance | undefined>} */
+const libraries = [];
+/** @type {Map<number, (() => void) | null>} function id → export */
+const functions = new Map();
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+// Per-dispatch ABI state: the argument cursors are per core and reset at every dispatch.
+let totalCpus = 1;
+let nInputs = 0, nOutputs = 0, nInts = 0;
+let inCursor = 0, outCursor = 0, intCursor = 0;
+let committed = 0;
+
+/** Thrown by dram_addr_to_soc_addr for an address outside the local DRAM window; reported as "oob". */
+class DramWindowFault extends Error {
+  name = "DramWindowFault";
+}
+
+const env = {
+  /** @returns {number} */
+  get_cpu_id: () => cpu,
+  /** @returns {number} */
+  get_cpu_count: () => L.Q7_CORES,
+  /** @returns {number} */
+  customop_total_cpus: () => totalCpus,
+  /** @returns {number} */
+  customop_next_tensor: () => (inCursor < nInputs ? L.ARG_INPUTS + L.DESC_BYTES * inCursor++ : 0),
+  /** @returns {number} */
+  customop_return_tensor: () => (outCursor < nOutputs ? L.ARG_OUTPUTS + L.DESC_BYTES * outCursor++ : 0),
+  /** @returns {bigint} */
+  customop_next_int: () => (intCursor < nInts ? view.getBigInt64(L.ARG_INTS + 8 * intCursor++, true) : 0n),
+  customop_cleanup: () => {
+    // seed: spmd-teardown §4.2 — memw: the read-modify-write is a full fence for this core's stores.
+    Atomics.add(i32, L.MB_FENCE, 0);
+    committed = 1;
+  },
+  /** @param {number} addr @returns {number} */
+  dram_addr_to_soc_addr: (addr) => {
+    // seed: spmd-teardown §3 — the aperture guard (dram_addr & 0xFFFF0000) == 0x80000, else _Assert.
+    if ((addr & 0xffff0000) !== L.LOCAL_DRAM_BASE) {
+      throw new DramWindowFault(
+        `dram_addr_to_soc_addr(0x${(addr >>> 0).toString(16)}): address outside the local DRAM window`,
+      );
+    }
+    return ((L.SOC_SLICE_FIRST_INDEX + 2 * cpu) << 16) + (addr & 0xffff);
+  },
+  /** @param {number} stream @param {number} ptr @param {number} len */
+  q7_write: (stream, ptr, len) => {
+    if (len <= 0) return;
+    ptr >>>= 0;
+    if (ptr + len > u8.length) throw new RangeError("q7_write: memory access out of bounds");
+    for (let off = 0; off < len; off += L.STDIO_TEXT_MAX) {
+      const n = Math.min(L.STDIO_TEXT_MAX, len - off);
+      const index = Atomics.add(i32, L.MB_STDIO_WRITE, 1);
+      const entry = L.STDIO_RING + (index % L.STDIO_ENTRIES) * L.STDIO_ENTRY_BYTES;
+      u8[entry + L.STDIO_HEADER.stream] = stream;
+      u8[entry + L.STDIO_HEADER.cpu] = cpu;
+      view.setUint16(entry + L.STDIO_HEADER.length, n, true);
+      u8.copyWithin(entry + L.STDIO_HEADER_BYTES, ptr + off, ptr + off + n);
+      // The sequence is stored last: a reader that sees it sees the text.
+      Atomics.store(i32, (entry - L.MAILBOX) >> 2, index + 1);
+    }
+  },
+};
+
+/** @param {number} slot @param {number} fnId @returns {(() => void) | null} */
+function resolve(slot, fnId) {
+  const cached = functions.get(fnId);
+  if (cached !== undefined) return cached;
+  const name = decoder.decode(u8.slice(L.FN_NAME, L.FN_NAME + Atomics.load(i32, L.MB_FN_NAME_LEN)));
+  const fn = libraries[slot]?.exports[name];
+  const found = typeof fn === "function" ? /** @type {() => void} */ (fn) : null;
+  functions.set(fnId, found);
+  return found;
+}
+
+/** @param {unknown} e @returns {number} */
+function classify(e) {
+  if (e instanceof DramWindowFault) return L.Status.oob;
+  if (Atomics.load(i32, L.MB_KILL) !== 0) return L.Status.abort;
+  const message = e instanceof Error ? e.message : String(e);
+  if (/out of bounds/i.test(message)) return L.Status.oob;
+  if (e instanceof WebAssembly.RuntimeError || e instanceof RangeError) return L.Status.trap;
+  return L.Status.abort;
+}
+
+/** @param {number} status @param {number} elapsedNs @param {string} message */
+function report(status, elapsedNs, message) {
+  const rec = L.CORE_STATUS + cpu * L.CORE_STATUS_BYTES;
+  view.setInt32(rec + L.CS.status, status, true);
+  view.setInt32(rec + L.CS.committed, committed, true);
+  view.setFloat64(rec + L.CS.elapsedNs, elapsedNs, true);
+  const bytes = encoder.encode(message).subarray(0, L.CS_MESSAGE_MAX);
+  view.setInt32(rec + L.CS.messageLength, bytes.length, true);
+  u8.set(bytes, rec + L.CS.message);
+}
+
+function runOp() {
+  const t0 = performance.now();
+  totalCpus = i32[L.MB_TOTAL_CPUS];
+  nInputs = view.getInt32(L.ARGS, true);
+  nOutputs = view.getInt32(L.ARGS + 4, true);
+  nInts = view.getInt32(L.ARGS + 8, true);
+  inCursor = outCursor = intCursor = 0;
+  committed = 0;
+  let status = L.Status.ok;
+  let message = "";
+  const fn = resolve(i32[L.MB_LIB], i32[L.MB_FN]);
+  if (fn === null) {
+    status = L.Status.missingFunction;
+    message = "no such function in the library";
+  } else {
+    try {
+      fn();
+    } catch (e) {
+      status = classify(e);
+      message = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    }
+  }
+  report(status, (performance.now() - t0) * 1e6, message);
+  const seq = i32[L.MB_SEQ];
+  // The last participant to report completes the op (seed: spmd-teardown §4.3 — the DRAIN join).
+  if (Atomics.add(i32, L.MB_DONE, 1) + 1 === totalCpus) {
+    Atomics.store(i32, L.MB_COMPLETE, seq);
+    Atomics.notify(i32, L.MB_COMPLETE);
+  }
+}
+
+/** Parks on this core's doorbell word until a command other than RUN arrives. */
+function park() {
+  const bell = L.MB_DOORBELL + cpu;
+  for (;;) {
+    Atomics.wait(i32, bell, lastBell);
+    lastBell = Atomics.load(i32, bell);
+    const cmd = Atomics.load(i32, L.MB_CMD);
+    if (cmd === L.CMD_RUN) {
+      runOp();
+    } else if (cmd === L.CMD_YIELD) {
+      return; // the cluster posted a message: let this task end so it is delivered
+    } else if (cmd === L.CMD_EXIT) {
+      globalThis.close();
+      return;
+    }
+  }
+}
+
+/** Bun gotcha (ARCHITECTURE §10): a reply posted in a task that then blocks is never delivered. */
+function replyThenPark(/** @type {unknown} */ message) {
+  globalThis.postMessage(message);
+  setTimeout(park, 0);
+}
+
+/** @param {number} slot @param {WebAssembly.Module} module */
+function load(slot, module) {
+  try {
+    const instance = new WebAssembly.Instance(module, { env: { memory, ...env } });
+    libraries[slot] = instance;
+    /** @type {{ apiLevel?: number; arch?: number } | undefined} */
+    let info;
+    if (slot === 0 && cpu === 0) {
+      const { ucode_api_level, ucode_arch } = instance.exports;
+      info = {};
+      if (typeof ucode_api_level === "function") info.apiLevel = ucode_api_level();
+      if (typeof ucode_arch === "function") info.arch = ucode_arch() >>> 0;
+    }
+    replyThenPark({ type: "loaded", slot, info });
+  } catch (e) {
+    replyThenPark({ type: "loaded", slot, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) });
+  }
+}
+
+globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
+  const msg = e.data;
+  if (msg.type === "init") {
+    L = msg.layout;
+    cpu = msg.cpu;
+    memory = msg.memory;
+    i32 = new Int32Array(memory.buffer, L.MAILBOX, (memory.buffer.byteLength - L.MAILBOX) >> 2);
+    u8 = new Uint8Array(memory.buffer);
+    view = new DataView(memory.buffer);
+    lastBell = Atomics.load(i32, L.MB_DOORBELL + cpu);
+    replyThenPark({ type: "ready" });
+  } else if (msg.type === "load") {
+    load(msg.slot, msg.module);
+  }
+};
