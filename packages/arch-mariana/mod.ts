@@ -1,1 +1,6 @@
+/**
+ * `@nrt/arch-mariana`: not built yet (see the open issues); the package exists so the workspace shape is final.
+ *
+ * @module
+ */
 export {};
