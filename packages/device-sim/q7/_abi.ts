@@ -92,6 +92,12 @@ export const MB_FN_NAME_LEN = 10;
 export const MB_FENCE = 11;
 /** First of 8 per-core doorbell words: core c parks on word MB_DOORBELL + c. */
 export const MB_DOORBELL = 16;
+/**
+ * First of 8 per-core counters of messages the cluster posted to the core's Worker (incremented before each
+ * `postMessage`). A core whose counter is ahead of the messages it handled returns to its event loop instead of
+ * parking, so a posted message is never stranded behind `Atomics.wait`.
+ */
+export const MB_POSTED = 24;
 /** Q7 address of the kill flag the loop guard polls. */
 export const KILL_FLAG_ADDR = MAILBOX + 4 * MB_KILL;
 /** The op's function name, UTF-8. */
@@ -162,7 +168,7 @@ export const STDIO_TEXT_MAX = STDIO_ENTRY_BYTES - STDIO_HEADER_BYTES;
 export const WORKER_LAYOUT = {
   ARG_INPUTS, ARG_INTS, ARG_OUTPUTS, ARGS, CMD_EXIT, CMD_RUN, CMD_YIELD, CORE_STATUS, CORE_STATUS_BYTES,
   CS, CS_MESSAGE_MAX, DESC_BYTES, FN_NAME, LOCAL_DRAM_BASE, MAILBOX, MB_CMD, MB_COMPLETE, MB_DONE, MB_DOORBELL,
-  MB_FENCE, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_SEQ, MB_STDIO_WRITE, MB_TOTAL_CPUS, Q7_CORES,
+  MB_FENCE, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_POSTED, MB_SEQ, MB_STDIO_WRITE, MB_TOTAL_CPUS, Q7_CORES,
   SOC_SLICE_FIRST_INDEX, Status, STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING,
   STDIO_TEXT_MAX,
 } as const;

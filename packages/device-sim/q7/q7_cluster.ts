@@ -24,7 +24,7 @@
 import {
   ARG_INPUTS, ARG_INTS, ARG_OUTPUTS, ARGS, CMD_EXIT, CMD_RUN, CMD_YIELD, CORE_STATUS, CORE_STATUS_BYTES, CS,
   DESC, DESC_BYTES, Dtype, FN_NAME, FN_NAME_MAX, IMAGE_BASE, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MAX_INTS,
-  MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, MB_DOORBELL, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_SEQ,
+  MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, MB_DOORBELL, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_POSTED, MB_SEQ,
   MB_STDIO_READ, MB_STDIO_WRITE, MB_TOTAL_CPUS, PAGE_BYTES, Q7_CORES, SBUF_BASE, Status, STATUS_NAMES,
   STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING, WORKER_LAYOUT,
 } from "./_abi.ts";
@@ -356,6 +356,7 @@ export class Q7Cluster {
     return new Promise<Reply>((resolve, reject) => {
       if (this.#failure) return reject(this.#failure);
       this.#replies[cpu].push({ resolve, reject });
+      Atomics.add(this.#i32, MB_POSTED + cpu, 1);
       this.#workers[cpu].postMessage(message);
     });
   }

@@ -7,7 +7,7 @@
  * once per Worker (5.6 s for 8 Workers instead of 0.16 s). The constants come in the "init" message
  * (`WORKER_LAYOUT` in _abi.ts).
  *
- * Messages from the cluster (each but "init" followed by a CMD_YIELD ring, so a parked core returns to its event
+ * Messages from the cluster (counted in MB_POSTED and followed by a CMD_YIELD ring, so a parked core returns to its event
  * loop): `{ type: "init", memory, cpu, layout }`, `{ type: "load", slot, module }`. Replies: `{ type: "ready" }`,
  * `{ type: "loaded", slot, error?, info? }`.
  *
@@ -26,6 +26,9 @@ let u8;
 /** @type {DataView} */
 let view;
 let lastBell = 0;
+let lastSeq = 0;
+let handled = 0; // messages handled, compared with the cluster's MB_POSTED counter
+let parkScheduled = false;
 /** @type {Array<WebAssembly.Instance | undefined>} */
 const libraries = [];
 /** @type {Map<number, (() => void) | null>} function id → export */
@@ -118,6 +121,10 @@ function report(status, elapsedNs, message) {
   view.setInt32(rec + L.CS.status, status, true);
   view.setInt32(rec + L.CS.committed, committed, true);
   view.setFloat64(rec + L.CS.elapsedNs, elapsedNs, true);
+  if (message === "") {
+    view.setInt32(rec + L.CS.messageLength, 0, true);
+    return;
+  }
   const bytes = encoder.encode(message).subarray(0, L.CS_MESSAGE_MAX);
   view.setInt32(rec + L.CS.messageLength, bytes.length, true);
   u8.set(bytes, rec + L.CS.message);
@@ -154,17 +161,25 @@ function runOp() {
   }
 }
 
-/** Parks on this core's doorbell word until a command other than RUN arrives. */
+/**
+ * Parks on this core's doorbell word and runs each op rung. Returns to the event loop only when the cluster has
+ * posted a message this core has not handled yet (MB_POSTED), or closes the Worker on CMD_EXIT.
+ */
 function park() {
   const bell = L.MB_DOORBELL + cpu;
+  const posted = L.MB_POSTED + cpu;
   for (;;) {
+    if (Atomics.load(i32, posted) !== handled) return; // a message is on its way: let this task end
     Atomics.wait(i32, bell, lastBell);
     lastBell = Atomics.load(i32, bell);
     const cmd = Atomics.load(i32, L.MB_CMD);
     if (cmd === L.CMD_RUN) {
-      runOp();
-    } else if (cmd === L.CMD_YIELD) {
-      return; // the cluster posted a message: let this task end so it is delivered
+      // One run per op, and only on participating cores: a late wake may see an op rung for others.
+      const seq = Atomics.load(i32, L.MB_SEQ);
+      if (seq !== lastSeq && cpu < Atomics.load(i32, L.MB_TOTAL_CPUS)) {
+        lastSeq = seq;
+        runOp();
+      }
     } else if (cmd === L.CMD_EXIT) {
       globalThis.close();
       return;
@@ -172,10 +187,21 @@ function park() {
   }
 }
 
-/** Bun gotcha (ARCHITECTURE §10): a reply posted in a task that then blocks is never delivered. */
+/** Schedules park() once. Bun gotcha (ARCHITECTURE §10): a reply posted in a task that then blocks in
+ * Atomics.wait is never delivered, so parking always starts in a later task. */
+function schedulePark() {
+  if (parkScheduled) return;
+  parkScheduled = true;
+  setTimeout(() => {
+    parkScheduled = false;
+    park();
+  }, 0);
+}
+
+/** Replies to the cluster, then parks again. */
 function replyThenPark(/** @type {unknown} */ message) {
   globalThis.postMessage(message);
-  setTimeout(park, 0);
+  schedulePark();
 }
 
 /** @param {number} slot @param {WebAssembly.Module} module */
@@ -199,6 +225,7 @@ function load(slot, module) {
 
 globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
   const msg = e.data;
+  handled++;
   if (msg.type === "init") {
     L = msg.layout;
     cpu = msg.cpu;
@@ -207,6 +234,7 @@ globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
     u8 = new Uint8Array(memory.buffer);
     view = new DataView(memory.buffer);
     lastBell = Atomics.load(i32, L.MB_DOORBELL + cpu);
+    lastSeq = Atomics.load(i32, L.MB_SEQ);
     replyThenPark({ type: "ready" });
   } else if (msg.type === "load") {
     load(msg.slot, msg.module);
