@@ -98,7 +98,7 @@ export class DmaEngine {
     const stats = direction === DmaDirection.M2S ? this.#stats.m2s : this.#stats.s2m;
     let total = 0;
     for (const ring of this.#rings[direction]) {
-      const bytes = this.#memory.readPa(ring.ringPa, ring.count * DMA_DESCRIPTOR_BYTES);
+      const bytes = this.#memory.viewPa(ring.ringPa, ring.count * DMA_DESCRIPTOR_BYTES);
       if (bytes === undefined) throw new DmaFault(`Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`);
       for (let i = 0; i < ring.count; i++) {
         const d = decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES);
@@ -129,7 +129,8 @@ export class DmaEngine {
 
   #read(pa: number, length: number): Uint8Array | undefined {
     const off = this.#sbufOffset(pa, length);
-    return off !== undefined ? this.#sbuf.read(off, length) : this.#memory.readPa(pa, length);
+    // A view, not a copy: the destination is a different buffer (HBM ↔ SBUF), so the one copy is the DMA itself.
+    return off !== undefined ? this.#sbuf.view(off, length) : this.#memory.viewPa(pa, length);
   }
 
   #write(pa: number, data: Uint8Array): boolean {

@@ -168,6 +168,17 @@ export class DeviceMemoryMap {
     return b === undefined ? new Uint8Array(length) : b.slice(r.offset, r.offset + length);
   }
 
+  /**
+   * A view (no copy) of `length` bytes at a device PA for the DMA engine, or `undefined` when no single allocation
+   * holds them; unbacked memory reads as zeros. The view is only valid until the next write to that allocation.
+   */
+  viewPa(pa: number, length: number): Uint8Array | undefined {
+    const r = this.resolve(pa, length);
+    if (r === undefined) return undefined;
+    const b = r.allocation.backing;
+    return b === undefined ? new Uint8Array(length) : b.subarray(r.offset, r.offset + length);
+  }
+
   /** Writes at a device PA; returns `false` when no single allocation holds the range. */
   writePa(pa: number, data: Uint8Array): boolean {
     const r = this.resolve(pa, data.byteLength);

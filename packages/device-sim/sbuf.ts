@@ -32,6 +32,11 @@ export class SbufStore {
     return this.#view === undefined ? new Uint8Array(length) : this.#view.slice(offset, offset + length);
   }
 
+  /** A view (no copy) of `length` bytes at `offset`, for the DMA engine; zeros while the SBUF is untouched. */
+  view(offset: number, length: number): Uint8Array {
+    return this.#view === undefined ? new Uint8Array(length) : this.#view.subarray(offset, offset + length);
+  }
+
   /** Writes `data` at `offset` (the caller checked {@linkcode SbufStore.contains}). */
   write(offset: number, data: Uint8Array): void {
     (this.#view ??= new Uint8Array(this.bytes)).set(data, offset);

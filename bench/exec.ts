@@ -1,0 +1,76 @@
+/**
+ * `bench/exec.ts`: the cost of the runtime around a kernel. For a no-op kernel and for vector_add at 1 MiB per
+ * tensor it measures, in one process run, the median time of `Model.execute` (doorbell → sequencer → DMA → 8 Q7
+ * Workers → DRAIN → completion record → host poll) and of the same kernel invoked directly on a bare 8-Worker
+ * `Q7Cluster` (copy inputs into the Q7 memory, dispatch, copy the output out), and prints their ratio.
+ *
+ * Run: `bun bench/exec.ts` or `deno run -A bench/exec.ts` (`RUNS=500` to change the sample count).
+ *
+ * @module
+ */
+import "reflect-metadata";
+import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { createNrtContainer } from "@nrt/cli";
+import { Q7Cluster } from "../packages/device-sim/q7/q7_cluster.ts";
+import { readFileSync } from "node:fs";
+import { oneOpNeff } from "../tests/_kernels.ts";
+
+const RUNS = Number((globalThis as { process?: { env: Record<string, string> } }).process?.env.RUNS ?? 300);
+const kernel = (n: string) => new Uint8Array(readFileSync(new URL(`../kernels/wasm/${n}.wasm`, import.meta.url)));
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function time(fn: () => Promise<unknown>, runs = RUNS): Promise<number> {
+  for (let i = 0; i < Math.min(50, runs); i++) await fn();
+  const xs: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now();
+    await fn();
+    xs.push(performance.now() - t);
+  }
+  return median(xs) * 1000;
+}
+
+const rows: Array<{ case: string; runtime_us: number; direct_us: number; ratio: number }> = [];
+const container = createNrtContainer();
+const rt = await Runtime.init({ container, visibleCores: [0, 1], logger: new MemoryLogger() });
+const cluster = await Q7Cluster.create({ sbufBytes: rt.khal.spec.sbufBytesPerCore });
+await cluster.boot(rt.khal.stockPoolUcode());
+const SBUF = 0x200000;
+try {
+  for (const c of [{ name: "noop", fn: "noop", n: 16, ins: 1 }, { name: "vector_add", fn: "vector_add", n: (1 << 20) / 4, ins: 2 }]) {
+    const names = ["a", "b"].slice(0, c.ins);
+    const f32 = (name: string) => ({ name, dtype: "float32", shape: [c.n] });
+    const model = await rt.load(oneOpNeff(c.name, c.fn, names.map(f32), [f32("out")]));
+    const ins = new TensorSet(), outs = new TensorSet();
+    const host: Uint8Array[] = [];
+    for (const n of names) {
+      const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, n);
+      const data = new Uint8Array(new Float32Array(c.n).fill(1.5).buffer);
+      host.push(data);
+      await t.write(data);
+      ins.add(n, t);
+    }
+    outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, "out"));
+    const runtimeUs = await time(() => model.execute(ins, outs));
+
+    await cluster.prepare(c.name, kernel(c.name));
+    const mem = new Uint8Array(cluster.memory.buffer);
+    const bytes = c.n * 4;
+    const desc = (k: number) => ({ addr: SBUF + k * bytes, bytes, dtype: 0, dims: [c.n] });
+    const args = { inputs: names.map((_, k) => desc(k)), outputs: [desc(names.length)], ints: [] };
+    const out = new Uint8Array(bytes);
+    const directUs = await time(async () => {
+      host.forEach((h, k) => mem.set(h, SBUF + k * bytes));
+      await cluster.dispatch({ key: c.name, fn: c.fn, totalCpus: 8, args });
+      out.set(mem.subarray(SBUF + names.length * bytes, SBUF + (names.length + 1) * bytes));
+    });
+    rows.push({ case: c.name === "noop" ? "noop" : "vector_add 1 MiB", runtime_us: Math.round(runtimeUs), direct_us: Math.round(directUs), ratio: +(runtimeUs / directUs).toFixed(2) });
+    await model.unload();
+  }
+} finally {
+  cluster.terminate();
+  await rt.close();
+  await container.resolve(Portal).close();
+}
+console.log(`nrt_execute vs direct 8-Worker dispatch, median of ${RUNS} runs each (${(globalThis as { Bun?: unknown }).Bun ? "bun" : "deno"})`);
+console.table(rows);
