@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { buildCustomOpNeff, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { buildCustomOpNeff, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
 import { readFile } from "node:fs/promises";
 import { createNrtContainer } from "./container.ts";
 
@@ -12,7 +12,8 @@ const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
 
 /** Runs the demo; returns the exit code. */
 export async function runDemo(log: (s: string) => void = console.log): Promise<number> {
-  const rt = await Runtime.init({ container: createNrtContainer(), visibleCores: [0, 1] });
+  const container = createNrtContainer();
+  const rt = await Runtime.init({ container, visibleCores: [0, 1] });
   log(`nrt: ${rt.khal.spec.name} (${rt.khal.spec.generation}) device with ${rt.device.ncCount} NeuronCores, simulated; ${rt.visibleVncCount} logical core(s) visible`);
   let bad = 0;
   try {
@@ -54,6 +55,7 @@ export async function runDemo(log: (s: string) => void = console.log): Promise<n
     }
   } finally {
     await rt.close();
+    await container.resolve(Portal).close();
   }
   log(bad === 0 ? "nrt: all results correct" : "nrt: results differ from the reference");
   return bad === 0 ? 0 : 1;

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { envFromProcess, NrtError, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { envFromProcess, NrtError, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
 import { readFile } from "node:fs/promises";
 import { createNrtContainer } from "./container.ts";
 import { runDemo } from "./demo.ts";
@@ -44,7 +44,8 @@ async function runModel(args: string[]): Promise<number> {
       inputs.set(k, v);
     }
   }
-  const rt = await Runtime.init({ container: createNrtContainer(), env: envFromProcess() });
+  const container = createNrtContainer();
+  const rt = await Runtime.init({ container, env: envFromProcess() });
   try {
     const model = await rt.load(new Uint8Array(await readFile(file)));
     const ins = new TensorSet(), outs = new TensorSet();
@@ -72,6 +73,7 @@ async function runModel(args: string[]): Promise<number> {
     return 0;
   } finally {
     await rt.close();
+    await container.resolve(Portal).close(); // the simulated device's Q7 Workers
   }
 }
 

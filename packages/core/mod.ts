@@ -29,3 +29,5 @@ export { DEFAULT_MAX_DECOMPRESSED_BYTES, gunzipMember, type GunzipOptions, type 
 export { deflateRaw, type DeflateMode, gzipMember } from "./neff/deflate.ts";
 export { DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, readTar, type TarEntry, type TarReadOptions, type TarWriteOptions, writeTar } from "./neff/tar.ts";
 export * from "./trace_portal.ts";
+export * from "./nrt_api.ts";
+export * from "./kelf/metaneff.ts";

@@ -16,6 +16,7 @@ import { DmaMemUsageType, DmemLedger } from "./dmem/dmem.ts";
 import { NrtError } from "./error.ts";
 import { Khal, type UcodeImage } from "./khal.ts";
 import { kelfLoad, type KelfModel } from "./kelf/kelf_load.ts";
+import { bindMetaneff, defaultBinding, type IoBinding, type MetaNeff } from "./kelf/metaneff.ts";
 import { kmgrSyncExec } from "./kmgr/kmgr_exec.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
 import { readNeff } from "./neff/neff_file.ts";
@@ -41,6 +42,16 @@ export interface RuntimeInitOptions extends RuntimeOptions {
   readonly clock?: Clock;
 }
 
+/** Options of {@linkcode Runtime.load}. */
+export interface LoadOptions {
+  /** Logical NeuronCore (the `nrt_load` vnc argument); default 0. */
+  readonly vnc?: number;
+  /** The metaneff (JSON form) that binds MetaTensor i ↔ var_id i ↔ tensor-set ordinal i. */
+  readonly metaneff?: MetaNeff;
+  /** Checkpoint data of `INPUT_STATE` / `INPUT_WEIGHT` tensors, by checkpoint key. */
+  readonly checkpoint?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
+}
+
 /** Per-model state kept by the runtime (`dlr_model`). */
 interface ModelRecord {
   readonly handle: number;
@@ -54,6 +65,10 @@ interface ModelRecord {
   poisoned?: number;
   /** Device staging buffers for host-placed I/O, by io index. */
   readonly staging: Map<number, Tensor>;
+  /** The metaneff binding (identity without a metaneff). */
+  readonly binding: IoBinding;
+  /** Device tensors of INPUT_STATE / INPUT_WEIGHT inputs, by input ordinal. */
+  readonly resident: Map<number, Tensor>;
 }
 
 let nextModelHandle = 1;
@@ -78,8 +93,9 @@ export class Model {
     this.handle = r.handle;
     this.name = r.name;
     this.vnc = r.vnc;
-    this.inputs = r.kelf.io.slice(0, r.kelf.inputCount);
-    this.outputs = r.kelf.io.slice(r.kelf.inputCount);
+    const named = r.kelf.io.map((t, i) => ({ ...t, name: r.binding.keys[i] }));
+    this.inputs = named.slice(0, r.kelf.inputCount).filter((_, i) => r.binding.sources[i] === "USER_INPUT");
+    this.outputs = named.slice(r.kelf.inputCount);
   }
 
   /** Runs the model once; resolves when the device completed (throws `NrtError` otherwise). */
@@ -195,9 +211,11 @@ export class Runtime {
     return this.#vncUsage.length;
   }
 
-  /** `nrt_load`: NEFF bytes → a RUNNING model on logical core `vnc` (default 0). */
-  async load(neff: Uint8Array, vnc = 0): Promise<Model> {
+  /** `nrt_load`: NEFF bytes → a RUNNING model on a logical core (default 0), optionally with a metaneff. */
+  async load(neff: Uint8Array, options: number | LoadOptions = {}): Promise<Model> {
     this.guard();
+    const opts: LoadOptions = typeof options === "number" ? { vnc: options } : options;
+    const vnc = opts.vnc ?? 0;
     // nrt_vnc_usage_inc: reserve the vNC first; every failure below releases it.
     if (!Number.isInteger(vnc) || vnc < 0 || vnc >= this.#vncUsage.length) {
       throw new NrtError(
@@ -209,6 +227,10 @@ export class Runtime {
     try {
       const file = readNeff(neff, { validateHash: this.config.validateHash });
       const kelf = kelfLoad(file);
+      const checkpoint = opts.checkpoint instanceof Map ? opts.checkpoint : new Map(Object.entries(opts.checkpoint ?? {}));
+      const binding = opts.metaneff === undefined
+        ? defaultBinding(kelf.io, kelf.inputCount)
+        : bindMetaneff(kelf.name, kelf.io, kelf.inputCount, opts.metaneff, checkpoint);
       const tpb = this.#tpbs[vnc * this.virtualCoreSize];
       const handle = nextModelHandle++;
       const installed = await kblModelAdd(
@@ -217,7 +239,21 @@ export class Runtime {
         kelf,
         handle & 0x7fff,
       );
-      const rec: ModelRecord = { handle, name: kelf.name, kelf, vnc, installed, state: DlrModelState.DMSTATE_STARTING, refCount: 0, staging: new Map() };
+      const rec: ModelRecord = {
+        handle, name: kelf.name, kelf, vnc, installed, state: DlrModelState.DMSTATE_STARTING, refCount: 0, staging: new Map(), binding, resident: new Map(),
+      };
+      try {
+        // INPUT_STATE / INPUT_WEIGHT: device-resident, filled once from the checkpoint (seed: runtime-synthesis §2.3).
+        for (const [i, key] of binding.checkpointKeys.entries()) {
+          if (key === undefined) continue;
+          const t = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, tpb.nc, kelf.io[i].size, `${kelf.name}:${binding.keys[i]}`);
+          rec.resident.set(i, t);
+          await t.write(checkpoint.get(key)!);
+        }
+      } catch (e) {
+        await this.#unstage(rec).catch(() => {});
+        throw e;
+      }
       this.#models.set(handle, rec); // add_model
       rec.state = DlrModelState.DMSTATE_RUNNING;
       return new Model(this, rec);
@@ -247,14 +283,20 @@ export class Runtime {
       throw new NrtError(r.poisoned as NrtStatus, `Cannot execute model "${r.name}": a previous execution faulted (${r.poisoned}); unload and reload it`);
     }
     const io = r.kelf.io;
-    const tensors = io.map((t, i) => {
-      const set = i < r.kelf.inputCount ? inputs : outputs;
-      if (!set.has(t.name)) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": ${i < r.kelf.inputCount ? "input" : "output"} "${t.name}" is missing from the tensor set`);
+    const { keys, aliases } = r.binding;
+    const nIn = r.kelf.inputCount;
+    // Tensor-set ordinal i == var_id i; an aliased output may be omitted (it is written into its input's buffer).
+    const tensors: Array<Tensor | undefined> = io.map((t, i) => {
+      const resident = r.resident.get(i);
+      if (resident !== undefined) return resident;
+      const set = i < nIn ? inputs : outputs;
+      if (!set.has(keys[i])) {
+        if (i >= nIn && aliases.has(i - nIn)) return undefined;
+        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": ${i < nIn ? "input" : "output"} "${keys[i]}" is missing from the tensor set`);
       }
-      const x = set.get(t.name);
+      const x = set.get(keys[i]);
       if (x.size !== t.size) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": tensor "${t.name}" is ${x.size} bytes, the model expects ${t.size}`);
+        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": tensor "${keys[i]}" is ${x.size} bytes, the model expects ${t.size}`);
       }
       return x;
     });
@@ -271,6 +313,12 @@ export class Runtime {
       // kmgr_exec_pre: clone the tensor sets to device memory where they are not there already.
       const pa: number[] = [];
       for (const [i, t] of tensors.entries()) {
+        const alias = i >= nIn ? aliases.get(i - nIn) : undefined;
+        if (alias !== undefined) {
+          pa.push(pa[alias]); // output_aliases_to: the output reuses its input's device buffer
+          continue;
+        }
+        if (t === undefined) throw new RangeError("unreachable: a non-aliased tensor is missing");
         const dev = t.devicePa;
         if (dev !== undefined && t.device === this.device.index) {
           pa.push(dev);
@@ -297,9 +345,18 @@ export class Runtime {
         throw new NrtError(status as NrtStatus, `Execution of model "${r.name}" failed with status ${status}`);
       }
       for (const [i, t] of tensors.entries()) {
-        if (i < r.kelf.inputCount) continue;
+        if (i < nIn) continue;
+        const alias = aliases.get(i - nIn);
+        if (alias !== undefined) {
+          // In place: the data is in the input's buffer; a host-side input (staged) and a given output get copies.
+          const src = r.staging.get(alias) ?? tensors[alias]!;
+          const inT = tensors[alias]!;
+          if (r.staging.has(alias) && inT.devicePa === undefined) await inT.write(await src.read());
+          if (t !== undefined && t !== inT) await t.write(await src.read());
+          continue;
+        }
         const st = r.staging.get(i);
-        if (st !== undefined && t.devicePa === undefined) await t.write(await st.read());
+        if (st !== undefined && t !== undefined && t.devicePa === undefined) await t.write(await st.read());
       }
       if (status !== NrtStatus.NRT_SUCCESS) throw new NrtError(status as NrtStatus, `Execution of model "${r.name}" completed with errors (${status})`);
     } finally {
@@ -324,8 +381,9 @@ export class Runtime {
   }
 
   async #unstage(r: ModelRecord): Promise<void> {
-    for (const t of r.staging.values()) await t.free();
+    for (const t of [...r.staging.values(), ...r.resident.values()]) await t.free();
     r.staging.clear();
+    r.resident.clear();
     await kmgrUnstage(
       { khal: this.khal, target: { portal: this.portal, device: this.device.index }, ledger: this.ledger, event: (e) => this.events.push(e) },
       r.installed,

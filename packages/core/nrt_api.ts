@@ -1,0 +1,378 @@
+/**
+ * The flat libnrt-compatible facade: functions named after the C ABI (`nrt_init`, `nrt_load`, `nrt_execute`, …),
+ * each returning an `NrtStatus` exactly where libnrt does, with out-parameters as `{ value }` boxes. It is an
+ * adapter over {@linkcode Runtime}: no runtime logic lives here, only the process-global state machine and the
+ * status translation.
+ *
+ * Seed: lifecycle-error-model §1.1 (`NRT_INIT_STATE` read at the top of every public entry: 13 before init, 14
+ * after close), runtime-synthesis §2.1 (`nrt_set_pool_eng_ucode` stores the image only in the START state; INIT →
+ * 0xd, CLOSED → 0xe; `nrt_init` silently substitutes it), §6 (the NRT_2.0.0 surface).
+ *
+ * @module
+ */
+import type { DependencyContainer } from "tsyringe";
+import { NrtError } from "./error.ts";
+import type { UcodeImage } from "./khal.ts";
+import type { MetaNeff } from "./kelf/metaneff.ts";
+import { type Model, Runtime, type RuntimeInitOptions } from "./runtime.ts";
+import { NrtInitState } from "./state.ts";
+import { NrtStatus } from "./status.ts";
+import type { Tensor, TensorPlacement } from "./tensor.ts";
+import { TensorSet } from "./tensor.ts";
+
+/** An out-parameter: the callee fills `value` on success. */
+export interface Ref<T> {
+  /** The result. */
+  value?: T;
+}
+
+/** `nrt_ucode_info`: the `{iram, dram}` pair of a custom Pool-engine image. */
+export type NrtUcodeInfo = UcodeImage;
+
+/** `nrt_tensor_usage_t`. */
+export const NrtTensorUsage = { NRT_TENSOR_USAGE_INPUT: 0, NRT_TENSOR_USAGE_OUTPUT: 1 } as const;
+
+/** One entry of `nrt_tensor_info_array_t`. */
+export interface NrtTensorInfo {
+  /** Tensor-set key. */
+  readonly name: string;
+  /** `NRT_TENSOR_USAGE_INPUT` or `NRT_TENSOR_USAGE_OUTPUT`. */
+  readonly usage: number;
+  /** Bytes. */
+  readonly size: number;
+  /** Element type. */
+  readonly dtype: string;
+  /** Shape. */
+  readonly shape: readonly number[];
+}
+
+/** `nrt_tensor_info_array_t`. */
+export interface NrtTensorInfoArray {
+  /** Number of entries. */
+  readonly tensor_count: number;
+  /** Inputs first, then outputs. */
+  readonly tensor_array: readonly NrtTensorInfo[];
+}
+
+/** `nrt_version_t`. */
+export interface NrtVersion {
+  /** Major. */
+  readonly rt_major: number;
+  /** Minor. */
+  readonly rt_minor: number;
+  /** Patch. */
+  readonly rt_patch: number;
+  /** Maintenance. */
+  readonly rt_maintenance: number;
+  /** Detail string. */
+  readonly rt_detail: string;
+  /** Git hash. */
+  readonly git_hash: string;
+}
+
+/** Options of {@linkcode NrtApi.nrt_init}: the container is the one thing the C call has no equivalent of. */
+export type NrtInitOptions = Omit<RuntimeInitOptions, "poolUcode"> & { readonly container: DependencyContainer };
+
+/** Runs `f` and turns its outcome into a status. */
+async function status(f: () => Promise<unknown> | unknown): Promise<NrtStatus> {
+  try {
+    await f();
+    return NrtStatus.NRT_SUCCESS;
+  } catch (e) {
+    if (e instanceof NrtError) return e.status;
+    if (e instanceof RangeError || e instanceof TypeError) return NrtStatus.NRT_INVALID;
+    return NrtStatus.NRT_FAILURE;
+  }
+}
+
+/**
+ * One process's libnrt: the `NRT_INIT_STATE` machine, the registered Pool image and the runtime. The module-level
+ * `nrt_*` functions use a default instance; tests build their own.
+ *
+ * @example Run the C-shaped lifecycle
+ * ```ts ignore
+ * const api = new NrtApi();
+ * api.nrt_set_pool_eng_ucode({ iram, dram });          // 0 (START)
+ * await api.nrt_init({ container });                    // 0
+ * api.nrt_set_pool_eng_ucode({ iram, dram });          // 13 (0xd: already initialised)
+ * const model: Ref<Model> = {};
+ * await api.nrt_load(neffBytes, 0, 1, model);           // 0
+ * await api.nrt_close();                                // 0; every call now returns 14
+ * ```
+ */
+export class NrtApi {
+  #state: NrtInitState = NrtInitState.NRT_STATE_START;
+  #ucode: UcodeImage | undefined;
+  #rt: Runtime | undefined;
+
+  /** `nrt_init_state`. */
+  get state(): NrtInitState {
+    return this.#state;
+  }
+
+  /** The runtime behind the facade, once initialised. */
+  get runtime(): Runtime | undefined {
+    return this.#rt;
+  }
+
+  #guard(): Runtime {
+    if (this.#state === NrtInitState.NRT_STATE_CLOSED) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
+    if (this.#state !== NrtInitState.NRT_STATE_INIT || this.#rt === undefined) throw new NrtError(NrtStatus.NRT_UNINITIALIZED, "Runtime is not initialized");
+    return this.#rt;
+  }
+
+  /** `nrt_set_pool_eng_ucode`: only in the START state; INIT → 13 (0xd), CLOSED → 14 (0xe). No signature check. */
+  nrt_set_pool_eng_ucode(info: NrtUcodeInfo): NrtStatus {
+    if (this.#state === NrtInitState.NRT_STATE_INIT) return NrtStatus.NRT_UNINITIALIZED; // seed: "==INIT -> reject 0xd"
+    if (this.#state === NrtInitState.NRT_STATE_CLOSED) return NrtStatus.NRT_CLOSED; // seed: "==CLOSED -> reject 0xe"
+    if (!(info?.iram instanceof Uint8Array) || !(info?.dram instanceof Uint8Array)) return NrtStatus.NRT_INVALID;
+    this.#ucode = { iram: info.iram.slice(), dram: info.dram.slice() };
+    return NrtStatus.NRT_SUCCESS;
+  }
+
+  /** `nrt_init`. A second init while initialised fails; after `nrt_close` a new init starts over. */
+  async nrt_init(options: NrtInitOptions): Promise<NrtStatus> {
+    if (this.#state === NrtInitState.NRT_STATE_INIT) return NrtStatus.NRT_FAILURE;
+    return await status(async () => {
+      this.#rt = await Runtime.init({ ...options, poolUcode: this.#ucode });
+      this.#state = NrtInitState.NRT_STATE_INIT;
+    });
+  }
+
+  /** `nrt_close`. */
+  async nrt_close(): Promise<NrtStatus> {
+    return await status(async () => {
+      const rt = this.#guard();
+      this.#state = NrtInitState.NRT_STATE_CLOSED;
+      this.#rt = undefined;
+      await rt.close();
+    });
+  }
+
+  /** `nrt_load(neff, size, start_nc, nc_count, &model)`: `start_nc` is the logical core (-1 = 0). */
+  async nrt_load(neff: Uint8Array, startNc: number, ncCount: number, model: Ref<Model>, metaneff?: MetaNeff, checkpoint?: ReadonlyMap<string, Uint8Array>): Promise<NrtStatus> {
+    return await status(async () => {
+      const rt = this.#guard();
+      if (!(neff instanceof Uint8Array)) throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
+      if (ncCount !== -1 && ncCount !== 1) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`);
+      model.value = await rt.load(neff, { vnc: startNc < 0 ? 0 : startNc, metaneff, checkpoint });
+    });
+  }
+
+  /** `nrt_unload`. */
+  async nrt_unload(model: Model): Promise<NrtStatus> {
+    return await status(async () => {
+      await this.#guard().unload(model);
+    });
+  }
+
+  /** `nrt_execute`. */
+  async nrt_execute(model: Model, input: TensorSet, output: TensorSet): Promise<NrtStatus> {
+    return await status(async () => {
+      await this.#guard().execute(model, input, output);
+    });
+  }
+
+  /** `nrt_execute_repeat`: runs `repeat` times, stopping at the first failure. */
+  async nrt_execute_repeat(model: Model, input: TensorSet, output: TensorSet, repeat: number): Promise<NrtStatus> {
+    return await status(async () => {
+      const rt = this.#guard();
+      if (!Number.isInteger(repeat) || repeat < 1) throw new NrtError(NrtStatus.NRT_INVALID, `repeat ${repeat} is not a positive integer`);
+      for (let i = 0; i < repeat; i++) await rt.execute(model, input, output);
+    });
+  }
+
+  /** `nrt_tensor_allocate(placement, logical_nc_id, size, name, &tensor)`. */
+  async nrt_tensor_allocate(placement: TensorPlacement, logicalNc: number, size: number, name: string, tensor: Ref<Tensor>): Promise<NrtStatus> {
+    return await status(async () => {
+      tensor.value = await this.#guard().allocateTensor(placement, logicalNc, size, name);
+    });
+  }
+
+  /** `nrt_tensor_free(&tensor)`: frees and clears the reference. */
+  async nrt_tensor_free(tensor: Ref<Tensor>): Promise<NrtStatus> {
+    return await status(async () => {
+      this.#guard();
+      await tensor.value?.free();
+      tensor.value = undefined;
+    });
+  }
+
+  /** `nrt_tensor_read(tensor, buf, offset, size)`. */
+  async nrt_tensor_read(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
+    return await status(async () => {
+      this.#guard();
+      if (size > buf.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot hold ${size}`);
+      buf.set(await tensor.read(offset, size));
+    });
+  }
+
+  /** `nrt_tensor_write(tensor, buf, offset, size)`. */
+  async nrt_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
+    return await status(async () => {
+      this.#guard();
+      if (size > buf.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes holds fewer than ${size}`);
+      await tensor.write(buf.subarray(0, size), offset);
+    });
+  }
+
+  /** `nrt_tensor_copy(src, src_offset, dst, dst_offset, size)`. */
+  async nrt_tensor_copy(src: Tensor, srcOffset: number, dst: Tensor, dstOffset: number, size: number): Promise<NrtStatus> {
+    return await status(async () => {
+      this.#guard();
+      await dst.copyFrom(src, srcOffset, dstOffset, size);
+    });
+  }
+
+  /** `nrt_tensor_memset(tensor, offset, value, size)`. */
+  async nrt_tensor_memset(tensor: Tensor, offset: number, value: number, size: number): Promise<NrtStatus> {
+    return await status(async () => {
+      this.#guard();
+      await tensor.memset(value, offset, size);
+    });
+  }
+
+  /** `nrt_tensor_get_size`. */
+  nrt_tensor_get_size(tensor: Tensor): number {
+    return tensor.size;
+  }
+
+  /** `nrt_tensor_allocate_slice(source, offset, size, name, &slice)`. */
+  async nrt_tensor_allocate_slice(source: Tensor, offset: number, size: number, name: string, slice: Ref<Tensor>): Promise<NrtStatus> {
+    return await status(() => {
+      this.#guard();
+      slice.value = source.slice(offset, size, name);
+    });
+  }
+
+  /** `nrt_tensor_attach_buffer(tensor, buffer, size)`: a VIRTUAL tensor gets its host buffer. */
+  async nrt_tensor_attach_buffer(tensor: Tensor, buffer: Uint8Array, size: number): Promise<NrtStatus> {
+    return await status(() => {
+      this.#guard();
+      if (size > buffer.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buffer.byteLength} bytes is smaller than ${size}`);
+      tensor.attachBuffer(buffer);
+    });
+  }
+
+  /** `nrt_allocate_tensor_set(&set)`. */
+  nrt_allocate_tensor_set(set: Ref<TensorSet>): NrtStatus {
+    if (this.#state === NrtInitState.NRT_STATE_CLOSED) return NrtStatus.NRT_CLOSED;
+    if (this.#state !== NrtInitState.NRT_STATE_INIT) return NrtStatus.NRT_UNINITIALIZED;
+    set.value = new TensorSet();
+    return NrtStatus.NRT_SUCCESS;
+  }
+
+  /** `nrt_destroy_tensor_set(&set)`: the tensors stay owned by the caller. */
+  nrt_destroy_tensor_set(set: Ref<TensorSet>): void {
+    set.value = undefined;
+  }
+
+  /** `nrt_add_tensor_to_tensor_set(set, name, tensor)`. */
+  nrt_add_tensor_to_tensor_set(set: TensorSet, name: string, tensor: Tensor): NrtStatus {
+    if (typeof name !== "string" || name === "") return NrtStatus.NRT_INVALID;
+    set.add(name, tensor);
+    return NrtStatus.NRT_SUCCESS;
+  }
+
+  /** `nrt_get_tensor_from_tensor_set(set, name, &tensor)`. */
+  nrt_get_tensor_from_tensor_set(set: TensorSet, name: string, tensor: Ref<Tensor>): NrtStatus {
+    if (!set.has(name)) return NrtStatus.NRT_INVALID;
+    tensor.value = set.get(name);
+    return NrtStatus.NRT_SUCCESS;
+  }
+
+  /** `nrt_get_model_tensor_info(model, &info)`. */
+  nrt_get_model_tensor_info(model: Model, info: Ref<NrtTensorInfoArray>): NrtStatus {
+    try {
+      this.#guard();
+    } catch (e) {
+      return (e as NrtError).status;
+    }
+    const arr: NrtTensorInfo[] = [
+      ...model.inputs.map((t) => ({ name: t.name, usage: NrtTensorUsage.NRT_TENSOR_USAGE_INPUT, size: t.size, dtype: t.dtype, shape: t.shape })),
+      ...model.outputs.map((t) => ({ name: t.name, usage: NrtTensorUsage.NRT_TENSOR_USAGE_OUTPUT, size: t.size, dtype: t.dtype, shape: t.shape })),
+    ];
+    info.value = { tensor_count: arr.length, tensor_array: arr };
+    return NrtStatus.NRT_SUCCESS;
+  }
+
+  /** `nrt_free_model_tensor_info(&info)`. */
+  nrt_free_model_tensor_info(info: Ref<NrtTensorInfoArray>): NrtStatus {
+    info.value = undefined;
+    return NrtStatus.NRT_SUCCESS;
+  }
+
+  /** `nrt_get_version(&ver)`: the version of this runtime (0.1.0), not libnrt's. */
+  nrt_get_version(ver: Ref<NrtVersion>): NrtStatus {
+    ver.value = { rt_major: 0, rt_minor: 1, rt_patch: 0, rt_maintenance: 0, rt_detail: "nrt (TypeScript) 0.1.0", git_hash: "" };
+    return NrtStatus.NRT_SUCCESS;
+  }
+}
+
+/** The process's default facade instance, behind the module-level `nrt_*` functions. */
+export const nrt: NrtApi = new NrtApi();
+
+/** `nrt_set_pool_eng_ucode` on the default instance. */
+export function nrt_set_pool_eng_ucode(info: NrtUcodeInfo): NrtStatus {
+  return nrt.nrt_set_pool_eng_ucode(info);
+}
+/** `nrt_init` on the default instance. */
+export function nrt_init(options: NrtInitOptions): Promise<NrtStatus> {
+  return nrt.nrt_init(options);
+}
+/** `nrt_close` on the default instance. */
+export function nrt_close(): Promise<NrtStatus> {
+  return nrt.nrt_close();
+}
+/** `nrt_load` on the default instance. */
+export function nrt_load(neff: Uint8Array, startNc: number, ncCount: number, model: Ref<Model>, metaneff?: MetaNeff, checkpoint?: ReadonlyMap<string, Uint8Array>): Promise<NrtStatus> {
+  return nrt.nrt_load(neff, startNc, ncCount, model, metaneff, checkpoint);
+}
+/** `nrt_unload` on the default instance. */
+export function nrt_unload(model: Model): Promise<NrtStatus> {
+  return nrt.nrt_unload(model);
+}
+/** `nrt_execute` on the default instance. */
+export function nrt_execute(model: Model, input: TensorSet, output: TensorSet): Promise<NrtStatus> {
+  return nrt.nrt_execute(model, input, output);
+}
+/** `nrt_execute_repeat` on the default instance. */
+export function nrt_execute_repeat(model: Model, input: TensorSet, output: TensorSet, repeat: number): Promise<NrtStatus> {
+  return nrt.nrt_execute_repeat(model, input, output, repeat);
+}
+/** `nrt_tensor_allocate` on the default instance. */
+export function nrt_tensor_allocate(placement: TensorPlacement, logicalNc: number, size: number, name: string, tensor: Ref<Tensor>): Promise<NrtStatus> {
+  return nrt.nrt_tensor_allocate(placement, logicalNc, size, name, tensor);
+}
+/** `nrt_tensor_free` on the default instance. */
+export function nrt_tensor_free(tensor: Ref<Tensor>): Promise<NrtStatus> {
+  return nrt.nrt_tensor_free(tensor);
+}
+/** `nrt_tensor_read` on the default instance. */
+export function nrt_tensor_read(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
+  return nrt.nrt_tensor_read(tensor, buf, offset, size);
+}
+/** `nrt_tensor_write` on the default instance. */
+export function nrt_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
+  return nrt.nrt_tensor_write(tensor, buf, offset, size);
+}
+/** `nrt_allocate_tensor_set` on the default instance. */
+export function nrt_allocate_tensor_set(set: Ref<TensorSet>): NrtStatus {
+  return nrt.nrt_allocate_tensor_set(set);
+}
+/** `nrt_add_tensor_to_tensor_set` on the default instance. */
+export function nrt_add_tensor_to_tensor_set(set: TensorSet, name: string, tensor: Tensor): NrtStatus {
+  return nrt.nrt_add_tensor_to_tensor_set(set, name, tensor);
+}
+/** `nrt_get_tensor_from_tensor_set` on the default instance. */
+export function nrt_get_tensor_from_tensor_set(set: TensorSet, name: string, tensor: Ref<Tensor>): NrtStatus {
+  return nrt.nrt_get_tensor_from_tensor_set(set, name, tensor);
+}
+/** `nrt_get_model_tensor_info` on the default instance. */
+export function nrt_get_model_tensor_info(model: Model, info: Ref<NrtTensorInfoArray>): NrtStatus {
+  return nrt.nrt_get_model_tensor_info(model, info);
+}
+/** `nrt_get_version` on the default instance. */
+export function nrt_get_version(ver: Ref<NrtVersion>): NrtStatus {
+  return nrt.nrt_get_version(ver);
+}
