@@ -8,6 +8,7 @@ import { readFile } from "node:fs/promises";
 import { createNrtContainer } from "./container.ts";
 import { runDemo } from "./demo.ts";
 import { runInspect } from "./inspect.ts";
+import { runPack } from "./pack.ts";
 
 const USAGE = `Usage: nrt <command> [options]
 
@@ -16,6 +17,7 @@ Commands:
   inspect FILE [--json]                 Show a NEFF's header, hash, graphs, members and signature
   run FILE --input NAME=FILE.json ... [--json]
                                         Execute a NEFF on the embedded simulator and print its outputs
+  pack MANIFEST -o OUT.neff             Build a custom-op NEFF from a JSON/YAML manifest (compiles AssemblyScript)
   help                                  Show this text
 `;
 
@@ -84,6 +86,8 @@ export async function main(args: string[]): Promise<number> {
     switch (cmd) {
       case "inspect":
         return await runInspect(rest, io);
+      case "pack":
+        return await runPack(rest);
       case "demo":
         return await runDemo();
       case "run":

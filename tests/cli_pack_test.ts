@@ -1,0 +1,70 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { readNeff } from "@nrt/core";
+import { KERNEL_FLAGS } from "../packages/cli/kernel_compiler.ts";
+import { packManifest, parseManifest, runPack } from "../packages/cli/pack.ts";
+import { main } from "../packages/cli/main.ts";
+// @ts-ignore: a plain JS build script without types
+import { KERNEL_FLAGS as BUILD_FLAGS } from "../kernels/build.mjs";
+
+async function capture(args: string[]): Promise<{ code: number; out: string }> {
+  const out: string[] = [];
+  const log = console.log, error = console.error;
+  console.log = (...a: unknown[]) => void out.push(a.join(" "));
+  console.error = () => {};
+  try {
+    return { code: await main(args), out: out.join("\n") };
+  } finally {
+    console.log = log;
+    console.error = error;
+  }
+}
+
+describe("nrt pack", () => {
+  test("the packer compiles kernels with exactly the flags of kernels/build.mjs", () => {
+    expect([...KERNEL_FLAGS]).toEqual([...BUILD_FLAGS]);
+  });
+
+  test("nrt pack compiles the template's AssemblyScript, and nrt run executes the NEFF on 8 cores", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-pack-"));
+    const out = join(dir, "scale.neff");
+    expect(await runPack(["examples/kernel-template/manifest.json", "-o", out], () => {}, () => {})).toBe(0);
+    const neff = readNeff(new Uint8Array(readFileSync(out)));
+    expect(neff.target).toBe("cayman");
+    expect(neff.inputs.map((t) => t.name)).toEqual(["x"]);
+    const r = await capture(["run", out, "--input", "x=examples/kernel-template/x.json", "--json"]);
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.out).outputs.y).toEqual([3, 6, 9, 12, 15, 18, 21, 24]);
+    const inspect = await capture(["inspect", out, "--json"]);
+    expect(JSON.parse(inspect.out).ucode_libs[0]).toMatchObject({ name: "scale", total_cpus: 8 });
+  }, 60_000);
+
+  test("a manifest with YAML, a prebuilt wasm and an unknown field shape is read or refused clearly", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-pack-"));
+    const yaml = join(dir, "m.yaml");
+    writeFileSync(yaml, [
+      "name: relu.neff",
+      "inputs: [{ name: x, dtype: float32, shape: [4] }]",
+      "outputs: [{ name: y, dtype: float32, shape: [4] }]",
+      `libraries: [{ name: relu, wasm: ${join(process.cwd(), "kernels/wasm/relu.wasm")}, functions: [{ opcode: 7, name: relu }] }]`,
+      "calls: [{ opcode: 7, inputs: [x], outputs: [y] }]",
+    ].join("\n"));
+    expect(readNeff(await packManifest(yaml)).outputs[0].name).toBe("y");
+    expect(() => parseManifest('{"name": "x", "inputs": [], "outputs": [], "libraries": [{"name": "a", "functions": [{"opcode": 1, "name": "f"}]}], "calls": []}', "m.json"))
+      .toThrow('library "a" needs exactly one of "wasm" and "source"');
+    expect(() => parseManifest("{", "m.json")).toThrow("is not valid JSON");
+    expect(await runPack([], () => {}, () => {})).toBe(2);
+  }, 60_000);
+
+  test("a kernel that does not compile is refused with the compiler's diagnostics", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-pack-"));
+    writeFileSync(join(dir, "bad.ts"), "export function f(): void { let x: i32 = \"no\"; }\n");
+    writeFileSync(join(dir, "m.json"), JSON.stringify({
+      name: "bad", inputs: [], outputs: [], calls: [],
+      libraries: [{ name: "bad", source: "bad.ts", functions: [{ opcode: 1, name: "f" }] }],
+    }));
+    await expect(packManifest(join(dir, "m.json"))).rejects.toThrow(/Cannot compile kernel .*bad\.ts/);
+  }, 60_000);
+});
