@@ -98,8 +98,14 @@ function ucodeLibs(members: ReadonlyMap<string, Uint8Array>, graphs: readonly st
  * @example Summarise a NEFF
  * ```ts
  * import { inspectNeff } from "./inspect.ts";
- * declare const bytes: Uint8Array;
- * console.log(inspectNeff(bytes).target);
+ * import { buildCustomOpNeff } from "@nrt/core";
+ * const bytes = buildCustomOpNeff({
+ *   name: "relu", target: "cayman",
+ *   inputs: [{ name: "x", dtype: "float32", shape: [4] }], outputs: [{ name: "y", dtype: "float32", shape: [4] }],
+ *   libraries: [{ name: "relu", wasm: new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] }],
+ *   calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
+ * });
+ * console.log(inspectNeff(bytes).target); // "cayman"
  * ```
  */
 export function inspectNeff(bytes: Uint8Array): InspectReport {
@@ -144,7 +150,13 @@ function table(rows: string[][]): string {
  * @example Print a report
  * ```ts
  * import { formatInspect, inspectNeff } from "./inspect.ts";
- * declare const bytes: Uint8Array;
+ * import { buildCustomOpNeff } from "@nrt/core";
+ * const bytes = buildCustomOpNeff({
+ *   name: "relu", target: "cayman",
+ *   inputs: [{ name: "x", dtype: "float32", shape: [4] }], outputs: [{ name: "y", dtype: "float32", shape: [4] }],
+ *   libraries: [{ name: "relu", wasm: new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] }],
+ *   calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
+ * });
  * console.log(formatInspect(inspectNeff(bytes)));
  * ```
  */

@@ -71,7 +71,13 @@ export function neffHashField(payload: Uint8Array): Uint8Array {
  * @example Verify a NEFF's hash
  * ```ts
  * import { verifyNeffHash } from "./hash.ts";
- * declare const file: Uint8Array;
+ * import { buildCustomOpNeff } from "@nrt/core";
+ * const file = buildCustomOpNeff({
+ *   name: "relu", target: "cayman",
+ *   inputs: [{ name: "x", dtype: "float32", shape: [4] }], outputs: [{ name: "y", dtype: "float32", shape: [4] }],
+ *   libraries: [{ name: "relu", wasm: new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] }],
+ *   calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
+ * });
  * console.log(verifyNeffHash(file, 2).valid);
  * ```
  */

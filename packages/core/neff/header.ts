@@ -101,7 +101,13 @@ function readCString(bytes: Uint8Array): string {
  * @example Read the header of a NEFF
  * ```ts
  * import { readNeffHeader } from "./header.ts";
- * declare const file: Uint8Array;
+ * import { buildCustomOpNeff } from "@nrt/core";
+ * const file = buildCustomOpNeff({
+ *   name: "relu", target: "cayman",
+ *   inputs: [{ name: "x", dtype: "float32", shape: [4] }], outputs: [{ name: "y", dtype: "float32", shape: [4] }],
+ *   libraries: [{ name: "relu", wasm: new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] }],
+ *   calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
+ * });
  * const h = readNeffHeader(file);
  * console.log(h.name, h.neffVersionMajor, h.dataSize);
  * ```

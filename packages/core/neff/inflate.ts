@@ -235,7 +235,8 @@ export function inflateRaw(input: Uint8Array, start: number, maxOutputBytes: num
  * @example Decode a member followed by padding
  * ```ts
  * import { gunzipMember } from "./inflate.ts";
- * declare const payload: Uint8Array;
+ * import { gzipMember } from "./deflate.ts";
+ * const payload = new Uint8Array([...gzipMember(new TextEncoder().encode("hello")), 0, 0, 0, 0]); // one member, then padding
  * const { data, consumed } = gunzipMember(payload, { maxOutputBytes: 64 << 20 });
  * console.log(data.length, consumed);
  * ```

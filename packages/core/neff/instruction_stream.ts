@@ -65,8 +65,10 @@ export function instructionStream(member: string, bytes: Uint8Array): Instructio
  *
  * @example Walk the opcodes of a stream
  * ```ts
- * import { decodeSlotHeader, instructionSlot, type InstructionStream } from "./instruction_stream.ts";
- * declare const stream: InstructionStream;
+ * import { decodeSlotHeader, instructionSlot, instructionStream } from "./instruction_stream.ts";
+ * const slot = new Uint8Array(64);
+ * slot[0] = 0xf0; slot[1] = 0x10; // word_len 0x10, opcode 0xF0
+ * const stream = instructionStream("sg00/Pool.bin", slot);
  * for (let i = 0; i < stream.slotCount; i++) console.log(decodeSlotHeader(instructionSlot(stream, i)).opcode);
  * ```
  */

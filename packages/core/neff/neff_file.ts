@@ -107,7 +107,13 @@ function readGraphs(members: ReadonlyMap<string, Uint8Array>): { kelf: JsonObjec
  * @example Print a NEFF's signature
  * ```ts
  * import { readNeff } from "./neff_file.ts";
- * declare const bytes: Uint8Array;
+ * import { buildCustomOpNeff } from "@nrt/core";
+ * const bytes = buildCustomOpNeff({
+ *   name: "relu", target: "cayman",
+ *   inputs: [{ name: "x", dtype: "float32", shape: [4] }], outputs: [{ name: "y", dtype: "float32", shape: [4] }],
+ *   libraries: [{ name: "relu", wasm: new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] }],
+ *   calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
+ * });
  * const neff = readNeff(bytes, { validateHash: true });
  * for (const t of neff.inputs) console.log(t.name, t.dtype, t.shape);
  * ```

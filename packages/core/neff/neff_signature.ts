@@ -119,7 +119,15 @@ function crossCheck(
  * @example List the inputs
  * ```ts
  * import { readNeffSignature } from "./neff_signature.ts";
- * declare const members: Map<string, Uint8Array>;
+ * import { readNeff } from "./neff_file.ts";
+ * import { buildCustomOpNeff } from "@nrt/core";
+ * const bytes = buildCustomOpNeff({
+ *   name: "relu", target: "cayman",
+ *   inputs: [{ name: "x", dtype: "float32", shape: [4] }], outputs: [{ name: "y", dtype: "float32", shape: [4] }],
+ *   libraries: [{ name: "relu", wasm: new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] }],
+ *   calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
+ * });
+ * const members = readNeff(bytes).members;
  * for (const t of readNeffSignature(members, []).inputs) console.log(t.name, t.dtype, t.shape);
  * ```
  */

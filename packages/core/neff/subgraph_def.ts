@@ -138,7 +138,15 @@ function readDmaQueues(v: unknown, where: string): DmaQueue[] {
  * @example Read the first subgraph of a NEFF
  * ```ts
  * import { readSubgraphDef } from "./subgraph_def.ts";
- * declare const members: Map<string, Uint8Array>;
+ * import { readNeff } from "./neff_file.ts";
+ * import { buildCustomOpNeff } from "@nrt/core";
+ * const bytes = buildCustomOpNeff({
+ *   name: "relu", target: "cayman",
+ *   inputs: [{ name: "x", dtype: "float32", shape: [4] }], outputs: [{ name: "y", dtype: "float32", shape: [4] }],
+ *   libraries: [{ name: "relu", wasm: new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] }],
+ *   calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
+ * });
+ * const members = readNeff(bytes).members;
  * const def = readSubgraphDef(members, "sg00", "sg00/def.json");
  * console.log(def.engines.map((e) => `${e.engine}: ${e.instructions.slotCount} slots`));
  * ```
