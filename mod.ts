@@ -6,5 +6,7 @@
  */
 export * from "@nrt/core";
 export { CaymanKhal, registerCayman } from "@nrt/arch-cayman";
+export { registerSunda, SundaKhal } from "@nrt/arch-sunda";
+export { MarianaKhal, registerMariana } from "@nrt/arch-mariana";
 export { DeviceSimPortal, registerDeviceSim } from "@nrt/device-sim";
 export { createNrtContainer } from "@nrt/cli";

@@ -1,11 +1,26 @@
 /**
  * `@nrt/arch-cayman`: the NC-v3 (Trn2) arch pack — silicon spec, HAL, error tables, stock Pool ucode and its
- * registration function.
+ * registration function. The files and exported names mirror `@nrt/arch-sunda` and `@nrt/arch-mariana` one for one.
+ *
+ * Seed: runtime-synthesis §1.2 (layer 3b, the per-arch HAL), §2.1, §4.5; lifecycle-error-model §2.6, §4.5.
+ *
+ * @example The spec as plain data
+ * ```ts
+ * import { CAYMAN_SPEC } from "@nrt/arch-cayman";
+ * console.log(CAYMAN_SPEC.arch, CAYMAN_SPEC.ncPerDevice, CAYMAN_SPEC.csr.runStall); // 3 8 12288 (0x3000)
+ * ```
  *
  * @module
  */
 export { CAYMAN_SPEC } from "./spec.ts";
 export { CaymanKhal } from "./khal.ts";
-export { CAYMAN_ERROR_SUBTYPES, CAYMAN_ISA_ERRORS, errorSubtype, isaErrorText } from "./error_tables.ts";
-export { stockPoolUcode } from "./stock_ucode.ts";
+export {
+  CAYMAN_DEFAULT_ISA_ERROR_TEXT,
+  CAYMAN_ERROR_SUBTYPES,
+  CAYMAN_ISA_ERRORS,
+  CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+  caymanErrorSubtype,
+  caymanIsaErrorText,
+} from "./error_tables.ts";
+export { caymanStockPoolUcode } from "./stock_ucode.ts";
 export { registerCayman } from "./register.ts";

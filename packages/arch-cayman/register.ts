@@ -1,6 +1,6 @@
 /**
- * The one file of the pack that knows the registry: `registerCayman(container)` adds the Cayman HAL under the
- * core `Khal` token, beside any other packs (seed: runtime-synthesis §1.2, "per-arch fn-pointers filled at init").
+ * The one file of the pack that knows the registry: `registerCayman(container)` adds the Cayman HAL under the core
+ * `Khal` token, beside any other packs (seed: runtime-synthesis §1.2, "per-arch fn-pointers filled at init").
  *
  * @module
  */
@@ -8,7 +8,19 @@ import { Khal } from "@nrt/core";
 import type { DependencyContainer } from "tsyringe";
 import { CaymanKhal } from "./khal.ts";
 
-/** Registers the Cayman arch pack. Importing the package registers nothing by itself. */
+/**
+ * Registers the Cayman arch pack. Importing the package registers nothing by itself.
+ *
+ * @param container The container to add a `Khal` registration to.
+ *
+ * @example Register beside the other packs
+ * ```ts ignore
+ * import "reflect-metadata";
+ * import { container } from "tsyringe";
+ * import { registerCayman } from "@nrt/arch-cayman";
+ * registerCayman(container.createChildContainer());
+ * ```
+ */
 export function registerCayman(container: DependencyContainer): void {
   container.register(Khal, { useValue: new CaymanKhal() });
 }

@@ -1,11 +1,15 @@
 /**
  * Cayman (NC-v3, Trn2) silicon spec.
  *
- * Seed: runtime-synthesis §2.1 (Cayman releases run-stall through host CSR 0x3000, 0xFF → 0x00 for all 8 Q7 cores
- * at once), §4.5 (LNC default 2), lifecycle-error-model §2.6 (`AL_HAL_TPB_ARCH_TYPE_CAYMAN` = 3). The semaphore
- * windows follow the public driver's NC block layout (read +0x2701000, set +0x2701400, increment +0x2701800,
- * decrement +0x2701c00, 4-byte stride). The Q7 IRAM (256 KiB) and DRAM (512 KiB) sizes are ours: DRAM matches the
- * Q7 image region `[0, 0x80000)` of the kernel ABI.
+ * Seed facts: runtime-synthesis §2.1 (Cayman releases run-stall through host CSR 0x3000, 0xFF → 0x00 for all 8 Q7
+ * cores at once; it ships hw_decode blobs, unlike Sunda), §4.5 (LNC: `NEURON_RT_VIRTUAL_CORE_SIZE` default 2),
+ * lifecycle-error-model §2.6 (`AL_HAL_TPB_ARCH_TYPE_CAYMAN` = 3). The semaphore windows follow the public driver's
+ * NC block layout (read +0x2701000, set +0x2701400, increment +0x2701800, decrement +0x2701c00, 4-byte stride).
+ *
+ * Ours, where the seeds are silent: the other BAR0 offsets (swap tables at 0x3010/0x3018 beside the run-stall CSR,
+ * a 64-slot stream table at 0x4000, NQ 0x5000, engine IPs 0x6000, DMA 0x8000, Q7 IRAM windows at 8 MiB and DRAM
+ * windows at 12 MiB), the Q7 IRAM (256 KiB) and DRAM (512 KiB) sizes (DRAM matches the Q7 image region
+ * `[0, 0x80000)` of the kernel ABI), the DMA counts, the custom-op queue bundle and the device address map.
  *
  * @module
  */

@@ -1,13 +1,18 @@
 /**
  * The stock Pool ucode Cayman ships (`ucode_set_q7_ucode_bins(AL_HAL_POOLING_Q7)`, seed: runtime-synthesis §2.1):
- * IRAM = the simulator-ISA firmware built from `kernels/src/stock_pool.ts` (a test keeps it byte-identical to
- * `kernels/wasm/stock_pool.wasm`), DRAM = 16 bytes whose first u32 is the architecture id the firmware reports.
+ * IRAM = the simulator-ISA firmware built from `kernels/src/stock_pool.ts` (`tests/arch_packs_test.ts` keeps it
+ * byte-identical to `kernels/wasm/stock_pool.wasm`), DRAM = 16 bytes whose first u32 is the architecture id the
+ * firmware reports through `ucode_arch` (3, `AL_HAL_TPB_ARCH_TYPE_CAYMAN`, seed: lifecycle-error-model §2.6).
  *
  * @module
  */
 import type { UcodeImage } from "@nrt/core";
 
-const IRAM_BASE64 = "AGFzbQEAAAABCAJgAAF/YAAAAikCA2VudhBjdXN0b21vcF9jbGVhbnVwAAEDZW52Bm1lbW9yeQIDAICABAMEAwAAAQcwBA91Y29kZV9hcGlfbGV2ZWwAAgp1Y29kZV9hcmNoAAEEbm9vcAADBm1lbW9yeQIAChMDBwBBACgCAAsEAEEDCwQAEAAL";
+const IRAM_BASE64 =
+  "AGFzbQEAAAABCAJgAAF/YAAAAikCA2VudhBjdXN0b21vcF9jbGVhbnVwAAEDZW52Bm1lbW9yeQIDAICABAMEAwAAAQcwBA91Y29kZV9hcGlfbGV2ZWwAAgp1Y29kZV9hcmNoAAEEbm9vcAADBm1lbW9yeQIAChMDBwBBACgCAAsEAEEDCwQAEAAL";
+
+/** The architecture id word 0 of the DRAM image carries. */
+const ARCH_ID = 3;
 
 function decode(b64: string): Uint8Array {
   const s = atob(b64);
@@ -16,9 +21,13 @@ function decode(b64: string): Uint8Array {
   return out;
 }
 
-/** The stock image: a fresh copy on every call, so callers cannot alter the shipped bytes. */
-export function stockPoolUcode(): UcodeImage {
+/**
+ * The stock image: a fresh copy on every call, so callers cannot alter the shipped bytes.
+ *
+ * @returns `{iram, dram}`: the firmware module and a 16-byte data image starting with the arch id 3.
+ */
+export function caymanStockPoolUcode(): UcodeImage {
   const dram = new Uint8Array(16);
-  new DataView(dram.buffer).setUint32(0, 3, true); // AL_HAL_TPB_ARCH_TYPE_CAYMAN
+  new DataView(dram.buffer).setUint32(0, ARCH_ID, true);
   return { iram: decode(IRAM_BASE64), dram };
 }

@@ -1,6 +1,26 @@
 /**
- * `@nrt/arch-mariana`: not built yet (see the open issues); the package exists so the workspace shape is final.
+ * `@nrt/arch-mariana`: the NC-v4 arch pack — silicon spec, HAL, error tables, stock Pool ucode and its
+ * registration function. The files and exported names mirror `@nrt/arch-sunda` and `@nrt/arch-cayman` one for one.
+ *
+ * Seed: runtime-synthesis §1.2 (layer 3b, the per-arch HAL), §2.1, §4.5; lifecycle-error-model §2.6, §4.5.
+ *
+ * @example The spec as plain data
+ * ```ts
+ * import { MARIANA_SPEC } from "@nrt/arch-mariana";
+ * console.log(MARIANA_SPEC.arch, MARIANA_SPEC.ncPerDevice, MARIANA_SPEC.csr.runStall); // 4 8 12288 (0x3000)
+ * ```
  *
  * @module
  */
-export {};
+export { MARIANA_SPEC } from "./spec.ts";
+export { MarianaKhal } from "./khal.ts";
+export {
+  MARIANA_DEFAULT_ISA_ERROR_TEXT,
+  MARIANA_ERROR_SUBTYPES,
+  MARIANA_ISA_ERRORS,
+  MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+  marianaErrorSubtype,
+  marianaIsaErrorText,
+} from "./error_tables.ts";
+export { marianaStockPoolUcode } from "./stock_ucode.ts";
+export { registerMariana } from "./register.ts";

@@ -1,6 +1,26 @@
 /**
- * `@nrt/arch-sunda`: not built yet (see the open issues); the package exists so the workspace shape is final.
+ * `@nrt/arch-sunda`: the NC-v2 (Trn1, Inf2) arch pack — silicon spec, HAL, error tables, stock Pool ucode and its
+ * registration function. The files and exported names mirror `@nrt/arch-cayman` and `@nrt/arch-mariana` one for one.
+ *
+ * Seed: runtime-synthesis §1.2 (layer 3b, the per-arch HAL), §2.1, §4.5; lifecycle-error-model §2.6, §4.5.
+ *
+ * @example The spec as plain data
+ * ```ts
+ * import { SUNDA_SPEC } from "@nrt/arch-sunda";
+ * console.log(SUNDA_SPEC.arch, SUNDA_SPEC.ncPerDevice, SUNDA_SPEC.csr.runStall); // 2 2 null
+ * ```
  *
  * @module
  */
-export {};
+export { SUNDA_SPEC } from "./spec.ts";
+export { SundaKhal } from "./khal.ts";
+export {
+  SUNDA_DEFAULT_ISA_ERROR_TEXT,
+  SUNDA_ERROR_SUBTYPES,
+  SUNDA_ISA_ERRORS,
+  SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+  sundaErrorSubtype,
+  sundaIsaErrorText,
+} from "./error_tables.ts";
+export { sundaStockPoolUcode } from "./stock_ucode.ts";
+export { registerSunda } from "./register.ts";

@@ -1,0 +1,73 @@
+/**
+ * Mariana's error-record decode: `v2_error_get_infer_error_subtype` and `v2_infer_error_get_isa_error_text` for NC-v4.
+ *
+ * Seed: lifecycle-error-model §4.5 — `error_id = rec & 0xff`, `mask = (uint16_t)(rec >> 8)`; ids above 0x0b → 0;
+ * id 4 → `(mask & 0xfd6b) ? 3 : 2`; id 1 → a per-arch DVE-spurious mask branch (the seed elides the Mariana branch as
+ * "... cayman/mariana branches ..."); otherwise the per-arch subtype table; the text helper bounds the id at 0x0b and
+ * falls back to a default string.
+ *
+ * Ours: the seed reads out only the Sunda instances, so the Mariana id 1 branch takes the Sunda branch's shape with
+ * Mariana's own mask, and the mask value, both tables and the default string are ours — documented here and pinned
+ * by `tests/arch_error_tables_test.ts`.
+ *
+ * @module
+ */
+
+/**
+ * Mariana's counterpart of the seed's `SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK` (spelling kept so the three packs'
+ * names line up). Ours: bits 7, 8 and 9 (0x0380).
+ */
+export const MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK = 0x0380;
+
+/** Subtype per error_id 0..11. Entries 1 and 4 are never read (both ids branch before the table). Ours. */
+export const MARIANA_ERROR_SUBTYPES: readonly number[] = Object.freeze([0, 0, 4, 5, 2, 6, 7, 8, 9, 10, 11, 13]);
+
+/** ISA error text per error_id 0..11. Ours. */
+export const MARIANA_ISA_ERRORS: readonly string[] = Object.freeze([
+  "no error",
+  "DVE error",
+  "invalid instruction",
+  "instruction fetch error",
+  "semaphore/event error",
+  "DMA descriptor error",
+  "address out of range",
+  "arithmetic error",
+  "GPSIMD engine error",
+  "sequencer non-fatal error",
+  "sequencer fatal error",
+  "execution timeout",
+]);
+
+/** The text for ids above 0x0b. Ours. */
+export const MARIANA_DEFAULT_ISA_ERROR_TEXT = "unknown ISA error";
+
+/**
+ * `v2_error_get_infer_error_subtype` for Mariana.
+ *
+ * @param rec The low 64 bits of a 16-byte TPB_ERROR record (`notificationWord` of `@nrt/core`).
+ * @returns The subtype: 0 for ids above 11, 2 or 3 for id 4, 0 or 1 for id 1, else the table entry.
+ *
+ * @example Decode an error_id 1 record whose mask holds only spurious DVE bits
+ * ```ts
+ * import { marianaErrorSubtype } from "@nrt/arch-mariana";
+ * console.log(marianaErrorSubtype(0x0380_01n)); // 0
+ * ```
+ */
+export function marianaErrorSubtype(rec: bigint): number {
+  const errorId = Number(rec & 0xffn);
+  const mask = Number((rec >> 8n) & 0xffffn);
+  if (errorId > 0x0b) return 0;
+  if (errorId === 4) return (mask & 0xfd6b) !== 0 ? 3 : 2;
+  if (errorId === 1) return (mask & ~(MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK | 0x7e00) & 0xffff) !== 0 ? 1 : 0;
+  return MARIANA_ERROR_SUBTYPES[errorId];
+}
+
+/**
+ * `v2_infer_error_get_isa_error_text` for Mariana.
+ *
+ * @param errorId A TPB_ERROR error_id.
+ * @returns The table entry for 0..11, {@linkcode MARIANA_DEFAULT_ISA_ERROR_TEXT} otherwise.
+ */
+export function marianaIsaErrorText(errorId: number): string {
+  return Number.isInteger(errorId) && errorId >= 0 && errorId <= 0x0b ? MARIANA_ISA_ERRORS[errorId] : MARIANA_DEFAULT_ISA_ERROR_TEXT;
+}
