@@ -94,6 +94,20 @@ export interface Portal {
   notificationWait(device: number, nc: number, head: number, signal?: AbortSignal): Promise<void>;
   /** Bytes currently allocated on a device, by location (leak checks, `nrt_get_vnc_memory_stats`). */
   memUsage(device: number): Promise<{ hbm: number; host: number; allocations: number }>;
+  /**
+   * Acquires NeuronCores of `device` for this process, exclusively and all-or-none, as the driver's core range mark
+   * does (`NEURON_IOCTL_CRWL_NC_RANGE_MARK`). `nrt_init` calls it with the visible physical cores before bringing
+   * them up. Optional: a backend that serves a single process (the embedded simulator) has nothing to arbitrate.
+   * The caller's identity (pid, name) is the backend's business (the remote backend sends it when it connects).
+   *
+   * @throws {NrtError} `NRT_RESOURCE`, naming the owning process, when a core is in use by another process.
+   */
+  acquireCores?(device: number, cores: readonly number[]): Promise<void>;
+  /**
+   * Releases NeuronCores taken with {@linkcode Portal.acquireCores} (`NEURON_IOCTL_CRWL_NC_RANGE_UNMARK`); `nrt_close`
+   * calls it after the teardown. A backend also releases them when the process goes away.
+   */
+  releaseCores?(device: number, cores: readonly number[]): Promise<void>;
   /** Releases the backend. */
   close(): Promise<void>;
 }

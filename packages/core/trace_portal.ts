@@ -92,6 +92,14 @@ export class TracingPortal implements Portal {
   memUsage(device: number): Promise<{ hbm: number; host: number; allocations: number }> {
     return this.#inner.memUsage(device);
   }
+  async acquireCores(device: number, cores: readonly number[]): Promise<void> {
+    this.entries.push({ op: "acquireCores", device, target: cores.length, value: cores[0] ?? -1 });
+    await this.#inner.acquireCores?.(device, cores);
+  }
+  async releaseCores(device: number, cores: readonly number[]): Promise<void> {
+    this.entries.push({ op: "releaseCores", device, target: cores.length, value: cores[0] ?? -1 });
+    await this.#inner.releaseCores?.(device, cores);
+  }
   close(): Promise<void> {
     return this.#inner.close();
   }

@@ -1,0 +1,129 @@
+/**
+ * `bench/portal.ts`: what crossing the process boundary costs. For a no-op kernel and for vector_add at 1 MiB per
+ * tensor it measures, in one process run, the median `Model.execute` time on the embedded simulator (in-process
+ * `DeviceSimPortal`) and on the `remote` backend (a `RemotePortal` talking to a `nrt device-sim` daemon process over
+ * a Unix socket), and prints the ratio remote ÷ in-process. Tensors are device-resident, as in `bench/exec.ts`, so
+ * what differs is the execute path's portal traffic: the doorbell, the compute setup, the NQ and stdio polls.
+ * Also prints the round trip of one CSR read and the throughput of a 1 MiB `memWrite` + `memRead`.
+ *
+ * Run: `bun bench/portal.ts` or `deno run -A bench/portal.ts` (`RUNS=500` to change the sample count).
+ *
+ * @module
+ */
+import "reflect-metadata";
+import { registerCayman } from "@nrt/arch-cayman";
+import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { DeviceSimPortal } from "@nrt/device-sim";
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { container, type DependencyContainer } from "tsyringe";
+import { connectDeviceDaemon } from "../packages/cli/transports.ts";
+import type { RemotePortal } from "../packages/device-sim/remote/mod.ts";
+import { oneOpNeff } from "../tests/_kernels.ts";
+
+const RUNS = Number((globalThis as { process?: { env: Record<string, string> } }).process?.env.RUNS ?? 300);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function time(fn: () => Promise<unknown>, runs = RUNS): Promise<number> {
+  for (let i = 0; i < Math.min(50, runs); i++) await fn();
+  const xs: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t = performance.now();
+    await fn();
+    xs.push(performance.now() - t);
+  }
+  return median(xs) * 1000;
+}
+
+const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, { name: "vector_add", fn: "vector_add", n: (1 << 20) / 4, ins: 2 }];
+
+/** Median execute time (µs) of each case on the portal registered in `c`. */
+async function executeTimes(c: DependencyContainer): Promise<number[]> {
+  const portal = c.resolve<Portal>(Portal);
+  await portal.acquireCores?.(0, [0, 1]);
+  const rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+  const out: number[] = [];
+  try {
+    for (const k of CASES) {
+      const names = ["a", "b"].slice(0, k.ins);
+      const f32 = (name: string) => ({ name, dtype: "float32", shape: [k.n] });
+      const model = await rt.load(oneOpNeff(k.name, k.fn, names.map(f32), [f32("out")]));
+      const ins = new TensorSet(), outs = new TensorSet();
+      for (const n of names) {
+        const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, k.n * 4, n);
+        await t.write(new Uint8Array(new Float32Array(k.n).fill(1.5).buffer));
+        ins.add(n, t);
+      }
+      outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, k.n * 4, "out"));
+      out.push(await time(() => model.execute(ins, outs)));
+      await model.unload();
+    }
+  } finally {
+    await rt.close();
+    await portal.releaseCores?.(0, [0, 1]);
+  }
+  return out;
+}
+
+/** CSR round trip and 1 MiB write+read on a portal (µs). */
+async function portalTimes(p: Portal): Promise<[number, number]> {
+  const m = await p.memAlloc({ device: 0, nc: 0, bytes: 1 << 20 });
+  const data = new Uint8Array(1 << 20).fill(7);
+  try {
+    const csr = await time(() => p.barRead32(0, 0, 0x3000));
+    const bulk = await time(async () => {
+      await p.memWrite(m, 0, data);
+      await p.memRead(m, 0, data.byteLength);
+    }, Math.min(RUNS, 100));
+    return [csr, bulk];
+  } finally {
+    await p.memFree(m);
+  }
+}
+
+const sim = new DeviceSimPortal();
+const local = container.createChildContainer();
+registerCayman(local);
+local.register(Portal, { useValue: sim });
+
+const dir = mkdtempSync(join(tmpdir(), "nrt-bench-"));
+const sock = join(dir, "d.sock");
+const bun = new URL("../node_modules/.bin/bun", import.meta.url).pathname;
+const daemon = spawn(bun, [new URL("../packages/cli/device_daemon.ts", import.meta.url).pathname, "--socket", sock], { stdio: ["ignore", "pipe", "ignore"] });
+let remote: RemotePortal | undefined;
+try {
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("the daemon did not start within 15 s")), 15_000);
+    daemon.stdout!.on("data", (d: Uint8Array) => {
+      if (String(d).includes("listening on")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    daemon.on("exit", () => reject(new Error("the daemon exited")));
+  });
+  remote = await connectDeviceDaemon({ path: sock }, { name: "bench/portal.ts" });
+  const rc = container.createChildContainer();
+  registerCayman(rc);
+  rc.register(Portal, { useValue: remote });
+
+  const inProcess = await executeTimes(local);
+  const overSocket = await executeTimes(rc);
+  const [csrLocal, bulkLocal] = await portalTimes(sim);
+  const [csrRemote, bulkRemote] = await portalTimes(remote);
+  const row = (name: string, a: number, b: number) => ({ case: name, in_process_us: Math.round(a), remote_us: Math.round(b), ratio: +(b / a).toFixed(2) });
+  console.log(`nrt_execute on the remote backend (daemon process, Unix socket) vs in-process, median of ${RUNS} runs each (${(globalThis as { Bun?: unknown }).Bun ? "bun" : "deno"})`);
+  console.table([
+    row("execute noop", inProcess[0], overSocket[0]),
+    row("execute vector_add 1 MiB", inProcess[1], overSocket[1]),
+    row("barRead32 round trip", csrLocal, csrRemote),
+    row("memWrite+memRead 1 MiB", bulkLocal, bulkRemote),
+  ]);
+} finally {
+  await remote?.close();
+  await sim.close();
+  daemon.kill("SIGTERM");
+  rmSync(dir, { recursive: true, force: true });
+}

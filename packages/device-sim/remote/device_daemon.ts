@@ -1,0 +1,357 @@
+/**
+ * `DeviceDaemon`: the server side of the device daemon. It serves one {@linkcode Portal} (the simulator) to many
+ * client connections, one session each, over the binary protocol of `protocol.ts`; it owns what the Neuron driver
+ * owns for a process — the NeuronCores granted to it, its device-memory allocations, its pending completion waits —
+ * and reclaims all of it when the connection ends, however it ends (orderly BYE, socket closed, process killed).
+ *
+ * Requests of a session are started in arrival order, so pipelined writes take effect in the order the client
+ * issued them; each answer carries the request's id, and a NOTIFICATION_WAIT answers whenever the head moves (or
+ * is cancelled) while later requests proceed.
+ *
+ * The daemon hands request bodies to the portal as views of the received bytes; the portal must consume them
+ * before returning (the simulator copies synchronously).
+ *
+ * Seed: runtime-synthesis §1.2 layer 4 (the ABI served), §3.5 (the completion wait), and the note on cross-process
+ * arbitration (each process owns a disjoint slice of physical cores; "the driver/scheduler partitions physical
+ * cores … below libnrt's visibility").
+ *
+ * @module
+ */
+import { type DeviceMemory, ncBlock, NrtError, NrtStatus, type Portal, type SiliconSpec } from "@nrt/core";
+import { type CoreGrant, CoreOwnership, describeOwner } from "./core_ownership.ts";
+import type { Link, LinkEvents } from "./link.ts";
+import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, Op, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
+
+/** Options of {@linkcode DeviceDaemon}. */
+export interface DeviceDaemonOptions {
+  /** The device served (a `DeviceSimPortal`). The daemon does not close it. */
+  readonly portal: Portal;
+  /** Its generation: the BAR0 layout used to attribute register writes to NeuronCores and to reset a core. */
+  readonly spec: SiliconSpec;
+  /** Brings a reclaimed NeuronCore's execution units back to idle (the simulator: `resetQ7`). */
+  readonly resetCore?: (device: number, nc: number) => Promise<void>;
+  /** Log lines (connect, disconnect, reclaim). */
+  readonly log?: (line: string) => void;
+}
+
+/** What the daemon knows of one connected client. */
+export interface DaemonSessionInfo {
+  /** Session id. */
+  readonly id: number;
+  /** Client process id (0 before HELLO). */
+  readonly pid: number;
+  /** Client name. */
+  readonly name: string;
+  /** Live allocations. */
+  readonly allocations: number;
+  /** Pending notification waits. */
+  readonly waits: number;
+  /** Granted NeuronCores. */
+  readonly cores: ReadonlyArray<{ device: number; nc: number }>;
+}
+
+interface Session {
+  readonly id: number;
+  readonly link: Link;
+  pid: number;
+  name: string;
+  hello: boolean;
+  closed: boolean;
+  readonly allocations: Map<number, DeviceMemory>;
+  readonly waits: Map<number, AbortController>;
+  reclaimed?: Promise<void>;
+}
+
+const EMPTY = new Uint8Array(0);
+
+/**
+ * Serves a portal to many clients with per-client ownership and reclamation.
+ *
+ * @example An in-process daemon and a client over an in-memory link
+ * ```ts ignore
+ * import { DeviceSimPortal } from "@nrt/device-sim";
+ * const sim = new DeviceSimPortal();
+ * const daemon = new DeviceDaemon({ portal: sim, spec: sim.spec, resetCore: (d, nc) => sim.resetQ7(d, nc) });
+ * const portal = await RemotePortal.connect(linkPair((l) => daemon.accept(l)), { pid: 1, name: "me" });
+ * ```
+ */
+export class DeviceDaemon {
+  readonly #portal: Portal;
+  readonly #spec: SiliconSpec;
+  readonly #resetCore?: (device: number, nc: number) => Promise<void>;
+  readonly #log: (line: string) => void;
+  readonly #sessions = new Map<number, Session>();
+  /** The core ownership table. */
+  readonly ownership: CoreOwnership = new CoreOwnership();
+  #nextSession = 1;
+
+  /** Creates a daemon for `options.portal`. */
+  constructor(options: DeviceDaemonOptions) {
+    this.#portal = options.portal;
+    this.#spec = options.spec;
+    this.#resetCore = options.resetCore;
+    this.#log = options.log ?? (() => {});
+  }
+
+  /**
+   * Starts a session on a new connection.
+   *
+   * @param link The connection's sending half.
+   * @returns The handlers the transport calls with the connection's bytes and its end.
+   */
+  accept(link: Link): LinkEvents {
+    const s: Session = { id: this.#nextSession++, link, pid: 0, name: "", hello: false, closed: false, allocations: new Map(), waits: new Map() };
+    this.#sessions.set(s.id, s);
+    const decoder = new FrameDecoder();
+    return {
+      data: (chunk) => {
+        if (s.closed) return;
+        let frames: Frame[];
+        try {
+          frames = decoder.push(chunk);
+        } catch (e) {
+          this.#log(`session ${s.id}: ${e instanceof Error ? e.message : String(e)}; closing the connection`);
+          link.close();
+          return;
+        }
+        for (const f of frames) this.#dispatch(s, f);
+      },
+      closed: () => void this.#end(s, "disconnected"),
+    };
+  }
+
+  /** The connected sessions. */
+  sessions(): DaemonSessionInfo[] {
+    return [...this.#sessions.values()].map((s) => ({
+      id: s.id,
+      pid: s.pid,
+      name: s.name,
+      allocations: s.allocations.size,
+      waits: s.waits.size,
+      cores: this.ownership.held(s.id).map(({ device, nc }) => ({ device, nc })),
+    }));
+  }
+
+  /** Closes every connection and waits until each session is reclaimed. */
+  async close(): Promise<void> {
+    const all = [...this.#sessions.values()];
+    for (const s of all) s.link.close();
+    await Promise.all(all.map((s) => this.#end(s, "daemon stopping")));
+  }
+
+  #end(s: Session, why: string): Promise<void> {
+    s.closed = true;
+    s.reclaimed ??= this.#reclaim(s, why);
+    return s.reclaimed;
+  }
+
+  /** Returns everything the session holds to the device: waits, streams, Q7 state, NQ, semaphores, memory, cores. */
+  async #reclaim(s: Session, why: string): Promise<void> {
+    for (const ac of s.waits.values()) ac.abort();
+    s.waits.clear();
+    const cores = this.ownership.held(s.id);
+    const problems: string[] = [];
+    const attempt = async (what: string, f: () => Promise<void>) => {
+      try {
+        await f();
+      } catch (e) {
+        problems.push(`${what}: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    };
+    for (const g of cores) await attempt(`reset nc${g.nc}`, () => this.#resetNc(g));
+    const bytes = [...s.allocations.values()].reduce((n, m) => n + m.bytes, 0);
+    const count = s.allocations.size;
+    for (const m of s.allocations.values()) await attempt(`free allocation ${m.id}`, () => this.#portal.memFree(m));
+    s.allocations.clear();
+    this.ownership.releaseAll(s.id);
+    this.#sessions.delete(s.id);
+    if (s.hello) {
+      this.#log(
+        `${describeOwner(s)} ${why}: reclaimed ${cores.length} NeuronCore(s)${cores.length ? ` (${cores.map((g) => `nc${g.nc}`).join(",")})` : ""}, ` +
+          `${count} allocation(s) (${bytes} bytes)` + (problems.length ? `; problems: ${problems.join("; ")}` : ""),
+      );
+    }
+  }
+
+  /** Stops the core's streams, recovers its Q7 cores, detaches its NQ, zeroes its semaphores and events. */
+  async #resetNc(g: CoreGrant): Promise<void> {
+    const base = ncBlock(this.#spec, g.nc);
+    const csr = this.#spec.csr;
+    await this.#portal.barWrite(g.device, 0, base + csr.streamTable, new Uint8Array(16 * csr.streamSlots));
+    await this.#resetCore?.(g.device, g.nc);
+    await this.#portal.barWrite(g.device, 0, base + csr.notificationQueue, new Uint8Array(24));
+    await this.#portal.barWrite(g.device, 0, base + csr.semaphoreSet, new Uint8Array(4 * this.#spec.semaphoresPerCore));
+    await this.#portal.barWrite(g.device, 0, base + csr.event, new Uint8Array(4 * this.#spec.eventsPerCore));
+  }
+
+  #dispatch(s: Session, f: Frame): void {
+    if (f.op === Op.CANCEL) {
+      const target = new BodyReader(f.body).u32();
+      s.waits.get(target)?.abort();
+      return;
+    }
+    let result: Promise<Uint8Array>;
+    try {
+      result = this.#handle(s, f);
+    } catch (e) {
+      result = Promise.reject(e);
+    }
+    result.then(
+      (frame) => !s.closed && s.link.send(frame),
+      (e: unknown) => !s.closed && s.link.send(errorFrame(f, e)),
+    );
+  }
+
+  /** Starts one request (synchronously up to the portal call, so order of effects = order of arrival). */
+  #handle(s: Session, f: Frame): Promise<Uint8Array> {
+    const r = new BodyReader(f.body);
+    const p = this.#portal;
+    const ok = (fixed = 0, tail = 0) => new FrameBuilder(f.id, f.op | RESPONSE, fixed, tail);
+    const done = () => ok().finish();
+    if (f.op === Op.HELLO) {
+      const version = r.u32();
+      if (version !== PROTOCOL_VERSION) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot start a session: the client speaks protocol ${version}, this daemon speaks ${PROTOCOL_VERSION}`);
+      }
+      s.pid = r.u32();
+      s.name = r.text();
+      s.hello = true;
+      this.#log(`${describeOwner(s)} connected (session ${s.id})`);
+      return Promise.resolve(ok(8).u32(PROTOCOL_VERSION).u32(s.id).finish());
+    }
+    if (!s.hello) throw new NrtError(NrtStatus.NRT_INVALID, "Cannot serve a request before HELLO");
+    switch (f.op) {
+      case Op.BYE:
+        return this.#end(s, "closed its session").then(() => {
+          s.link.send(done());
+          s.link.close();
+          return EMPTY; // already sent; `closed` suppresses the second send
+        });
+      case Op.DEVICES:
+        return p.devices().then((ds) => {
+          const b = ok(4 + 20 * ds.length).u32(ds.length);
+          for (const d of ds) b.u32(d.index).u32(d.arch).u32(d.ncCount).f64(d.hbmBytes);
+          return b.finish();
+        });
+      case Op.BAR_READ32:
+        return p.barRead32(r.u32(), r.u32(), r.u32()).then((v) => ok(4).word(v).finish());
+      case Op.BAR_WRITE32: {
+        const [device, bar, offset, value] = [r.u32(), r.u32(), r.u32(), r.u32()];
+        this.#checkBar(s, device, bar, offset, "write a CSR");
+        return p.barWrite32(device, bar, offset, value).then(done);
+      }
+      case Op.BAR_WRITE: {
+        const [device, bar, offset] = [r.u32(), r.u32(), r.u32()];
+        this.#checkBar(s, device, bar, offset, "write BAR words");
+        return p.barWrite(device, bar, offset, r.rest()).then(done);
+      }
+      case Op.MEM_ALLOC: {
+        const [device, nc, bytes, align, loc] = [r.u32(), r.u32(), r.f64(), r.f64(), r.u8()];
+        this.#checkNc(s, device, nc, "allocate device memory");
+        return p.memAlloc({ device, nc, bytes, align: align === 0 ? undefined : align, location: loc === 1 ? "host" : "hbm" }).then((m) => {
+          s.allocations.set(m.id, m);
+          if (s.closed) void p.memFree(m).catch(() => {}); // the session ended while the allocation was in flight
+          return ok(29).u32(m.id).u32(m.device).u32(m.nc).f64(m.pa).f64(m.bytes).u8(m.location === "host" ? 1 : 0).finish();
+        });
+      }
+      case Op.MEM_FREE: {
+        const m = this.#allocation(s, r.u32(), "free");
+        s.allocations.delete(m.id);
+        return p.memFree(m).then(done);
+      }
+      case Op.MEM_WRITE: {
+        const m = this.#allocation(s, r.u32(), "write");
+        return p.memWrite(m, r.f64(), r.rest()).then(done);
+      }
+      case Op.MEM_READ: {
+        const m = this.#allocation(s, r.u32(), "read");
+        return p.memRead(m, r.f64(), r.f64()).then((data) => ok(0, data.byteLength).finish(data));
+      }
+      case Op.MEM_USAGE:
+        return p.memUsage(r.u32()).then((u) => ok(20).f64(u.hbm).f64(u.host).u32(u.allocations).finish());
+      case Op.SEM_INCREMENT: {
+        const [device, nc, sem, value] = [r.u32(), r.u32(), r.u32(), r.u32()];
+        this.#checkNc(s, device, nc, "increment a semaphore");
+        return p.semaphoreIncrement(device, nc, sem, value).then(done);
+      }
+      case Op.SEM_READ:
+        return p.semaphoreRead(r.u32(), r.u32(), r.u32()).then((v) => ok(4).word(v).finish());
+      case Op.SEM_SET: {
+        const [device, nc, sem, value] = [r.u32(), r.u32(), r.u32(), r.u32()];
+        this.#checkNc(s, device, nc, "set a semaphore");
+        return p.semaphoreSet(device, nc, sem, value).then(done);
+      }
+      case Op.NOTIFICATION_WAIT: {
+        const [device, nc, head] = [r.u32(), r.u32(), r.u32()];
+        const ac = new AbortController();
+        s.waits.set(f.id, ac);
+        return p.notificationWait(device, nc, head, ac.signal).finally(() => s.waits.delete(f.id)).then(done);
+      }
+      case Op.ACQUIRE_CORES: {
+        const [device, cores] = coreList(r);
+        return p.devices().then((ds) => {
+          const d = ds[device];
+          if (d === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot acquire NeuronCores: device ${device} does not exist`);
+          const bad = cores.find((nc) => nc >= d.ncCount);
+          if (bad !== undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot acquire NeuronCore nc${bad} of device ${device}: the device has ${d.ncCount}`);
+          this.ownership.acquire(device, cores, { session: s.id, pid: s.pid, name: s.name });
+          this.#log(`${describeOwner(s)} acquired ${cores.map((c) => `nc${c}`).join(",")} of device ${device}`);
+          return done();
+        });
+      }
+      case Op.RELEASE_CORES: {
+        const [device, cores] = coreList(r);
+        this.ownership.release(device, cores, s.id);
+        return Promise.resolve(done());
+      }
+      case Op.STATS: {
+        const grants = this.ownership.grants();
+        const names = grants.map((g) => encodeText(g.owner.name).subarray(0, 255));
+        const waiters = [...this.#sessions.values()].reduce((n, x) => n + x.waits.size, 0);
+        const b = ok(12 + grants.reduce((n, _, i) => n + 17 + names[i].byteLength, 0)).u32(this.#sessions.size).u32(waiters).u32(grants.length);
+        grants.forEach((g, i) => b.u32(g.device).u32(g.nc).u32(g.owner.pid).u32(g.owner.session).u8(names[i].byteLength).bytes(names[i]));
+        return Promise.resolve(b.finish());
+      }
+      default:
+        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot serve opcode 0x${f.op.toString(16)}: unknown operation`);
+    }
+  }
+
+  #allocation(s: Session, id: number, what: string): DeviceMemory {
+    const m = s.allocations.get(id);
+    if (m === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what} device memory: allocation ${id} is not live in this session`);
+    return m;
+  }
+
+  /** A register write inside a NeuronCore's BAR0 block counts as a use of that core. */
+  #checkBar(s: Session, device: number, bar: number, offset: number, what: string): void {
+    if (bar !== 0) return;
+    const csr = this.#spec.csr;
+    const rel = offset - csr.ncBlockBase;
+    if (rel < 0) return;
+    const nc = Math.floor(rel / csr.ncBlockStride);
+    if (nc < this.#spec.ncPerDevice) this.#checkNc(s, device, nc, what);
+  }
+
+  /** Refuses to act on a NeuronCore granted to another session. */
+  #checkNc(s: Session, device: number, nc: number, what: string): void {
+    const o = this.ownership.owner(device, nc);
+    if (o !== undefined && o.session !== s.id) {
+      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot ${what} on NeuronCore nc${nc} of device ${device}: it is in use by ${describeOwner(o)}`);
+    }
+  }
+}
+
+function coreList(r: BodyReader): [number, number[]] {
+  const device = r.u32();
+  const n = r.u32();
+  if (n > 4096) throw new RangeError(`Cannot decode a core list of ${n} entries`);
+  return [device, Array.from({ length: n }, () => r.u32())];
+}
+
+function errorFrame(f: Frame, e: unknown): Uint8Array {
+  const kind = e instanceof NrtError ? ErrorKind.NRT : e instanceof TypeError ? ErrorKind.TYPE : e instanceof RangeError ? ErrorKind.RANGE : ErrorKind.OTHER;
+  const status = e instanceof NrtError ? e.status : NrtStatus.NRT_FAILURE;
+  const text = encodeText(e instanceof Error ? e.message : String(e));
+  return new FrameBuilder(f.id, f.op | RESPONSE, 5, text.byteLength, 1).u32(status).u8(kind).finish(text);
+}
