@@ -258,6 +258,8 @@ export abstract class KhalBase implements Khal {
     q.tail = (q.tail + pending) >>> 0;
     await t.portal.barWrite32(t.device, 0, base + 16, q.tail);
     const cause = await t.portal.barRead32(t.device, 0, base + 20);
+    // aws_hal_intc_read_cause, then acknowledge: the overflow bit is sticky until the host writes 0.
+    if ((cause & 1) === 1) await t.portal.barWrite32(t.device, 0, base + 20, 0);
     return { records, overflow: overflow || (cause & 1) === 1 };
   }
 

@@ -31,3 +31,7 @@ export { DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, readTar, type TarEntry, t
 export * from "./trace_portal.ts";
 export * from "./nrt_api.ts";
 export * from "./kelf/metaneff.ts";
+export * from "./notification/error_record.ts";
+export * from "./notification/notification_consume.ts";
+export * from "./kmgr/exec_request.ts";
+export * from "./stdio/pool_stdio.ts";

@@ -6,7 +6,9 @@
  *
  * Seed: lifecycle-error-model §1.1 (`NRT_INIT_STATE` read at the top of every public entry: 13 before init, 14
  * after close), runtime-synthesis §2.1 (`nrt_set_pool_eng_ucode` stores the image only in the START state; INIT →
- * 0xd, CLOSED → 0xe; `nrt_init` silently substitutes it), §6 (the NRT_2.0.0 surface).
+ * 0xd, CLOSED → 0xe; `nrt_init` silently substitutes it), §4.5 (the core counts), §6 (the NRT_2.0.0 surface, its
+ * implicit-async mode: `nrt_execute` queues and returns, `NRT_QUEUE_FULL` on backpressure; and the NRT_3.0.0
+ * `nrta_*` family, whose out-parameters are `Ref` boxes and whose sequence ids are `bigint`).
  *
  * @module
  */
@@ -14,7 +16,8 @@ import type { DependencyContainer } from "tsyringe";
 import { NrtError } from "./error.ts";
 import type { UcodeImage } from "./khal.ts";
 import type { MetaNeff } from "./kelf/metaneff.ts";
-import { type Model, Runtime, type RuntimeInitOptions } from "./runtime.ts";
+import { type NrtaError, NrtaErrorTracker } from "./nrta/nrta.ts";
+import { type Model, Runtime, type RuntimeInitOptions, type VncMemoryStats } from "./runtime.ts";
 import { NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
 import type { Tensor, TensorPlacement } from "./tensor.ts";
@@ -69,6 +72,11 @@ export interface NrtVersion {
   /** Git hash. */
   readonly git_hash: string;
 }
+
+/**
+ * `NRT_ASYNC_EXEC_STATUS_CALLBACK(params, model_id, vnc, job_id, status)`: where async completions are posted.
+ */
+export type NrtAsyncExecStatusCallback = (params: unknown, modelId: number, vnc: number, jobId: number, status: NrtStatus) => void;
 
 /** Options of {@linkcode NrtApi.nrt_init}: the container is the one thing the C call has no equivalent of. */
 export type NrtInitOptions = Omit<RuntimeInitOptions, "poolUcode"> & { readonly container: DependencyContainer };
@@ -166,11 +174,138 @@ export class NrtApi {
     });
   }
 
-  /** `nrt_execute`. */
+  /**
+   * `nrt_execute`. In the implicit-async mode (`NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS` > 0) it queues the
+   * request and returns `NRT_SUCCESS` at once, or `NRT_QUEUE_FULL`; the result goes to the registered callback.
+   */
   async nrt_execute(model: Model, input: TensorSet, output: TensorSet): Promise<NrtStatus> {
     return await status(async () => {
-      await this.#guard().execute(model, input, output);
+      const rt = this.#guard();
+      if (rt.execMode !== undefined) rt.submit(model, input, output);
+      else await rt.execute(model, input, output);
     });
+  }
+
+  /** `nrt_register_async_exec_callback(callback, params)`: replaces the previous callback; `undefined` restores the default. */
+  nrt_register_async_exec_callback(callback: NrtAsyncExecStatusCallback | undefined, params?: unknown): NrtStatus {
+    try {
+      const rt = this.#guard();
+      rt.setAsyncListener(callback === undefined ? undefined : (c) => callback(params, c.model, c.vnc, c.id, c.status));
+      return NrtStatus.NRT_SUCCESS;
+    } catch (e) {
+      return e instanceof NrtError ? e.status : NrtStatus.NRT_FAILURE;
+    }
+  }
+
+  /** `nrt_async_drain_queued_execs(vnc)`: returns once every queued execution of the logical core completed. */
+  async nrt_async_drain_queued_execs(vnc: number): Promise<NrtStatus> {
+    return await status(() => this.#guard().drainAsync(vnc));
+  }
+
+  /** `nrt_get_total_nc_count(&count)`: physical NeuronCores of the device. */
+  nrt_get_total_nc_count(count: Ref<number>): NrtStatus {
+    return this.#count(count, (rt) => rt.totalNcCount);
+  }
+
+  /** `nrt_get_visible_nc_count(&count)`: physical NeuronCores visible to the process. */
+  nrt_get_visible_nc_count(count: Ref<number>): NrtStatus {
+    return this.#count(count, (rt) => rt.visibleNcCount);
+  }
+
+  /** `nrt_get_total_vnc_count(&count)`: logical NeuronCores of the device. */
+  nrt_get_total_vnc_count(count: Ref<number>): NrtStatus {
+    return this.#count(count, (rt) => rt.totalVncCount);
+  }
+
+  /** `nrt_get_visible_vnc_count(&count)`: logical NeuronCores visible to the process. */
+  nrt_get_visible_vnc_count(count: Ref<number>): NrtStatus {
+    return this.#count(count, (rt) => rt.visibleVncCount);
+  }
+
+  /** `nrt_get_vnc_memory_stats(vnc, &stats)`: `{bytes_used, bytes_limit}` of a logical core. */
+  nrt_get_vnc_memory_stats(vnc: number, stats: Ref<VncMemoryStats>): NrtStatus {
+    return this.#sync(() => (stats.value = this.#guard().memoryStats(vnc)));
+  }
+
+  /** `nrta_tensor_write(tensor, buf, offset, size, queue, err, &seq)`. */
+  nrta_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+    return this.#sync(() => {
+      if (size > buf.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes holds fewer than ${size}`);
+      seq.value = this.#guard().nrta.tensorWrite(tensor, buf.subarray(0, size), offset, { queue, errors: err ?? undefined }).seq;
+    });
+  }
+
+  /** `nrta_tensor_read(buf, tensor, offset, size, queue, err, &seq)`. */
+  nrta_tensor_read(buf: Uint8Array, tensor: Tensor, offset: number, size: number, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+    return this.#sync(() => (seq.value = this.#guard().nrta.tensorRead(buf, tensor, offset, size, { queue, errors: err ?? undefined }).seq));
+  }
+
+  /** `nrta_tensor_copy(src, src_offset, dst, dst_offset, size, queue, err, &seq)`. */
+  nrta_tensor_copy(
+    src: Tensor,
+    srcOffset: number,
+    dst: Tensor,
+    dstOffset: number,
+    size: number,
+    queue: number,
+    err: NrtaErrorTracker | null,
+    seq: Ref<bigint>,
+  ): NrtStatus {
+    return this.#sync(() => (seq.value = this.#guard().nrta.tensorCopy(src, srcOffset, dst, dstOffset, size, { queue, errors: err ?? undefined }).seq));
+  }
+
+  /** `nrta_execute_schedule(model, input, output, queue, err, &seq)`: queue must be 0. */
+  nrta_execute_schedule(model: Model, input: TensorSet, output: TensorSet, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+    return this.#sync(() => {
+      const rt = this.#guard();
+      seq.value = rt.nrta.executeSchedule(rt.prepareExecution(model, input, output), { queue, errors: err ?? undefined }).seq;
+    });
+  }
+
+  /** `nrta_is_completed(seq, &done)`: `NRT_INVALID` for a sequence never scheduled. */
+  nrta_is_completed(seq: bigint, done: Ref<boolean>): NrtStatus {
+    return this.#sync(() => (done.value = this.#guard().nrta.isCompleted(seq)));
+  }
+
+  /** `nrta_get_sequence(lnc, xu, queue, &seq)`: the last completed request of one queue. */
+  nrta_get_sequence(lnc: number, xu: number, queue: number, seq: Ref<bigint>): NrtStatus {
+    return this.#sync(() => (seq.value = this.#guard().nrta.getSequence(lnc, xu, queue)));
+  }
+
+  /** `nrta_error_tracker_create(lnc, &tracker)`. */
+  nrta_error_tracker_create(lnc: number, tracker: Ref<NrtaErrorTracker>): NrtStatus {
+    return this.#sync(() => {
+      const rt = this.#guard();
+      if (!Number.isInteger(lnc) || lnc < 0 || lnc >= rt.visibleVncCount) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${lnc} is not visible`);
+      tracker.value = new NrtaErrorTracker(lnc);
+    });
+  }
+
+  /** `nrta_error_tracker_destroy(tracker)`: nothing to free in a garbage-collected runtime. */
+  nrta_error_tracker_destroy(_tracker: NrtaErrorTracker): void {}
+
+  /** `nrta_error_tracker_get_list(tracker, &list, &count)`. */
+  nrta_error_tracker_get_list(tracker: NrtaErrorTracker, list: Ref<readonly NrtaError[]>, count: Ref<number>): NrtStatus {
+    const errors = tracker.list();
+    list.value = errors;
+    count.value = errors.length;
+    return NrtStatus.NRT_SUCCESS;
+  }
+
+  #count(count: Ref<number>, f: (rt: Runtime) => number): NrtStatus {
+    return this.#sync(() => (count.value = f(this.#guard())));
+  }
+
+  /** Runs a synchronous call and turns its outcome into a status. */
+  #sync(f: () => unknown): NrtStatus {
+    try {
+      f();
+      return NrtStatus.NRT_SUCCESS;
+    } catch (e) {
+      if (e instanceof NrtError) return e.status;
+      if (e instanceof RangeError || e instanceof TypeError) return NrtStatus.NRT_INVALID;
+      return NrtStatus.NRT_FAILURE;
+    }
   }
 
   /** `nrt_execute_repeat`: runs `repeat` times, stopping at the first failure. */

@@ -5,7 +5,9 @@
  * Seed: runtime-synthesis §7 (the end-to-end host model), lifecycle-error-model §1 (state guards: 13 before init,
  * 14 after close), §2.7 (load-path statuses and unwind), §3 (ref-counted unload: removed from lookup first, then
  * drained, RUNNING → STOPPING → STOPPED, vNC released last), §5.5 (fail-stop: a faulted model stays RUNNING but
- * poisoned), spmd-teardown §6 (close order).
+ * poisoned), spmd-teardown §6 (close order); runtime-synthesis §4 (many models per core, per-core FIFO with
+ * `h_running_model`, per-model ref count, logical cores), §6 (the NRT_2.0.0 implicit-async engine and the NRT_3.0.0
+ * `nrta_*` scheduler). `docs/multi-model.md` describes the multi-model, logical-core and async design.
  *
  * @module
  */
@@ -17,16 +19,21 @@ import { NrtError } from "./error.ts";
 import { Khal, type UcodeImage } from "./khal.ts";
 import { kelfLoad, type KelfModel } from "./kelf/kelf_load.ts";
 import { bindMetaneff, defaultBinding, type IoBinding, type MetaNeff } from "./kelf/metaneff.ts";
+import { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker } from "./kmgr/kmgr_async_exec.ts";
 import { kmgrSyncExec } from "./kmgr/kmgr_exec.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
+import { readNeffHeader } from "./neff/header.ts";
 import { readNeff } from "./neff/neff_file.ts";
+import { checkNeffTarget } from "./kelf/target_check.ts";
 import type { NeffTensor } from "./neff/neff_signature.ts";
 import { Portal, type PortalDeviceInfo } from "./portal.ts";
-import { DlrModelState, NrtInitState } from "./state.ts";
-import { NrtStatus } from "./status.ts";
+import { Nrta, type PreparedExecution } from "./nrta/nrta.ts";
+import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
+import { NrtStatus, worseStatus } from "./status.ts";
 import { type InstalledModel, kblComputeSetup, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
 import { type Tpb, tpbDestroy, tpbInit } from "./tdrv/tpb.ts";
 import { allocateTensor, type Tensor, type TensorContext, TensorPlacement, TensorSet } from "./tensor.ts";
+import { resolveVirtualCoreSize, type VncChoice, type VncLoad, VncTable } from "./vnc/vnc.ts";
 
 /** Options of {@linkcode Runtime.init}. */
 export interface RuntimeInitOptions extends RuntimeOptions {
@@ -40,12 +47,54 @@ export interface RuntimeInitOptions extends RuntimeOptions {
   readonly logger?: Logger;
   /** Clock (default: the system clock; tests pass a virtual one). */
   readonly clock?: Clock;
+  /** Observes every execution as it takes and leaves its NeuronCores (tests prove the per-core FIFO with it). */
+  readonly onExecution?: (event: ExecutionEvent) => void;
+}
+
+/** One execution entering (`start`) or leaving (`end`) its NeuronCores' FIFO. */
+export interface ExecutionEvent {
+  /** `start` once the request owns its cores, `end` when it releases them. */
+  readonly phase: "start" | "end";
+  /** The physical NeuronCores of the request. */
+  readonly ncs: readonly number[];
+  /** `H_MODEL` of the model (`h_running_model`). */
+  readonly model: number;
+  /** Runtime-wide execution sequence number, in the order requests were issued. */
+  readonly seq: number;
+}
+
+/** The outcome of one execution request (`exec_request_state` after `EXEC_STATE_DONE`). */
+export interface ExecOutcome {
+  /** The request's status: the worst of `execRets` by `nrt_get_status_priority`. */
+  readonly status: number;
+  /** `exec_rets[2]`: one status per physical NeuronCore of the request (one entry for a single-core model). */
+  readonly execRets: readonly number[];
+}
+
+/** A logical core as {@linkcode Runtime.cores} lists it. */
+export interface CoreInfo {
+  /** Logical core index (the `nrt_load` vnc argument). */
+  readonly vnc: number;
+  /** Its physical NeuronCores. */
+  readonly ncs: readonly number[];
+  /** Resident models. */
+  readonly models: ReadonlyArray<{ readonly handle: number; readonly name: string; readonly ncs: readonly number[] }>;
+  /** `nrt_get_vnc_memory_stats`. */
+  readonly memory: VncMemoryStats;
+}
+
+/** `nrt_vnc_memory_stats_t`. */
+export interface VncMemoryStats {
+  /** Bytes booked on the logical core's physical cores (`memory_usage_nc[nc][22]` summed). */
+  readonly bytes_used: number;
+  /** `aws_hal_get_hbm_size()`: the HBM of the device, which the cores share. */
+  readonly bytes_limit: number;
 }
 
 /** Options of {@linkcode Runtime.load}. */
 export interface LoadOptions {
-  /** Logical NeuronCore (the `nrt_load` vnc argument); default 0. */
-  readonly vnc?: number;
+  /** Logical NeuronCore (the `nrt_load` vnc argument), or `"auto"` for the least loaded one; default 0. */
+  readonly vnc?: VncChoice;
   /** The metaneff (JSON form) that binds MetaTensor i ↔ var_id i ↔ tensor-set ordinal i. */
   readonly metaneff?: MetaNeff;
   /** Checkpoint data of `INPUT_STATE` / `INPUT_WEIGHT` tensors, by checkpoint key. */
@@ -58,7 +107,10 @@ interface ModelRecord {
   readonly name: string;
   readonly kelf: KelfModel;
   readonly vnc: number;
+  /** The install on the first physical core of the request. */
   readonly installed: InstalledModel;
+  /** One install per physical core the model spans (graph k on core k; `lnc_size` 2 → both cores of the vNC). */
+  readonly parts: readonly InstalledModel[];
   state: DlrModelState;
   refCount: number;
   drained?: () => void;
@@ -112,9 +164,17 @@ export class Model {
 /** The runtime. */
 export class Runtime {
   #state: NrtInitState = NrtInitState.NRT_STATE_START;
+  /** `H_MODEL` → model: the lookup executions acquire through (the per-core model dbs are views of it). */
   readonly #models = new Map<number, ModelRecord>();
   readonly #tpbs: Tpb[] = [];
-  readonly #vncUsage: number[] = [];
+  readonly #vnc: VncTable;
+  /** KMGR_EXEC_MODE_ASYNC: one worker per logical core (empty in synchronous mode). */
+  readonly #async: AsyncExecWorker[] = [];
+  /** Loads in flight, which close waits for. */
+  readonly #loading = new Set<Promise<unknown>>();
+  readonly #onExecution: ((e: ExecutionEvent) => void) | undefined;
+  #execSeq = 0;
+  #jobId = 0;
   /** Resolved configuration. */
   readonly config: RuntimeConfig;
   /** The portal. */
@@ -131,11 +191,23 @@ export class Runtime {
   readonly device: PortalDeviceInfo;
   /** Physical cores per logical core. */
   readonly virtualCoreSize: number;
+  /** `kmgr_exec_mode_t`: `KMGR_EXEC_MODE_ASYNC` when `NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS` > 0, else `undefined` (sync). */
+  readonly execMode: KmgrExecMode | undefined;
+  /** The NRT_3.0.0 `nrta_*` scheduler. */
+  readonly nrta: Nrta;
   /** Lifecycle events in order (creation and destruction of cores, staging, teardown). */
   readonly events: string[] = [];
   readonly #tensorCtx: TensorContext;
 
-  private constructor(config: RuntimeConfig, portal: Portal, khal: Khal, device: PortalDeviceInfo, log: Logger, clock: Clock) {
+  private constructor(
+    config: RuntimeConfig,
+    portal: Portal,
+    khal: Khal,
+    device: PortalDeviceInfo,
+    log: Logger,
+    clock: Clock,
+    onExecution: ((e: ExecutionEvent) => void) | undefined,
+  ) {
     this.config = config;
     this.portal = portal;
     this.khal = khal;
@@ -143,14 +215,16 @@ export class Runtime {
     this.log = log;
     this.clock = clock;
     this.ledger = new DmemLedger(portal, log, device.hbmBytes);
-    const spec = khal.spec;
-    let size = config.virtualCoreSize ?? spec.defaultVirtualCoreSize;
-    if (spec.forcedVirtualCoreSize !== null) size = spec.forcedVirtualCoreSize;
-    if (device.ncCount % size !== 0) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Invalid NEURON_RT_VIRTUAL_CORE_SIZE ${size}: it must divide the ${device.ncCount} NeuronCores of a ${spec.name} device`);
-    }
-    this.virtualCoreSize = size;
+    this.virtualCoreSize = resolveVirtualCoreSize(khal.spec, config.virtualCoreSize, device.ncCount);
+    this.#vnc = new VncTable(this.#visiblePhysicalCores(), this.virtualCoreSize, device.ncCount);
+    this.#onExecution = onExecution;
     this.#tensorCtx = { portal, ledger: this.ledger, guard: () => this.guard() };
+    const depth = config.asyncExecMaxInflightRequests;
+    this.execMode = depth > 0 ? KmgrExecMode.KMGR_EXEC_MODE_ASYNC : undefined;
+    if (depth > 0) {
+      for (let v = 0; v < this.#vnc.visibleCount; v++) this.#async.push(new AsyncExecWorker(v, depth, () => ++this.#jobId));
+    }
+    this.nrta = new Nrta({ vncCount: this.#vnc.visibleCount, guard: () => this.guard(), vncOf: (t) => this.#vncOfNc(t.nc) });
   }
 
   /** `nrt_init`: resolves the portal and the matching arch pack, brings up every visible NeuronCore. */
@@ -170,29 +244,38 @@ export class Runtime {
           (packs.map((k) => `${k.spec.name} (${k.spec.arch})`).join(", ") || "none"),
       );
     }
-    const rt = new Runtime(config, portal, khal, device, log, options.clock ?? new SystemClock());
+    const rt = new Runtime(config, portal, khal, device, log, options.clock ?? new SystemClock(), options.onExecution);
     const target = { portal, device: device.index };
-    const services = { khal, target, ledger: rt.ledger, log, event: (e: string) => rt.events.push(e) };
-    const cores = rt.#visiblePhysicalCores();
+    const services = {
+      khal, target, ledger: rt.ledger, log, event: (e: string) => rt.events.push(e),
+      gpsimdStdoutQueueSizeBytes: config.gpsimdStdoutQueueSizeBytes,
+    };
+    const cores = rt.#vnc.physical;
+    // The driver's per-process core ownership: a core another process holds fails here, naming the owner.
+    await portal.acquireCores?.(device.index, cores);
     try {
       for (const nc of cores) rt.#tpbs.push(await tpbInit(services, nc, options.poolUcode));
     } catch (e) {
       for (const tpb of rt.#tpbs.splice(0).reverse()) await tpbDestroy(services, tpb).catch(() => {});
+      await portal.releaseCores?.(device.index, cores).catch(() => {});
       throw e;
     }
-    rt.#vncUsage.push(...new Array(Math.floor(cores.length / rt.virtualCoreSize)).fill(0));
     rt.#state = NrtInitState.NRT_STATE_INIT;
     return rt;
   }
 
+  /** `NEURON_RT_VISIBLE_CORES` / `NEURON_RT_NUM_CORES` (physical cores; checked by {@linkcode VncTable}). */
   #visiblePhysicalCores(): number[] {
     const n = this.device.ncCount;
     const c = this.config;
-    const cores = c.visibleCores !== undefined ? [...c.visibleCores] : [...Array(Math.min(n, c.numCores ?? n)).keys()];
-    for (const k of cores) {
-      if (k >= n) throw new NrtError(NrtStatus.NRT_INVALID, `Invalid NEURON_RT_VISIBLE_CORES: core ${k} does not exist (the device has ${n})`);
-    }
-    return cores;
+    return c.visibleCores !== undefined ? [...c.visibleCores] : [...Array(Math.min(n, c.numCores || n)).keys()];
+  }
+
+  /** Logical core of a visible physical core. */
+  #vncOfNc(nc: number): number {
+    const i = this.#vnc.physical.indexOf(nc);
+    if (i < 0) throw new NrtError(NrtStatus.NRT_INVALID, `NeuronCore ${nc} is not visible`);
+    return Math.floor(i / this.virtualCoreSize);
   }
 
   /** `nrt_init_state`. */
@@ -206,61 +289,102 @@ export class Runtime {
     if (this.#state !== NrtInitState.NRT_STATE_INIT) throw new NrtError(NrtStatus.NRT_UNINITIALIZED, "Runtime is not initialized");
   }
 
-  /** Number of logical NeuronCores visible to the process. */
+  /** Number of logical NeuronCores visible to the process (`nrt_get_visible_vnc_count`). */
   get visibleVncCount(): number {
-    return this.#vncUsage.length;
+    return this.#vnc.visibleCount;
+  }
+
+  /** Logical NeuronCores of the device (`nrt_get_total_vnc_count`). */
+  get totalVncCount(): number {
+    return this.#vnc.totalCount;
+  }
+
+  /** Physical NeuronCores visible to the process (`nrt_get_visible_nc_count`). */
+  get visibleNcCount(): number {
+    return this.#vnc.physical.length;
+  }
+
+  /** Physical NeuronCores of the device (`nrt_get_total_nc_count`). */
+  get totalNcCount(): number {
+    return this.#vnc.totalNc;
   }
 
   /** `nrt_load`: NEFF bytes → a RUNNING model on a logical core (default 0), optionally with a metaneff. */
   async load(neff: Uint8Array, options: number | LoadOptions = {}): Promise<Model> {
     this.guard();
     const opts: LoadOptions = typeof options === "number" ? { vnc: options } : options;
-    const vnc = opts.vnc ?? 0;
+    // neff_get_header_from_buffer: the header says how many physical cores the model spans (lnc_size).
+    const header = readNeffHeader(neff);
+    const span = Math.max(1, header.lncSize);
     // nrt_vnc_usage_inc: reserve the vNC first; every failure below releases it.
-    if (!Number.isInteger(vnc) || vnc < 0 || vnc >= this.#vncUsage.length) {
-      throw new NrtError(
-        NrtStatus.NRT_LOAD_NOT_ENOUGH_NC,
-        `Insufficient number of pncs, required: ${this.virtualCoreSize}, available: ${vnc >= 0 && vnc < this.#vncUsage.length ? this.virtualCoreSize : 0}`,
-      );
-    }
-    this.#vncUsage[vnc]++;
+    const vnc = this.#vnc.reserve(opts.vnc ?? 0, (v) => this.#vncLoad(v));
+    const loading = this.#loadOn(neff, opts, vnc, span);
+    this.#loading.add(loading);
     try {
-      const file = readNeff(neff, { validateHash: this.config.validateHash });
-      const kelf = kelfLoad(file);
-      const checkpoint = opts.checkpoint instanceof Map ? opts.checkpoint : new Map(Object.entries(opts.checkpoint ?? {}));
-      const binding = opts.metaneff === undefined
-        ? defaultBinding(kelf.io, kelf.inputCount)
-        : bindMetaneff(kelf.name, kelf.io, kelf.inputCount, opts.metaneff, checkpoint);
-      const tpb = this.#tpbs[vnc * this.virtualCoreSize];
-      const handle = nextModelHandle++;
-      const installed = await kblModelAdd(
-        { khal: this.khal, target: { portal: this.portal, device: this.device.index }, ledger: this.ledger, event: (e) => this.events.push(e) },
-        tpb,
-        kelf,
-        handle & 0x7fff,
-      );
-      const rec: ModelRecord = {
-        handle, name: kelf.name, kelf, vnc, installed, state: DlrModelState.DMSTATE_STARTING, refCount: 0, staging: new Map(), binding, resident: new Map(),
-      };
-      try {
-        // INPUT_STATE / INPUT_WEIGHT: device-resident, filled once from the checkpoint (seed: runtime-synthesis §2.3).
-        for (const [i, key] of binding.checkpointKeys.entries()) {
-          if (key === undefined) continue;
-          const t = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, tpb.nc, kelf.io[i].size, `${kelf.name}:${binding.keys[i]}`);
-          rec.resident.set(i, t);
-          await t.write(checkpoint.get(key)!);
-        }
-      } catch (e) {
-        await this.#unstage(rec).catch(() => {});
-        throw e;
-      }
-      this.#models.set(handle, rec); // add_model
-      rec.state = DlrModelState.DMSTATE_RUNNING;
-      return new Model(this, rec);
+      return await loading;
     } catch (e) {
-      this.#vncUsage[vnc]--; // nrt_vnc_usage_dec
+      this.#vnc.release(vnc); // nrt_vnc_usage_dec
+      throw e;
+    } finally {
+      this.#loading.delete(loading);
+    }
+  }
+
+  /** How busy a logical core is: resident models and booked bytes (for `vnc: "auto"`). */
+  #vncLoad(vnc: number): VncLoad {
+    return { models: this.#vnc.usage(vnc), bytes: this.memoryStats(vnc).bytes_used };
+  }
+
+  /** `kmgr_load_nn_nc` on a reserved logical core: parse, then one `kbl_model_add` per physical core of the span. */
+  async #loadOn(neff: Uint8Array, opts: LoadOptions, vnc: number, span: number): Promise<Model> {
+    const file = readNeff(neff, { validateHash: this.config.validateHash });
+    checkNeffTarget(file.target, this.khal.spec, this.config.allowLegacyNeff);
+    const kelf = kelfLoad(file);
+    this.#vnc.checkSpan(span);
+    const checkpoint = opts.checkpoint instanceof Map ? opts.checkpoint : new Map(Object.entries(opts.checkpoint ?? {}));
+    const binding = opts.metaneff === undefined
+      ? defaultBinding(kelf.io, kelf.inputCount)
+      : bindMetaneff(kelf.name, kelf.io, kelf.inputCount, opts.metaneff, checkpoint);
+    if (span > 1 && binding.aliases.size > 0) {
+      // Both cores would read the input buffer the other one is overwriting in place.
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${kelf.name}": lnc_size ${span} with outputs aliased to inputs is not supported`);
+    }
+    const tpbs = this.#vnc.slots(vnc).slice(0, span).map((i) => this.#tpbs[i]);
+    const handle = nextModelHandle++;
+    const services = this.#installServices();
+    // Our custom-op NEFFs carry one graph: an lnc_size-2 NEFF runs that graph on both physical cores of the LNC.
+    const parts: InstalledModel[] = [];
+    try {
+      for (const tpb of tpbs) parts.push(await kblModelAdd(services, tpb, kelf, handle & 0x7fff));
+    } catch (e) {
+      for (const p of parts.reverse()) await kmgrUnstage(services, p).catch(() => {});
       throw e;
     }
+    const rec: ModelRecord = {
+      handle, name: kelf.name, kelf, vnc, installed: parts[0], parts, state: DlrModelState.DMSTATE_STARTING, refCount: 0, staging: new Map(), binding,
+      resident: new Map(),
+    };
+    try {
+      // INPUT_STATE / INPUT_WEIGHT: device-resident, filled once from the checkpoint (seed: runtime-synthesis §2.3).
+      for (const [i, key] of binding.checkpointKeys.entries()) {
+        if (key === undefined) continue;
+        const t = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, tpbs[0].nc, kelf.io[i].size, `${kelf.name}:${binding.keys[i]}`);
+        rec.resident.set(i, t);
+        await t.write(checkpoint.get(key)!);
+      }
+      // A close that started while we were installing owns the cores now: undo instead of adding to the model db.
+      this.guard();
+    } catch (e) {
+      await this.#unstage(rec).catch(() => {});
+      throw e;
+    }
+    this.#models.set(handle, rec); // add_model
+    rec.state = DlrModelState.DMSTATE_RUNNING;
+    return new Model(this, rec);
+  }
+
+  #installServices(): { khal: Khal; target: { portal: Portal; device: number }; ledger: DmemLedger; event: (e: string) => void } {
+    return { khal: this.khal, target: { portal: this.portal, device: this.device.index }, ledger: this.ledger, event: (e) => this.events.push(e) };
   }
 
   #record(model: Model): ModelRecord {
@@ -276,6 +400,50 @@ export class Runtime {
 
   /** `nrt_execute`. Throws `NrtError` with the request's status unless it is `NRT_SUCCESS`. */
   async execute(model: Model, inputs: TensorSet, outputs: TensorSet): Promise<void> {
+    throwUnlessSuccess(await this.run(model, inputs, outputs), model.name);
+  }
+
+  /**
+   * `nrt_execute` reporting the request's `exec_rets` instead of throwing for an execution result: resolves with the
+   * device's verdict (success, 1003/1004, or a fault — the model is then poisoned); rejects only when the request
+   * could not be made (state guard, unknown model, bad tensor set, runtime closed meanwhile).
+   */
+  run(model: Model, inputs: TensorSet, outputs: TensorSet): Promise<ExecOutcome> {
+    try {
+      return this.#run(this.#acquire(model, inputs, outputs));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  /**
+   * Takes a model reference for one execution now and returns the execution to run later — what the async engines
+   * queue. An unload that starts after this waits for the execution (or its `cancel`).
+   */
+  prepareExecution(model: Model, inputs: TensorSet, outputs: TensorSet): PreparedExecution {
+    const x = this.#acquire(model, inputs, outputs);
+    let state: "ready" | "ran" | "cancelled" = "ready";
+    return {
+      vnc: x.r.vnc,
+      run: async () => {
+        if (state !== "ready") throw new RangeError(`Execution of model "${x.r.name}" was already ${state === "ran" ? "run" : "cancelled"}`);
+        state = "ran";
+        throwUnlessSuccess(await this.#run(x), x.r.name);
+      },
+      cancel: () => {
+        if (state !== "ready") return;
+        state = "cancelled";
+        this.#release(x.r);
+      },
+    };
+  }
+
+  /**
+   * The synchronous half of `nrt_execute`: state guard, lookup, tensor-set check, `nn_ref_increment`. Nothing awaits
+   * between the lookup and the increment, so an unload either removed the model before (→ `NRT_INVALID_HANDLE`) or
+   * finds the reference and waits for it.
+   */
+  #acquire(model: Model, inputs: TensorSet, outputs: TensorSet): { r: ModelRecord; tensors: Array<Tensor | undefined> } {
     this.guard();
     const r = this.#record(model);
     if (r.state !== DlrModelState.DMSTATE_RUNNING) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not running`);
@@ -301,107 +469,214 @@ export class Runtime {
       return x;
     });
     r.refCount++;
-    const tpb = r.installed.tpb;
-    const prev = tpb.execTail;
+    return { r, tensors };
+  }
+
+  /** `nn_ref_decrement`: the last reference out wakes a waiting unload. */
+  #release(r: ModelRecord): void {
+    if (--r.refCount === 0) r.drained?.();
+  }
+
+  /**
+   * Runs one acquired execution: takes its place in the FIFO of every physical core of the request synchronously (so
+   * requests run in issue order), then stages I/O, rings one doorbell per physical core and polls them all
+   * (`exec_rets[k]` per core, ranked by `nrt_get_status_priority`). Releases the cores and the reference at the end.
+   */
+  async #run(x: { r: ModelRecord; tensors: Array<Tensor | undefined> }): Promise<ExecOutcome> {
+    const { r, tensors } = x;
+    const seq = ++this.#execSeq;
+    const tpbs = r.parts.map((p) => p.tpb);
+    const ncs = tpbs.map((t) => t.nc);
+    const prev = tpbs.map((t) => t.execTail);
     let release!: () => void;
-    tpb.execTail = new Promise<void>((res) => (release = res));
+    const mine = new Promise<void>((res) => (release = res));
+    for (const t of tpbs) t.execTail = mine;
+    let started = false;
     try {
-      await prev.catch(() => {});
-      if (tpb.halted) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
-      tpb.runningModel = r.installed.deviceModel; // h_running_model
-      const target = { portal: this.portal, device: this.device.index };
-      // kmgr_exec_pre: clone the tensor sets to device memory where they are not there already.
-      const pa: number[] = [];
-      for (const [i, t] of tensors.entries()) {
-        const alias = i >= nIn ? aliases.get(i - nIn) : undefined;
-        if (alias !== undefined) {
-          pa.push(pa[alias]); // output_aliases_to: the output reuses its input's device buffer
-          continue;
-        }
-        if (t === undefined) throw new RangeError("unreachable: a non-aliased tensor is missing");
-        const dev = t.devicePa;
-        if (dev !== undefined && t.device === this.device.index) {
-          pa.push(dev);
-          continue;
-        }
-        let st = r.staging.get(i);
-        if (st === undefined) {
-          st = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, tpb.nc, t.size, `${r.name}:${io[i].name}`);
-          r.staging.set(i, st);
-        }
-        if (i < r.kelf.inputCount) await st.write(await t.read());
-        pa.push(st.devicePa!);
-      }
-      const services = { khal: this.khal, target, ledger: this.ledger, event: (e: string) => this.events.push(e) };
-      await kblComputeSetup(services, r.installed, pa);
-      const req = await kmgrSyncExec(
-        { khal: this.khal, target, clock: this.clock, log: this.log, timeoutMs: this.config.execTimeoutMs },
-        r.installed,
-        r.name,
-      );
-      const status = req.execRets[0];
-      if (status !== NrtStatus.NRT_SUCCESS && status !== NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR && status !== NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR) {
-        r.poisoned = status; // fail-stop: RUNNING but poisoned
-        throw new NrtError(status as NrtStatus, `Execution of model "${r.name}" failed with status ${status}`);
-      }
-      for (const [i, t] of tensors.entries()) {
-        if (i < nIn) continue;
-        const alias = aliases.get(i - nIn);
-        if (alias !== undefined) {
-          // In place: the data is in the input's buffer; a host-side input (staged) and a given output get copies.
-          const src = r.staging.get(alias) ?? tensors[alias]!;
-          const inT = tensors[alias]!;
-          if (r.staging.has(alias) && inT.devicePa === undefined) await inT.write(await src.read());
-          if (t !== undefined && t !== inT) await t.write(await src.read());
-          continue;
-        }
-        const st = r.staging.get(i);
-        if (st !== undefined && t !== undefined && t.devicePa === undefined) await t.write(await st.read());
-      }
-      if (status !== NrtStatus.NRT_SUCCESS) throw new NrtError(status as NrtStatus, `Execution of model "${r.name}" completed with errors (${status})`);
+      await Promise.all(prev.map((p) => p.catch(() => {})));
+      if (tpbs.some((t) => t.halted)) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
+      for (const [k, t] of tpbs.entries()) t.runningModel = r.parts[k].deviceModel; // h_running_model
+      started = true;
+      this.#onExecution?.({ phase: "start", ncs, model: r.handle, seq });
+      return await this.#runOnCores(r, tensors);
     } finally {
+      if (started) this.#onExecution?.({ phase: "end", ncs, model: r.handle, seq });
       release();
-      if (--r.refCount === 0) r.drained?.();
+      this.#release(r);
     }
+  }
+
+  async #runOnCores(r: ModelRecord, tensors: Array<Tensor | undefined>): Promise<ExecOutcome> {
+    const io = r.kelf.io;
+    const { aliases } = r.binding;
+    const nIn = r.kelf.inputCount;
+    const target = { portal: this.portal, device: this.device.index };
+    // kmgr_exec_pre: clone the tensor sets to device memory where they are not there already.
+    const pa: number[] = [];
+    for (const [i, t] of tensors.entries()) {
+      const alias = i >= nIn ? aliases.get(i - nIn) : undefined;
+      if (alias !== undefined) {
+        pa.push(pa[alias]); // output_aliases_to: the output reuses its input's device buffer
+        continue;
+      }
+      if (t === undefined) throw new RangeError("unreachable: a non-aliased tensor is missing");
+      const dev = t.devicePa;
+      if (dev !== undefined && t.device === this.device.index) {
+        pa.push(dev);
+        continue;
+      }
+      let st = r.staging.get(i);
+      if (st === undefined) {
+        st = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, r.installed.tpb.nc, t.size, `${r.name}:${io[i].name}`);
+        r.staging.set(i, st);
+      }
+      if (i < nIn) await st.write(await t.read());
+      pa.push(st.devicePa!);
+    }
+    const services = this.#installServices();
+    for (const p of r.parts) await kblComputeSetup(services, p, pa);
+    // One doorbell per physical NeuronCore of the request, all polled (seed: lifecycle-error-model §1.3 exec_rets[2]).
+    const exec = { khal: this.khal, target, clock: this.clock, log: this.log, timeoutMs: this.config.execTimeoutMs };
+    const reqs = await Promise.all(r.parts.map((p) => kmgrSyncExec(exec, p, r.name)));
+    const execRets = reqs.map((q) => q.execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS));
+    const status = execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS);
+    // Fail-stop on any fatal verdict, whatever its rank: 1004 (soft) outranks some fatal causes (seed §4.2).
+    if (reqs.some((q) => q.fatal)) {
+      r.poisoned = status; // RUNNING but poisoned (seed: lifecycle-error-model §5.5)
+      return { status, execRets };
+    }
+    for (const [i, t] of tensors.entries()) {
+      if (i < nIn) continue;
+      const alias = aliases.get(i - nIn);
+      if (alias !== undefined) {
+        // In place: the data is in the input's buffer; a host-side input (staged) and a given output get copies.
+        const src = r.staging.get(alias) ?? tensors[alias]!;
+        const inT = tensors[alias]!;
+        if (r.staging.has(alias) && inT.devicePa === undefined) await inT.write(await src.read());
+        if (t !== undefined && t !== inT) await t.write(await src.read());
+        continue;
+      }
+      const st = r.staging.get(i);
+      if (st !== undefined && t !== undefined && t.devicePa === undefined) await t.write(await st.read());
+    }
+    return { status, execRets };
   }
 
   /** `nrt_unload`: removed from lookup first, waits for in-flight executions, frees the model, releases its vNC. */
   async unload(model: Model): Promise<void> {
     this.guard();
     const r = this.#record(model);
-    this.#models.delete(model.handle); // no new execution can acquire it
-    if (r.refCount > 0) await new Promise<void>((res) => (r.drained = res));
-    r.state = DlrModelState.DMSTATE_STOPPING;
+    this.#models.delete(model.handle); // remove_model: no new execution can acquire it
+    const unloading = (async () => {
+      // Busy-wait in libnrt (_mm_pause until ref_count == 0); here the last execution out resolves this.
+      if (r.refCount > 0) await new Promise<void>((res) => (r.drained = res));
+      r.state = DlrModelState.DMSTATE_STOPPING;
+      try {
+        await this.#unstage(r);
+      } finally {
+        r.state = DlrModelState.DMSTATE_STOPPED;
+        this.#vnc.release(r.vnc); // nrt_vnc_usage_dec, last
+      }
+    })();
+    this.#loading.add(unloading);
     try {
-      await this.#unstage(r);
+      await unloading;
     } finally {
-      r.state = DlrModelState.DMSTATE_STOPPED;
-      this.#vncUsage[r.vnc]--;
+      this.#loading.delete(unloading);
     }
   }
 
+  /** `kmgr_unstage_kelf_model` on every physical core of the model, then its I/O staging and resident tensors. */
   async #unstage(r: ModelRecord): Promise<void> {
-    for (const t of [...r.staging.values(), ...r.resident.values()]) await t.free();
+    const tensors = [...r.staging.values(), ...r.resident.values()];
     r.staging.clear();
     r.resident.clear();
-    await kmgrUnstage(
-      { khal: this.khal, target: { portal: this.portal, device: this.device.index }, ledger: this.ledger, event: (e) => this.events.push(e) },
-      r.installed,
-    );
+    let first: unknown;
+    for (const t of tensors) await t.free().catch((e) => (first ??= e));
+    const services = this.#installServices();
+    for (const p of r.parts) await kmgrUnstage(services, p).catch((e) => (first ??= e));
+    if (first !== undefined) throw first;
   }
 
   /** `nrt_tensor_allocate`. */
   allocateTensor(placement: TensorPlacement, vnc: number, size: number, name: string): Promise<Tensor> {
     this.guard();
-    const tpb = this.#tpbs[vnc * this.virtualCoreSize];
-    if (tpb === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": logical core ${vnc} is not visible`);
+    if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": logical core ${vnc} is not visible`);
+    const tpb = this.#tpbs[this.#vnc.slots(vnc)[0]];
     return allocateTensor(this.#tensorCtx, placement, this.device.index, tpb.nc, size, name);
+  }
+
+  /** `nrt_get_vnc_memory_stats`: bytes booked on the logical core's physical cores, and the device's HBM size. */
+  memoryStats(vnc: number): VncMemoryStats {
+    if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
+    const used = this.#vnc.slots(vnc).reduce((a, i) => a + this.ledger.coreTotal(this.device.index, this.#vnc.physical[i]), 0);
+    return { bytes_used: used, bytes_limit: this.ledger.hbmBytes };
+  }
+
+  /** The visible logical cores with their physical cores, resident models and memory (the placement view). */
+  cores(): CoreInfo[] {
+    const models = [...this.#models.values()];
+    return Array.from({ length: this.#vnc.visibleCount }, (_, vnc) => ({
+      vnc,
+      ncs: this.#vnc.slots(vnc).map((i) => this.#vnc.physical[i]),
+      models: models.filter((m) => m.vnc === vnc).map((m) => ({ handle: m.handle, name: m.name, ncs: m.parts.map((p) => p.tpb.nc) })),
+      memory: this.memoryStats(vnc),
+    }));
+  }
+
+  /**
+   * KMGR_EXEC_MODE_ASYNC (`nrt_execute` with `NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS` > 0): queues one execution
+   * on the model's logical core and returns its job id at once. The model reference is taken now.
+   *
+   * @throws {NrtError} `NRT_QUEUE_FULL` when the core's queue holds the configured depth; `NRT_INVALID` in
+   * synchronous mode; the `nrt_execute` errors of a request that cannot be made.
+   */
+  submit(model: Model, inputs: TensorSet, outputs: TensorSet): number {
+    this.guard();
+    const worker = this.#worker(model.vnc);
+    worker.checkCapacity(); // before the model reference is taken
+    const x = this.prepareExecution(model, inputs, outputs);
+    return worker.submit(model.handle, () => x.run());
+  }
+
+  /** `kmgr_async_exec_poll`: the oldest unharvested completion of a logical core, or `undefined` (`NRT_QUEUE_EMPTY`). */
+  poll(vnc = 0): AsyncExecCompletion | undefined {
+    this.guard();
+    return this.#worker(vnc).poll();
+  }
+
+  /** `nrt_async_drain_queued_execs`: resolves once the logical core has no async execution in flight. */
+  drainAsync(vnc = 0): Promise<void> {
+    this.guard();
+    return this.#worker(vnc).drain();
+  }
+
+  /**
+   * `nrt_register_async_exec_callback`: completions of every logical core go to `listener` (replacing the previous
+   * one); `undefined` restores the default (completions queue for {@linkcode Runtime.poll}).
+   */
+  setAsyncListener(listener: AsyncExecListener | undefined): void {
+    for (const w of this.#async) w.listener = listener;
+  }
+
+  #worker(vnc: number): AsyncExecWorker {
+    if (this.#async.length === 0) {
+      throw new NrtError(NrtStatus.NRT_INVALID, "Async execution is off: set NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS (asyncExecMaxInflightRequests) above 0");
+    }
+    const w = this.#async[vnc];
+    if (w === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
+    return w;
   }
 
   /** `nrt_close`: tears every NeuronCore down in the seed's order; afterwards every call returns 14. */
   async close(): Promise<void> {
     this.guard();
     this.#state = NrtInitState.NRT_STATE_CLOSED;
+    // Loads and unloads in flight finish (a load that sees CLOSED undoes itself), and queued async work drains,
+    // before the cores go.
+    while (this.#loading.size > 0) await Promise.allSettled([...this.#loading]);
+    await Promise.all(this.#async.map((w) => w.drain()));
+    await this.nrta.drain();
     const target = { portal: this.portal, device: this.device.index };
     const services = { khal: this.khal, target, ledger: this.ledger, log: this.log, event: (e: string) => this.events.push(e) };
     let first: unknown;
@@ -419,8 +694,22 @@ export class Runtime {
         first ??= e;
       }
     }
+    await this.portal.releaseCores?.(this.device.index, this.#vnc.physical).catch((e: unknown) => (first ??= e));
     if (first !== undefined) throw first;
   }
 }
 
+/** Throws the `NrtError` of an execution result that is not `NRT_SUCCESS`. */
+function throwUnlessSuccess(o: ExecOutcome, name: string): void {
+  const status = o.status;
+  if (status === NrtStatus.NRT_SUCCESS) return;
+  if (status === NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR || status === NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR) {
+    throw new NrtError(status, `Execution of model "${name}" completed with errors (${status})`);
+  }
+  throw new NrtError(status as NrtStatus, `Execution of model "${name}" failed with status ${status}`);
+}
+
 export { DmaMemUsageType, TensorPlacement, TensorSet };
+export { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker } from "./kmgr/kmgr_async_exec.ts";
+export * from "./nrta/nrta.ts";
+export * from "./vnc/vnc.ts";

@@ -22,6 +22,8 @@ import {
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import type { QueueBytes } from "./dma_engine.ts";
 import type { Q7BootEvent, Q7ClusterFactory } from "./q7_complex.ts";
+import type { DeviceStdioQueue } from "./file_io_manager.ts";
+import { FaultInjector } from "./fault_injector.ts";
 import { defaultQ7Factory } from "./q7_factory.ts";
 import { SimDevice } from "./sim_device.ts";
 
@@ -59,6 +61,8 @@ export class DeviceSimPortal implements Portal {
   readonly name: string = "device-sim";
   /** The simulated generation. */
   readonly spec: SiliconSpec;
+  /** Fault injection (`docs/faults.md`): `portal.faults.inject({ kind: "hbm-ue", nc: 1, atExecution: 3 })`. */
+  readonly faults: FaultInjector;
   readonly #devices: SimDevice[];
   readonly #q7Events: Q7BootEvent[] = [];
   readonly #hbmBytes: number;
@@ -72,6 +76,7 @@ export class DeviceSimPortal implements Portal {
     this.spec = spec;
     this.#hbmBytes = options.hbmBytes ?? spec.hbmBytes;
     let id = 0;
+    this.faults = new FaultInjector(count, spec.ncPerDevice, { q7Cores: spec.q7CoresPerNc, dmaEngines: spec.dmaEngines });
     this.#devices = Array.from({ length: count }, (_, index) =>
       new SimDevice({
         spec,
@@ -81,6 +86,7 @@ export class DeviceSimPortal implements Portal {
         nextId: () => ++id,
         q7Factory: options.q7Factory ?? defaultQ7Factory,
         q7Events: this.#q7Events,
+        faults: this.faults,
       }));
   }
 
@@ -205,9 +211,28 @@ export class DeviceSimPortal implements Portal {
     return this.#nc(device, nc, "read records").nq.log;
   }
 
-  /** The sequencer faults of a NeuronCore with their reasons. */
-  faults(device: number, nc: number): ReadonlyArray<{ slot: number; mask: number; message: string }> {
+  /** The sequencer faults of a NeuronCore with their reasons (raised and injected). */
+  sequencerFaults(device: number, nc: number): ReadonlyArray<{ slot: number; mask: number; message: string }> {
     return this.#nc(device, nc, "read faults").sequencer.faults;
+  }
+
+  /**
+   * The device's view of a NeuronCore's pool_stdio rings: capacity, write index, the read index the host published,
+   * overruns (`undefined` for a ring the host did not describe).
+   */
+  stdioQueues(device: number, nc: number): { stdout?: DeviceStdioQueue; stderr?: DeviceStdioQueue } {
+    const io = this.#nc(device, nc, "read stdio queues").fileIo;
+    return { stdout: io.queue(1), stderr: io.queue(2) };
+  }
+
+  /** Whether a NeuronCore's Q7 cores are busy with the op of the run in progress (e.g. a kernel in an endless loop). */
+  q7Busy(device: number, nc: number): boolean {
+    return this.#nc(device, nc, "read Q7 state").sequencer.q7Busy;
+  }
+
+  /** Whether a NeuronCore's Q7 Workers exist: none after the host halted a run stuck in a kernel. */
+  q7Started(device: number, nc: number): boolean {
+    return this.#nc(device, nc, "read Q7 state").q7.started;
   }
 
   /** Q7 lifecycle events of every device (release, boot failure, cluster start and termination). */

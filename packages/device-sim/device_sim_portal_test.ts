@@ -159,7 +159,7 @@ describe("DeviceSimPortal Q7 boot", () => {
       [NotificationKind.TPB_ERROR, TpbErrorId.FATAL, TpbFaultMask.Q7_BOOT],
       [NotificationKind.TPB_ERROR, TpbErrorId.FATAL, TpbFaultMask.Q7_BOOT],
     ]);
-    expect(h.portal.faults(0, 0)[0].message).toContain("failed");
+    expect(h.portal.sequencerFaults(0, 0)[0].message).toContain("failed");
     await h.portal.close();
   });
 });

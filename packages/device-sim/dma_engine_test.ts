@@ -43,7 +43,7 @@ describe("DmaEngine", () => {
     await roundTrip(h, CORES * SHARE + 4);
     const { records } = await h.read();
     expect(records.map((r) => [r.kind, r.mask, r.value])).toEqual([[NotificationKind.TPB_ERROR, TpbFaultMask.DMA, 2]]);
-    expect(h.portal.faults(0, 0)[0].message).toContain("expects 132 B");
+    expect(h.portal.sequencerFaults(0, 0)[0].message).toContain("expects 132 B");
     await h.portal.close();
   });
 

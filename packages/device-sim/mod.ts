@@ -30,3 +30,14 @@ export type {
   Q7DispatchArgs,
   Q7DispatchOp,
 } from "./q7_complex.ts";
+export {
+  type ArmedFault,
+  FaultInjector,
+  FaultKind,
+  type FaultPhase,
+  type FaultSpec,
+  type FiredFault,
+  type InjectedFault,
+  NcFaults,
+} from "./fault_injector.ts";
+export { type DeviceStdioQueue, FileIoManager } from "./file_io_manager.ts";

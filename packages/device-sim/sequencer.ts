@@ -10,13 +10,22 @@
  * cores; EVENT_SEMAPHORE update_mode 0x13 = increment on done), lifecycle-error-model §4.5 (error_id 0x0a FATAL in
  * the low byte, the subtype mask in the next 16 bits).
  *
- * The three places a fault injector will hook are single methods: {@linkcode Sequencer.pushRecord} (every record),
- * `#extendedInst` (before the op reaches the Q7 cluster) and `#joinDispatch` (the DRAIN's view of the cores).
+ * Injected faults (`fault_injector.ts`) are taken at three points of a run: its start, every instruction boundary
+ * ("now") and the DRAIN join (faults aimed at one Q7 core). Every record leaves through
+ * {@linkcode Sequencer.pushRecord}. A stream-table write that removes the stream of the run in progress drops that
+ * run (the host halted a faulted stream) and, when the Q7 cores are still busy with its op, terminates their Workers.
  *
  * @module
  */
 import {
   type ArgTable,
+  collectivesProgress,
+  CollectivesHang,
+  DMA_ENGINE_STATE_OFFSET,
+  DmaEngineState,
+  HBM_UE_REPAIRABLE,
+  HwErrorCause,
+  TpbErrorMask,
   ARG_HEADER_BYTES,
   decodeArgTable,
   decodeInstruction,
@@ -36,38 +45,19 @@ import {
   TpbEngType,
   TpbErrorId,
 } from "@nrt/core";
-import type { NcRegisters, StreamEntry } from "./bar0.ts";
+import { type NcRegisters, NqRegister, type StreamEntry } from "./bar0.ts";
 import { type DmaEngine, DmaFault } from "./dma_engine.ts";
+import { type ArmedFault, FaultKind, type FaultPhase, type NcFaults } from "./fault_injector.ts";
+import type { FileIoManager } from "./file_io_manager.ts";
 import type { DeviceMemoryMap } from "./memory.ts";
 import type { NotificationProducer } from "./notification_queue.ts";
 import type { Q7Complex, Q7CoreResult } from "./q7_complex.ts";
 
 /**
- * Subtype mask bits of the simulator's fatal TPB_ERROR records (ours; the seed fixes only the field position).
- * Q7 outcomes use the low nibble; sequencer-detected faults the bits above.
+ * Subtype mask bits of the simulator's TPB_ERROR records: `@nrt/core`'s `TpbErrorMask`, the encoding the host
+ * classifier decodes (Q7 outcomes in the low nibble, sequencer-detected faults above, the soft causes on top).
  */
-export const TpbFaultMask = {
-  /** A Q7 core trapped (wasm trap). */
-  Q7_TRAP: 0x0001,
-  /** A Q7 core accessed memory outside its windows. */
-  Q7_OOB: 0x0002,
-  /** A Q7 core was aborted, or the cluster failed as a whole. */
-  Q7_ABORT: 0x0004,
-  /** The opcode table names a function the image does not export. */
-  Q7_MISSING_FUNCTION: 0x0008,
-  /** An undecodable instruction slot, or a stream outside device memory. */
-  BAD_INSTRUCTION: 0x0010,
-  /** A DMA_CONFIG / DMA_CONFIG_SIZE / descriptor fault. */
-  DMA: 0x0020,
-  /** EXTENDED_INST names an opcode the current opcode table lacks, or the table is unreadable. */
-  OPCODE: 0x0040,
-  /** The Q7 cores are not running (held in run-stall, boot refused, cluster failed to start). */
-  Q7_BOOT: 0x0080,
-  /** EVENT_SEMAPHORE with an update mode other than 0x13, or a bad semaphore. */
-  EVENT: 0x0100,
-  /** LOAD_POOL_ARGUMENT names an unreadable or malformed argument table. */
-  ARGUMENT: 0x0200,
-} as const;
+export const TpbFaultMask: typeof TpbErrorMask = TpbErrorMask;
 
 const STATUS_MASK: Record<Q7CoreResult["status"], number> = {
   ok: 0,
@@ -96,6 +86,10 @@ export interface SequencerDeps {
   readonly q7: Q7Complex;
   /** The NeuronCore's custom-op DMA. */
   readonly dma: DmaEngine;
+  /** Injected faults of the NeuronCore (none when omitted). */
+  readonly faults?: NcFaults;
+  /** The device side of pool_stdio (printf entries into the host's HBM rings). */
+  readonly fileIo?: FileIoManager;
 }
 
 class SequencerFault extends Error {
@@ -117,6 +111,8 @@ interface Run {
   args: ArgTable | undefined;
   s2mBytes: number | undefined;
   dispatch: Promise<{ cores: Q7CoreResult[] }> | undefined;
+  /** The Q7 cores are still running this run's op. */
+  q7Busy: boolean;
   readonly abort: AbortController;
   readonly dropped: Promise<typeof DROPPED>;
 }
@@ -142,6 +138,11 @@ export class Sequencer {
     this.#d = deps;
   }
 
+  /** Whether the Q7 cores are running an op of the run in progress (a spinning kernel keeps this true). */
+  get q7Busy(): boolean {
+    return this.#current?.q7Busy ?? false;
+  }
+
   /** Queues one run of `entry` (FIFO behind any run in progress). */
   ring(entry: StreamEntry): void {
     if (this.#stopped) return;
@@ -161,9 +162,20 @@ export class Sequencer {
     this.#opcodeTablePa = this.#d.regs.swapTablePa;
   }
 
-  /** A stream-table entry was rewritten: its run count starts again at 1. */
+  /**
+   * A stream-table entry was rewritten: its run count starts again at 1. When the entry no longer describes the
+   * stream a queued or running run belongs to (the host removed it — unload, or the halt of a faulted stream), those
+   * runs are dropped without completion, and Q7 cores still busy with the running one are terminated.
+   */
   streamWritten(slot: number): void {
     this.#runCounts.delete(slot);
+    const now = this.#d.regs.streamEntry(slot);
+    const same = (e: StreamEntry): boolean => now !== undefined && now.pa === e.pa && now.slots === e.slots && now.doorbell === e.doorbell && now.model === e.model;
+    for (let i = this.#queue.length - 1; i >= 0; i--) {
+      if (this.#queue[i].slot === slot && !same(this.#queue[i])) this.#queue.splice(i, 1);
+    }
+    const r = this.#current;
+    if (r !== undefined && r.entry.slot === slot && !same(r.entry)) this.#drop(r, "stream halted");
   }
 
   /** Drops the run in progress (no completion); queued runs proceed. Used by the portal's Q7 reset. */
@@ -172,6 +184,13 @@ export class Sequencer {
     if (r === undefined) return false;
     r.abort.abort();
     return true;
+  }
+
+  #drop(r: Run, cause: string): void {
+    if (r.abort.signal.aborted) return;
+    r.abort.abort();
+    // A kernel that never returns keeps its Workers spinning: stop them; the next EXTENDED_INST boots fresh ones.
+    if (r.q7Busy) this.#d.q7.terminate(cause);
   }
 
   /** Stops for good (portal close): queued runs are discarded and the run in progress is dropped. */
@@ -207,9 +226,11 @@ export class Sequencer {
     if (spec.runStallRelease === "evt-sem" && q7.state !== "running") q7.release("evt-sem");
     const abort = new AbortController();
     const dropped = new Promise<typeof DROPPED>((resolve) => abort.signal.addEventListener("abort", () => resolve(DROPPED), { once: true }));
-    const run: Run = { entry, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, abort, dropped };
+    const run: Run = { entry, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, q7Busy: false, abort, dropped };
     this.#current = run;
+    this.#d.faults?.runStarted();
     try {
+      await this.#fire(run, "run-start");
       const bytes = memory.readPa(entry.pa, entry.slots * SLOT_BYTES);
       if (bytes === undefined) {
         throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Stream at 0x${entry.pa.toString(16)} (${entry.slots} slots) is not in device memory`);
@@ -220,6 +241,7 @@ export class Sequencer {
           const h = bytes[run.slot * SLOT_BYTES] | (bytes[run.slot * SLOT_BYTES + 1] << 8);
           throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Slot ${run.slot} holds an undecodable header 0x${h.toString(16)}`);
         }
+        await this.#fire(run, "instruction");
         await this.#execute(ins, run);
         if (abort.signal.aborted) return;
       }
@@ -344,7 +366,8 @@ export class Sequencer {
     const args = run.args ?? { inputs: [], outputs: [], ints: [] };
     const op = { key, fn: entry.name, totalCpus: totalCpus as 1 | 8, args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] } };
     run.dispatch = started.dispatch(op, run.abort.signal);
-    run.dispatch.catch(() => {}); // joined (and reported) by DRAIN
+    run.q7Busy = true;
+    run.dispatch.then(() => (run.q7Busy = false), () => {}); // joined (and reported) by DRAIN
   }
 
   /** DRAIN 0x10A2: the join of the participating cores, then the output DMA. */
@@ -353,6 +376,9 @@ export class Sequencer {
       const joined = await Promise.race([this.#joinDispatch(run.dispatch), run.dropped]);
       run.dispatch = undefined;
       if (joined === DROPPED) return;
+      // The file-IO manager moves the op's printf output to the host rings before any record of this run.
+      await this.#d.fileIo?.flush().catch(() => 0);
+      await this.#fire(run, "join");
       const failed = joined.filter((c) => c.ran && c.status !== "ok");
       if (failed.length > 0) {
         const detail = failed.map((c) => `core ${c.cpu} ${c.status}${c.message === undefined ? "" : `: ${c.message}`}`).join("; ");
@@ -389,6 +415,95 @@ export class Sequencer {
         aux: 0,
       });
     });
+  }
+
+  /** Takes the injected faults due at `phase` and plays them; a halting fault ends the run without completion. */
+  async #fire(run: Run, phase: FaultPhase): Promise<void> {
+    const due = this.#d.faults?.take(phase) ?? [];
+    let outcome: "continue" | "halt" | "hang" = "continue";
+    for (const f of due) {
+      const o = this.#inject(run, f);
+      if (o === "hang" || (o === "halt" && outcome === "continue")) outcome = o;
+    }
+    if (outcome === "hang") await run.dropped; // never posts its completion; the host halts the stream
+    if (outcome !== "continue") throw new StreamHalt();
+  }
+
+  /** Produces what the hardware would for one fault (docs/faults.md). */
+  #inject(run: Run, f: ArmedFault): "continue" | "halt" | "hang" {
+    const s = f.spec;
+    const engine = s.kind === FaultKind.DMA_ABORT ? TpbEngType.POOL : s.engine ?? TpbEngType.POOL;
+    const q7 = s.q7 ?? 0xff;
+    const push = (kind: number, code: number, mask: number, value: number, aux: number): void => {
+      this.pushRecord({ code, mask, engine, q7, kind, model: run.model, value, aux });
+    };
+    const tpb = (fatal: boolean, mask: number, aux = 0): void => push(NotificationKind.TPB_ERROR, fatal ? TpbErrorId.FATAL : TpbErrorId.NONFATAL, mask, run.slot, aux);
+    const hw = (cause: number, mask: number, aux: number): void => push(NotificationKind.HW_ERROR, 0, mask, cause, aux);
+    let outcome: "continue" | "halt" | "hang" = "halt";
+    switch (s.kind) {
+      case FaultKind.TPB_ERROR:
+        tpb(s.fatal ?? true, s.mask ?? 0);
+        if (s.fatal === false) outcome = "continue";
+        break;
+      case FaultKind.OOB:
+        tpb(true, TpbErrorMask.Q7_OOB);
+        break;
+      case FaultKind.FP_NAN:
+        tpb(false, TpbErrorMask.NUMERICAL);
+        outcome = "continue";
+        break;
+      case FaultKind.RECOVERABLE:
+        tpb(false, TpbErrorMask.RECOVERABLE);
+        outcome = "continue";
+        break;
+      case FaultKind.HBM_UE:
+        hw(HwErrorCause.HBM_UE, s.repairable === true ? HBM_UE_REPAIRABLE : 0, s.metadata ?? 0xdead_b000);
+        break;
+      case FaultKind.NC_UE:
+        hw(HwErrorCause.NC_UE, 0, s.metadata ?? 0x0000_0001);
+        break;
+      case FaultKind.NETWORK_PROXY:
+        hw(HwErrorCause.NETWORK_PROXY, 0, s.metadata ?? 0x0000_0001);
+        break;
+      case FaultKind.DMA_ABORT: {
+        const e = s.engine ?? this.#d.spec.customOpQueueBundle.engLo; // default: the engine of Q7 core 0's queue
+        this.#setDmaEngineState(e, DmaEngineState.ABORTED);
+        tpb(true, TpbErrorMask.DMA, e);
+        break;
+      }
+      case FaultKind.NQ_OVERFLOW: {
+        // A burst the host ring cannot hold: capacity + 1 records before the host can read any.
+        const capacity = this.#d.regs.nqRegister(NqRegister.CAPACITY);
+        for (let i = 0; i <= capacity; i++) this.pushRecord(this.#record(run, NotificationKind.EVENT_SEMAPHORE, 0));
+        break;
+      }
+      case FaultKind.HANG:
+        outcome = "hang";
+        break;
+      case FaultKind.COLLECTIVES_HANG: {
+        const c = s.collectives ?? {};
+        hw(HwErrorCause.COLLECTIVES, c.variant ?? CollectivesHang.BARRIER, collectivesProgress(c.op ?? 0, c.total ?? 0));
+        outcome = "hang";
+        break;
+      }
+    }
+    // The latch: the reporting engine's instruction pointer marks where the device stopped.
+    if (outcome !== "continue") this.#d.regs.engineIp[engine] = (FAULT_IP_MARKER | run.slot) >>> 0;
+    this.faults.push({ slot: run.slot, mask: s.mask ?? 0, message: `injected ${s.kind} (fault ${f.id})` });
+    return outcome;
+  }
+
+  #setDmaEngineState(engine: number, state: number): void {
+    const { spec, regs } = this.#d;
+    regs.dma ??= new Uint8Array(spec.dmaEngines * spec.csr.dmaEngineStride);
+    new DataView(regs.dma.buffer).setUint32(engine * spec.csr.dmaEngineStride + DMA_ENGINE_STATE_OFFSET, state >>> 0, true);
+  }
+
+  /** A stream was installed: its DMA queues are (re)initialised, an aborted engine included. */
+  resetDmaEngines(): void {
+    const { spec, regs } = this.#d;
+    if (regs.dma === undefined) return;
+    for (let e = 0; e < spec.dmaEngines; e++) this.#setDmaEngineState(e, DmaEngineState.IDLE);
   }
 
   #record(run: Run, kind: number, value: number): NotificationRecord {

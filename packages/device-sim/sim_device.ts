@@ -11,6 +11,8 @@
 import { NotificationKind, type SiliconSpec, TpbEngType, TpbErrorId } from "@nrt/core";
 import { Bar0, type Bar0Listener, type NcRegisters } from "./bar0.ts";
 import { DmaEngine } from "./dma_engine.ts";
+import type { FaultInjector } from "./fault_injector.ts";
+import { FileIoManager } from "./file_io_manager.ts";
 import { DeviceMemoryMap } from "./memory.ts";
 import { NotificationProducer } from "./notification_queue.ts";
 import { type Q7BootEvent, type Q7ClusterFactory, Q7Complex } from "./q7_complex.ts";
@@ -31,6 +33,8 @@ export interface SimNeuronCore {
   readonly dma: DmaEngine;
   /** SP/SEQ sequencer. */
   readonly sequencer: Sequencer;
+  /** The device side of pool_stdio. */
+  readonly fileIo: FileIoManager;
 }
 
 /** Options of {@linkcode SimDevice}. */
@@ -49,6 +53,8 @@ export interface SimDeviceOptions {
   readonly q7Factory: Q7ClusterFactory;
   /** Q7 lifecycle events land here. */
   readonly q7Events: Q7BootEvent[];
+  /** The portal's fault injector (each NeuronCore's sequencer polls its port). */
+  readonly faults?: FaultInjector;
 }
 
 /** One simulated device. */
@@ -79,8 +85,10 @@ export class SimDevice implements Bar0Listener {
       const nq = new NotificationProducer(regs, this.memory);
       const q7 = new Q7Complex(nc, regs, sbuf, o.q7Factory, o.q7Events);
       const dma = new DmaEngine(spec, nc, this.memory, sbuf);
-      const sequencer = new Sequencer({ spec, nc, regs, memory: this.memory, nq, q7, dma });
-      return { regs, sbuf, nq, q7, dma, sequencer };
+      const fileIo = new FileIoManager(regs, this.memory, q7);
+      const faults = o.faults?.port(o.index, nc);
+      const sequencer = new Sequencer({ spec, nc, regs, memory: this.memory, nq, q7, dma, faults, fileIo });
+      return { regs, sbuf, nq, q7, dma, sequencer, fileIo };
     });
   }
 
@@ -125,9 +133,11 @@ export class SimDevice implements Bar0Listener {
     this.ncs[nc].sequencer.swapTableWritten();
   }
 
-  /** A stream slot was rewritten. */
+  /** A stream slot was rewritten: installing a stream (re)initialises the NeuronCore's DMA queues. */
   streamTableWritten(nc: number, slot: number): void {
-    this.ncs[nc].sequencer.streamWritten(slot);
+    const unit = this.ncs[nc];
+    if (unit.regs.streamEntry(slot) !== undefined) unit.sequencer.resetDmaEngines();
+    unit.sequencer.streamWritten(slot);
   }
 
   /** Terminates the NeuronCore's Q7 Workers and drops the stream blocked on them (no completion). */

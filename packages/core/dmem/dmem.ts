@@ -61,12 +61,36 @@ export class DmemLedger {
   readonly #log: Logger;
   readonly #hbmBytes: number;
   readonly #usage = new Map<string, Float64Array>();
+  /** HBM bytes booked per device: the cap applies to HBM only, not to pinned host DRAM (the NQ rings). */
+  readonly #hbm = new Map<number, number>();
+  /** Every live `dmem_t`: freeing one twice is a bug, not a no-op. */
+  readonly #live = new WeakSet<Dmem>();
 
-  /** Creates a ledger over `portal`; `hbmBytes` is the per-device cap checked on every allocation. */
+  /**
+   * Creates a ledger over `portal`. `hbmBytes` is `aws_hal_get_hbm_size()`: the cap every HBM allocation is checked
+   * against. The seed checks the per-core total `[nc][22]` against it; since the NeuronCores of a device share one
+   * HBM (the driver's `ndl_memory_alloc` fails when the device is full), we check the device's HBM total, which
+   * implies the per-core check.
+   */
   constructor(portal: Portal, log: Logger, hbmBytes: number) {
     this.#portal = portal;
     this.#log = log;
     this.#hbmBytes = hbmBytes;
+  }
+
+  /** `aws_hal_get_hbm_size()`: the HBM cap of one device. */
+  get hbmBytes(): number {
+    return this.#hbmBytes;
+  }
+
+  /** `memory_usage_nc[nc][22]`: bytes booked on one NeuronCore, all categories, HBM and host DRAM. */
+  coreTotal(device: number, nc: number): number {
+    return this.#usage.get(`${device}:${nc}`)?.[DMA_MEM_USAGE_TOTAL] ?? 0;
+  }
+
+  /** HBM bytes booked on a device, all cores. */
+  hbmUsed(device: number): number {
+    return this.#hbm.get(device) ?? 0;
   }
 
   /** `memory_usage_nc[nc]` of a device (a copy). */
@@ -81,13 +105,16 @@ export class DmemLedger {
     return t;
   }
 
-  /** Allocates and books one `dmem_t`; exhaustion is `NRT_RESOURCE` with the per-category breakdown logged. */
-  async alloc(device: number, nc: number, bytes: number, usage: DmaMemUsageType, location: MemoryLocation = "hbm"): Promise<Dmem> {
+  /**
+   * Allocates and books one `dmem_t` (`dmem_alloc_aligned`; `align` is a power of two, default 64); exhaustion is
+   * `NRT_RESOURCE` with the per-category breakdown logged.
+   */
+  async alloc(device: number, nc: number, bytes: number, usage: DmaMemUsageType, location: MemoryLocation = "hbm", align = 64): Promise<Dmem> {
     if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new RangeError(`Allocation size ${bytes} is not a positive integer`);
-    if (location === "hbm" && this.deviceTotal(device) + bytes > this.#hbmBytes) throw this.#oom(device, nc, bytes, usage);
+    if (location === "hbm" && this.hbmUsed(device) + bytes > this.#hbmBytes) throw this.#oom(device, nc, bytes, usage);
     let memory: DeviceMemory;
     try {
-      memory = await this.#portal.memAlloc({ device, nc, bytes, location, align: 64 });
+      memory = await this.#portal.memAlloc({ device, nc, bytes, location, align });
     } catch (e) {
       if (e instanceof NrtError && e.status === NrtStatus.NRT_RESOURCE) throw this.#oom(device, nc, bytes, usage, e);
       throw e;
@@ -95,15 +122,25 @@ export class DmemLedger {
     const row = this.#row(device, nc);
     row[usage] += bytes;
     row[DMA_MEM_USAGE_TOTAL] += bytes;
-    return { memory, usage };
+    if (location === "hbm") this.#hbm.set(device, this.hbmUsed(device) + bytes);
+    const d: Dmem = { memory, usage };
+    this.#live.add(d);
+    return d;
   }
 
-  /** Frees one `dmem_t` and unbooks it. */
+  /**
+   * Frees one `dmem_t` and unbooks it.
+   *
+   * @throws {RangeError} When `d` was already freed (a double free).
+   */
   async free(d: Dmem): Promise<void> {
+    if (!this.#live.has(d)) throw new RangeError(`Double free of ${d.memory.bytes} bytes of ${USAGE_NAMES[d.usage]} at 0x${d.memory.pa.toString(16)}`);
+    this.#live.delete(d);
     await this.#portal.memFree(d.memory);
     const row = this.#row(d.memory.device, d.memory.nc);
     row[d.usage] -= d.memory.bytes;
     row[DMA_MEM_USAGE_TOTAL] -= d.memory.bytes;
+    if (d.memory.location === "hbm") this.#hbm.set(d.memory.device, this.hbmUsed(d.memory.device) - d.memory.bytes);
   }
 
   /** The breakdown line users read to debug an out-of-memory load. */
@@ -114,10 +151,19 @@ export class DmemLedger {
     return `${parts.join(", ") || "nothing"} (total ${row[DMA_MEM_USAGE_TOTAL]} of ${this.#hbmBytes} bytes)`;
   }
 
+  /**
+   * The OOM forensic trail (`dml_dump`): the failed request with its core's breakdown, then one line per other core
+   * of the device that holds memory, and the device's HBM total.
+   */
   #oom(device: number, nc: number, bytes: number, usage: DmaMemUsageType, cause?: unknown): NrtError {
     const msg = `Cannot allocate ${bytes} bytes of ${USAGE_NAMES[usage]} on ND ${device} NC ${nc}: device memory is exhausted; ` +
       `usage: ${this.breakdown(device, nc)}`;
     this.#log.error(msg);
+    for (const k of [...this.#usage.keys()].sort()) {
+      const [d, other] = k.split(":").map(Number);
+      if (d === device && other !== nc && this.coreTotal(d, other) > 0) this.#log.error(`  ND ${d} NC ${other} usage: ${this.breakdown(d, other)}`);
+    }
+    this.#log.error(`  ND ${device} HBM total: ${this.hbmUsed(device)} of ${this.#hbmBytes} bytes`);
     return new NrtError(NrtStatus.NRT_RESOURCE, msg, { cause });
   }
 

@@ -1,37 +1,38 @@
 /**
  * The synchronous execute path below `nrt_execute`: exactly one doorbell, then the poll loop of
- * `exec_request_progress_one_step` until DONE, FATAL or the timeout.
+ * `exec_request_progress_one_step` — drain the notification queue, drain the pool_stdio rings, classify any error
+ * records — until DONE, FATAL or the timeout.
  *
  * Seed: runtime-synthesis §3.3 ("execute is one semaphore write, not a program upload": `exec_kickoff_infer →
- * ndl_nc_semaphore_increment`), §3.5 (completion is poll-driven; the caller blocks on a completion eventfd),
- * lifecycle-error-model §1.3/§1.4 (`exec_state` INIT → WAIT_BARRIER_PROXY → WAIT_CORE → DONE; `ERP_STEP`), §5.4
- * (the `NEURON_RT_EXEC_TIMEOUT` budget; timeout → `NRT_TIMEOUT` + `EXEC_FATAL_STATUS_TIMEOUT` + the FATAL-RT line),
- * §5.5 (fail-stop: no retry, no run-stall release on the fault path).
+ * ndl_nc_semaphore_increment`), §3.5 (completion is poll-driven; the caller blocks on a completion eventfd; the soft
+ * stdio channel is drained in the same step), lifecycle-error-model §1.3/§1.4 (`exec_state` INIT →
+ * WAIT_BARRIER_PROXY → WAIT_CORE → DONE; `ERP_STEP`), §4.3 (`exec_request_process_errors`, the per-engine
+ * instruction-pointer dump ×5), §5.3 (the completion drain), §5.4 (the `NEURON_RT_EXEC_TIMEOUT` budget; timeout →
+ * `NRT_TIMEOUT` + `EXEC_FATAL_STATUS_TIMEOUT` + the FATAL-RT line), §5.5 (fail-stop: no retry, no core reset, no
+ * run-stall release on the fault path), spmd-teardown §5.6 (the 8×2 stdio drain on every progress step).
+ *
+ * A fatal verdict halts the faulted model's stream (`hw_exec_queue_add_halt_request` for that one stream: a
+ * stream-table clear through the HAL). The device then drops the run it may still be stuck in — a kernel in an
+ * endless loop, a stalled sequencer — and stops the NeuronCore's Q7 Workers, so nothing keeps running after
+ * `nrt_execute` returned. That is not a reset: the model stays poisoned until `nrt_unload`.
  *
  * @module
  */
 import type { Clock } from "../clock.ts";
-import { NotificationKind, type NotificationRecord, TpbErrorId } from "../isa.ts";
+import { NotificationKind } from "../isa.ts";
 import type { HalTarget, Khal } from "../khal.ts";
 import type { Logger } from "../log.ts";
-import { ErpStep, ExecFatalStatus, ExecState } from "../state.ts";
-import { NrtStatus, worseStatus } from "../status.ts";
-import type { InstalledModel } from "../tdrv/kbl_model_add.ts";
+import { DmaEngineState, dmaEngineStateAddr, TpbErrorMask } from "../notification/error_record.ts";
+import { isErrorRecord } from "../notification/notification_consume.ts";
+import { ErpStep, ExecState } from "../state.ts";
+import { poolStdioBlockDrain } from "../stdio/pool_stdio.ts";
+import { collectCustomOpQueues, type InstalledModel } from "../tdrv/kbl_model_add.ts";
+import { engineName, execRequestInitState, execRequestProcessErrors, type ExecRequestState, type ProcessErrorsContext } from "./exec_request.ts";
 
-/** The TPB_ERROR subtype bit the simulator sets for an out-of-window access. */
-export const TPB_ERROR_MASK_OOB = 0x2;
+export { type ExecRequestState, execRequestInitState } from "./exec_request.ts";
 
-/** `exec_request_state`: the per-request state the poller advances. */
-export interface ExecRequestState {
-  /** `exec_state`. */
-  state: ExecState;
-  /** `exec_rets[2]`: one status per NeuronCore of the request. */
-  readonly execRets: number[];
-  /** `exec_fatal_status` `bool[2][7]`. */
-  readonly execFatalStatus: boolean[][];
-  /** TPB_ERROR records seen. */
-  readonly errors: NotificationRecord[];
-}
+/** The TPB_ERROR subtype bit the simulator sets for an out-of-window access (alias of `TpbErrorMask.Q7_OOB`). */
+export const TPB_ERROR_MASK_OOB: number = TpbErrorMask.Q7_OOB;
 
 /** What one execution needs. */
 export interface ExecServices {
@@ -41,48 +42,41 @@ export interface ExecServices {
   readonly target: HalTarget;
   /** Clock (virtual in tests). */
   readonly clock: Clock;
-  /** Logger. */
+  /** Logger: FATAL-RT lines, and the kernels' printf output drained from pool_stdio. */
   readonly log: Logger;
-  /** Timeout in ms. */
+  /** `NEURON_RT_EXEC_TIMEOUT` in ms. */
   readonly timeoutMs: number;
-}
-
-/** `exec_request_init_state`. */
-export function execRequestInitState(): ExecRequestState {
-  return {
-    state: ExecState.EXEC_STATE_INIT,
-    execRets: [NrtStatus.NRT_SUCCESS, NrtStatus.NRT_SUCCESS],
-    execFatalStatus: [new Array(7).fill(false), new Array(7).fill(false)],
-    errors: [],
-  };
 }
 
 /**
  * `exec_kickoff_infer` + `exec_wait_round_robin`: rings the model's doorbell once and polls until the stream's
- * EXEC_DONE record, a fatal record or the timeout. Returns the request state; `execRets[0]` is the verdict.
+ * EXEC_DONE record, a fatal verdict or the timeout. Returns the request state; `status` (equal to `execRets[0]` for a
+ * one-NeuronCore request) is the verdict.
+ *
+ * @param s Services; `s.clock` bounds the wait at `s.timeoutMs`.
+ * @param m The installed model.
+ * @param modelName The model's name, for the log lines.
+ * @returns The final request state.
  */
 export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName: string): Promise<ExecRequestState> {
   const req = execRequestInitState();
   const tpb = m.tpb;
   const nq = tpb.nq!;
   const expected = m.runs + 1;
+  const ctx: ProcessErrorsContext = { khal: s.khal, device: s.target.device, modelName, timeoutMs: s.timeoutMs, log: s.log };
   // The one doorbell (seed: runtime-synthesis §3.3).
   await s.target.portal.semaphoreIncrement(s.target.device, tpb.nc, m.doorbell, 1);
   m.runs = expected;
-  req.state = ExecState.EXEC_STATE_WAIT_CORE; // no collectives: WAIT_BARRIER_PROXY is passed through at once
+  req.state = ExecState.EXEC_STATE_WAIT_BARRIER_PROXY;
+  req.state = ExecState.EXEC_STATE_WAIT_CORE; // no collectives proxy: the barrier state is passed through at once
   const deadline = s.clock.now() + s.timeoutMs;
+  let step: ErpStep;
   for (;;) {
-    const step = await progressOneStep(s, req, m, expected);
-    if (step === ErpStep.ERP_STEP_DONE || step === ErpStep.ERP_STEP_FATAL) break;
+    step = await progressOneStep(s, ctx, req, m, expected);
+    if (step !== ErpStep.ERP_STEP_CONTINUE) break;
     const left = deadline - s.clock.now();
     if (left <= 0) {
-      req.execRets[0] = worseStatus(req.execRets[0], NrtStatus.NRT_TIMEOUT);
-      req.execFatalStatus[0][ExecFatalStatus.EXEC_FATAL_STATUS_TIMEOUT] = true;
-      s.log.error(
-        `(FATAL-RT-UNDEFINED-STATE) [ND ${s.target.device}][NC ${tpb.nc}] execution timeout (${s.timeoutMs} ms) on model ${modelName}, ` +
-          `waiting for execution completion notification`,
-      );
-      await dumpEngineIps(s, tpb.nc);
+      step = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: [], timedOut: true }]);
       break;
     }
     const ac = new AbortController();
@@ -95,59 +89,52 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
       ac.abort();
     }
   }
+  if (step === ErpStep.ERP_STEP_FATAL) {
+    await dumpEngineIps(s, tpb.nc);
+    await execQueueHalt(s, m);
+  }
   req.state = ExecState.EXEC_STATE_DONE;
   return req;
 }
 
-/** `exec_request_progress_one_step`: drains the NQ once and classifies what it finds. */
-async function progressOneStep(s: ExecServices, req: ExecRequestState, m: InstalledModel, expected: number): Promise<ErpStep> {
-  const { records, overflow } = await s.khal.nqRead(s.target, m.tpb.nc, m.tpb.nq!);
+/** `exec_request_progress_one_step`: drains the NQ and the stdio rings once and classifies what the NQ held. */
+async function progressOneStep(s: ExecServices, ctx: ProcessErrorsContext, req: ExecRequestState, m: InstalledModel, expected: number): Promise<ErpStep> {
+  const tpb = m.tpb;
+  const { records, overflow } = await s.khal.nqRead(s.target, tpb.nc, tpb.nq!);
+  await poolStdioBlockDrain(s, tpb.stdio);
   let done = false;
   for (const r of records) {
     if (r.kind === NotificationKind.EXEC_DONE && r.model === (m.deviceModel & 0xffff) && r.value === expected) done = true;
-    else if (r.kind === NotificationKind.TPB_ERROR) req.errors.push(r);
   }
-  if (overflow) {
-    req.execRets[0] = worseStatus(req.execRets[0], NrtStatus.NRT_EXEC_SW_NQ_OVERFLOW);
-    req.execFatalStatus[0][ExecFatalStatus.EXEC_FATAL_STATUS_SW_NQ_OVERFLOW] = true;
+  const errors = records.filter(isErrorRecord);
+  if (errors.length > 0 || overflow) {
+    const abortedDmaEngines = errors.length > 0 ? await abortedEngines(s, m) : [];
+    const v = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: errors, nqOverflow: overflow, abortedDmaEngines }]);
+    if (v === ErpStep.ERP_STEP_FATAL) return v;
   }
-  if (req.errors.length > 0) return await processErrors(s, req, m);
-  if (overflow) return ErpStep.ERP_STEP_FATAL;
   return done ? ErpStep.ERP_STEP_DONE : ErpStep.ERP_STEP_CONTINUE;
 }
 
-/** `exec_request_process_errors` (the kernel-fault subset): decode, classify, log, dump IPs, ERP_STEP_FATAL. */
-async function processErrors(s: ExecServices, req: ExecRequestState, m: InstalledModel): Promise<ErpStep> {
-  let fatal = false;
-  for (const r of req.errors) {
-    const word = BigInt(r.code) | (BigInt(r.mask) << 8n);
-    const subtype = s.khal.errorSubtype(word);
-    const text = s.khal.isaErrorText(r.code);
-    let status: number;
-    if (r.code === TpbErrorId.FATAL && (r.mask & TPB_ERROR_MASK_OOB) !== 0) {
-      status = NrtStatus.NRT_EXEC_OOB;
-      req.execFatalStatus[0][ExecFatalStatus.EXEC_FATAL_STATUS_OOB] = true;
-      fatal = true;
-    } else if (r.code === TpbErrorId.FATAL) {
-      status = NrtStatus.NRT_HW_ERROR;
-      req.execFatalStatus[0][ExecFatalStatus.EXEC_FATAL_STATUS_INVALID] = true;
-      fatal = true;
-    } else {
-      status = NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR;
-    }
-    req.execRets[0] = worseStatus(req.execRets[0], status);
-    s.log.error(
-      `(FATAL-RT-UNDEFINED-STATE) [ND ${s.target.device}][NC ${m.tpb.nc}] TPB_ERROR error_id 0x${r.code.toString(16)} subtype ${subtype} ` +
-        `(${text}) on engine ${r.engine}${r.q7 !== 0xff ? ` Q7 core ${r.q7}` : ""}`,
-    );
+/** `check_dma_queue_on_aborted_eng`: the request's DMA engines whose state register reads ABORTED (3). */
+async function abortedEngines(s: ExecServices, m: InstalledModel): Promise<number[]> {
+  const engines = [...new Set(collectCustomOpQueues(s.khal).map((q) => q.engine))];
+  const out: number[] = [];
+  for (const e of engines) {
+    const state = await s.target.portal.barRead32(s.target.device, 0, dmaEngineStateAddr(s.khal.spec, m.tpb.nc, e));
+    if (state === DmaEngineState.ABORTED) out.push(e);
   }
-  await dumpEngineIps(s, m.tpb.nc);
-  return fatal ? ErpStep.ERP_STEP_FATAL : ErpStep.ERP_STEP_CONTINUE;
+  return out;
 }
 
 /** `exec_print_engine_instruction_pointer` ×5 (PE, ACT, POOL, DVE, SP). */
 async function dumpEngineIps(s: ExecServices, nc: number): Promise<void> {
   const ips = await s.khal.readEngineIps(s.target, nc).catch(() => [] as number[]);
-  const names = ["PE", "ACT", "POOL", "DVE", "SP"];
-  s.log.error(`[ND ${s.target.device}][NC ${nc}] engine instruction pointers: ` + ips.map((ip, i) => `${names[i]}=0x${ip.toString(16)}`).join(" "));
+  s.log.error(`[ND ${s.target.device}][NC ${nc}] engine instruction pointers: ` + ips.map((ip, i) => `${engineName(i)}=0x${ip.toString(16)}`).join(" "));
+}
+
+/** Halts the faulted stream so the device drops a run still in flight (see the module doc); never a reset. */
+async function execQueueHalt(s: ExecServices, m: InstalledModel): Promise<void> {
+  await s.khal.streamRemove(s.target, m.tpb.nc, m.streamSlot).catch((e: unknown) => {
+    s.log.warn(`[ND ${s.target.device}][NC ${m.tpb.nc}] Cannot halt the faulted stream: ${e instanceof Error ? e.message : String(e)}`);
+  });
 }

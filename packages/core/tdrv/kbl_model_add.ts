@@ -36,7 +36,7 @@ import type { KelfModel } from "../kelf/kelf_load.ts";
 import type { HalTarget, Khal } from "../khal.ts";
 import { KBIN_DMA_RING_TYPE_CUSTOM_OP } from "../silicon_spec.ts";
 import { NrtStatus } from "../status.ts";
-import { type EventSink, takeId, type Tpb } from "./tpb.ts";
+import { type EventSink, type StagedLibrary, takeId, type Tpb } from "./tpb.ts";
 
 /** Maximum GPSIMD libraries per model (seed: runtime-synthesis §4.4). */
 export const MAX_GPSIMD_LIBS = 9;
@@ -209,19 +209,7 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     if (libs.length === 1) {
       // The single ext-ISA library: staged once per core under the staging lock and shared by every model.
       const key = hexDigest(libs[0].image);
-      let set = tpb.extIsaLibs.get(key);
-      if (set === undefined) {
-        const dmem = await s.ledger.alloc(tpb.device, nc, libs[0].image.byteLength, DmaMemUsageType.UCODE_LIBS);
-        try {
-          await target.portal.memWrite(dmem.memory, 0, libs[0].image);
-        } catch (e) {
-          await s.ledger.free(dmem);
-          throw e;
-        }
-        set = { dmem, users: 0 };
-        tpb.extIsaLibs.set(key, set);
-        s.event(`ucode_stage_libs nc=${nc} shared ${libs[0].name}`);
-      }
+      const set = await stageSharedLibrary(s, tpb, key, libs[0].name, libs[0].image, allocator);
       set.users++;
       sharedKey = key;
       libAddr.set(libs[0].name, { pa: set.dmem.memory.pa, bytes: libs[0].image.byteLength });
@@ -316,7 +304,9 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     await target.portal.memWrite(streamMem.memory, 0, stream);
 
     // (6) ucode_switch_libs: ONE swap-table call points all 8 Q7 cores at the table (seed: spmd-teardown §2.2).
-    await khal.q7SwapTable(target, nc, tableMem.memory.pa);
+    // It takes its turn in the core's exec FIFO: a swap landing between another model's MODEL_SWITCH and its
+    // EXTENDED_INST would make that run resolve its opcode in this model's table.
+    await inExecQueue(tpb, () => khal.q7SwapTable(target, nc, tableMem.memory.pa));
     s.event(`ucode_switch_libs nc=${nc} model=${deviceModel}`);
 
     // (7) Register the stream with the sequencer, then add_model.
@@ -329,9 +319,69 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     // RAII unwind (seed: lifecycle-error-model §2.6: model_free / buf_free / dmem_list_free …).
     if (installedSlot >= 0) await khal.streamRemove(target, nc, installedSlot).catch(() => {});
     for (const undo of taken.reverse()) undo();
-    if (sharedKey !== undefined) releaseShared(tpb, sharedKey);
+    if (sharedKey !== undefined) {
+      releaseShared(tpb, sharedKey);
+      // A library this failed load staged and nobody else uses is part of "everything it built": free it, so a
+      // failed load leaves the ledger where it found it. A library other models staged stays cached (§4.4).
+      const set = tpb.extIsaLibs.get(sharedKey);
+      if (set !== undefined && set.users === 0 && stagedBy.get(set) === allocator) {
+        tpb.extIsaLibs.delete(sharedKey);
+        await s.ledger.free(set.dmem).catch(() => {});
+      }
+    }
     await allocator.destroy().catch(() => {});
     throw e;
+  }
+}
+
+/** Which model install staged a shared library (so its unwind can tell its own staging from a cached one). */
+const stagedBy = new WeakMap<StagedLibrary, unknown>();
+/** `ulib_staging_lock`: per core, the stagings in flight by library digest. */
+const staging = new WeakMap<Tpb, Map<string, Promise<StagedLibrary>>>();
+/**
+ * `ucode_stage_libs` (num_libs == 1): returns the core's cached `ulib_set_info_extisa_only` for this image, or stages
+ * it once into the GLOBAL allocator. Concurrent loads of the same library on one core wait for the one staging in
+ * flight instead of staging it twice (seed: runtime-synthesis §4.4, "under ulib_staging_lock").
+ */
+async function stageSharedLibrary(s: InstallServices, tpb: Tpb, key: string, name: string, image: Uint8Array, owner: unknown): Promise<StagedLibrary> {
+  const cached = tpb.extIsaLibs.get(key);
+  if (cached !== undefined) return cached;
+  let inFlight = staging.get(tpb);
+  if (inFlight === undefined) staging.set(tpb, inFlight = new Map());
+  const pending = inFlight.get(key);
+  if (pending !== undefined) return await pending;
+  const p = (async () => {
+    const dmem = await s.ledger.alloc(tpb.device, tpb.nc, image.byteLength, DmaMemUsageType.UCODE_LIBS);
+    try {
+      await s.target.portal.memWrite(dmem.memory, 0, image);
+    } catch (e) {
+      await s.ledger.free(dmem);
+      throw e;
+    }
+    const set: StagedLibrary = { dmem, users: 0 };
+    stagedBy.set(set, owner);
+    tpb.extIsaLibs.set(key, set);
+    s.event(`ucode_stage_libs nc=${tpb.nc} shared ${name}`);
+    return set;
+  })();
+  inFlight.set(key, p);
+  try {
+    return await p;
+  } finally {
+    inFlight.delete(key);
+  }
+}
+
+/** Runs `f` as one entry of the core's FIFO (`h_running_model` serialisation), after every execution queued before. */
+async function inExecQueue<T>(tpb: Tpb, f: () => Promise<T>): Promise<T> {
+  const prev = tpb.execTail;
+  let release!: () => void;
+  tpb.execTail = new Promise<void>((res) => (release = res));
+  try {
+    await prev.catch(() => {});
+    return await f();
+  } finally {
+    release();
   }
 }
 

@@ -10,9 +10,13 @@
  *
  * @module
  */
+import { DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES } from "../config.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
 import type { HalTarget, Khal, NotificationQueue, UcodeImage } from "../khal.ts";
 import type { Logger } from "../log.ts";
+import { type PoolStdioBlock, poolStdioBlockDestroy, poolStdioBlockInit } from "../stdio/pool_stdio.ts";
+
+export { POOL_STDIO_BLOCK_BYTES } from "../stdio/pool_stdio.ts";
 
 /** The 5 NX engine cores, in creation order ("TENSOR/SCALAR/GPSIMD/VECTOR/SYNC"). */
 export const NX_CORE_NAMES: readonly string[] = ["PE", "ACT", "POOL", "DVE", "SP"];
@@ -47,8 +51,8 @@ export interface Tpb {
   q7: UcodeCore[];
   /** Notification queue. */
   nq?: NotificationQueue & { dmem: Dmem };
-  /** The 0x440-byte stdio HBM block. */
-  stdio?: Dmem;
+  /** `pool_stdio_block_t`: the 0x440-byte stdio HBM block and its stdout/stderr rings (seed: spmd-teardown §5). */
+  stdio?: PoolStdioBlock;
   /** Single ext-ISA library sets, staged once per core and shared (keyed by the image's digest). */
   readonly extIsaLibs: Map<string, StagedLibrary>;
   /** Sequencer stream slots in use. */
@@ -78,12 +82,15 @@ export interface TpbServices {
   readonly log: Logger;
   /** Event sink. */
   readonly event: EventSink;
+  /**
+   * `NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES` (`RuntimeConfig.gpsimdStdoutQueueSizeBytes`): the stdout ring per
+   * NeuronCore, 0 = off; defaults to {@linkcode DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES}.
+   */
+  readonly gpsimdStdoutQueueSizeBytes?: number;
 }
 
 /** Notification-queue capacity in records (power of two). */
 export const NQ_CAPACITY = 1024;
-/** Bytes of the stdio HBM block (seed: spmd-teardown §5.2, `dmem_alloc_aligned(0x440, POOL_STDIO, 0x800)`). */
-export const POOL_STDIO_BLOCK_BYTES = 0x440;
 
 /**
  * `tpb_eng_init_hals_v2` for one NeuronCore. `custom` is the image registered by `nrt_set_pool_eng_ucode`, if any.
@@ -122,9 +129,8 @@ export async function tpbInit(s: TpbServices, nc: number, custom: UcodeImage | u
     tpb.nq = { ring: nqMem.memory, dmem: nqMem, capacity: NQ_CAPACITY, tail: 0 };
     await s.khal.nqInit(s.target, nc, tpb.nq);
     s.event(`notification_init nc=${nc}`);
-    // pool_stdio_block_init: the HBM block the Q7 file-IO table points at.
-    tpb.stdio = await s.ledger.alloc(tpb.device, nc, POOL_STDIO_BLOCK_BYTES, DmaMemUsageType.POOL_STDIO);
-    await s.khal.q7SwapFileIoTable(s.target, nc, tpb.stdio.memory.pa);
+    // pool_stdio_block_init: the HBM block the Q7 file-IO table points at, stdout/stderr wired in slot [0].
+    tpb.stdio = await poolStdioBlockInit(s, nc, s.gpsimdStdoutQueueSizeBytes ?? DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES);
     s.event(`pool_stdio_block_init nc=${nc}`);
     await s.khal.q7ReleaseRunStall(s.target, nc);
     s.event(`release_run_stall nc=${nc}`);
@@ -164,7 +170,7 @@ export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () =>
   if (tpb.stdio !== undefined) {
     const b = tpb.stdio;
     tpb.stdio = undefined;
-    await step(() => s.ledger.free(b));
+    await step(() => poolStdioBlockDestroy(s, b));
     s.event(`pool_stdio_block_destroy nc=${tpb.nc}`);
   }
   for (const lib of tpb.extIsaLibs.values()) await step(() => s.ledger.free(lib.dmem));

@@ -1,0 +1,271 @@
+/**
+ * The NRT_3.0.0 explicit-async surface (`nrta_*`): execution units (XUs) per logical core, each with its own FIFO
+ * queues, that run tensor writes, reads, copies and model executions in the background and hand out sequence ids.
+ * Work on different queues overlaps — a host → device write on the TENSOR_WRITE queue runs while the COMPUTE queue
+ * waits for the device — and work on one queue completes in order.
+ *
+ * Seed: runtime-synthesis §6 (the 8 NRT_3.0.0 exports: `nrta_execute_schedule`, `nrta_tensor_write/read/copy`,
+ * `nrta_is_completed`, `nrta_get_sequence`, `nrta_cc_prepare/schedule`; layered on the same worker pool, distinct
+ * from the NRT_2.0.0 implicit-async mode). Names and values as public `nrt_async.h` has them: `nrta_xu_t` (TENSOR_READ
+ * 0, TENSOR_WRITE 1, TENSOR_OP 2, COMPUTE 3, COLLECTIVES 4), `nrta_seq_t` (top 16 bits the XU id, low 48 bits a
+ * strictly ordered sequence number), `nrta_error_t {seq_id, error_code}`.
+ *
+ * Our choices, documented in `docs/multi-model.md`: queues per logical core — COMPUTE 1, TENSOR_READ / TENSOR_WRITE /
+ * TENSOR_OP 2 each, COLLECTIVES none (collectives are not modelled; scheduling on it is `NRT_INVALID`); sequence
+ * numbers count per XU type across cores and queues, starting at 1, so a `nrta_seq_t` alone names a request; each
+ * queue holds at most {@linkcode NRTA_QUEUE_CAPACITY} unfinished requests (`NRT_QUEUE_FULL` beyond); a request may
+ * name requests it runs `after` (the idiomatic API's way to chain write → execute → read without a host round trip)
+ * and fails with the first failed dependency's status.
+ *
+ * @module
+ */
+import { NrtError } from "../error.ts";
+import { NrtStatus } from "../status.ts";
+import type { Tensor } from "../tensor.ts";
+
+/** `nrta_xu_t`: the execution units. */
+export const NrtaXu = {
+  NRTA_XU_TENSOR_READ: 0,
+  NRTA_XU_TENSOR_WRITE: 1,
+  NRTA_XU_TENSOR_OP: 2,
+  NRTA_XU_COMPUTE: 3,
+  NRTA_XU_COLLECTIVES: 4,
+  NRTA_XU_TYPE_NUM: 5,
+} as const;
+/** One `nrta_xu_t` value. */
+export type NrtaXu = typeof NrtaXu[keyof typeof NrtaXu];
+
+/** `NRTA_SEQ_NUM_MAX`: the largest sequence number, 2^48 − 1. */
+export const NRTA_SEQ_NUM_MAX: bigint = (1n << 48n) - 1n;
+
+/** Queues per execution unit and logical core, indexed by `nrta_xu_t`. */
+export const NRTA_QUEUES_PER_XU: readonly number[] = Object.freeze([2, 2, 2, 1, 0]);
+
+/** Unfinished requests one queue holds before `NRT_QUEUE_FULL`. */
+export const NRTA_QUEUE_CAPACITY = 1024;
+
+/** `nrta_seq_t` of XU `xu` and sequence number `num`. */
+export function nrtaSeq(xu: number, num: bigint): bigint {
+  return (BigInt(xu) << 48n) | (num & NRTA_SEQ_NUM_MAX);
+}
+
+/** `NRTA_SEQ_GET_XU_ID`. */
+export function nrtaSeqXu(seq: bigint): number {
+  return Number(seq >> 48n);
+}
+
+/** `NRTA_SEQ_GET_SEQ_NUM`. */
+export function nrtaSeqNum(seq: bigint): bigint {
+  return seq & NRTA_SEQ_NUM_MAX;
+}
+
+/** `nrta_error_t`. */
+export interface NrtaError {
+  /** The failed request. */
+  readonly seq_id: bigint;
+  /** Its `NRT_STATUS`. */
+  readonly error_code: number;
+}
+
+/** `nrta_error_tracker_t`: the failures of the requests that named it, in completion order. */
+export class NrtaErrorTracker {
+  /** Logical core the tracker was created for. */
+  readonly lnc: number;
+  readonly #errors: NrtaError[] = [];
+
+  /** An empty tracker for logical core `lnc` (`nrta_error_tracker_create`). */
+  constructor(lnc: number) {
+    this.lnc = lnc;
+  }
+
+  /** `nrta_error_tracker_get_list`: the errors so far (a copy). */
+  list(): NrtaError[] {
+    return [...this.#errors];
+  }
+
+  /** Records one failure. */
+  add(error: NrtaError): void {
+    this.#errors.push(error);
+  }
+}
+
+/** One scheduled request. */
+export interface NrtaRequest {
+  /** Its `nrta_seq_t`. */
+  readonly seq: bigint;
+  /** Settles when the request completed: resolves on success, rejects with its `NrtError`. */
+  readonly done: Promise<void>;
+}
+
+/** Options of every schedule call. */
+export interface NrtaScheduleOptions {
+  /** XU queue (default 0). */
+  readonly queue?: number;
+  /** Error tracker the request reports a failure to. */
+  readonly errors?: NrtaErrorTracker;
+  /** Requests (on any queue) that must complete first. */
+  readonly after?: readonly NrtaRequest[];
+}
+
+/** A model execution with its model reference already taken, as the runtime prepares it for a queue. */
+export interface PreparedExecution {
+  /** Logical core of the model. */
+  readonly vnc: number;
+  /** Runs the execution (and drops the reference). */
+  run(): Promise<void>;
+  /** Drops the reference without running. */
+  cancel(): void;
+}
+
+/** What the scheduler needs from the runtime. */
+export interface NrtaHost {
+  /** Visible logical cores. */
+  readonly vncCount: number;
+  /** The state guard (13 before init, 14 after close). */
+  guard(): void;
+  /** Logical core a tensor was allocated on. */
+  vncOf(tensor: Tensor): number;
+}
+
+interface Queue {
+  tail: Promise<void>;
+  pending: number;
+  last: bigint;
+}
+
+/**
+ * The `nrta_*` scheduler of one runtime.
+ *
+ * @example Write, execute and read in one chain
+ * ```ts ignore
+ * const w = rt.nrta.tensorWrite(input, bytes);
+ * const x = rt.nrta.executeSchedule(rt.prepareExecution(model, ins, outs), { after: [w] });
+ * const r = rt.nrta.tensorRead(out, output, 0, out.byteLength, { after: [x] });
+ * await r.done;
+ * ```
+ */
+export class Nrta {
+  readonly #host: NrtaHost;
+  readonly #queues = new Map<string, Queue>();
+  readonly #issued: bigint[] = new Array(NrtaXu.NRTA_XU_TYPE_NUM).fill(0n);
+  readonly #pending: Array<Set<bigint>> = Array.from({ length: NrtaXu.NRTA_XU_TYPE_NUM }, () => new Set());
+  readonly #all = new Set<Promise<void>>();
+
+  /** A scheduler over `host`. */
+  constructor(host: NrtaHost) {
+    this.#host = host;
+  }
+
+  /** `nrta_tensor_write`: host `buf` → `tensor` at `offset`, on the TENSOR_WRITE unit of the tensor's core. */
+  tensorWrite(tensor: Tensor, buf: Uint8Array, offset = 0, options: NrtaScheduleOptions = {}): NrtaRequest {
+    // Like the C call, the buffer must stay untouched until the request completes.
+    return this.#schedule(NrtaXu.NRTA_XU_TENSOR_WRITE, this.#host.vncOf(tensor), options, () => tensor.write(buf, offset));
+  }
+
+  /** `nrta_tensor_read`: `size` bytes of `tensor` at `offset` → host `buf`, on the TENSOR_READ unit. */
+  tensorRead(buf: Uint8Array, tensor: Tensor, offset = 0, size: number = buf.byteLength, options: NrtaScheduleOptions = {}): NrtaRequest {
+    if (size > buf.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot read ${size} bytes into a buffer of ${buf.byteLength}`);
+    return this.#schedule(NrtaXu.NRTA_XU_TENSOR_READ, this.#host.vncOf(tensor), options, async () => {
+      buf.set(await tensor.read(offset, size));
+    });
+  }
+
+  /** `nrta_tensor_copy`: tensor → tensor on the same logical core, on the TENSOR_OP unit. */
+  tensorCopy(src: Tensor, srcOffset: number, dst: Tensor, dstOffset: number, size: number, options: NrtaScheduleOptions = {}): NrtaRequest {
+    const vnc = this.#host.vncOf(src);
+    if (this.#host.vncOf(dst) !== vnc) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot copy "${src.name}" to "${dst.name}": the tensors are on logical cores ${vnc} and ${this.#host.vncOf(dst)}`);
+    }
+    return this.#schedule(NrtaXu.NRTA_XU_TENSOR_OP, vnc, options, () => dst.copyFrom(src, srcOffset, dstOffset, size));
+  }
+
+  /** `nrta_execute_schedule`: runs a prepared execution on the COMPUTE unit of its model's core. */
+  executeSchedule(execution: PreparedExecution, options: NrtaScheduleOptions = {}): NrtaRequest {
+    try {
+      return this.#schedule(NrtaXu.NRTA_XU_COMPUTE, execution.vnc, options, () => execution.run(), () => execution.cancel());
+    } catch (e) {
+      execution.cancel();
+      throw e;
+    }
+  }
+
+  /**
+   * `nrta_is_completed`.
+   *
+   * @throws {NrtError} `NRT_INVALID` when `seq` was never issued.
+   */
+  isCompleted(seq: bigint): boolean {
+    const xu = nrtaSeqXu(seq), num = nrtaSeqNum(seq);
+    if (xu >= NrtaXu.NRTA_XU_TYPE_NUM || num === 0n || num > this.#issued[xu]) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Sequence 0x${seq.toString(16)} was never scheduled`);
+    }
+    return !this.#pending[xu].has(num);
+  }
+
+  /** `nrta_get_sequence`: the last completed request of one queue (sequence number 0 when none completed yet). */
+  getSequence(lnc: number, xu: number, queue: number): bigint {
+    this.#checkQueue(xu, lnc, queue);
+    return this.#queues.get(`${lnc}:${xu}:${queue}`)?.last ?? nrtaSeq(xu, 0n);
+  }
+
+  /** Resolves once every request scheduled so far has completed (successfully or not). */
+  async drain(): Promise<void> {
+    while (this.#all.size > 0) await Promise.allSettled([...this.#all]);
+  }
+
+  #checkQueue(xu: number, vnc: number, queue: number): void {
+    if (!Number.isInteger(xu) || xu < 0 || xu >= NrtaXu.NRTA_XU_TYPE_NUM) throw new NrtError(NrtStatus.NRT_INVALID, `Execution unit ${xu} does not exist`);
+    if (!Number.isInteger(vnc) || vnc < 0 || vnc >= this.#host.vncCount) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
+    const n = NRTA_QUEUES_PER_XU[xu];
+    if (!Number.isInteger(queue) || queue < 0 || queue >= n) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Execution unit ${xu} has ${n} queue${n === 1 ? "" : "s"}; queue ${queue} does not exist`);
+    }
+  }
+
+  #schedule(xu: NrtaXu, vnc: number, options: NrtaScheduleOptions, work: () => Promise<void>, cancel?: () => void): NrtaRequest {
+    this.#host.guard();
+    const queue = options.queue ?? 0;
+    this.#checkQueue(xu, vnc, queue);
+    const key = `${vnc}:${xu}:${queue}`;
+    let q = this.#queues.get(key);
+    if (q === undefined) this.#queues.set(key, q = { tail: Promise.resolve(), pending: 0, last: nrtaSeq(xu, 0n) });
+    if (q.pending >= NRTA_QUEUE_CAPACITY) throw new NrtError(NrtStatus.NRT_QUEUE_FULL, `Queue ${queue} of execution unit ${xu} on logical core ${vnc} holds ${NRTA_QUEUE_CAPACITY} requests`);
+    if (this.#issued[xu] >= NRTA_SEQ_NUM_MAX) throw new NrtError(NrtStatus.NRT_RESOURCE, `Execution unit ${xu} ran out of sequence numbers`);
+    const num = ++this.#issued[xu];
+    const seq = nrtaSeq(xu, num);
+    this.#pending[xu].add(num);
+    q.pending++;
+    const queueRef = q;
+    const prev = q.tail;
+    const deps = (options.after ?? []).map((r) => r.done);
+    const done = (async () => {
+      await prev;
+      try {
+        const settled = await Promise.allSettled(deps);
+        const failed = settled.find((s) => s.status === "rejected");
+        if (failed !== undefined) {
+          cancel?.();
+          const why = (failed as PromiseRejectedResult).reason;
+          const status = why instanceof NrtError ? why.status : NrtStatus.NRT_FAILURE;
+          throw new NrtError(status, `Request 0x${seq.toString(16)} did not run: a request it runs after failed`, { cause: why });
+        }
+        await work();
+      } catch (e) {
+        const err = e instanceof NrtError ? e : new NrtError(NrtStatus.NRT_FAILURE, `Request 0x${seq.toString(16)} failed: ${String(e)}`, { cause: e });
+        options.errors?.add({ seq_id: seq, error_code: err.status });
+        throw err;
+      } finally {
+        this.#pending[xu].delete(num);
+        queueRef.pending--;
+        queueRef.last = seq;
+      }
+    })();
+    // The queue's next request waits for this one to settle, not to succeed; the failure itself reaches whoever
+    // awaits `done`, the error tracker and `nrta_is_completed`.
+    const settled = done.catch(() => {});
+    q.tail = settled;
+    this.#all.add(settled);
+    void settled.then(() => this.#all.delete(settled));
+    return { seq, done };
+  }
+}

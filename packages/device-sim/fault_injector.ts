@@ -1,0 +1,273 @@
+/**
+ * Fault injection: what a real device does wrong, on purpose. A fault targets a device, a NeuronCore, an engine or a
+ * Q7 core, and fires now or at the Nth run started on its NeuronCore; the sequencer then produces exactly what the
+ * hardware would — a 16-byte TPB_ERROR or HW_ERROR record in the notification queue with the engine's
+ * instruction-pointer latch, a DMA engine state of 3, a flooded NQ, or a run that never posts its completion — and
+ * the host runtime answers through its one classification funnel. `docs/faults.md` is the prose and the table of
+ * kinds → records → statuses.
+ *
+ * Seed: lifecycle-error-model §4.3–§4.5 (the record and register inputs of `exec_request_process_errors`), §5.3 (NQ
+ * overflow), §5.4 (a hang is a device that never posts completion; the collectives "Suspected hang" variants), §5.5
+ * (1003/1004 complete; every other fault is fail-stop), §7 (the device packs a 16-byte TPB_ERROR with error_id 0x09
+ * NONFATAL / 0x0a FATAL plus a subtype, latches it and self-halts).
+ *
+ * @example Make the next run on NeuronCore 1 hit an unrepairable HBM error
+ * ```ts
+ * import { DeviceSimPortal } from "@nrt/device-sim";
+ * const portal = new DeviceSimPortal();
+ * const fault = portal.faults.inject({ kind: "hbm-ue", nc: 1, atExecution: 1 });
+ * console.log(portal.faults.pending().map((f) => f.id).includes(fault.id)); // true
+ * await portal.close();
+ * ```
+ *
+ * @module
+ */
+import { type CollectivesHang, CollectivesHang as Hang } from "@nrt/core";
+
+/** The fault kinds the simulator can inject. */
+export const FaultKind = {
+  /** A TPB_ERROR record: `fatal` (default) → error_id 0x0a and the stream halts; else 0x09 and the run completes. */
+  TPB_ERROR: "tpb-error",
+  /** An uncorrectable HBM ECC error (`repairable` or not): HW_ERROR record, the stream halts. */
+  HBM_UE: "hbm-ue",
+  /** An uncorrectable NeuronCore memory error with a metadata word: HW_ERROR record, the stream halts. */
+  NC_UE: "nc-ue",
+  /** A DMA engine abort: the engine's state register reads 3, a fatal TPB_ERROR (mask DMA), the stream halts. */
+  DMA_ABORT: "dma-abort",
+  /** An out-of-bounds access: a fatal TPB_ERROR with mask Q7_OOB, the stream halts. */
+  OOB: "oob",
+  /** More records than the NQ ring holds, at once: the host's ring overflows, the stream halts. */
+  NQ_OVERFLOW: "nq-overflow",
+  /** The core never posts its completion: the run stalls until the host halts the stream. */
+  HANG: "hang",
+  /** The collectives proxy reports a stuck barrier / operation, and the run never completes. */
+  COLLECTIVES_HANG: "collectives-hang",
+  /** The network (EFA) proxy fails: HW_ERROR record, the stream halts. */
+  NETWORK_PROXY: "network-proxy",
+  /** An FP numerical error (NaN): a non-fatal TPB_ERROR with mask NUMERICAL; the run completes. */
+  FP_NAN: "fp-nan",
+  /** A recoverable error: a non-fatal TPB_ERROR with mask RECOVERABLE; the run completes. */
+  RECOVERABLE: "recoverable",
+} as const;
+/** One fault kind. */
+export type FaultKind = typeof FaultKind[keyof typeof FaultKind];
+
+const KINDS: ReadonlySet<string> = new Set(Object.values(FaultKind));
+
+/** What to inject. */
+export interface FaultSpec {
+  /** The kind. */
+  readonly kind: FaultKind;
+  /** Device index (default 0). */
+  readonly device?: number;
+  /** NeuronCore; omitted: every NeuronCore of the device (one firing each). */
+  readonly nc?: number;
+  /**
+   * The engine: for `dma-abort` the DMA engine whose state goes to 3 (default: the engine of Q7 core 0's custom-op
+   * queue, `spec.customOpQueueBundle.engLo`); for the
+   * record kinds the `al_hal_tpb_eng_type` that reports (default POOL = 2) and whose instruction pointer latches.
+   */
+  readonly engine?: number;
+  /** A Q7 core 0..7: the fault happens on that core and surfaces at the DRAIN join of the run (record `q7` = core). */
+  readonly q7?: number;
+  /** Fire at the Nth run (1 = the next) started on the NeuronCore after injection; omitted: now (the next instruction). */
+  readonly atExecution?: number;
+  /** `tpb-error`: fatal (error_id 0x0a, default) or not (0x09). */
+  readonly fatal?: boolean;
+  /** `tpb-error`: the subtype mask (default 0). */
+  readonly mask?: number;
+  /** `hbm-ue`: the failing row is repairable (→ 1205) or not (→ 1201, default). */
+  readonly repairable?: boolean;
+  /** `nc-ue`: metadata word; `hbm-ue`: failing address (low 32 bits); `network-proxy`: proxy error code. */
+  readonly metadata?: number;
+  /** `collectives-hang`: where the proxy stopped (default: waiting for the barrier) and its op progress. */
+  readonly collectives?: { readonly variant?: CollectivesHang; readonly op?: number; readonly total?: number };
+}
+
+/** An injected fault as the injector keeps it. */
+export interface InjectedFault {
+  /** Injector-unique id. */
+  readonly id: number;
+  /** The request. */
+  readonly spec: FaultSpec;
+  /** Device. */
+  readonly device: number;
+  /** NeuronCores it is (still) armed on. */
+  readonly ncs: readonly number[];
+}
+
+/** A fault that fired. */
+export interface FiredFault {
+  /** Its id. */
+  readonly id: number;
+  /** Kind. */
+  readonly kind: FaultKind;
+  /** Device. */
+  readonly device: number;
+  /** NeuronCore. */
+  readonly nc: number;
+  /** The NeuronCore's run count (since the portal started) of the run it hit. */
+  readonly run: number;
+}
+
+/** One armed fault on one NeuronCore. */
+export interface ArmedFault {
+  /** Fault id. */
+  readonly id: number;
+  /** The request. */
+  readonly spec: FaultSpec;
+  /** Runs still to start before it is due (0: due now). */
+  remaining: number;
+}
+
+/** Where in a run a due fault is taken. */
+export type FaultPhase = "run-start" | "instruction" | "join";
+
+/** The per-NeuronCore port the sequencer polls. */
+export class NcFaults {
+  readonly #armed: ArmedFault[] = [];
+  readonly #onFire: (f: ArmedFault, run: number) => void;
+  #runs = 0;
+
+  /** Creates an empty port; `onFire` records each firing. */
+  constructor(onFire: (f: ArmedFault, run: number) => void) {
+    this.#onFire = onFire;
+  }
+
+  /** Arms one fault. */
+  arm(f: ArmedFault): void {
+    this.#armed.push(f);
+  }
+
+  /** Armed faults (observability). */
+  get armed(): readonly ArmedFault[] {
+    return this.#armed;
+  }
+
+  /** Disarms faults by id (all when `id` is omitted); returns how many. */
+  disarm(id?: number): number {
+    let n = 0;
+    for (let i = this.#armed.length - 1; i >= 0; i--) {
+      if (id === undefined || this.#armed[i].id === id) {
+        this.#armed.splice(i, 1);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** A run starts: counts it down on every armed fault. */
+  runStarted(): void {
+    this.#runs++;
+    for (const f of this.#armed) if (f.remaining > 0) f.remaining--;
+  }
+
+  /** Takes the faults due in `phase`: Q7-targeted faults only at the join, the others anywhere. */
+  take(phase: FaultPhase): ArmedFault[] {
+    const due: ArmedFault[] = [];
+    for (let i = 0; i < this.#armed.length; i++) {
+      const f = this.#armed[i];
+      if (f.remaining !== 0 || (f.spec.q7 !== undefined) !== (phase === "join")) continue;
+      due.push(f);
+      this.#armed.splice(i--, 1);
+      this.#onFire(f, this.#runs);
+    }
+    return due;
+  }
+}
+
+/**
+ * The fault-injection API of a simulated portal (`DeviceSimPortal.faults`): typed, synchronous, usable from tests and
+ * from an operator endpoint.
+ */
+export class FaultInjector {
+  readonly #ports: ReadonlyArray<readonly NcFaults[]>;
+  readonly #q7Cores: number;
+  readonly #dmaEngines: number;
+  readonly #injected = new Map<number, { spec: FaultSpec; device: number }>();
+  readonly #fired: FiredFault[] = [];
+  #nextId = 1;
+
+  /**
+   * Creates the injector over `devices` devices of `ncs` NeuronCores each.
+   *
+   * @param devices Device count.
+   * @param ncs NeuronCores per device.
+   * @param limits Q7 cores per NeuronCore and DMA engines, for validation.
+   */
+  constructor(devices: number, ncs: number, limits: { q7Cores: number; dmaEngines: number }) {
+    this.#q7Cores = limits.q7Cores;
+    this.#dmaEngines = limits.dmaEngines;
+    this.#ports = Array.from({ length: devices }, (_, device) =>
+      Array.from({ length: ncs }, (_, nc) =>
+        new NcFaults((f, run) => this.#fired.push({ id: f.id, kind: f.spec.kind, device, nc, run }))));
+  }
+
+  /** The port of one NeuronCore (the simulator wires it into the sequencer). */
+  port(device: number, nc: number): NcFaults {
+    const p = this.#ports[device]?.[nc];
+    if (p === undefined) throw new RangeError(`Cannot find NeuronCore ${nc} of device ${device}`);
+    return p;
+  }
+
+  /**
+   * Arms a fault.
+   *
+   * @param spec What, where and when.
+   * @returns The injected fault (its `id` disarms it with {@linkcode FaultInjector.clear}).
+   * @throws {RangeError} If the kind, the target or the timing is invalid.
+   */
+  inject(spec: FaultSpec): InjectedFault {
+    const device = spec.device ?? 0;
+    const bad = (why: string): never => {
+      throw new RangeError(`Cannot inject fault ${JSON.stringify(spec.kind)}: ${why}`);
+    };
+    if (!KINDS.has(spec.kind)) bad(`unknown kind; expected one of ${[...KINDS].join(", ")}`);
+    const ports = this.#ports[device] ?? bad(`device ${device} does not exist (${this.#ports.length} simulated)`);
+    if (spec.nc !== undefined && (!Number.isInteger(spec.nc) || ports[spec.nc] === undefined)) bad(`NeuronCore ${spec.nc} does not exist (${ports.length} per device)`);
+    if (spec.q7 !== undefined && (!Number.isInteger(spec.q7) || spec.q7 < 0 || spec.q7 >= this.#q7Cores)) bad(`Q7 core ${spec.q7} is outside 0..${this.#q7Cores - 1}`);
+    if (spec.engine !== undefined) {
+      const limit = spec.kind === FaultKind.DMA_ABORT ? this.#dmaEngines : 5;
+      if (!Number.isInteger(spec.engine) || spec.engine < 0 || spec.engine >= limit) bad(`engine ${spec.engine} is outside 0..${limit - 1}`);
+    }
+    if (spec.atExecution !== undefined && (!Number.isInteger(spec.atExecution) || spec.atExecution < 1)) bad(`atExecution ${spec.atExecution} is not a positive integer`);
+    if (spec.mask !== undefined && (!Number.isInteger(spec.mask) || spec.mask < 0 || spec.mask > 0xffff)) bad(`mask ${spec.mask} is not a 16-bit value`);
+    const v = spec.collectives?.variant;
+    if (v !== undefined && v !== Hang.BARRIER && v !== Hang.IN_OPERATION && v !== Hang.BETWEEN_OPERATIONS) bad(`collectives variant ${v} is not 0, 1 or 2`);
+    const id = this.#nextId++;
+    const ncs = spec.nc === undefined ? ports.map((_, i) => i) : [spec.nc];
+    for (const nc of ncs) ports[nc].arm({ id, spec, remaining: spec.atExecution ?? 0 });
+    this.#injected.set(id, { spec, device });
+    return { id, spec, device, ncs };
+  }
+
+  /** Faults armed and not yet fired, optionally on one device. */
+  pending(device?: number): InjectedFault[] {
+    const out: InjectedFault[] = [];
+    for (const [id, { spec, device: d }] of this.#injected) {
+      if (device !== undefined && d !== device) continue;
+      const ncs = this.#ports[d].flatMap((p, nc) => p.armed.some((f) => f.id === id) ? [nc] : []);
+      if (ncs.length > 0) out.push({ id, spec, device: d, ncs });
+    }
+    return out;
+  }
+
+  /** Every firing so far, oldest first. */
+  fired(): readonly FiredFault[] {
+    return this.#fired;
+  }
+
+  /**
+   * Disarms faults: one by id, or all (optionally of one device).
+   *
+   * @returns How many armed (per-NeuronCore) faults were removed.
+   */
+  clear(selector: { id?: number; device?: number } = {}): number {
+    let n = 0;
+    this.#ports.forEach((ports, d) => {
+      if (selector.device !== undefined && selector.device !== d) return;
+      for (const p of ports) n += p.disarm(selector.id);
+    });
+    return n;
+  }
+}

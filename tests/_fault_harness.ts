@@ -1,0 +1,151 @@
+/** Shared set-up of the fault and stdio tests: a traced simulated Cayman device, a runtime on a virtual clock. */
+import "reflect-metadata";
+import { registerCayman } from "@nrt/arch-cayman";
+import { MARIANA_SPEC, registerMariana } from "@nrt/arch-mariana";
+import { registerSunda, SUNDA_SPEC } from "@nrt/arch-sunda";
+import {
+  type Clock, type Model, MemoryLogger, NrtError, NrtStatus, Portal, Runtime, TensorPlacement, TensorSet, TracingPortal, VirtualClock,
+} from "@nrt/core";
+import { DeviceSimPortal, type FaultSpec } from "@nrt/device-sim";
+import { container } from "tsyringe";
+import { oneOpNeff } from "./_kernels.ts";
+
+/** One runtime over one simulated device. */
+export interface Harness {
+  readonly rt: Runtime;
+  readonly sim: DeviceSimPortal;
+  readonly trace: TracingPortal;
+  readonly log: MemoryLogger;
+  readonly clock: VirtualClock;
+}
+
+/** A model with its tensor sets. */
+export interface Loaded {
+  readonly model: Model;
+  readonly ins: TensorSet;
+  readonly outs: TensorSet;
+}
+
+/** Options of {@linkcode harness}. */
+export interface HarnessOptions {
+  readonly visibleCores?: number[];
+  readonly execTimeoutSeconds?: number;
+  readonly gpsimdStdoutQueueSizeBytes?: number;
+  readonly clock?: Clock;
+  /** Physical NeuronCores per logical core (default 1). */
+  readonly virtualCoreSize?: number;
+  /** The generation to simulate (default Cayman). */
+  readonly arch?: Arch;
+}
+
+/** A generation of the three arch packs. */
+export type Arch = "sunda" | "cayman" | "mariana";
+
+/** Every portal opened, so a file can close them all (no Q7 Worker outlives a test file). */
+export const opened: DeviceSimPortal[] = [];
+
+/** A runtime over a traced `DeviceSimPortal`, one logical core per NeuronCore, on a virtual clock by default. */
+export async function harness(o: HarnessOptions = {}): Promise<Harness> {
+  const arch = o.arch ?? "cayman";
+  const sim = new DeviceSimPortal(arch === "sunda" ? { spec: SUNDA_SPEC } : arch === "mariana" ? { spec: MARIANA_SPEC } : {});
+  opened.push(sim);
+  const trace = new TracingPortal(sim);
+  const c = container.createChildContainer();
+  ({ sunda: registerSunda, cayman: registerCayman, mariana: registerMariana })[arch](c);
+  c.register(Portal, { useValue: trace });
+  const log = new MemoryLogger();
+  const clock = new VirtualClock();
+  const rt = await Runtime.init({
+    container: c,
+    visibleCores: o.visibleCores ?? [0, 1],
+    virtualCoreSize: o.virtualCoreSize ?? 1,
+    execTimeoutSeconds: o.execTimeoutSeconds ?? 30,
+    gpsimdStdoutQueueSizeBytes: o.gpsimdStdoutQueueSizeBytes,
+    logger: log,
+    clock: o.clock ?? clock,
+  });
+  return { rt, sim, trace, log, clock };
+}
+
+const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
+
+/** The NEFF of a small ReLU on 8 cores (the cheapest real kernel) for a generation. */
+export function reluNeff(arch: Arch): Uint8Array {
+  return oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)], 8, [], arch);
+}
+
+/** The Cayman {@linkcode reluNeff}. */
+export const RELU_NEFF: Uint8Array = reluNeff("cayman");
+
+/** Loads `neff` on logical core `vnc` and allocates host tensors for its I/O. */
+export async function load(rt: Runtime, neff: Uint8Array, vnc: number): Promise<Loaded> {
+  const model = await rt.load(neff, vnc);
+  const ins = new TensorSet(), outs = new TensorSet();
+  for (const t of model.inputs) {
+    const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, vnc, t.size, t.name);
+    await x.write(new Uint8Array(Float32Array.from({ length: t.size / 4 }, (_, i) => i - 8).buffer));
+    ins.add(t.name, x);
+  }
+  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, vnc, t.size, t.name));
+  return { model, ins, outs };
+}
+
+/** Runs once and returns the status (0 on success); any other throw fails the test. */
+export async function exec(l: Loaded): Promise<number> {
+  try {
+    await l.model.execute(l.ins, l.outs);
+    return NrtStatus.NRT_SUCCESS;
+  } catch (e) {
+    if (e instanceof NrtError) return e.status;
+    throw e;
+  }
+}
+
+/** Lets pending I/O (Worker replies, promise chains) run: one macrotask. */
+export function tick(): Promise<void> {
+  return new Promise<void>((r) => setTimeout(r, 0));
+}
+
+/** Waits (in macrotasks, never in time) until `cond()` holds. */
+export async function until(cond: () => boolean, what: string, turns = 20_000): Promise<void> {
+  for (let i = 0; i < turns; i++) {
+    if (cond()) return;
+    await tick();
+  }
+  throw new Error(`Gave up waiting for ${what}`);
+}
+
+/**
+ * Runs one execution that is expected to hang: waits until it sleeps on the virtual clock, checks it is still
+ * pending one millisecond before the budget, then moves the clock to the budget. Returns the status and the virtual
+ * time the wait took. `ready` delays the clock until the device reached the state to test (e.g. a kernel spinning).
+ */
+export async function execHung(h: Harness, l: Loaded, budgetMs: number, ready: () => boolean = () => true): Promise<{ status: number; waitedMs: number }> {
+  let settled = false;
+  const p = exec(l).finally(() => (settled = true));
+  await until(() => (h.clock.pendingSleepers > 0 && ready()) || settled, "the execution to wait on the clock");
+  const t0 = h.clock.now();
+  if (budgetMs > 1) {
+    await h.clock.advance(budgetMs - 1);
+    if (settled) throw new Error(`The execution ended before its ${budgetMs} ms budget`);
+  }
+  await h.clock.advance(budgetMs > 1 ? 1 : budgetMs);
+  const status = await p;
+  return { status, waitedMs: h.clock.now() - t0 };
+}
+
+/** The fault kinds of the matrix with the status each must produce and a piece of its log line. */
+export const FAULT_CASES: ReadonlyArray<{ name: string; spec: Omit<FaultSpec, "nc">; status: number; line: RegExp; poisons: boolean }> = [
+  { name: "tpb-error", spec: { kind: "tpb-error", mask: 0x10 }, status: NrtStatus.NRT_HW_ERROR, line: /\(FATAL-RT-UNDEFINED-STATE\) \[ND 0\]\[NC \d\] TPB_ERROR error_id 0x0a/, poisons: true },
+  { name: "hbm-ue unrepairable", spec: { kind: "hbm-ue" }, status: NrtStatus.NRT_EXEC_HW_ERR_HBM_UE, line: /\[ND 0\] Uncorrectable HBM memory error is detected\. Execution results may be invalid\. Please terminate this instance/, poisons: true },
+  { name: "hbm-ue repairable", spec: { kind: "hbm-ue", repairable: true }, status: NrtStatus.NRT_EXEC_HW_ERR_REPAIRABLE_HBM_UE, line: /Please reload the neuron driver or reboot your EC2 instance/, poisons: true },
+  { name: "nc-ue", spec: { kind: "nc-ue", metadata: 0xbeef }, status: NrtStatus.NRT_EXEC_HW_ERR_NC_UE, line: /Uncorrectable memory error is detected, metadata: 0xbeef\. .*Please terminate or stop\/start this instance/, poisons: true },
+  { name: "dma-abort", spec: { kind: "dma-abort", engine: 3 }, status: NrtStatus.NRT_EXEC_HW_ERR_DMA_ABORT, line: /DMA engine 3 is aborted \(engine state 3\)/, poisons: true },
+  { name: "oob", spec: { kind: "oob" }, status: NrtStatus.NRT_EXEC_OOB, line: /out-of-bounds access on model/, poisons: true },
+  { name: "nq-overflow", spec: { kind: "nq-overflow" }, status: NrtStatus.NRT_EXEC_SW_NQ_OVERFLOW, line: /notification queue overflow on model/, poisons: true },
+  { name: "hang", spec: { kind: "hang" }, status: NrtStatus.NRT_TIMEOUT, line: /execution timeout \(30000 ms\) on model relu\.neff, waiting for execution completion notification/, poisons: true },
+  { name: "collectives-hang", spec: { kind: "collectives-hang" }, status: NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES, line: /missing collectives status on model relu\.neff\. Suspected hang in waiting for barrier/, poisons: true },
+  { name: "network-proxy", spec: { kind: "network-proxy" }, status: NrtStatus.NRT_NETWORK_PROXY_FAILURE, line: /network proxy failure/, poisons: true },
+  { name: "fp-nan", spec: { kind: "fp-nan" }, status: NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR, line: /TPB_ERROR error_id 0x09 .*the execution completes/, poisons: false },
+  { name: "recoverable", spec: { kind: "recoverable" }, status: NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR, line: /TPB_ERROR error_id 0x09 .*the execution completes/, poisons: false },
+];

@@ -1,0 +1,100 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { NrtStatus, SystemClock } from "@nrt/core";
+import { exec, execHung, harness, load, opened, RELU_NEFF } from "./_fault_harness.ts";
+import { oneOpNeff } from "./_kernels.ts";
+
+afterAll(async () => {
+  for (const p of opened.splice(0)) await p.close();
+});
+
+const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
+const SPIN_NEFF = oneOpNeff("faults", "spin", [f32("x", 64)], [f32("y", 64)]);
+
+describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
+  for (const seconds of [1, 30, 600]) {
+    test(`a hang under a ${seconds} s budget yields NRT_TIMEOUT at exactly ${seconds * 1000} ms of virtual time`, async () => {
+      const h = await harness({ visibleCores: [0], execTimeoutSeconds: seconds });
+      try {
+        const l = await load(h.rt, RELU_NEFF, 0);
+        h.sim.faults.inject({ kind: "hang", nc: 0, atExecution: 1 });
+        const { status, waitedMs } = await execHung(h, l, seconds * 1000);
+        expect(status).toBe(NrtStatus.NRT_TIMEOUT);
+        expect(waitedMs).toBe(seconds * 1000);
+        expect(h.log.messages()).toContain(
+          `(FATAL-RT-UNDEFINED-STATE) [ND 0][NC 0] execution timeout (${seconds * 1000} ms) on model relu.neff, waiting for execution completion notification`,
+        );
+        expect(h.clock.pendingSleepers).toBe(0);
+        expect(h.sim.notificationWaiters(0, 0)).toBe(0);
+        // The halted stream was dropped by the device: the sequencer is idle again.
+        await h.sim.whenIdle(0, 0);
+      } finally {
+        await h.rt.close();
+      }
+    }, 30_000);
+  }
+
+  test("100 hangs across the three budgets run in under 5 s of wall time", async () => {
+    const started = performance.now();
+    for (const seconds of [1, 30, 600]) {
+      const h = await harness({ visibleCores: [0], execTimeoutSeconds: seconds });
+      try {
+        const n = seconds === 600 ? 34 : 33;
+        for (let i = 0; i < n; i++) {
+          const l = await load(h.rt, RELU_NEFF, 0);
+          h.sim.faults.inject({ kind: "hang", nc: 0, atExecution: 1 });
+          const { status, waitedMs } = await execHung(h, l, seconds * 1000);
+          expect([status, waitedMs]).toEqual([NrtStatus.NRT_TIMEOUT, seconds * 1000]);
+          await l.model.unload();
+        }
+      } finally {
+        await h.rt.close();
+      }
+    }
+    expect(performance.now() - started).toBeLessThan(5_000);
+  }, 30_000);
+
+  test("an endless kernel loop times out on the virtual clock and its Q7 Workers are gone when the call returns", async () => {
+    const h = await harness({ visibleCores: [0] });
+    try {
+      const spin = await load(h.rt, SPIN_NEFF, 0);
+      // Let the kernel really spin on the 8 cores before the budget runs out.
+      const { status } = await execHung(h, spin, 30_000, () => h.sim.q7Busy(0, 0));
+      expect(status).toBe(NrtStatus.NRT_TIMEOUT);
+      expect(h.sim.q7Started(0, 0)).toBe(false);
+      expect(h.sim.q7Events().filter((e) => e.kind === "cluster-terminated").map((e) => e.detail)).toEqual(["stream halted"]);
+      // Fail-stop: poisoned, no doorbell; unload then reload gives a healthy model on a fresh cluster.
+      h.trace.clear();
+      expect(await exec(spin)).toBe(NrtStatus.NRT_TIMEOUT);
+      expect(h.trace.entries.filter((e) => e.op === "semaphoreIncrement")).toEqual([]);
+      await spin.model.unload();
+      const ok = await load(h.rt, RELU_NEFF, 0);
+      expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
+    } finally {
+      await h.rt.close();
+    }
+  }, 30_000);
+
+  test("on the real clock, a real endless loop is stopped after the 1 s budget", async () => {
+    const h = await harness({ visibleCores: [0], execTimeoutSeconds: 1, clock: new SystemClock() });
+    try {
+      const spin = await load(h.rt, SPIN_NEFF, 0);
+      const t0 = performance.now();
+      const p = exec(spin);
+      const spinning = await new Promise<boolean>((resolve) => {
+        const poll = () => (h.sim.q7Busy(0, 0) ? resolve(true) : setTimeout(poll, 5));
+        poll();
+      });
+      expect(spinning).toBe(true);
+      expect(await p).toBe(NrtStatus.NRT_TIMEOUT);
+      const took = performance.now() - t0;
+      expect(took).toBeGreaterThanOrEqual(990);
+      expect(took).toBeLessThan(10_000);
+      expect(h.sim.q7Started(0, 0)).toBe(false);
+      await h.sim.whenIdle(0, 0);
+      const ok = await load(h.rt, RELU_NEFF, 0);
+      expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
+    } finally {
+      await h.rt.close();
+    }
+  }, 30_000);
+});

@@ -1,0 +1,173 @@
+/**
+ * Device memory and library sharing across models (seed runtime-synthesis §4.3, §4.4): the ledger's categories and
+ * per-core totals, `nrt_get_vnc_memory_stats`, out-of-memory on a small simulated HBM, and the ulib staging policy.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { buildCustomOpNeff, DmaMemUsageType, MemoryLogger, NrtApi, NrtError, NrtStatus, Portal, type Ref, Runtime, TensorPlacement, TensorSet, type VncMemoryStats } from "@nrt/core";
+import { createNrtContainer } from "@nrt/cli";
+import type { DependencyContainer } from "tsyringe";
+import { kernel, oneOpNeff } from "./_kernels.ts";
+
+const containers: DependencyContainer[] = [];
+afterAll(async () => {
+  for (const c of containers.splice(0)) await c.resolve(Portal).close();
+});
+
+const MiB = 1 << 20;
+const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
+const N = 64;
+const ADD = oneOpNeff("vector_add", "vector_add", [f32("a", N), f32("b", N)], [f32("out", N)]);
+
+/** A NEFF carrying `count` libraries (images of `imageBytes`, or the real kernels) and one call of the first. */
+function multiLibNeff(count: number, imageBytes?: number): Uint8Array {
+  const libraries = Array.from({ length: count }, (_, i) => ({
+    name: i === 0 ? "vector_add" : `lib${i}`,
+    wasm: i === 0 && imageBytes === undefined ? kernel("vector_add") : new Uint8Array(imageBytes ?? 256 + i).fill(i + 1),
+    totalCpus: 8,
+    functions: [{ opcode: i + 1, name: i === 0 ? "vector_add" : `f${i}` }],
+  }));
+  return buildCustomOpNeff({
+    name: `libs${count}.neff`,
+    target: "cayman",
+    inputs: [f32("a", N), f32("b", N)],
+    outputs: [f32("out", N)],
+    libraries,
+    calls: [{ opcode: 1, inputs: ["a", "b"], outputs: ["out"] }],
+  });
+}
+
+async function init(hbmBytes?: number) {
+  const container = createNrtContainer({ hbmBytes });
+  containers.push(container);
+  const log = new MemoryLogger();
+  const rt = await Runtime.init({ container, visibleCores: [0, 1], virtualCoreSize: 1, logger: log });
+  return { rt, log, sim: container.resolve(Portal) };
+}
+
+async function runAdd(rt: Runtime, vnc = 0): Promise<Float32Array> {
+  const model = await rt.load(ADD, vnc);
+  const ins = new TensorSet(), outs = new TensorSet();
+  for (const name of ["a", "b"]) {
+    const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, vnc, N * 4, name);
+    await t.write(new Uint8Array(Float32Array.from({ length: N }, (_, i) => (name === "a" ? i : 100)).buffer));
+    ins.add(name, t);
+  }
+  outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, vnc, N * 4, "out"));
+  await model.execute(ins, outs);
+  const out = new Float32Array((await outs.get("out").read()).slice().buffer);
+  for (const s of [ins, outs]) for (const k of s.names()) await s.get(k).free();
+  await model.unload();
+  return out;
+}
+
+describe("dmem (seed runtime-synthesis §4.3)", () => {
+  test("every allocation is booked under a category; the per-core totals and nrt_get_vnc_memory_stats agree", async () => {
+    const { rt } = await init();
+    try {
+      const row = rt.ledger.usage(0, 0);
+      expect(row[DmaMemUsageType.NOTIFICATIONS]).toBeGreaterThan(0);
+      expect(row[DmaMemUsageType.POOL_STDIO]).toBeGreaterThan(0);
+      const model = await rt.load(ADD);
+      const after = rt.ledger.usage(0, 0);
+      for (const k of [DmaMemUsageType.DMA_DESCRIPTORS, DmaMemUsageType.UCODE_TABLE, DmaMemUsageType.ARG_TABLES, DmaMemUsageType.INSTRUCTIONS, DmaMemUsageType.UCODE_LIBS]) {
+        expect(after[k]).toBeGreaterThan(0);
+      }
+      let sum = 0;
+      for (let k = 0; k < 22; k++) sum += after[k];
+      expect(after[22]).toBe(sum);
+      expect(rt.memoryStats(0)).toEqual({ bytes_used: after[22], bytes_limit: 96 * 1024 * MiB });
+      const api = new NrtApi();
+      const stats: Ref<VncMemoryStats> = {};
+      expect(api.nrt_get_vnc_memory_stats(0, stats)).toBe(NrtStatus.NRT_UNINITIALIZED);
+      await model.unload();
+    } finally {
+      await rt.close();
+    }
+    expect(rt.ledger.deviceTotal(0)).toBe(0);
+  }, 30_000);
+
+  test("out of memory on a 4 MiB HBM returns NRT_RESOURCE, logs the usage per category, leaves nothing half-loaded, and a smaller load succeeds", async () => {
+    const { rt, log, sim } = await init(4 * MiB);
+    try {
+      expect(rt.memoryStats(0).bytes_limit).toBe(4 * MiB);
+      // Leave 1.5 MiB of HBM free; the big model stages two 1 MiB libraries.
+      const filler = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 1, 4 * MiB - rt.ledger.hbmUsed(0) - 1.5 * MiB, "filler");
+      const before = { booked: rt.ledger.deviceTotal(0), portal: await sim.memUsage(0), events: rt.events.length };
+      const e = await rt.load(multiLibNeff(2, MiB)).catch((x) => x);
+      expect(e).toBeInstanceOf(NrtError);
+      expect(e.status).toBe(NrtStatus.NRT_RESOURCE);
+      expect(e.message).toContain("device memory is exhausted");
+      const lines = log.messages().filter((m) => /usage|HBM total/.test(m)).join("\n");
+      expect(lines).toMatch(/ucode_libs=\d+/);
+      expect(lines).toMatch(/pool_stdio=\d+/);
+      expect(lines).toMatch(/notifications=\d+/);
+      expect(lines).toMatch(/NC 1 usage: .*tensors=\d+/);
+      expect(lines).toContain(`of ${4 * MiB} bytes`);
+      // Nothing half-loaded: same bytes booked, same device allocations, no resident model, the vNC released.
+      expect(rt.ledger.deviceTotal(0)).toBe(before.booked);
+      expect(await sim.memUsage(0)).toEqual(before.portal);
+      expect(rt.cores()[0].models).toEqual([]);
+      expect(Array.from(await runAdd(rt))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
+      await filler.free();
+    } finally {
+      await rt.close();
+    }
+    expect(rt.ledger.deviceTotal(0)).toBe(0);
+  }, 30_000);
+});
+
+describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
+  test("two single-library models on one core stage the library once; another core stages its own; the set is freed at close", async () => {
+    const { rt } = await init();
+    const image = kernel("vector_add").byteLength;
+    try {
+      const m1 = await rt.load(ADD), m2 = await rt.load(ADD);
+      expect(rt.events.filter((e) => e === "ucode_stage_libs nc=0 shared vector_add")).toHaveLength(1);
+      expect(rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+      const m3 = await rt.load(ADD, 1);
+      expect(rt.events.filter((e) => e === "ucode_stage_libs nc=1 shared vector_add")).toHaveLength(1);
+      expect(rt.ledger.usage(0, 1)[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+      for (const m of [m1, m2, m3]) await m.unload();
+      // Cached per core until close (ucode_free_lib_set), not freed with the last model.
+      expect(rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+      // The cached set still serves a new model on that core.
+      expect(Array.from(await runAdd(rt, 1))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
+    } finally {
+      await rt.close();
+    }
+    expect(rt.events.filter((e) => e.startsWith("ucode_free_lib_set"))).toEqual(["ucode_free_lib_set nc=0", "ucode_free_lib_set nc=1"]);
+    expect(rt.ledger.deviceTotal(0)).toBe(0);
+  }, 30_000);
+
+  test("concurrent loads of a new single-library model on one core stage it exactly once", async () => {
+    const { rt } = await init();
+    try {
+      const models = await Promise.all(Array.from({ length: 8 }, () => rt.load(ADD)));
+      expect(rt.events.filter((e) => e.startsWith("ucode_stage_libs nc=0 shared"))).toHaveLength(1);
+      for (const m of models) await m.unload();
+    } finally {
+      await rt.close();
+    }
+  }, 30_000);
+
+  test("2..9 libraries are staged per model, and more than 9 are refused with Exceeded max number of GPSIMD libs", async () => {
+    const { rt } = await init();
+    try {
+      const base = rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS];
+      const two = [await rt.load(multiLibNeff(2)), await rt.load(multiLibNeff(2))];
+      expect(rt.events.filter((e) => e.startsWith("ucode_stage_libs nc=0 model"))).toHaveLength(4);
+      const perModel = kernel("vector_add").byteLength + 257;
+      expect(rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS]).toBe(base + 2 * perModel);
+      const nine = await rt.load(multiLibNeff(9));
+      const e = await rt.load(multiLibNeff(10)).catch((x) => x);
+      expect(e).toBeInstanceOf(NrtError);
+      expect(e.message).toContain("Exceeded max number of GPSIMD libs");
+      for (const m of [...two, nine]) await m.unload();
+      // Per-model sets go with their models.
+      expect(rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS]).toBe(base);
+    } finally {
+      await rt.close();
+    }
+    expect(rt.ledger.deviceTotal(0)).toBe(0);
+  }, 30_000);
+});
