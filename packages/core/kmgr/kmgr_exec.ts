@@ -70,24 +70,28 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
   req.state = ExecState.EXEC_STATE_WAIT_BARRIER_PROXY;
   req.state = ExecState.EXEC_STATE_WAIT_CORE; // no collectives proxy: the barrier state is passed through at once
   const deadline = s.clock.now() + s.timeoutMs;
-  let step: ErpStep;
-  for (;;) {
-    step = await progressOneStep(s, ctx, req, m, expected);
-    if (step !== ErpStep.ERP_STEP_CONTINUE) break;
-    const left = deadline - s.clock.now();
-    if (left <= 0) {
-      step = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: [], timedOut: true }]);
-      break;
+  let step: ErpStep = ErpStep.ERP_STEP_CONTINUE;
+  // The host blocks on its completion eventfd (seed: runtime-synthesis §3.5) before the first poll: the doorbell
+  // only releases the stream, so there is nothing to read yet, and a poll now would compete with the device.
+  const ac = new AbortController();
+  try {
+    for (;;) {
+      const left = deadline - s.clock.now();
+      if (left <= 0) {
+        step = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: [], timedOut: true }]);
+        break;
+      }
+      const timer = s.clock.sleep(left, ac.signal).then(() => true, () => false);
+      const woke = await Promise.race([s.target.portal.notificationWait(s.target.device, tpb.nc, nq.tail, ac.signal).then(() => false), timer]);
+      step = await progressOneStep(s, ctx, req, m, expected);
+      if (step !== ErpStep.ERP_STEP_CONTINUE) break;
+      if (woke && deadline - s.clock.now() <= 0) {
+        step = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: [], timedOut: true }]);
+        break;
+      }
     }
-    const ac = new AbortController();
-    try {
-      await Promise.race([
-        s.target.portal.notificationWait(s.target.device, tpb.nc, nq.tail, ac.signal),
-        s.clock.sleep(left, ac.signal).catch(() => {}),
-      ]);
-    } finally {
-      ac.abort();
-    }
+  } finally {
+    ac.abort();
   }
   if (step === ErpStep.ERP_STEP_FATAL) {
     await dumpEngineIps(s, tpb.nc);
