@@ -1,5 +1,5 @@
 /**
- * The `nrt` command (composition root): `inspect`, `run`.
+ * The `nrt` command (composition root): `demo`, `inspect`, `run`, `serve`.
  *
  * @module
  */
@@ -8,12 +8,17 @@ import { readFile } from "node:fs/promises";
 import { createNrtContainer } from "./container.ts";
 import { runDemo } from "./demo.ts";
 import { runInspect } from "./inspect.ts";
+import { runServe } from "./serve.ts";
+import { runDeviceDaemon } from "./device_daemon.ts";
 import { runPack } from "./pack.ts";
 
 const USAGE = `Usage: nrt <command> [options]
 
 Commands:
-  demo                                  Run the reference kernels on the simulated device (npm start)
+  serve --models DIR [--arch A] [--port P] [--host H] [--max-body BYTES] [--demo]
+                                        Serve the NEFFs of DIR over the Open Inference Protocol v2 (REST)
+                                        on the simulated device; --demo writes the demo models first (npm start)
+  demo                                  Run the reference kernels on the simulated device and check the results
   inspect FILE [--json]                 Show a NEFF's header, hash, graphs, members and signature
   run FILE --input NAME=FILE.json ... [--json]
                                         Execute a NEFF on the embedded simulator and print its outputs
@@ -46,7 +51,7 @@ async function runModel(args: string[]): Promise<number> {
       inputs.set(k, v);
     }
   }
-  const container = createNrtContainer();
+  const container = createNrtContainer({ env: envFromProcess() });
   const rt = await Runtime.init({ container, env: envFromProcess() });
   try {
     const model = await rt.load(new Uint8Array(await readFile(file)));
@@ -92,6 +97,10 @@ export async function main(args: string[]): Promise<number> {
         return await runDemo();
       case "run":
         return await runModel(rest);
+      case "device-sim":
+        return await runDeviceDaemon(rest);
+      case "serve":
+        return await runServe(rest);
       case undefined:
       case "help":
       case "--help":

@@ -1,6 +1,44 @@
 /**
- * `@nrt/http-api`: not built yet (see the open issues); the package exists so the workspace shape is final.
+ * `@nrt/http-api`: the REST inference server — the Open Inference Protocol v2 (KServe / Triton) on Hono, over
+ * Web-standard `Request`/`Response` only, with a model repository of NEFF files, the binary tensor, model
+ * repository and statistics extensions, and Prometheus metrics. See docs/rest-api.md.
+ *
+ * @example Serve a repository (in a composition root)
+ * ```ts ignore
+ * import { createInferenceApp, ModelRepository } from "@nrt/http-api";
+ * const repository = new ModelRepository({ runtime: rt, files });
+ * await repository.scan();
+ * await repository.loadAll();
+ * Deno.serve({ port: 8000 }, createInferenceApp({ runtime: rt, repository }).fetch);
+ * ```
  *
  * @module
  */
-export {};
+export { parseJson, readBody } from "./body.ts";
+export { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo, encodeJsonData } from "./datatype.ts";
+export { HttpError, type HttpErrorOptions, httpStatusOf, NRT_HTTP_STATUS, toHttpError } from "./http_error.ts";
+export { checkShape, type InferPlan, MAX_RANK, parseInferRequest, type PlannedOutput, type RequestLimits, type TensorSignature } from "./infer_request.ts";
+export { INFERENCE_HEADER_CONTENT_LENGTH, inferResponse } from "./infer_response.ts";
+export {
+  createInferenceApp,
+  DEFAULT_LIMITS,
+  type InferenceAppOptions,
+  type InferenceLimits,
+  SERVER_EXTENSIONS,
+  SERVER_NAME,
+  SERVER_VERSION,
+} from "./inference_app.ts";
+export { type FailureReason, InferenceMetrics, type ModelStatistics, type StatDuration } from "./metrics.ts";
+export {
+  filesFromMap,
+  isValidModelName,
+  type ModelConfig,
+  MODEL_VERSION,
+  ModelRepository,
+  type ModelRepositoryOptions,
+  type ModelState,
+  type RepositoryFiles,
+  type RepositoryIndexEntry,
+  type RepositoryModel,
+} from "./model_repository.ts";
+export { type InferTiming, newTiming, ServedModel } from "./served_model.ts";

@@ -1,0 +1,68 @@
+/**
+ * The load generator of bench/http.ts, run in a Worker so that the client's JavaScript does not share the server's
+ * thread: `connections` concurrent request loops against one URL on the loopback interface, bounded by a request
+ * count and a time budget.
+ *
+ * @module
+ */
+
+/** What the bench asks the worker to do. */
+export interface LoadJob {
+  /** Target URL (loopback only). */
+  readonly url: string;
+  /** The POST body. */
+  readonly body: string;
+  /** Concurrent request loops (each keeps one connection busy). */
+  readonly connections: number;
+  /** Requests to send at most. */
+  readonly requests: number;
+  /** Seconds to run at most. */
+  readonly seconds: number;
+}
+
+/** What the worker reports. */
+export interface LoadResult {
+  /** Completed requests. */
+  readonly completed: number;
+  /** Responses other than 200, and failed fetches. */
+  readonly errors: number;
+  /** Wall time in ms. */
+  readonly elapsedMs: number;
+  /** Median latency in ms. */
+  readonly p50Ms: number;
+  /** 99th percentile latency in ms. */
+  readonly p99Ms: number;
+}
+
+async function run(job: LoadJob): Promise<LoadResult> {
+  const host = new URL(job.url).hostname;
+  if (host !== "127.0.0.1" && host !== "localhost" && host !== "[::1]") throw new Error(`Refusing to load ${host}: loopback only`);
+  const deadline = performance.now() + job.seconds * 1000;
+  const latencies: number[] = [];
+  let started = 0, errors = 0;
+  const t0 = performance.now();
+  const loop = async (): Promise<void> => {
+    while (started < job.requests && performance.now() < deadline) {
+      started++;
+      const t = performance.now();
+      try {
+        const res = await fetch(job.url, { method: "POST", body: job.body, headers: { "content-type": "application/json" } });
+        await res.arrayBuffer();
+        if (res.status !== 200) errors++;
+      } catch {
+        errors++;
+      }
+      latencies.push(performance.now() - t);
+    }
+  };
+  await Promise.all(Array.from({ length: job.connections }, loop));
+  const elapsedMs = performance.now() - t0;
+  latencies.sort((a, b) => a - b);
+  const q = (p: number): number => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0;
+  return { completed: latencies.length, errors, elapsedMs, p50Ms: q(0.5), p99Ms: q(0.99) };
+}
+
+const scope = globalThis as unknown as { onmessage: ((e: MessageEvent<LoadJob>) => void) | null; postMessage(v: unknown): void };
+scope.onmessage = (e) => {
+  run(e.data).then((r) => scope.postMessage({ ok: r }), (err) => scope.postMessage({ error: String(err) }));
+};

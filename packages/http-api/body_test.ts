@@ -1,0 +1,53 @@
+import { describe, expect, test } from "bun:test";
+import { parseJson, readBody } from "./body.ts";
+import { HttpError } from "./http_error.ts";
+
+const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+
+async function status(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+    return 200;
+  } catch (e) {
+    return e instanceof HttpError ? e.status : -1;
+  }
+}
+
+function stream(chunks: number, size: number): ReadableStream<Uint8Array> {
+  let n = 0;
+  return new ReadableStream({
+    pull(c) {
+      if (n++ === chunks) c.close();
+      else c.enqueue(new Uint8Array(size));
+    },
+  });
+}
+
+describe("body", () => {
+  test("readBody() accepts a body up to the limit and refuses one byte more", async () => {
+    const req = (n: number) => new Request("http://x/", { method: "POST", body: "a".repeat(n) });
+    expect((await readBody(req(100), 100)).length).toBe(100);
+    expect(await status(readBody(req(101), 100))).toBe(413);
+    expect((await readBody(new Request("http://x/"), 100)).length).toBe(0);
+  });
+
+  test("readBody() counts a streamed body and stops reading past the limit", async () => {
+    const req = (s: ReadableStream<Uint8Array>) => new Request("http://x/", { method: "POST", body: s, duplex: "half" } as RequestInit);
+    expect((await readBody(req(stream(4, 25)), 100)).length).toBe(100);
+    expect(await status(readBody(req(stream(1_000_000, 1024)), 4096))).toBe(413);
+  });
+
+  test("readBody() refuses a declared length over the limit, a malformed one and a conflict with Transfer-Encoding", async () => {
+    const req = (headers: Record<string, string>) => new Request("http://x/", { method: "POST", body: "{}", headers });
+    expect(await status(readBody(req({ "content-length": "1000" }), 100))).toBe(413);
+    expect(await status(readBody(req({ "content-length": "1e3" }), 100))).toBe(400);
+    expect(await status(readBody(req({ "content-length": "2", "transfer-encoding": "chunked" }), 100))).toBe(400);
+  });
+
+  test("parseJson() parses within the nesting limit and refuses deeper documents", () => {
+    expect(parseJson(enc('{"a":[[1]],"s":"[[[[\\"]]"}'), 3)).toEqual({ a: [[1]], s: '[[[["]]' });
+    expect(() => parseJson(enc("[[[[1]]]]"), 3)).toThrow("nests deeper than 3 levels");
+    expect(() => parseJson(enc("{"), 3)).toThrow("Cannot parse the JSON body");
+    expect(() => parseJson(new Uint8Array([0x22, 0xff, 0x22]), 3)).toThrow("not valid UTF-8");
+  });
+});

@@ -1,0 +1,193 @@
+/**
+ * Reading an inference request: the JSON object, optionally followed by binary tensor data, validated against the
+ * model's signature — names, datatypes, shapes (integers, no overflow), element counts and byte sizes — before
+ * any device work.
+ *
+ * Spec: inference_rest.md "Inference Request JSON Object", "Tensor Data"; Triton's binary tensor data extension
+ * (`Inference-Header-Content-Length`; `parameters.binary_data_size` on an input; `binary_data` on a requested
+ * output; `binary_data_output` on the request).
+ *
+ * @module
+ */
+import type { NeffTensor } from "@nrt/core";
+import { parseJson } from "./body.ts";
+import { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo } from "./datatype.ts";
+import { HttpError } from "./http_error.ts";
+
+/** The limits that bound the work one request can cause. */
+export interface RequestLimits {
+  /** Deepest JSON nesting accepted. */
+  readonly maxJsonDepth: number;
+  /** Most entries accepted in `outputs`. */
+  readonly maxRequestedOutputs: number;
+}
+
+/** The signature a request is checked against. */
+export interface TensorSignature {
+  /** Inputs. */
+  readonly inputs: readonly NeffTensor[];
+  /** Outputs. */
+  readonly outputs: readonly NeffTensor[];
+}
+
+/** One output to return. */
+export interface PlannedOutput {
+  /** The model's output. */
+  readonly tensor: NeffTensor;
+  /** Its datatype row. */
+  readonly info: DatatypeInfo;
+  /** Return it as binary data (the extension) rather than JSON `data`. */
+  readonly binary: boolean;
+}
+
+/** A validated request. */
+export interface InferPlan {
+  /** The request `id`, echoed in the response. */
+  readonly id: string | undefined;
+  /** Input bytes by name, each exactly its tensor's size. */
+  readonly inputs: Map<string, Uint8Array>;
+  /** Outputs to return, in order. */
+  readonly outputs: PlannedOutput[];
+}
+
+/** The largest rank accepted (a NEFF tensor has at most a handful of dimensions). */
+export const MAX_RANK = 32;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function parametersOf(where: string, v: unknown): Record<string, unknown> {
+  if (v === undefined) return {};
+  if (!isObject(v)) throw new HttpError(400, `Cannot read ${where}: "parameters" must be an object`);
+  return v;
+}
+
+function optionalBoolean(where: string, key: string, v: unknown): boolean | undefined {
+  if (v === undefined || typeof v === "boolean") return v;
+  throw new HttpError(400, `Cannot read ${where}: parameter "${key}" must be a boolean`);
+}
+
+/**
+ * Checks a requested shape: an array of at most {@linkcode MAX_RANK} integers from 0 to 2^53-1 whose element
+ * count and byte size do not overflow.
+ *
+ * @param where The tensor, for messages.
+ * @param shape The `shape` member.
+ * @param elementBytes Bytes per element.
+ * @returns The element count.
+ * @throws {HttpError} 400 for anything else.
+ */
+export function checkShape(where: string, shape: unknown, elementBytes: number): number {
+  if (!Array.isArray(shape)) throw new HttpError(400, `Cannot read ${where}: "shape" must be an array of integers`);
+  if (shape.length > MAX_RANK) throw new HttpError(400, `Cannot read ${where}: rank ${shape.length} is over ${MAX_RANK}`);
+  let n = 1;
+  for (const [i, d] of shape.entries()) {
+    if (typeof d !== "number" || !Number.isSafeInteger(d) || d < 0) {
+      throw new HttpError(400, `Cannot read ${where}: dimension ${i} is ${JSON.stringify(d) ?? String(d)}, expected an integer from 0 to 2^53-1`);
+    }
+    if (d !== 0 && n > Number.MAX_SAFE_INTEGER / d) throw new HttpError(400, `Cannot read ${where}: the shape [${shape.join(", ")}] has too many elements`);
+    n *= d;
+  }
+  if (n > Number.MAX_SAFE_INTEGER / elementBytes) throw new HttpError(400, `Cannot read ${where}: the shape [${shape.join(", ")}] has too many bytes`);
+  return n;
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
+function modelInfo(t: NeffTensor): DatatypeInfo {
+  const info = dtypeInfo(t.dtype);
+  if (info === undefined) throw new HttpError(400, `Cannot serve tensor "${t.name}": its dtype ${t.dtype} has no protocol datatype`);
+  return info;
+}
+
+/**
+ * Splits, parses and validates an inference request.
+ *
+ * @param body The whole request body.
+ * @param headerLength The `Inference-Header-Content-Length` header, or `null` (a JSON-only request).
+ * @param sig The model signature.
+ * @param limits Request limits.
+ * @returns The plan: input bytes and the outputs to return.
+ * @throws {HttpError} 400 for every malformed or mismatched request.
+ */
+export function parseInferRequest(body: Uint8Array, headerLength: string | null, sig: TensorSignature, limits: RequestLimits): InferPlan {
+  let json: Uint8Array = body, binary: Uint8Array = new Uint8Array(0);
+  if (headerLength !== null) {
+    const n = /^[0-9]{1,16}$/.test(headerLength) ? Number(headerLength) : NaN;
+    if (!(n <= body.length)) {
+      throw new HttpError(400, `Cannot read the request: Inference-Header-Content-Length "${headerLength.slice(0, 32)}" is not a byte count within the ${body.length}-byte body`);
+    }
+    json = body.subarray(0, n);
+    binary = body.subarray(n);
+  }
+  const req = parseJson(json, limits.maxJsonDepth);
+  if (!isObject(req)) throw new HttpError(400, "Cannot read the request: the body must be a JSON object");
+  if (req.id !== undefined && typeof req.id !== "string") throw new HttpError(400, `Cannot read the request: "id" must be a string`);
+  const params = parametersOf("the request", req.parameters);
+  const binaryOutput = optionalBoolean("the request", "binary_data_output", params.binary_data_output) ?? false;
+  if (!Array.isArray(req.inputs)) throw new HttpError(400, `Cannot read the request: "inputs" must be an array`);
+
+  const inputs = new Map<string, Uint8Array>();
+  let cursor = 0;
+  for (const [k, x] of req.inputs.entries()) {
+    if (!isObject(x) || typeof x.name !== "string") throw new HttpError(400, `Cannot read input ${k}: it must be an object with a string "name"`);
+    const name = x.name;
+    const where = `input "${name.slice(0, 128)}"`;
+    const t = sig.inputs.find((i) => i.name === name);
+    if (t === undefined) throw new HttpError(400, `Cannot read ${where}: the model has no such input; its inputs are ${sig.inputs.map((i) => i.name).join(", ")}`);
+    if (inputs.has(name)) throw new HttpError(400, `Cannot read ${where}: it is given twice`);
+    if (typeof x.datatype !== "string") throw new HttpError(400, `Cannot read ${where}: "datatype" must be a string`);
+    const info = datatypeInfo(x.datatype);
+    if (info === undefined) throw new HttpError(400, `Cannot read ${where}: datatype "${x.datatype.slice(0, 32)}" is not supported`);
+    const want = modelInfo(t);
+    if (info !== want) throw new HttpError(400, `Cannot read ${where}: datatype is ${info.datatype}, the model expects ${want.datatype}`);
+    const count = checkShape(where, x.shape, info.bytes);
+    if (!sameShape(x.shape as number[], t.shape)) {
+      throw new HttpError(400, `Cannot read ${where}: shape is [${(x.shape as number[]).join(", ")}], the model expects [${t.shape.join(", ")}]`);
+    }
+    const bytes = count * info.bytes;
+    const p = parametersOf(where, x.parameters);
+    if (p.binary_data_size !== undefined) {
+      const size = p.binary_data_size;
+      if (headerLength === null) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" needs the Inference-Header-Content-Length header`);
+      if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" must be a byte count`);
+      if (x.data !== undefined) throw new HttpError(400, `Cannot read ${where}: it has both "data" and "binary_data_size"`);
+      if (size !== bytes) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" is ${size}, its shape and datatype make ${bytes} bytes`);
+      if (cursor + size > binary.length) throw new HttpError(400, `Cannot read ${where}: the body ends ${cursor + size - binary.length} bytes short of its binary data`);
+      inputs.set(name, binary.subarray(cursor, cursor + size));
+      cursor += size;
+    } else {
+      inputs.set(name, decodeJsonData(name.slice(0, 128), info, x.data, count));
+    }
+  }
+  const missing = sig.inputs.filter((t) => !inputs.has(t.name));
+  if (missing.length > 0) throw new HttpError(400, `Cannot run the request: input "${missing[0].name}" is missing`);
+  if (cursor !== binary.length) throw new HttpError(400, `Cannot read the request: ${binary.length - cursor} bytes of binary data belong to no input`);
+
+  const outputs: PlannedOutput[] = [];
+  if (req.outputs === undefined) {
+    for (const t of sig.outputs) outputs.push({ tensor: t, info: modelInfo(t), binary: binaryOutput });
+  } else {
+    if (!Array.isArray(req.outputs)) throw new HttpError(400, `Cannot read the request: "outputs" must be an array`);
+    if (req.outputs.length > limits.maxRequestedOutputs) {
+      throw new HttpError(400, `Cannot read the request: ${req.outputs.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`);
+    }
+    for (const [k, o] of req.outputs.entries()) {
+      if (!isObject(o) || typeof o.name !== "string") throw new HttpError(400, `Cannot read requested output ${k}: it must be an object with a string "name"`);
+      const name = o.name;
+      const where = `requested output "${name.slice(0, 128)}"`;
+      const t = sig.outputs.find((i) => i.name === name);
+      if (t === undefined) throw new HttpError(400, `Cannot read ${where}: the model has no such output; its outputs are ${sig.outputs.map((i) => i.name).join(", ")}`);
+      if (outputs.some((x) => x.tensor === t)) throw new HttpError(400, `Cannot read ${where}: it is requested twice`);
+      const bin = optionalBoolean(where, "binary_data", parametersOf(where, o.parameters).binary_data) ?? binaryOutput;
+      outputs.push({ tensor: t, info: modelInfo(t), binary: bin });
+    }
+  }
+  for (const o of outputs) {
+    if (!o.binary && !o.info.json) {
+      throw new HttpError(400, `Cannot return output "${o.tensor.name}": ${o.info.datatype} has no JSON form; request it with "binary_data": true`);
+    }
+  }
+  return { id: req.id as string | undefined, inputs, outputs };
+}

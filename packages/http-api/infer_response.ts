@@ -1,0 +1,52 @@
+/**
+ * Writing an inference response: the JSON object, and after it the binary data of the outputs returned through
+ * the binary tensor extension, with `Inference-Header-Content-Length` giving the JSON's byte length.
+ *
+ * Spec: inference_rest.md "Inference Response JSON Object", "Response Output"; Triton's binary tensor data
+ * extension (an output returned as binary carries `parameters.binary_data_size` instead of `data`).
+ *
+ * @module
+ */
+import { encodeJsonData } from "./datatype.ts";
+import type { InferPlan } from "./infer_request.ts";
+
+/** The response header that gives the JSON part's length when binary data follows. */
+export const INFERENCE_HEADER_CONTENT_LENGTH = "Inference-Header-Content-Length";
+
+const encoder = new TextEncoder();
+
+/**
+ * Builds the response of a successful inference.
+ *
+ * @param model Model name.
+ * @param version Model version.
+ * @param plan The validated request.
+ * @param outputs Output bytes by name.
+ * @returns A 200 response: `application/json`, or `application/octet-stream` with the JSON first when any output
+ *   is binary.
+ */
+export function inferResponse(model: string, version: string, plan: InferPlan, outputs: ReadonlyMap<string, Uint8Array>): Response {
+  const binaries: Uint8Array[] = [];
+  const body: Record<string, unknown> = { model_name: model, model_version: version };
+  if (plan.id !== undefined) body.id = plan.id;
+  body.outputs = plan.outputs.map((o) => {
+    const bytes = outputs.get(o.tensor.name)!;
+    const head = { name: o.tensor.name, datatype: o.info.datatype, shape: o.tensor.shape };
+    if (!o.binary) return { ...head, data: encodeJsonData(o.info, bytes) };
+    binaries.push(bytes);
+    return { ...head, parameters: { binary_data_size: bytes.byteLength } };
+  });
+  const json = JSON.stringify(body);
+  if (binaries.length === 0) return new Response(json, { headers: { "content-type": "application/json" } });
+  const head = encoder.encode(json);
+  const out = new Uint8Array(head.byteLength + binaries.reduce((a, b) => a + b.byteLength, 0));
+  out.set(head, 0);
+  let o = head.byteLength;
+  for (const b of binaries) {
+    out.set(b, o);
+    o += b.byteLength;
+  }
+  return new Response(out, {
+    headers: { "content-type": "application/octet-stream", [INFERENCE_HEADER_CONTENT_LENGTH]: String(head.byteLength) },
+  });
+}

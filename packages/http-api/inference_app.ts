@@ -1,0 +1,231 @@
+/**
+ * The inference server as a Hono app over Web-standard `Request`/`Response` only: the Open Inference Protocol v2
+ * REST endpoints (health, server and model metadata, model ready, infer), Triton's model repository, statistics and
+ * binary tensor extensions, and Prometheus `/metrics`. Composition roots hand `app.fetch` to `Bun.serve` or
+ * `Deno.serve`; tests call `app.request(...)` without a port.
+ *
+ * Spec: ../shared/fixtures/oip/inference_rest.md and open_inference_rest.yaml; docs/rest-api.md for the status
+ * mapping and the limits.
+ *
+ * @module
+ */
+import { type Logger, NrtInitState, type Runtime } from "@nrt/core";
+import { type Context, Hono } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { parseJson, readBody } from "./body.ts";
+import { dtypeInfo } from "./datatype.ts";
+import { HttpError, toHttpError } from "./http_error.ts";
+import { parseInferRequest } from "./infer_request.ts";
+import { INFERENCE_HEADER_CONTENT_LENGTH, inferResponse } from "./infer_response.ts";
+import { type FailureReason, InferenceMetrics } from "./metrics.ts";
+import { isValidModelName, MODEL_VERSION, type ModelRepository, type RepositoryModel } from "./model_repository.ts";
+import { newTiming } from "./served_model.ts";
+
+/** Bounds on what one request may make the server do. */
+export interface InferenceLimits {
+  /** Largest request body in bytes, chunked or not (default 64 MiB). */
+  readonly maxBodyBytes?: number;
+  /** Deepest JSON nesting (default 64). */
+  readonly maxJsonDepth?: number;
+  /** Most entries in an inference request's `outputs` (default 256). */
+  readonly maxRequestedOutputs?: number;
+}
+
+/** The default {@linkcode InferenceLimits}. */
+export const DEFAULT_LIMITS: Required<InferenceLimits> = {
+  maxBodyBytes: 64 * 1024 * 1024,
+  maxJsonDepth: 64,
+  maxRequestedOutputs: 256,
+};
+
+/** Options of {@linkcode createInferenceApp}. */
+export interface InferenceAppOptions {
+  /** The runtime the models run on. */
+  readonly runtime: Runtime;
+  /** The models. */
+  readonly repository: ModelRepository;
+  /** Request limits (defaults: {@linkcode DEFAULT_LIMITS}). */
+  readonly limits?: InferenceLimits;
+  /** Logger (default: the runtime's). */
+  readonly logger?: Logger;
+  /** Counters (default: a new set; pass one to read it from outside). */
+  readonly metrics?: InferenceMetrics;
+}
+
+/** The server name in `GET /v2`. */
+export const SERVER_NAME = "nrt";
+/** The server version in `GET /v2`. */
+export const SERVER_VERSION = "0.1.0";
+/** The protocol extensions the server implements, as Triton names them. */
+export const SERVER_EXTENSIONS: readonly string[] = ["binary_tensor_data", "model_repository", "statistics"];
+
+const micros = (from: number): number => Math.round((performance.now() - from) * 1000);
+
+function failureReason(status: number): FailureReason {
+  if (status === 503) return "REJECTED";
+  return status >= 500 ? "BACKEND" : "OTHER";
+}
+
+/**
+ * Creates the inference server app.
+ *
+ * @param options Runtime, repository, limits, logger.
+ * @returns A Hono app; serve `app.fetch`.
+ *
+ * @example Ask a server whether it is live
+ * ```ts ignore
+ * const app = createInferenceApp({ runtime: rt, repository: repo });
+ * const res = await app.request("/v2/health/live");
+ * console.log(res.status); // 200
+ * ```
+ */
+export function createInferenceApp(options: InferenceAppOptions): Hono {
+  const { runtime: rt, repository: repo } = options;
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const log = options.logger ?? rt.log;
+  const metrics = options.metrics ?? new InferenceMetrics();
+  const app = new Hono();
+  const allowed = new Map<string, string[]>();
+
+  const on = (method: "GET" | "POST", path: string, handler: (c: Context) => Response | Promise<Response>): void => {
+    app.on(method, path, handler);
+    const list = allowed.get(path) ?? [];
+    list.push(...(method === "GET" ? ["GET", "HEAD"] : [method]));
+    allowed.set(path, list);
+  };
+
+  /** The model named in the path; 400 for a name that could be a path, 404 for an unknown model or version. */
+  const modelOf = (c: Context): RepositoryModel => {
+    const { m, v } = c.req.param() as { m: string; v?: string };
+    if (!isValidModelName(m)) throw new HttpError(400, `Invalid model name ${JSON.stringify(m.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
+    const model = repo.get(m);
+    if (model === undefined) throw new HttpError(404, `Cannot find model "${m}": it is not in the repository`);
+    if (v !== undefined && v !== MODEL_VERSION) throw new HttpError(404, `Cannot find version ${JSON.stringify(v.slice(0, 32))} of model "${m}": it has only version ${MODEL_VERSION}`);
+    return model;
+  };
+
+  const notReady = (m: RepositoryModel): HttpError => new HttpError(503, `Model "${m.name}" is not ready: ${m.reason || m.state.toLowerCase()}`);
+
+  /** Reads an optional JSON object body (repository endpoints). */
+  const optionalObject = async (c: Context): Promise<Record<string, unknown>> => {
+    const bytes = await readBody(c.req.raw, limits.maxBodyBytes);
+    if (bytes.length === 0) return {};
+    const v = parseJson(bytes, limits.maxJsonDepth);
+    if (typeof v !== "object" || v === null || Array.isArray(v)) throw new HttpError(400, "Cannot read the request: the body must be a JSON object");
+    return v as Record<string, unknown>;
+  };
+
+  // Health (inference_rest.md "Health/Readiness/Liveness Probes").
+  on("GET", "/v2/health/live", (c) => c.json({ live: true }));
+  on("GET", "/v2/health/ready", (c) => {
+    // Ready: the runtime is up and no model is loading or poisoned (unloaded models do not count).
+    if (rt.state !== NrtInitState.NRT_STATE_INIT) throw new HttpError(503, "Server is not ready: the runtime is not running");
+    const waiting = repo.models().filter((m) => m.state === "LOADING" || (m.state === "READY" && m.reason !== ""));
+    if (waiting.length > 0) {
+      throw new HttpError(503, `Server is not ready: ${waiting.map((m) => `model "${m.name}" is ${m.state === "LOADING" ? "loading" : m.reason}`).join("; ")}`);
+    }
+    return c.json({ ready: true });
+  });
+
+  // Server metadata ("Server Metadata").
+  const serverMetadata = (c: Context): Response => c.json({ name: SERVER_NAME, version: SERVER_VERSION, extensions: SERVER_EXTENSIONS });
+  on("GET", "/v2", serverMetadata);
+  on("GET", "/v2/", serverMetadata);
+
+  // Statistics extension; registered before /v2/models/:m so that "stats" is not taken for a model name.
+  on("GET", "/v2/models/stats", (c) => c.json({ model_stats: repo.models().map((m) => metrics.modelStatistics(m.name)) }));
+  const stats = (c: Context): Response => c.json({ model_stats: [metrics.modelStatistics(modelOf(c).name)] });
+  on("GET", "/v2/models/:m/stats", stats);
+  on("GET", "/v2/models/:m/versions/:v/stats", stats);
+
+  // Model metadata ("Model Metadata"): platform "neuron", protocol datatypes.
+  const metadata = (c: Context): Response => {
+    const m = modelOf(c);
+    if (m.signature === undefined) throw notReady(m);
+    const tensor = (t: { name: string; dtype: string; shape: number[] }) => ({
+      name: t.name,
+      datatype: dtypeInfo(t.dtype)?.datatype ?? t.dtype.toUpperCase(),
+      shape: t.shape,
+    });
+    return c.json({
+      name: m.name,
+      versions: [MODEL_VERSION],
+      platform: "neuron",
+      inputs: m.signature.inputs.map(tensor),
+      outputs: m.signature.outputs.map(tensor),
+    });
+  };
+  on("GET", "/v2/models/:m", metadata);
+  on("GET", "/v2/models/:m/versions/:v", metadata);
+
+  // Model ready ("Model Ready").
+  const ready = (c: Context): Response => {
+    const m = modelOf(c);
+    if (m.state !== "READY" || m.reason !== "") throw notReady(m);
+    return c.json({ name: m.name, ready: true });
+  };
+  on("GET", "/v2/models/:m/ready", ready);
+  on("GET", "/v2/models/:m/versions/:v/ready", ready);
+
+  // Inference ("Inference"; binary tensor data extension).
+  const infer = async (c: Context): Promise<Response> => {
+    const t0 = performance.now();
+    const m = modelOf(c);
+    const timing = newTiming();
+    try {
+      const served = m.served;
+      if (m.state !== "READY" || served === undefined || served.notReadyReason !== undefined) {
+        await c.req.raw.body?.cancel().catch(() => {});
+        throw notReady(m);
+      }
+      const body = await readBody(c.req.raw, limits.maxBodyBytes);
+      const plan = parseInferRequest(body, c.req.header(INFERENCE_HEADER_CONTENT_LENGTH) ?? null, served, limits);
+      const outputs = await served.infer(plan.inputs, plan.outputs.map((o) => o.tensor.name), timing);
+      const res = inferResponse(m.name, MODEL_VERSION, plan, outputs);
+      metrics.recordRequest(m.name, micros(t0), timing);
+      return res;
+    } catch (e) {
+      const err = toHttpError(e);
+      metrics.recordRequest(m.name, micros(t0), timing, failureReason(err.status));
+      throw err;
+    }
+  };
+  on("POST", "/v2/models/:m/infer", infer);
+  on("POST", "/v2/models/:m/versions/:v/infer", infer);
+
+  // Model repository extension.
+  on("POST", "/v2/repository/index", async (c) => {
+    const body = await optionalObject(c);
+    if (body.ready !== undefined && typeof body.ready !== "boolean") throw new HttpError(400, `Cannot read the request: "ready" must be a boolean`);
+    await repo.scan();
+    const index = repo.index().filter((e) => body.ready !== true || (e.state === "READY" && e.reason === ""));
+    return c.json(index);
+  });
+  const change = (what: "load" | "unload") => async (c: Context): Promise<Response> => {
+    const m = modelOf(c);
+    await optionalObject(c);
+    await (what === "load" ? repo.load(m.name) : repo.unload(m.name));
+    return c.json({ name: m.name, state: m.state });
+  };
+  on("POST", "/v2/repository/models/:m/load", change("load"));
+  on("POST", "/v2/repository/models/:m/unload", change("unload"));
+
+  // Prometheus.
+  on("GET", "/metrics", async (c) => c.body(await metrics.render(rt, repo), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+
+  // A known path with another method is 405 with Allow; registered after every route so they match first.
+  for (const [path, methods] of allowed) {
+    app.all(path, (c) => {
+      throw new HttpError(405, `Cannot ${c.req.method} ${new URL(c.req.url).pathname}: allowed methods are ${methods.join(", ")}`, {
+        headers: { allow: methods.join(", ") },
+      });
+    });
+  }
+  app.notFound((c) => c.json({ error: `Cannot ${c.req.method} ${new URL(c.req.url).pathname.slice(0, 256)}: no such endpoint` }, 404));
+  app.onError((e, c) => {
+    const err = toHttpError(e);
+    if (err.status >= 500) log.error(`${c.req.method} ${new URL(c.req.url).pathname.slice(0, 256)}: ${err.message}`);
+    return c.json({ error: err.message }, err.status as ContentfulStatusCode, err.headers);
+  });
+  return app;
+}

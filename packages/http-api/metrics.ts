@@ -1,0 +1,225 @@
+/**
+ * Request statistics: Triton's statistics extension (`GET v2/models[/<m>]/stats`, durations in ns) and the
+ * Prometheus text at `GET /metrics` — Triton's `nv_inference_*` counters under an `nrt_` prefix (durations in µs),
+ * neuron-monitor's execution outcomes as `nrt_execution_status_total{status}`, and device memory per NeuronCore.
+ *
+ * @module
+ */
+import { DMA_MEM_USAGE_TOTAL, NrtStatus, type Runtime } from "@nrt/core";
+import { MODEL_VERSION, type ModelRepository } from "./model_repository.ts";
+import type { InferTiming } from "./served_model.ts";
+
+/** A count and a total duration (Triton's `StatisticDuration`, in ns). */
+export interface StatDuration {
+  /** Events. */
+  count: number;
+  /** Total nanoseconds. */
+  ns: number;
+}
+
+/** One entry of `model_stats` (Triton's statistics extension). */
+export interface ModelStatistics {
+  /** Model name. */
+  name: string;
+  /** Version. */
+  version: string;
+  /** Milliseconds since the epoch of the last inference, 0 if none. */
+  last_inference: number;
+  /** Inferences performed (batch size 1 each). */
+  inference_count: number;
+  /** Executions performed. */
+  execution_count: number;
+  /** Durations by phase. */
+  inference_stats: Record<"success" | "fail" | "queue" | "compute_input" | "compute_infer" | "compute_output" | "cache_hit" | "cache_miss", StatDuration>;
+  /** Per-batch-size statistics (no dynamic batching: empty). */
+  batch_stats: unknown[];
+}
+
+/** Why a request failed, as Triton's `nv_inference_request_failure{reason}` says it. */
+export type FailureReason = "REJECTED" | "BACKEND" | "OTHER";
+
+class Counter {
+  count = 0;
+  us = 0;
+  add(us: number): void {
+    this.count++;
+    this.us += us;
+  }
+}
+
+class ModelCounters {
+  readonly success = new Counter();
+  readonly fail = new Counter();
+  readonly failures: Record<FailureReason, number> = { REJECTED: 0, BACKEND: 0, OTHER: 0 };
+  readonly queue = new Counter();
+  readonly input = new Counter();
+  readonly infer = new Counter();
+  readonly output = new Counter();
+  executions = 0;
+  last = 0;
+}
+
+/** neuron-monitor's execution outcome names, by `NRT_STATUS`. */
+function executionOutcome(status: number): string {
+  switch (status) {
+    case NrtStatus.NRT_SUCCESS:
+      return "completed";
+    case NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR:
+      return "completed_with_err";
+    case NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR:
+      return "completed_with_num_err";
+    case NrtStatus.NRT_TIMEOUT:
+      return "timed_out";
+    case NrtStatus.NRT_INVALID:
+    case NrtStatus.NRT_EXEC_BAD_INPUT:
+      return "incorrect_input";
+    case NrtStatus.NRT_QUEUE_FULL:
+    case NrtStatus.NRT_EXEC_NC_BUSY:
+      return "failed_to_queue";
+    default:
+      return status === NrtStatus.NRT_HW_ERROR || status === NrtStatus.NRT_EXEC_UNIT_UNRECOVERABLE || (status >= 1200 && status <= 1206)
+        ? "hardware_error"
+        : "failed";
+  }
+}
+
+const OUTCOMES = ["completed", "completed_with_err", "completed_with_num_err", "timed_out", "incorrect_input", "failed_to_queue", "hardware_error", "failed"];
+
+/** The server's counters. */
+export class InferenceMetrics {
+  readonly #models = new Map<string, ModelCounters>();
+  readonly #outcomes = new Map<string, number>(OUTCOMES.map((o) => [o, 0]));
+
+  #model(name: string): ModelCounters {
+    let m = this.#models.get(name);
+    if (m === undefined) this.#models.set(name, m = new ModelCounters());
+    return m;
+  }
+
+  /**
+   * Records one inference request of a known model.
+   *
+   * @param model Model name.
+   * @param requestUs Time from the request's arrival to its response, µs.
+   * @param timing The phases of the request.
+   * @param failure Why it failed, or `undefined` on success.
+   */
+  recordRequest(model: string, requestUs: number, timing: InferTiming, failure?: FailureReason): void {
+    const m = this.#model(model);
+    if (failure === undefined) {
+      m.success.add(requestUs);
+      m.queue.add(timing.queueUs);
+      m.input.add(timing.inputUs);
+      m.infer.add(timing.inferUs);
+      m.output.add(timing.outputUs);
+    } else {
+      m.fail.add(requestUs);
+      m.failures[failure]++;
+    }
+    if (timing.execStatus !== undefined) {
+      m.executions++;
+      m.last = Date.now();
+      const o = executionOutcome(timing.execStatus);
+      this.#outcomes.set(o, (this.#outcomes.get(o) ?? 0) + 1);
+    }
+  }
+
+  /**
+   * Triton's `model_stats` entry of a model.
+   *
+   * @param name Model name.
+   * @returns The statistics (zeros for a model without requests).
+   */
+  modelStatistics(name: string): ModelStatistics {
+    const m = this.#models.get(name) ?? new ModelCounters();
+    const d = (c: Counter): StatDuration => ({ count: c.count, ns: c.us * 1000 });
+    return {
+      name,
+      version: MODEL_VERSION,
+      last_inference: m.last,
+      inference_count: m.success.count,
+      execution_count: m.executions,
+      inference_stats: {
+        success: d(m.success),
+        fail: d(m.fail),
+        queue: d(m.queue),
+        compute_input: d(m.input),
+        compute_infer: d(m.infer),
+        compute_output: d(m.output),
+        cache_hit: { count: 0, ns: 0 },
+        cache_miss: { count: 0, ns: 0 },
+      },
+      batch_stats: [],
+    };
+  }
+
+  /**
+   * The Prometheus text exposition of every counter, the model states and the device memory.
+   *
+   * @param rt The runtime (for device memory).
+   * @param repo The repository (for the model list and readiness).
+   * @returns Text in the Prometheus exposition format 0.0.4.
+   */
+  async render(rt: Runtime, repo: ModelRepository): Promise<string> {
+    const lines: string[] = [];
+    const family = (name: string, type: string, help: string, samples: Array<[string, number]>): void => {
+      lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
+      for (const [labels, v] of samples) lines.push(`${name}${labels} ${v}`);
+    };
+    const models = repo.models().map((m) => m.name);
+    for (const n of this.#models.keys()) if (!models.includes(n)) models.push(n);
+    const lab = (n: string, extra = ""): string => `{model="${n}",version="${MODEL_VERSION}"${extra}}`;
+    const per = (pick: (m: ModelCounters) => number): Array<[string, number]> =>
+      models.map((n) => [lab(n), pick(this.#models.get(n) ?? new ModelCounters())]);
+    family("nrt_inference_request_success", "counter", "Number of successful inference requests", per((m) => m.success.count));
+    const failures: Array<[string, number]> = [];
+    for (const n of models) {
+      const m = this.#models.get(n) ?? new ModelCounters();
+      for (const r of ["REJECTED", "BACKEND", "OTHER"] as const) failures.push([lab(n, `,reason="${r}"`), m.failures[r]]);
+    }
+    family("nrt_inference_request_failure", "counter", "Number of failed inference requests", failures);
+    family("nrt_inference_count", "counter", "Number of inferences performed", per((m) => m.success.count));
+    family("nrt_inference_exec_count", "counter", "Number of model executions performed", per((m) => m.executions));
+    family("nrt_inference_request_duration_us", "counter", "Cumulative inference request duration in microseconds", per((m) => m.success.us + m.fail.us));
+    family("nrt_inference_queue_duration_us", "counter", "Cumulative inference queuing duration in microseconds", per((m) => m.queue.us));
+    family("nrt_inference_compute_input_duration_us", "counter", "Cumulative compute input duration in microseconds", per((m) => m.input.us));
+    family("nrt_inference_compute_infer_duration_us", "counter", "Cumulative compute inference duration in microseconds", per((m) => m.infer.us));
+    family("nrt_inference_compute_output_duration_us", "counter", "Cumulative inference compute output duration in microseconds", per((m) => m.output.us));
+    family(
+      "nrt_inference_pending_request_count",
+      "gauge",
+      "Inference requests running or waiting for an instance",
+      repo.models().map((m) => [lab(m.name), m.served?.inflight ?? 0]),
+    );
+    family(
+      "nrt_model_ready",
+      "gauge",
+      "Whether the model is loaded and not poisoned (1) or not (0)",
+      repo.models().map((m) => [lab(m.name), m.state === "READY" && m.reason === "" ? 1 : 0]),
+    );
+    family(
+      "nrt_execution_status_total",
+      "counter",
+      "Executions by outcome, as neuron-monitor's execution_stats names them",
+      [...this.#outcomes].map(([o, v]) => [`{status="${o}"}`, v]),
+    );
+    const dev = rt.device.index;
+    family(
+      "nrt_device_memory_used_bytes",
+      "gauge",
+      "Device memory booked by the runtime per NeuronCore (memory_usage_nc total)",
+      Array.from({ length: rt.device.ncCount }, (_, nc) => [`{device="${dev}",core="${nc}"}`, rt.ledger.usage(dev, nc)[DMA_MEM_USAGE_TOTAL]]),
+    );
+    try {
+      const u = await rt.portal.memUsage(dev);
+      family("nrt_device_memory_allocated_bytes", "gauge", "Device memory allocated through the portal, by location", [
+        [`{device="${dev}",location="hbm"}`, u.hbm],
+        [`{device="${dev}",location="host"}`, u.host],
+      ]);
+    } catch {
+      // The portal is gone (shutting down): the ledger lines above still stand.
+    }
+    family("nrt_device_memory_total_bytes", "gauge", "HBM size of the device", [[`{device="${dev}"}`, rt.device.hbmBytes]]);
+    return lines.join("\n") + "\n";
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * Test helpers for the REST server: a runtime on the simulated device, a repository of small test models, the
+ * app, and a teardown that closes everything (so no Q7 Worker outlives a test file).
+ */
+import { type CustomOpTensorSpec, MemoryLogger, Portal, Runtime, type RuntimeInitOptions } from "@nrt/core";
+import { createNrtContainer } from "@nrt/cli";
+import { createInferenceApp, filesFromMap, type InferenceLimits, InferenceMetrics, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
+import type { Hono } from "hono";
+import { oneOpNeff } from "./_kernels.ts";
+
+const t = (name: string, dtype: string, shape: number[]): CustomOpTensorSpec => ({ name, dtype, shape });
+
+/**
+ * The test models: `relu` (x FP32 [8]), `add` (a, b FP32 [16] → out), `cpu_map` (x FP32 [16] → y INT32 [16], each
+ * element the id of the core that wrote it), `mixed` (a no-op kernel over every datatype family, for the
+ * datatype plumbing) and `trap` (faults.wasm `trap`: executing it fails and poisons the model).
+ */
+export function testModels(): Record<string, Uint8Array> {
+  return {
+    "relu.neff": oneOpNeff("relu", "relu", [t("x", "float32", [8])], [t("y", "float32", [8])]),
+    "add.neff": oneOpNeff("vector_add", "vector_add", [t("a", "float32", [16]), t("b", "float32", [16])], [t("out", "float32", [16])]),
+    "cpu_map.neff": oneOpNeff("cpu_map", "cpu_map", [t("x", "float32", [16])], [t("y", "int32", [16])]),
+    "mixed.neff": oneOpNeff(
+      "noop",
+      "noop",
+      [t("h", "float16", [4]), t("bf", "bfloat16", [2, 2]), t("i", "int32", [2, 3]), t("flag", "bool", [3]), t("u8", "uint8", [5]), t("l", "int64", [2])],
+      [t("oh", "float16", [4]), t("oi", "int64", [3]), t("od", "float64", [2])],
+      1,
+    ),
+    "trap.neff": oneOpNeff("faults", "trap", [t("x", "float32", [4])], [t("y", "float32", [4])]),
+  };
+}
+
+/** A server over the test models. */
+export interface HttpFixture {
+  /** The app. */
+  readonly app: Hono;
+  /** The runtime. */
+  readonly runtime: Runtime;
+  /** The repository. */
+  readonly repository: ModelRepository;
+  /** The repository's files (mutable: tests add and remove models). */
+  readonly files: Record<string, Uint8Array>;
+  /** The counters the app writes. */
+  readonly metrics: InferenceMetrics;
+  /** The runtime's log. */
+  readonly logger: MemoryLogger;
+  /** Unloads everything, closes the runtime and the portal. */
+  close(): Promise<void>;
+}
+
+/** Starts a runtime, scans and loads the repository, builds the app. */
+export async function httpFixture(options: {
+  limits?: InferenceLimits;
+  files?: Record<string, Uint8Array>;
+  maxQueue?: number;
+  runtime?: Partial<RuntimeInitOptions>;
+  wrapFiles?: (files: RepositoryFiles) => RepositoryFiles;
+} = {}): Promise<HttpFixture> {
+  const container = createNrtContainer();
+  const logger = new MemoryLogger();
+  const runtime = await Runtime.init({ logger, ...options.runtime, container });
+  const files = options.files ?? testModels();
+  const repoFiles = filesFromMap(files);
+  const repository = new ModelRepository({ runtime, files: options.wrapFiles?.(repoFiles) ?? repoFiles, maxQueue: options.maxQueue });
+  await repository.scan();
+  await repository.loadAll();
+  const metrics = new InferenceMetrics();
+  const app = createInferenceApp({ runtime, repository, limits: options.limits, metrics });
+  return {
+    app,
+    runtime,
+    repository,
+    files,
+    metrics,
+    logger,
+    close: async () => {
+      try {
+        await repository.close();
+        await runtime.close();
+      } finally {
+        await container.resolve(Portal).close();
+      }
+    },
+  };
+}
+
+/** A JSON POST. */
+export function post(body: unknown, headers: Record<string, string> = {}): RequestInit {
+  return { method: "POST", body: typeof body === "string" ? body : JSON.stringify(body), headers: { "content-type": "application/json", ...headers } };
+}
+
+/** A binary-extension request body: the JSON header, then the binary sections. */
+export function binaryBody(header: unknown, ...sections: Uint8Array[]): { body: Uint8Array; headers: Record<string, string> } {
+  const head = new TextEncoder().encode(JSON.stringify(header));
+  const body = new Uint8Array(head.length + sections.reduce((a, s) => a + s.length, 0));
+  body.set(head);
+  let o = head.length;
+  for (const s of sections) {
+    body.set(s, o);
+    o += s.length;
+  }
+  return { body, headers: { "inference-header-content-length": String(head.length), "content-type": "application/octet-stream" } };
+}
+
+/** Splits a binary-extension response into its JSON header and binary part. */
+export async function readBinaryResponse(res: Response): Promise<{ json: Record<string, unknown>; binary: Uint8Array }> {
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const n = Number(res.headers.get("inference-header-content-length"));
+  return { json: JSON.parse(new TextDecoder().decode(bytes.subarray(0, n))), binary: bytes.slice(n) };
+}
