@@ -495,6 +495,10 @@ export class Runtime {
     try {
       await Promise.all(prev.map((p) => p.catch(() => {})));
       if (tpbs.some((t) => t.halted)) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
+      // An execution queued behind the one that faulted must not ring the halted stream (fail-stop, seed §5.5).
+      if (r.poisoned !== undefined) {
+        return { status: r.poisoned, execRets: r.parts.map(() => r.poisoned!) };
+      }
       for (const [k, t] of tpbs.entries()) t.runningModel = r.parts[k].deviceModel; // h_running_model
       started = true;
       this.#onExecution?.({ phase: "start", ncs, model: r.handle, seq });
