@@ -1,30 +1,25 @@
 /**
- * The `nrt` command (composition root): `demo`, `inspect`, `run`, `serve`.
+ * The `nrt` command (composition root). Every command answers `--help`; data commands take `--json`; exit codes
+ * are 0 (done), 1 (the work failed, message on stderr) and 2 (usage error).
  *
  * @module
  */
-import { envFromProcess, NrtError, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
 import { readFile } from "node:fs/promises";
-import { createNrtContainer } from "./container.ts";
+import { BENCHMARKS, runBench } from "./bench_command.ts";
 import { runDemo } from "./demo.ts";
+import { DEVICE_SIM_USAGE, runDeviceDaemon } from "./device_daemon.ts";
+import { runDevices } from "./devices.ts";
 import { runInspect } from "./inspect.ts";
-import { runServe } from "./serve.ts";
-import { runDeviceDaemon } from "./device_daemon.ts";
 import { runPack } from "./pack.ts";
+import { runModel } from "./run_model.ts";
+import { runServe } from "./serve.ts";
 
-const USAGE = `Usage: nrt <command> [options]
-
-Commands:
-  serve --models DIR [--arch A] [--port P] [--host H] [--max-body BYTES] [--demo]
-                                        Serve the NEFFs of DIR over the Open Inference Protocol v2 (REST)
-                                        on the simulated device; --demo writes the demo models first (npm start)
-  demo                                  Run the reference kernels on the simulated device and check the results
-  inspect FILE [--json]                 Show a NEFF's header, hash, graphs, members and signature
-  run FILE --input NAME=FILE.json ... [--json]
-                                        Execute a NEFF on the embedded simulator and print its outputs
-  pack MANIFEST -o OUT.neff             Build a custom-op NEFF from a JSON/YAML manifest (compiles AssemblyScript)
-  help                                  Show this text
-`;
+/** One command of the `nrt` tool. */
+interface Command {
+  readonly usage: string;
+  readonly summary: string;
+  readonly run: (args: string[]) => Promise<number>;
+}
 
 const io = {
   readFile: async (p: string) => new Uint8Array(await readFile(p)),
@@ -32,85 +27,50 @@ const io = {
   stderr: (s: string) => console.error(s),
 };
 
-const DTYPE_ARRAYS: Record<string, { new (b: ArrayBuffer): ArrayLike<number> & { buffer: ArrayBufferLike } } | undefined> = {
-  float32: Float32Array, float64: Float64Array, int32: Int32Array, uint32: Uint32Array, int16: Int16Array,
-  uint16: Uint16Array, int8: Int8Array, uint8: Uint8Array,
+const COMMANDS: Readonly<Record<string, Command>> = {
+  serve: {
+    usage: "nrt serve --models DIR [--arch A] [--port P] [--host H] [--max-body BYTES] [--demo] [--admin]",
+    summary: "Serve the NEFFs of DIR over the Open Inference Protocol v2 (REST) on the simulated device;\n" +
+      "--demo writes the demo models first (npm start); --admin enables the dashboard's operator actions",
+    run: (a) => runServe(a),
+  },
+  demo: { usage: "nrt demo", summary: "Run the reference kernels on the simulated device and check the results", run: () => runDemo() },
+  inspect: { usage: "nrt inspect FILE [--json]", summary: "Show a NEFF's header, hash, graphs, members, signature and custom-op libraries", run: (a) => runInspect(a, io) },
+  run: { usage: "nrt run FILE --input NAME=FILE.json ... [--json]", summary: "Execute a NEFF on the embedded simulator and print its outputs", run: (a) => runModel(a) },
+  pack: { usage: "nrt pack MANIFEST(.json|.yaml) -o OUT.neff", summary: "Build a custom-op NEFF from a manifest (compiles AssemblyScript sources)", run: (a) => runPack(a) },
+  devices: { usage: "nrt devices [--arch A] [--json]", summary: "List the (simulated) devices: generation, NeuronCores, memory", run: (a) => runDevices(a) },
+  bench: { usage: `nrt bench [${BENCHMARKS.join("|")} ...] [--deno]`, summary: "Run the benchmarks under bench/ and print their ratio tables", run: (a) => runBench(a) },
+  "device-sim": { usage: DEVICE_SIM_USAGE.split("\n")[0].replace(/^Usage: /, ""), summary: "Run the simulated device as a daemon shared by runtime processes", run: (a) => runDeviceDaemon(a) },
 };
 
-async function runModel(args: string[]): Promise<number> {
-  const file = args.find((a) => !a.startsWith("--") && !a.includes("="));
-  if (file === undefined) {
-    console.error("nrt run: a NEFF file is required\n" + USAGE);
-    return 2;
-  }
-  const json = args.includes("--json");
-  const inputs = new Map<string, string>();
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === "--input" && args[i + 1]?.includes("=")) {
-      const [k, v] = args[++i].split("=", 2);
-      inputs.set(k, v);
-    }
-  }
-  const container = createNrtContainer({ env: envFromProcess() });
-  const rt = await Runtime.init({ container, env: envFromProcess() });
-  try {
-    const model = await rt.load(new Uint8Array(await readFile(file)));
-    const ins = new TensorSet(), outs = new TensorSet();
-    for (const t of model.inputs) {
-      const src = inputs.get(t.name);
-      if (src === undefined) throw new NrtError(2, `Input "${t.name}" is missing: pass --input ${t.name}=FILE.json`);
-      const Ctor = DTYPE_ARRAYS[t.dtype];
-      if (Ctor === undefined) throw new NrtError(2, `Input "${t.name}" has dtype ${t.dtype}, which --input cannot read`);
-      const values = (JSON.parse(await readFile(src, "utf8")) as unknown[]).flat(8) as number[];
-      const arr = new Ctor(new ArrayBuffer(t.size)) as unknown as number[];
-      values.forEach((v, k) => (arr[k] = v));
-      const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, t.size, t.name);
-      await x.write(new Uint8Array((arr as unknown as { buffer: ArrayBuffer }).buffer));
-      ins.add(t.name, x);
-    }
-    for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, t.size, t.name));
-    await model.execute(ins, outs);
-    const result: Record<string, number[]> = {};
-    for (const t of model.outputs) {
-      const Ctor = DTYPE_ARRAYS[t.dtype] ?? Uint8Array;
-      const bytes = await outs.get(t.name).read();
-      result[t.name] = Array.from(new Ctor(bytes.slice().buffer as ArrayBuffer));
-    }
-    console.log(json ? JSON.stringify({ model: model.name, outputs: result }) : Object.entries(result).map(([k, v]) => `${k}: ${v.join(" ")}`).join("\n"));
-    return 0;
-  } finally {
-    await rt.close();
-    await container.resolve(Portal).close(); // the simulated device's Q7 Workers
-  }
+function usage(): string {
+  const lines = Object.values(COMMANDS).map((c) => `  ${c.usage}\n      ${c.summary.replaceAll("\n", "\n      ")}`);
+  return `Usage: nrt <command> [options]   (nrt <command> --help for one command)\n\nCommands:\n${lines.join("\n")}\n`;
 }
 
 /** Runs the command line; returns the exit code. */
 export async function main(args: string[]): Promise<number> {
   const [cmd, ...rest] = args;
-  try {
-    switch (cmd) {
-      case "inspect":
-        return await runInspect(rest, io);
-      case "pack":
-        return await runPack(rest);
-      case "demo":
-        return await runDemo();
-      case "run":
-        return await runModel(rest);
-      case "device-sim":
-        return await runDeviceDaemon(rest);
-      case "serve":
-        return await runServe(rest);
-      case undefined:
-      case "help":
-      case "--help":
-      case "-h":
-        console.log(USAGE);
-        return cmd === undefined ? 2 : 0;
-      default:
-        console.error(`nrt: unknown command "${cmd}"\n${USAGE}`);
-        return 2;
+  if (cmd === undefined || cmd === "help" || cmd === "--help" || cmd === "-h") {
+    const which = cmd === "help" ? rest[0] : undefined;
+    if (which !== undefined && COMMANDS[which] !== undefined) {
+      console.log(`Usage: ${COMMANDS[which].usage}\n\n${COMMANDS[which].summary}`);
+      return 0;
     }
+    (cmd === undefined ? console.error : console.log)(usage());
+    return cmd === undefined ? 2 : 0;
+  }
+  const command = Object.hasOwn(COMMANDS, cmd) ? COMMANDS[cmd] : undefined;
+  if (command === undefined) {
+    console.error(`nrt: unknown command "${cmd}"\n${usage()}`);
+    return 2;
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    console.log(cmd === "device-sim" ? DEVICE_SIM_USAGE : `Usage: ${command.usage}\n\n${command.summary}`);
+    return 0;
+  }
+  try {
+    return await command.run(rest);
   } catch (e) {
     console.error(`nrt ${cmd}: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
@@ -118,7 +78,8 @@ export async function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
-  const code = await main((globalThis as { Bun?: unknown }).Bun ? process.argv.slice(2) : (globalThis as unknown as { Deno: { args: string[] } }).Deno.args);
-  // Workers of the simulator may keep the event loop alive; the command is done.
-  process.exit(code);
+  const g = globalThis as { Deno?: { args: string[] }; process?: { argv: string[]; exit(code: number): never } };
+  const code = await main(g.Deno ? g.Deno.args : g.process!.argv.slice(2));
+  // The simulator's Q7 Workers may keep the event loop alive; the command is done.
+  g.process ? g.process.exit(code) : (globalThis as unknown as { Deno: { exit(c: number): never } }).Deno.exit(code);
 }

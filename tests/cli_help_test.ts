@@ -1,0 +1,55 @@
+import { describe, expect, test } from "bun:test";
+import { main } from "../packages/cli/main.ts";
+
+async function capture(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [], err: string[] = [];
+  const log = console.log, error = console.error;
+  console.log = (...a: unknown[]) => void out.push(a.join(" "));
+  console.error = (...a: unknown[]) => void err.push(a.join(" "));
+  try {
+    return { code: await main(args), out: out.join("\n"), err: err.join("\n") };
+  } finally {
+    console.log = log;
+    console.error = error;
+  }
+}
+
+const COMMANDS = ["serve", "demo", "inspect", "run", "pack", "devices", "bench", "device-sim"];
+
+describe("the nrt command", () => {
+  for (const cmd of COMMANDS) {
+    test(`nrt ${cmd} --help prints its usage and exits 0`, async () => {
+      const r = await capture([cmd, "--help"]);
+      expect(r.code).toBe(0);
+      expect(r.out).toContain(`nrt ${cmd}`);
+    });
+  }
+
+  test("nrt with no command prints the command list on stderr and exits 2; an unknown one too", async () => {
+    const none = await capture([]);
+    expect(none.code).toBe(2);
+    for (const cmd of COMMANDS) expect(none.err).toContain(`nrt ${cmd}`);
+    const bad = await capture(["frobnicate"]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain('unknown command "frobnicate"');
+    expect((await capture(["help", "pack"])).out).toContain("Usage: nrt pack");
+  });
+
+  test("nrt devices --json lists the simulated generation chosen by --arch", async () => {
+    const cayman = JSON.parse((await capture(["devices", "--json"])).out).devices[0];
+    expect(cayman).toMatchObject({ arch: "cayman", generation: "NC-v3", neuronCores: 8, hbmBytes: 96 * 2 ** 30, q7CoresPerNc: 8 });
+    const sunda = JSON.parse((await capture(["devices", "--arch", "sunda", "--json"])).out).devices[0];
+    expect(sunda).toMatchObject({ arch: "sunda", neuronCores: 2, virtualCoreSize: 1 });
+    const text = await capture(["devices", "--arch", "mariana"]);
+    expect(text.code).toBe(0);
+    expect(text.out).toContain("mariana (NC-v4");
+  });
+
+  test("a failing command exits 1 with its message on stderr; a usage error exits 2", async () => {
+    const missing = await capture(["inspect", "/nonexistent.neff"]);
+    expect(missing.code).toBe(1);
+    expect(missing.err.length).toBeGreaterThan(0);
+    expect((await capture(["inspect"])).code).toBe(2);
+    expect((await capture(["bench", "nosuch"])).code).toBe(2);
+  });
+});
