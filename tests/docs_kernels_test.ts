@@ -4,6 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { startServer } from "@nrt/cli";
 
 // Follows docs/kernels.md literally in a scratch folder: file blocks are written, `sh` blocks run (one command
 // per line, `npx nrt` → the repository's nrt entry), and the output of the last command before a `text expect`
@@ -13,7 +14,7 @@ const doc = readFileSync(join(repo, "docs/kernels.md"), "utf8");
 const blocks = [...doc.matchAll(/```(\w+)([^\n]*)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1], info: m[2].trim(), body: m[3] }));
 
 describe("docs/kernels.md", () => {
-  test("a new user following docs/kernels.md literally gets a working custom op", () => {
+  test("a new user following docs/kernels.md literally gets a working custom op, served over REST", async () => {
     const dir = mkdtempSync(join(tmpdir(), "nrt-doc-"));
     const nrt = join(repo, "packages/cli/bin/nrt.mjs");
     let last = "";
@@ -34,5 +35,20 @@ describe("docs/kernels.md", () => {
     }
     expect(ran).toBeGreaterThanOrEqual(4);
     expect(checked).toBe(1);
+
+    // Section 6: serve the folder and send the page's curl request (its URL path and -d body) to the server.
+    const serveBlock = blocks.find((b) => b.lang === "sh" && b.info.includes("no-run"))!;
+    const models = /nrt serve --models (\S+)/.exec(serveBlock.body)![1];
+    const path = /localhost:\d+(\S+)/.exec(serveBlock.body)![1];
+    const body = /-d '([^']+)'/.exec(serveBlock.body)![1];
+    const server = await startServer({ models: join(dir, models), port: 0, log: () => {} });
+    try {
+      const res = await fetch(`${server.url}${path}`, { method: "POST", body });
+      expect(res.status).toBe(200);
+      const json = await res.json();
+      expect(json.outputs[0].data).toEqual(Array.from({ length: 16 }, (_, i) => 2 * i + 1));
+    } finally {
+      await server.close();
+    }
   }, 180_000);
 });
