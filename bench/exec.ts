@@ -14,21 +14,10 @@ import { createNrtContainer } from "@nrt/cli";
 import { Q7Cluster } from "../packages/device-sim/q7/q7_cluster.ts";
 import { readFileSync } from "node:fs";
 import { oneOpNeff } from "../tests/_kernels.ts";
+import { RUNS, timeUs } from "./_timing.ts";
 
-const RUNS = Number((globalThis as { process?: { env: Record<string, string> } }).process?.env.RUNS ?? 300);
 const kernel = (n: string) => new Uint8Array(readFileSync(new URL(`../kernels/wasm/${n}.wasm`, import.meta.url)));
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-async function time(fn: () => Promise<unknown>, runs = RUNS): Promise<number> {
-  for (let i = 0; i < Math.min(50, runs); i++) await fn();
-  const xs: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t = performance.now();
-    await fn();
-    xs.push(performance.now() - t);
-  }
-  return median(xs) * 1000;
-}
 
 const rows: Array<{ case: string; runtime_us: number; direct_us: number; ratio: number }> = [];
 const container = createNrtContainer();
@@ -51,7 +40,7 @@ try {
       ins.add(n, t);
     }
     outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, "out"));
-    const runtimeUs = await time(() => model.execute(ins, outs));
+    const runtimeUs = await timeUs(() => model.execute(ins, outs));
 
     await cluster.prepare(c.name, kernel(c.name));
     const mem = new Uint8Array(cluster.memory.buffer);
@@ -59,7 +48,7 @@ try {
     const desc = (k: number) => ({ addr: SBUF + k * bytes, bytes, dtype: 0, dims: [c.n] });
     const args = { inputs: names.map((_, k) => desc(k)), outputs: [desc(names.length)], ints: [] };
     const out = new Uint8Array(bytes);
-    const directUs = await time(async () => {
+    const directUs = await timeUs(async () => {
       host.forEach((h, k) => mem.set(h, SBUF + k * bytes));
       await cluster.dispatch({ key: c.name, fn: c.fn, totalCpus: 8, args });
       out.set(mem.subarray(SBUF + names.length * bytes, SBUF + (names.length + 1) * bytes));

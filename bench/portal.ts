@@ -22,20 +22,9 @@ import { container, type DependencyContainer } from "tsyringe";
 import { connectDeviceDaemon } from "../packages/cli/transports.ts";
 import type { RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
+import { RUNS, timeUs } from "./_timing.ts";
 
-const RUNS = Number((globalThis as { process?: { env: Record<string, string> } }).process?.env.RUNS ?? 300);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-async function time(fn: () => Promise<unknown>, runs = RUNS): Promise<number> {
-  for (let i = 0; i < Math.min(50, runs); i++) await fn();
-  const xs: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t = performance.now();
-    await fn();
-    xs.push(performance.now() - t);
-  }
-  return median(xs) * 1000;
-}
 
 const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, { name: "vector_add", fn: "vector_add", n: (1 << 20) / 4, ins: 2 }];
 
@@ -57,7 +46,7 @@ async function executeTimes(c: DependencyContainer): Promise<number[]> {
         ins.add(n, t);
       }
       outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, k.n * 4, "out"));
-      out.push(await time(() => model.execute(ins, outs)));
+      out.push(await timeUs(() => model.execute(ins, outs)));
       await model.unload();
     }
   } finally {
@@ -72,8 +61,8 @@ async function portalTimes(p: Portal): Promise<[number, number]> {
   const m = await p.memAlloc({ device: 0, nc: 0, bytes: 1 << 20 });
   const data = new Uint8Array(1 << 20).fill(7);
   try {
-    const csr = await time(() => p.barRead32(0, 0, 0x3000));
-    const bulk = await time(async () => {
+    const csr = await timeUs(() => p.barRead32(0, 0, 0x3000));
+    const bulk = await timeUs(async () => {
       await p.memWrite(m, 0, data);
       await p.memRead(m, 0, data.byteLength);
     }, Math.min(RUNS, 100));

@@ -41,7 +41,7 @@ describe("arch packs mirror each other", () => {
     expect(m).toEqual(c);
     expect(s).toEqual([
       "<arch>ErrorSubtype", "<arch>IsaErrorText", "<arch>Khal", "<arch>StockPoolUcode", "<arch>_DEFAULT_ISA_ERROR_TEXT", "<arch>_ERROR_SUBTYPES",
-      "<arch>_ISA_ERRORS", "<arch>_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", "<arch>_SPEC", "register<arch>",
+      "<arch>_ERROR_TABLES", "<arch>_ISA_ERRORS", "<arch>_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", "<arch>_SPEC", "register<arch>",
     ].sort());
   });
 

@@ -1,18 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { main } from "../packages/cli/main.ts";
+import { runNrt as capture } from "./_cli.ts";
 
-async function capture(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [], err: string[] = [];
-  const log = console.log, error = console.error;
-  console.log = (...a: unknown[]) => void out.push(a.join(" "));
-  console.error = (...a: unknown[]) => void err.push(a.join(" "));
-  try {
-    return { code: await main(args), out: out.join("\n"), err: err.join("\n") };
-  } finally {
-    console.log = log;
-    console.error = error;
-  }
-}
 
 const COMMANDS = ["serve", "demo", "inspect", "run", "pack", "devices", "bench", "device-sim"];
 

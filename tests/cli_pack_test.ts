@@ -5,22 +5,10 @@ import { join } from "node:path";
 import { readNeff } from "@nrt/core";
 import { KERNEL_FLAGS } from "../packages/cli/kernel_compiler.ts";
 import { packManifest, parseManifest, runPack } from "../packages/cli/pack.ts";
-import { main } from "../packages/cli/main.ts";
+import { runNrt as capture } from "./_cli.ts";
 // @ts-ignore: a plain JS build script without types
 import { KERNEL_FLAGS as BUILD_FLAGS } from "../kernels/build.mjs";
 
-async function capture(args: string[]): Promise<{ code: number; out: string }> {
-  const out: string[] = [];
-  const log = console.log, error = console.error;
-  console.log = (...a: unknown[]) => void out.push(a.join(" "));
-  console.error = () => {};
-  try {
-    return { code: await main(args), out: out.join("\n") };
-  } finally {
-    console.log = log;
-    console.error = error;
-  }
-}
 
 describe("nrt pack", () => {
   test("the packer compiles kernels with exactly the flags of kernels/build.mjs", () => {

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "@nrt/core";
 
 /**
  * Cayman's counterpart of the seed's `SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK` (spelling kept so the three packs'
@@ -41,6 +42,14 @@ export const CAYMAN_ISA_ERRORS: readonly string[] = Object.freeze([
 /** The text for ids above 0x0b. Ours. */
 export const CAYMAN_DEFAULT_ISA_ERROR_TEXT = "unknown error";
 
+/** The Cayman error-decode data, in the shape the shared decoder of `@nrt/core` reads. */
+export const CAYMAN_ERROR_TABLES: ErrorTables = Object.freeze({
+  dveSpuriousMask: CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+  subtypes: CAYMAN_ERROR_SUBTYPES,
+  isaErrors: CAYMAN_ISA_ERRORS,
+  defaultText: CAYMAN_DEFAULT_ISA_ERROR_TEXT,
+});
+
 /**
  * `v2_error_get_infer_error_subtype` for Cayman.
  *
@@ -54,12 +63,7 @@ export const CAYMAN_DEFAULT_ISA_ERROR_TEXT = "unknown error";
  * ```
  */
 export function caymanErrorSubtype(rec: bigint): number {
-  const errorId = Number(rec & 0xffn);
-  const mask = Number((rec >> 8n) & 0xffffn);
-  if (errorId > 0x0b) return 0;
-  if (errorId === 4) return (mask & 0xfd6b) !== 0 ? 3 : 2;
-  if (errorId === 1) return (mask & ~(CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK | 0x7e00) & 0xffff) !== 0 ? 1 : 0;
-  return CAYMAN_ERROR_SUBTYPES[errorId];
+  return decodeInferErrorSubtype(rec, CAYMAN_ERROR_TABLES);
 }
 
 /**
@@ -69,5 +73,5 @@ export function caymanErrorSubtype(rec: bigint): number {
  * @returns The table entry for 0..11, {@linkcode CAYMAN_DEFAULT_ISA_ERROR_TEXT} otherwise.
  */
 export function caymanIsaErrorText(errorId: number): string {
-  return Number.isInteger(errorId) && errorId >= 0 && errorId <= 0x0b ? CAYMAN_ISA_ERRORS[errorId] : CAYMAN_DEFAULT_ISA_ERROR_TEXT;
+  return isaErrorTextFrom(errorId, CAYMAN_ERROR_TABLES);
 }

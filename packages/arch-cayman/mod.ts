@@ -16,6 +16,7 @@ export { CAYMAN_SPEC } from "./spec.ts";
 export { CaymanKhal } from "./khal.ts";
 export {
   CAYMAN_DEFAULT_ISA_ERROR_TEXT,
+  CAYMAN_ERROR_TABLES,
   CAYMAN_ERROR_SUBTYPES,
   CAYMAN_ISA_ERRORS,
   CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,

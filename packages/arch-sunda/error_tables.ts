@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "@nrt/core";
 
 /**
  * `SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK` (@0x9e0420; the seed's spelling is kept so the name can be found). The
@@ -46,6 +47,14 @@ export const SUNDA_ISA_ERRORS: readonly string[] = Object.freeze([
 /** The text for ids above 0x0b (the default string @0x83edbd). Ours. */
 export const SUNDA_DEFAULT_ISA_ERROR_TEXT = "unknown ISA error";
 
+/** The Sunda error-decode data, in the shape the shared decoder of `@nrt/core` reads. */
+export const SUNDA_ERROR_TABLES: ErrorTables = Object.freeze({
+  dveSpuriousMask: SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+  subtypes: SUNDA_ERROR_SUBTYPES,
+  isaErrors: SUNDA_ISA_ERRORS,
+  defaultText: SUNDA_DEFAULT_ISA_ERROR_TEXT,
+});
+
 /**
  * `v2_error_get_infer_error_subtype` for Sunda.
  *
@@ -59,12 +68,7 @@ export const SUNDA_DEFAULT_ISA_ERROR_TEXT = "unknown ISA error";
  * ```
  */
 export function sundaErrorSubtype(rec: bigint): number {
-  const errorId = Number(rec & 0xffn); // seed: cmp $0xb @0x321768
-  const mask = Number((rec >> 8n) & 0xffffn); // seed: shr $0x8, read as uint16_t
-  if (errorId > 0x0b) return 0;
-  if (errorId === 4) return (mask & 0xfd6b) !== 0 ? 3 : 2; // seed: test $0xfd6b,%ax; setne; +2 @0x321790
-  if (errorId === 1) return (mask & ~(SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK | 0x7e00) & 0xffff) !== 0 ? 1 : 0;
-  return SUNDA_ERROR_SUBTYPES[errorId];
+  return decodeInferErrorSubtype(rec, SUNDA_ERROR_TABLES);
 }
 
 /**
@@ -74,5 +78,5 @@ export function sundaErrorSubtype(rec: bigint): number {
  * @returns The table entry for 0..11, {@linkcode SUNDA_DEFAULT_ISA_ERROR_TEXT} otherwise.
  */
 export function sundaIsaErrorText(errorId: number): string {
-  return Number.isInteger(errorId) && errorId >= 0 && errorId <= 0x0b ? SUNDA_ISA_ERRORS[errorId] : SUNDA_DEFAULT_ISA_ERROR_TEXT;
+  return isaErrorTextFrom(errorId, SUNDA_ERROR_TABLES);
 }

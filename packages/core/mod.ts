@@ -35,3 +35,4 @@ export * from "./notification/error_record.ts";
 export * from "./notification/notification_consume.ts";
 export * from "./kmgr/exec_request.ts";
 export * from "./stdio/pool_stdio.ts";
+export * from "./notification/error_subtype.ts";
