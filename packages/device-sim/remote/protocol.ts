@@ -107,7 +107,7 @@ const fromUtf8 = new TextDecoder();
  * @example A BAR bulk write: 12 header bytes, 12 field bytes, then the data as is
  * ```ts
  * import { FrameBuilder, Op } from "./protocol.ts";
- * const f = new FrameBuilder(7, Op.BAR_WRITE, 12).u32(0).u32(0).u32(0x100).finish(new Uint8Array([1, 2, 3, 4]));
+ * const f = new FrameBuilder(7, Op.BAR_WRITE, 12, 4).u32(0).u32(0).u32(0x100).finish(new Uint8Array([1, 2, 3, 4]));
  * console.log(f.byteLength); // 28
  * ```
  */
