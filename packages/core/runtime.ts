@@ -17,10 +17,11 @@ import { type RuntimeConfig, type RuntimeOptions, resolveRuntimeConfig } from ".
 import { DmaMemUsageType, DmemLedger } from "./dmem/dmem.ts";
 import { NrtError } from "./error.ts";
 import { Khal, type UcodeImage } from "./khal.ts";
-import { kelfLoad, type KelfModel } from "./kelf/kelf_load.ts";
-import { bindMetaneff, defaultBinding, type IoBinding, type MetaNeff } from "./kelf/metaneff.ts";
+import { kelfLoad } from "./kelf/kelf_load.ts";
+import { bindMetaneff, defaultBinding, type MetaNeff } from "./kelf/metaneff.ts";
 import { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker } from "./kmgr/kmgr_async_exec.ts";
-import { kmgrSyncExec } from "./kmgr/kmgr_exec.ts";
+import type { DlrModel as ModelRecord, ExecOutcome } from "./kmgr/dlr_model.ts";
+import { kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
 import { readNeffHeader } from "./neff/header.ts";
 import { readNeff } from "./neff/neff_file.ts";
@@ -29,8 +30,8 @@ import type { NeffTensor } from "./neff/neff_signature.ts";
 import { Portal, type PortalDeviceInfo } from "./portal.ts";
 import { Nrta, type PreparedExecution } from "./nrta/nrta.ts";
 import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
-import { NrtStatus, worseStatus } from "./status.ts";
-import { type InstalledModel, kblComputeSetup, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
+import { NrtStatus } from "./status.ts";
+import { type InstalledModel, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
 import { type Tpb, tpbDestroy, tpbInit } from "./tdrv/tpb.ts";
 import { allocateTensor, type Tensor, type TensorContext, TensorPlacement, TensorSet } from "./tensor.ts";
 import { resolveVirtualCoreSize, type VncChoice, type VncLoad, VncTable } from "./vnc/vnc.ts";
@@ -63,14 +64,6 @@ export interface ExecutionEvent {
   readonly seq: number;
 }
 
-/** The outcome of one execution request (`exec_request_state` after `EXEC_STATE_DONE`). */
-export interface ExecOutcome {
-  /** The request's status: the worst of `execRets` by `nrt_get_status_priority`. */
-  readonly status: number;
-  /** `exec_rets[2]`: one status per physical NeuronCore of the request (one entry for a single-core model). */
-  readonly execRets: readonly number[];
-}
-
 /** A logical core as {@linkcode Runtime.cores} lists it. */
 export interface CoreInfo {
   /** Logical core index (the `nrt_load` vnc argument). */
@@ -99,28 +92,6 @@ export interface LoadOptions {
   readonly metaneff?: MetaNeff;
   /** Checkpoint data of `INPUT_STATE` / `INPUT_WEIGHT` tensors, by checkpoint key. */
   readonly checkpoint?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
-}
-
-/** Per-model state kept by the runtime (`dlr_model`). */
-interface ModelRecord {
-  readonly handle: number;
-  readonly name: string;
-  readonly kelf: KelfModel;
-  readonly vnc: number;
-  /** The install on the first physical core of the request. */
-  readonly installed: InstalledModel;
-  /** One install per physical core the model spans (graph k on core k; `lnc_size` 2 → both cores of the vNC). */
-  readonly parts: readonly InstalledModel[];
-  state: DlrModelState;
-  refCount: number;
-  drained?: () => void;
-  poisoned?: number;
-  /** Device staging buffers for host-placed I/O, by io index. */
-  readonly staging: Map<number, Tensor>;
-  /** The metaneff binding (identity without a metaneff). */
-  readonly binding: IoBinding;
-  /** Device tensors of INPUT_STATE / INPUT_WEIGHT inputs, by input ordinal. */
-  readonly resident: Map<number, Tensor>;
 }
 
 let nextModelHandle = 1;
@@ -510,60 +481,14 @@ export class Runtime {
     }
   }
 
-  async #runOnCores(r: ModelRecord, tensors: Array<Tensor | undefined>): Promise<ExecOutcome> {
-    const io = r.kelf.io;
-    const { aliases } = r.binding;
-    const nIn = r.kelf.inputCount;
-    const target = { portal: this.portal, device: this.device.index };
-    // kmgr_exec_pre: clone the tensor sets to device memory where they are not there already.
-    const pa: number[] = [];
-    for (const [i, t] of tensors.entries()) {
-      const alias = i >= nIn ? aliases.get(i - nIn) : undefined;
-      if (alias !== undefined) {
-        pa.push(pa[alias]); // output_aliases_to: the output reuses its input's device buffer
-        continue;
-      }
-      if (t === undefined) throw new RangeError("unreachable: a non-aliased tensor is missing");
-      const dev = t.devicePa;
-      if (dev !== undefined && t.device === this.device.index) {
-        pa.push(dev);
-        continue;
-      }
-      let st = r.staging.get(i);
-      if (st === undefined) {
-        st = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, r.installed.tpb.nc, t.size, `${r.name}:${io[i].name}`);
-        r.staging.set(i, st);
-      }
-      if (i < nIn) await st.write(await t.read());
-      pa.push(st.devicePa!);
-    }
-    const services = this.#installServices();
-    for (const p of r.parts) await kblComputeSetup(services, p, pa);
-    // One doorbell per physical NeuronCore of the request, all polled (seed: lifecycle-error-model §1.3 exec_rets[2]).
-    const exec = { khal: this.khal, target, clock: this.clock, log: this.log, timeoutMs: this.config.execTimeoutMs };
-    const reqs = await Promise.all(r.parts.map((p) => kmgrSyncExec(exec, p, r.name)));
-    const execRets = reqs.map((q) => q.execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS));
-    const status = execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS);
-    // Fail-stop on any fatal verdict, whatever its rank: 1004 (soft) outranks some fatal causes (seed §4.2).
-    if (reqs.some((q) => q.fatal)) {
-      r.poisoned = status; // RUNNING but poisoned (seed: lifecycle-error-model §5.5)
-      return { status, execRets };
-    }
-    for (const [i, t] of tensors.entries()) {
-      if (i < nIn) continue;
-      const alias = aliases.get(i - nIn);
-      if (alias !== undefined) {
-        // In place: the data is in the input's buffer; a host-side input (staged) and a given output get copies.
-        const src = r.staging.get(alias) ?? tensors[alias]!;
-        const inT = tensors[alias]!;
-        if (r.staging.has(alias) && inT.devicePa === undefined) await inT.write(await src.read());
-        if (t !== undefined && t !== inT) await t.write(await src.read());
-        continue;
-      }
-      const st = r.staging.get(i);
-      if (st !== undefined && t !== undefined && t.devicePa === undefined) await t.write(await st.read());
-    }
-    return { status, execRets };
+  /** `kmgr_exec` for one acquired request on its cores (`kmgr/kmgr_exec_pre.ts`). */
+  #runOnCores(r: ModelRecord, tensors: Array<Tensor | undefined>): Promise<ExecOutcome> {
+    return kmgrExecOnCores(r, tensors, {
+      install: this.#installServices(),
+      exec: { khal: this.khal, target: { portal: this.portal, device: this.device.index }, clock: this.clock, log: this.log, timeoutMs: this.config.execTimeoutMs },
+      staging: (_i, size, name) => allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, r.installed.tpb.nc, size, name),
+      device: this.device.index,
+    });
   }
 
   /** `nrt_unload`: removed from lookup first, waits for in-flight executions, frees the model, releases its vNC. */
@@ -714,6 +639,7 @@ function throwUnlessSuccess(o: ExecOutcome, name: string): void {
 }
 
 export { DmaMemUsageType, TensorPlacement, TensorSet };
+export type { ExecOutcome };
 export { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker } from "./kmgr/kmgr_async_exec.ts";
 export * from "./nrta/nrta.ts";
 export * from "./vnc/vnc.ts";

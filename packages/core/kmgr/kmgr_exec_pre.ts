@@ -1,0 +1,84 @@
+/**
+ * `kmgr_exec` for one request on the physical cores of its model: `kmgr_exec_pre` (clone the tensor sets to device
+ * memory where they are not there already, honouring `output_aliases_to`), `kbl_compute_setup` per core, the sync
+ * exec of every core (one doorbell each, all polled), the priority-ranked verdict, fail-stop poisoning, and the
+ * copy-back of host-placed outputs.
+ *
+ * Seed: runtime-synthesis §3.3 (`kmgr_exec → kmgr_exec_pre → kmgr_sync_exec`, `kbl_compute_setup` re-materialises
+ * the template DMA rings), §2.3 (the metaneff binding), lifecycle-error-model §1.3 (`exec_rets[2]` ranked by
+ * `nrt_get_status_priority`), §5.5 (fail-stop: a fatal verdict leaves the model RUNNING but poisoned), §5.6 (the
+ * model is not freed on an exec error).
+ *
+ * @module
+ */
+import { NrtStatus, worseStatus } from "../status.ts";
+import { type InstallServices, kblComputeSetup } from "../tdrv/kbl_model_add.ts";
+import type { Tensor } from "../tensor.ts";
+import type { DlrModel, ExecOutcome } from "./dlr_model.ts";
+import { type ExecServices, kmgrSyncExec } from "./kmgr_exec.ts";
+
+/** What one request needs from the runtime. */
+export interface KmgrExecDeps {
+  /** Services of `kbl_compute_setup`. */
+  readonly install: InstallServices;
+  /** Services of the sync exec. */
+  readonly exec: ExecServices;
+  /** Allocates a device staging tensor for I/O ordinal `i` (kept by the model until unload). */
+  readonly staging: (i: number, size: number, name: string) => Promise<Tensor>;
+  /** Device index of the runtime. */
+  readonly device: number;
+}
+
+/** Runs one acquired request of `r` with the tensors bound to its I/O ordinals. */
+export async function kmgrExecOnCores(r: DlrModel, tensors: ReadonlyArray<Tensor | undefined>, d: KmgrExecDeps): Promise<ExecOutcome> {
+  const io = r.kelf.io;
+  const { aliases } = r.binding;
+  const nIn = r.kelf.inputCount;
+  // kmgr_exec_pre: clone the tensor sets to device memory where they are not there already.
+  const pa: number[] = [];
+  for (const [i, t] of tensors.entries()) {
+    const alias = i >= nIn ? aliases.get(i - nIn) : undefined;
+    if (alias !== undefined) {
+      pa.push(pa[alias]); // output_aliases_to: the output reuses its input's device buffer
+      continue;
+    }
+    if (t === undefined) throw new RangeError("unreachable: a non-aliased tensor is missing");
+    const dev = t.devicePa;
+    if (dev !== undefined && t.device === d.device) {
+      pa.push(dev);
+      continue;
+    }
+    let st = r.staging.get(i);
+    if (st === undefined) {
+      st = await d.staging(i, t.size, `${r.name}:${io[i].name}`);
+      r.staging.set(i, st);
+    }
+    if (i < nIn) await st.write(await t.read());
+    pa.push(st.devicePa!);
+  }
+  for (const p of r.parts) await kblComputeSetup(d.install, p, pa);
+  // One doorbell per physical NeuronCore of the request, all polled (seed: lifecycle-error-model §1.3 exec_rets[2]).
+  const reqs = await Promise.all(r.parts.map((p) => kmgrSyncExec(d.exec, p, r.name)));
+  const execRets = reqs.map((q) => q.execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS));
+  const status = execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS);
+  // Fail-stop on any fatal verdict, whatever its rank: 1004 (soft) outranks some fatal causes (seed §4.2).
+  if (reqs.some((q) => q.fatal)) {
+    r.poisoned = status; // RUNNING but poisoned (seed: lifecycle-error-model §5.5)
+    return { status, execRets };
+  }
+  for (const [i, t] of tensors.entries()) {
+    if (i < nIn) continue;
+    const alias = aliases.get(i - nIn);
+    if (alias !== undefined) {
+      // In place: the data is in the input's buffer; a host-side input (staged) and a given output get copies.
+      const src = r.staging.get(alias) ?? tensors[alias]!;
+      const inT = tensors[alias]!;
+      if (r.staging.has(alias) && inT.devicePa === undefined) await inT.write(await src.read());
+      if (t !== undefined && t !== inT) await t.write(await src.read());
+      continue;
+    }
+    const st = r.staging.get(i);
+    if (st !== undefined && t !== undefined && t.devicePa === undefined) await t.write(await st.read());
+  }
+  return { status, execRets };
+}
