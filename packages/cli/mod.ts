@@ -6,3 +6,4 @@
 export { createNrtContainer, type NrtContainerOptions } from "./container.ts";
 export { formatInspect, inspectNeff, type InspectIo, type InspectReport, runInspect } from "./inspect.ts";
 export { buildDemoModels, directoryFiles, parseServeArgs, type RunningServer, runServe, type ServeOptions, startServer } from "./serve.ts";
+export { SimDeviceView } from "./sim_device_view.ts";

@@ -2,18 +2,33 @@
  * `nrt serve`: the REST inference server's composition root. It builds the runtime on the embedded simulated
  * device, scans a model repository directory, and hands the `@nrt/http-api` app to `Bun.serve` or `Deno.serve` —
  * the only place that knows about either. With `--demo` (what `npm start` runs) it first writes demo models built
- * from the reference kernels into the repository directory. SIGINT/SIGTERM shut it down gracefully: stop
- * accepting, finish in-flight requests, unload, `nrt_close`, close the portal.
+ * from the reference kernels into the repository directory. It also serves the live device dashboard (`GET /`,
+ * docs/dashboard.md): the runtime's executions and log are tapped through a `DashboardMonitor` (`onExecution` and a
+ * logger that tees to the console and the dashboard's ring), the Q7 cores and the fault API through a
+ * {@linkcode SimDeviceView}; `--admin` turns on its operator actions. SIGINT/SIGTERM shut it down gracefully: end
+ * the dashboard's event streams, stop accepting, finish in-flight requests, unload, `nrt_close`, close the portal.
  *
  * @module
  */
-import { buildCustomOpNeff, type CustomOpTensorSpec, envFromProcess, type NeffTensor, type NrtArchName, Portal, Runtime } from "@nrt/core";
-import { createInferenceApp, DEFAULT_LIMITS, dtypeInfo, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
+import {
+  buildCustomOpNeff,
+  createConsoleLogger,
+  type CustomOpTensorSpec,
+  envFromProcess,
+  type NeffTensor,
+  type NrtArchName,
+  Portal,
+  resolveRuntimeConfig,
+  Runtime,
+} from "@nrt/core";
+import { DeviceSimPortal } from "@nrt/device-sim";
+import { createInferenceApp, DashboardMonitor, DEFAULT_LIMITS, dtypeInfo, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
 import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { createNrtContainer, simulatedSpec } from "./container.ts";
+import { SimDeviceView } from "./sim_device_view.ts";
 
 const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
 
@@ -31,6 +46,8 @@ export interface ServeOptions {
   readonly demo?: boolean;
   /** Body size limit in bytes (default 64 MiB). */
   readonly maxBodyBytes?: number;
+  /** Enable the dashboard's operator actions: load/unload models, inject and clear faults (`--admin`). */
+  readonly admin?: boolean;
   /** Where progress lines go (default: console). */
   readonly log?: (line: string) => void;
 }
@@ -174,15 +191,32 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     }
   }
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes;
-  const container = createNrtContainer(containerOptions);
-  const runtime = await Runtime.init({ container, env });
+  // The dashboard's taps: executions and the log (kernel printf arrives at INFO/WARNING), Q7 dispatches and faults.
+  const monitor = new DashboardMonitor();
+  const sim = new SimDeviceView();
+  const container = createNrtContainer({ ...containerOptions, q7Factory: sim.q7Factory() });
   const portal = container.resolve(Portal);
+  if (portal instanceof DeviceSimPortal) sim.attach(portal);
+  let runtime: Runtime;
+  try {
+    const logger = monitor.wrapLogger(createConsoleLogger(resolveRuntimeConfig({}, env).logLevel));
+    runtime = await Runtime.init({ container, env, logger, onExecution: monitor.onExecution });
+  } catch (e) {
+    await portal.close();
+    throw e;
+  }
   let repository: ModelRepository | undefined;
   try {
     repository = new ModelRepository({ runtime, files: directoryFiles(dir) });
     const names = await repository.scan();
     const failed = await repository.loadAll();
-    const app = createInferenceApp({ runtime, repository, limits: { maxBodyBytes } });
+    const app = createInferenceApp({
+      runtime,
+      repository,
+      limits: { maxBodyBytes },
+      dashboard: { monitor, deviceView: sim.view, faults: sim.faults },
+      admin: options.admin === true,
+    });
     const host = options.host ?? "127.0.0.1";
     const server = await listen(app.fetch, host, options.port ?? 8000, maxBodyBytes);
     const ready = repository.models().filter((m) => m.served !== undefined).map((m) => ({ name: m.name, inputs: m.served!.inputs }));
@@ -193,6 +227,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     log(`nrt: ${names.length - failed.size} of ${names.length} model(s) from ${dir} ready on the simulated ${spec.name} device` +
       ` (${runtime.visibleVncCount} logical cores)`);
     log(`nrt: listening on ${url}`);
+    log(`nrt: dashboard at ${url}/${options.admin ? " (operator actions on)" : ""}`);
     log(`try: ${curl}`);
     let closing: Promise<void> | undefined;
     const repo = repository;
@@ -203,6 +238,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       example,
       close: () =>
         closing ??= (async () => {
+          monitor.close(); // ends the dashboard's event streams, which the listener's stop would wait for
           await server.stop();
           try {
             await repo.close();
@@ -241,6 +277,7 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
     else if (a === "--host") o.host = value();
     else if (a === "--max-body") o.maxBodyBytes = int(value(), 1, Number.MAX_SAFE_INTEGER);
     else if (a === "--demo") o.demo = true;
+    else if (a === "--admin") o.admin = true;
     else throw new Error(`Cannot parse nrt serve arguments: unknown option "${a}"`);
   }
   return o;

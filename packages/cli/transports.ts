@@ -304,6 +304,7 @@ function denoListen(address: SocketAddress, accept: (link: Link) => LinkEvents):
   void (async () => {
     try {
       for await (const conn of listener) {
+        // deno-lint-ignore prefer-const -- assigned after the link exists; the link reads it lazily
         let events: LinkEvents | undefined;
         const link = denoLink(conn, () => events);
         links.add(link);

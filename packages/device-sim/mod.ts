@@ -19,6 +19,7 @@
  */
 export { DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
 export { registerDeviceSim } from "./register.ts";
+export { defaultQ7Factory } from "./q7_factory.ts";
 export { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";
 export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES } from "./bar0.ts";
 export type { QueueBytes } from "./dma_engine.ts";

@@ -66,8 +66,11 @@ export interface Q7ClusterPort {
   terminate(): void;
 }
 
-/** Creates a cluster (injected so tests and hosts can substitute one). */
-export type Q7ClusterFactory = (options: { sbufBytes: number }) => Promise<Q7ClusterPort>;
+/**
+ * Creates a cluster (injected so tests and hosts can substitute one, or wrap the default to observe its dispatches).
+ * `nc` names the NeuronCore the cluster serves.
+ */
+export type Q7ClusterFactory = (options: { sbufBytes: number; nc: number }) => Promise<Q7ClusterPort>;
 
 /** One observable Q7 lifecycle event. */
 export interface Q7BootEvent {
@@ -152,7 +155,7 @@ export class Q7Complex {
     if (this.#cluster === undefined) {
       const image = this.#image;
       const starting = (async () => {
-        const c = await this.#factory({ sbufBytes: this.#sbuf.bytes });
+        const c = await this.#factory({ sbufBytes: this.#sbuf.bytes, nc: this.#nc });
         try {
           await c.boot(image);
         } catch (e) {

@@ -1,7 +1,8 @@
 /**
  * The inference server as a Hono app over Web-standard `Request`/`Response` only: the Open Inference Protocol v2
  * REST endpoints (health, server and model metadata, model ready, infer), Triton's model repository, statistics and
- * binary tensor extensions, and Prometheus `/metrics`. Composition roots hand `app.fetch` to `Bun.serve` or
+ * binary tensor extensions, and Prometheus `/metrics`; optionally the live device dashboard (`GET /`, docs/dashboard.md) with its
+ * operator actions behind `admin`. Composition roots hand `app.fetch` to `Bun.serve` or
  * `Deno.serve`; tests call `app.request(...)` without a port.
  *
  * Spec: ../shared/fixtures/oip/inference_rest.md and open_inference_rest.yaml; docs/rest-api.md for the status
@@ -18,6 +19,8 @@ import { HttpError, toHttpError } from "./http_error.ts";
 import { parseInferRequest } from "./infer_request.ts";
 import { INFERENCE_HEADER_CONTENT_LENGTH, inferResponse } from "./infer_response.ts";
 import { type FailureReason, InferenceMetrics } from "./metrics.ts";
+import { DashboardMonitor } from "./dashboard/dashboard_monitor.ts";
+import { type DashboardOptions, registerDashboard } from "./dashboard/dashboard_routes.ts";
 import { isValidModelName, MODEL_VERSION, type ModelRepository, type RepositoryModel } from "./model_repository.ts";
 import { newTiming } from "./served_model.ts";
 
@@ -50,6 +53,16 @@ export interface InferenceAppOptions {
   readonly logger?: Logger;
   /** Counters (default: a new set; pass one to read it from outside). */
   readonly metrics?: InferenceMetrics;
+  /**
+   * Serve the device dashboard at `GET /` and `GET /dashboard` with its JSON and event stream under `/v2/dashboard/`
+   * (`true`: without a monitor or device view). Default: off.
+   */
+  readonly dashboard?: DashboardOptions | boolean;
+  /**
+   * Enable the dashboard's operator actions (load/unload a model, inject and clear faults); without it they answer
+   * 403. The OIP repository endpoints are not affected. Default: off.
+   */
+  readonly admin?: boolean;
 }
 
 /** The server name in `GET /v2`. */
@@ -84,6 +97,8 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const log = options.logger ?? rt.log;
   const metrics = options.metrics ?? new InferenceMetrics();
+  const dashboard = options.dashboard === true ? {} : options.dashboard === false ? undefined : options.dashboard;
+  const monitor = dashboard === undefined ? undefined : dashboard.monitor ?? new DashboardMonitor();
   const app = new Hono();
   const allowed = new Map<string, string[]>();
 
@@ -188,6 +203,8 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
       const err = toHttpError(e);
       metrics.recordRequest(m.name, micros(t0), timing, failureReason(err.status));
       throw err;
+    } finally {
+      monitor?.notify();
     }
   };
   on("POST", "/v2/models/:m/infer", infer);
@@ -204,7 +221,11 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   const change = (what: "load" | "unload") => async (c: Context): Promise<Response> => {
     const m = modelOf(c);
     await optionalObject(c);
-    await (what === "load" ? repo.load(m.name) : repo.unload(m.name));
+    try {
+      await (what === "load" ? repo.load(m.name) : repo.unload(m.name));
+    } finally {
+      monitor?.notify();
+    }
     return c.json({ name: m.name, state: m.state });
   };
   on("POST", "/v2/repository/models/:m/load", change("load"));
@@ -212,6 +233,20 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
 
   // Prometheus.
   on("GET", "/metrics", async (c) => c.body(await metrics.render(rt, repo), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+
+  if (dashboard !== undefined && monitor !== undefined) {
+    registerDashboard({
+      on,
+      readObject: optionalObject,
+      runtime: rt,
+      repository: repo,
+      metrics,
+      monitor,
+      admin: options.admin === true,
+      options: dashboard,
+      server: { name: SERVER_NAME, version: SERVER_VERSION },
+    });
+  }
 
   // A known path with another method is 405 with Allow; registered after every route so they match first.
   for (const [path, methods] of allowed) {

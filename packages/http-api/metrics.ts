@@ -35,6 +35,22 @@ export interface ModelStatistics {
   batch_stats: unknown[];
 }
 
+/** A model's counters at a glance (the dashboard's row), durations in µs. */
+export interface ModelSummary {
+  /** Successful requests. */
+  readonly success: number;
+  /** Failed requests. */
+  readonly failure: number;
+  /** Executions (successful or not). */
+  readonly executions: number;
+  /** Mean request time of the successful requests, arrival to response; 0 without any. */
+  readonly meanRequestUs: number;
+  /** Mean `nrt_execute` time of the successful requests; 0 without any. */
+  readonly meanInferUs: number;
+  /** Request time of the last request, successful or not; 0 without any. */
+  readonly lastRequestUs: number;
+}
+
 /** Why a request failed, as Triton's `nv_inference_request_failure{reason}` says it. */
 export type FailureReason = "REJECTED" | "BACKEND" | "OTHER";
 
@@ -57,6 +73,7 @@ class ModelCounters {
   readonly output = new Counter();
   executions = 0;
   last = 0;
+  lastUs = 0;
 }
 
 /** neuron-monitor's execution outcome names, by `NRT_STATUS`. */
@@ -106,6 +123,7 @@ export class InferenceMetrics {
    */
   recordRequest(model: string, requestUs: number, timing: InferTiming, failure?: FailureReason): void {
     const m = this.#model(model);
+    m.lastUs = requestUs;
     if (failure === undefined) {
       m.success.add(requestUs);
       m.queue.add(timing.queueUs);
@@ -151,6 +169,30 @@ export class InferenceMetrics {
       },
       batch_stats: [],
     };
+  }
+
+  /**
+   * A model's counters at a glance.
+   *
+   * @param name Model name.
+   * @returns Counts and mean/last durations (zeros for a model without requests).
+   */
+  modelSummary(name: string): ModelSummary {
+    const m = this.#models.get(name) ?? new ModelCounters();
+    const mean = (us: number): number => (m.success.count === 0 ? 0 : Math.round(us / m.success.count));
+    return {
+      success: m.success.count,
+      failure: m.fail.count,
+      executions: m.executions,
+      meanRequestUs: mean(m.success.us),
+      meanInferUs: mean(m.infer.us),
+      lastRequestUs: m.lastUs,
+    };
+  }
+
+  /** `nrt_execution_status_total`: executions by neuron-monitor's outcome name, every outcome present. */
+  executionOutcomes(): Record<string, number> {
+    return Object.fromEntries(this.#outcomes);
   }
 
   /**

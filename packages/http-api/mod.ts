@@ -1,7 +1,8 @@
 /**
  * `@nrt/http-api`: the REST inference server — the Open Inference Protocol v2 (KServe / Triton) on Hono, over
  * Web-standard `Request`/`Response` only, with a model repository of NEFF files, the binary tensor, model
- * repository and statistics extensions, and Prometheus metrics. See docs/rest-api.md.
+ * repository and statistics extensions, and Prometheus metrics; and a live device dashboard in the browser with
+ * opt-in operator actions. See docs/rest-api.md and docs/dashboard.md.
  *
  * @example Serve a repository (in a composition root)
  * ```ts ignore
@@ -28,7 +29,13 @@ export {
   SERVER_NAME,
   SERVER_VERSION,
 } from "./inference_app.ts";
-export { type FailureReason, InferenceMetrics, type ModelStatistics, type StatDuration } from "./metrics.ts";
+export { type FailureReason, InferenceMetrics, type ModelStatistics, type ModelSummary, type StatDuration } from "./metrics.ts";
+export { type DashboardLogEntry, DashboardMonitor, type DashboardMonitorOptions, type RunningExecution } from "./dashboard/dashboard_monitor.ts";
+export type { DashboardOptions } from "./dashboard/dashboard_routes.ts";
+export { type CoreState, DASHBOARD_LOG_BATCH, type DashboardState, type MemoryView, type ModelView } from "./dashboard/dashboard_state.ts";
+export type { DeviceView, DeviceViewProvider, FaultControl, FaultView, NeuronCoreView, Q7CoreView } from "./dashboard/device_view.ts";
+export { DASHBOARD_HTML } from "./dashboard/dashboard_page.ts";
+export { DASHBOARD_SCRIPT } from "./dashboard/dashboard_script.ts";
 export {
   filesFromMap,
   isValidModelName,

@@ -127,6 +127,11 @@ export class ServedModel {
     return this.#instances.filter((i) => this.#poisoned(i) !== undefined).length;
   }
 
+  /** The loaded instances: `H_MODEL` handle, logical core, and the poisoning status (`undefined` while healthy). */
+  get instances(): Array<{ handle: number; vnc: number; poisoned: number | undefined }> {
+    return this.#instances.map((i) => ({ handle: i.model.handle, vnc: i.model.vnc, poisoned: this.#poisoned(i) }));
+  }
+
   /** Requests running or queued. */
   get inflight(): number {
     return this.#inflight;
