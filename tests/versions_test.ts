@@ -30,7 +30,7 @@ describe("workspace versions", () => {
     for (const p of packages) {
       const imports: Record<string, string> = read(`packages/${p}/deno.json`).imports ?? {};
       const deps: Record<string, string> = read(`packages/${p}/package.json`).dependencies ?? {};
-      for (const [name, spec] of Object.entries(imports)) {
+      for (const spec of Object.values(imports)) {
         const m = /^npm:(@?[^@]+)@([^/]+)/.exec(spec);
         if (m === null) continue;
         expect({ p, name: m[1], v: deps[m[1]] }).toEqual({ p, name: m[1], v: m[2] });

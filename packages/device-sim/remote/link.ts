@@ -39,6 +39,7 @@ export type Dialer = (events: LinkEvents) => Promise<Link>;
 export function linkPair(accept: (link: Link) => LinkEvents): Dialer {
   return (clientEvents: LinkEvents) => {
     let open = true;
+    // deno-lint-ignore prefer-const -- assigned once the peer is wired; read lazily
     let serverEvents: LinkEvents | undefined;
     const closeBoth = (reason?: unknown) => {
       if (!open) return;
