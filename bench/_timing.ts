@@ -8,9 +8,9 @@ export function median(xs: readonly number[]): number {
   return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 }
 
-/** Median wall time of `fn` in microseconds, after up to 50 warm-up calls. */
+/** Median wall time of `fn` in microseconds, after up to 300 warm-up calls (the JIT settles). */
 export async function timeUs(fn: () => Promise<unknown>, runs: number = RUNS): Promise<number> {
-  for (let i = 0; i < Math.min(50, runs); i++) await fn();
+  for (let i = 0; i < Math.min(300, runs); i++) await fn();
   const xs: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t = performance.now();

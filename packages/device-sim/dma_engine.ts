@@ -73,9 +73,14 @@ export class DmaEngine {
 
   /** DMA_CONFIG: reads `queues` ring-table entries at `ringTable` and attaches them for `direction`. */
   configure(direction: DmaDirection, queues: number, ringTable: number): void {
-    const table = this.#memory.readPa(ringTable, queues * RING_TABLE_ENTRY_BYTES);
-    if (table === undefined) throw new DmaFault(`Ring table at 0x${ringTable.toString(16)} (${queues} entries) is not in device memory`);
     if (queues > this.#spec.q7CoresPerNc) throw new DmaFault(`DMA_CONFIG names ${queues} queues, the custom-op bundle has ${this.#spec.q7CoresPerNc}`);
+    // The ring table is decoded once per write of its memory (written at load), not per run.
+    const rings = this.#memory.decodePa(ringTable, queues * RING_TABLE_ENTRY_BYTES, "rings", (table) => this.#decodeRings(table, queues));
+    if (rings === undefined) throw new DmaFault(`Ring table at 0x${ringTable.toString(16)} (${queues} entries) is not in device memory`);
+    this.#rings[direction] = rings;
+  }
+
+  #decodeRings(table: Uint8Array, queues: number): AttachedRing[] {
     const { relQueueIdx, engLo, engHi } = this.#spec.customOpQueueBundle;
     const rings: AttachedRing[] = [];
     for (let core = 0; core < queues; core++) {
@@ -90,7 +95,7 @@ export class DmaEngine {
       }
       rings.push({ core, engine: e.engine, queue: e.queue, count: e.count, ringPa: e.ringPa });
     }
-    this.#rings[direction] = rings;
+    return rings;
   }
 
   /** Runs every descriptor attached for `direction`; the total moved must equal `expected`. */
@@ -98,10 +103,11 @@ export class DmaEngine {
     const stats = direction === DmaDirection.M2S ? this.#stats.m2s : this.#stats.s2m;
     let total = 0;
     for (const ring of this.#rings[direction]) {
-      const bytes = this.#memory.viewPa(ring.ringPa, ring.count * DMA_DESCRIPTOR_BYTES);
-      if (bytes === undefined) throw new DmaFault(`Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`);
-      for (let i = 0; i < ring.count; i++) {
-        const d = decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES);
+      // Descriptors are decoded once per write of the ring (the host re-materialises it when I/O addresses change).
+      const descs = this.#memory.decodePa(ring.ringPa, ring.count * DMA_DESCRIPTOR_BYTES, "descriptors", (bytes) =>
+        Array.from({ length: ring.count }, (_, i) => decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES)));
+      if (descs === undefined) throw new DmaFault(`Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`);
+      for (const [i, d] of descs.entries()) {
         this.#copy(d.src, d.dst, d.bytes, ring.core, i);
         stats[ring.core] += d.bytes;
         total += d.bytes;

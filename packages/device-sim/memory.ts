@@ -25,6 +25,10 @@ export interface MemoryRange {
 export interface SimAllocation extends DeviceMemory {
   /** Backing store, created on the first write. */
   backing: Uint8Array | undefined;
+  /** Bumped on every write: decoded views of the allocation ({@linkcode DeviceMemoryMap.decodePa}) older than it are stale. */
+  generation: number;
+  /** Structures decoded from this allocation (instruction streams, ring and argument tables), by kind and range. */
+  decoded?: Map<string, { generation: number; value: unknown }>;
 }
 
 interface Hole {
@@ -122,7 +126,7 @@ export class DeviceMemoryMap {
           `${range.used} of ${range.range.capacity} B in use, no fitting hole`,
       );
     }
-    const a: SimAllocation = { id: this.#nextId(), device: this.#device, nc, pa, bytes, location, backing: undefined };
+    const a: SimAllocation = { id: this.#nextId(), device: this.#device, nc, pa, bytes, location, backing: undefined, generation: 0 };
     this.#sorted.splice(this.#lowerBound(pa), 0, a);
     this.#byId.set(a.id, a);
     return publicView(a);
@@ -136,6 +140,8 @@ export class DeviceMemoryMap {
     this.#ranges[a.location].give(a.pa, a.bytes);
     if (a.backing !== undefined) this.#backedBytes -= a.bytes;
     a.backing = undefined;
+    a.generation++;
+    a.decoded = undefined;
   }
 
   /** Copies `data` into an allocation at `offset` (bounds-checked: `NRT_INVALID`). */
@@ -143,6 +149,7 @@ export class DeviceMemoryMap {
     const a = this.#own(memory, "write");
     this.#check(a, offset, data.byteLength, "write");
     this.#backing(a).set(data, offset);
+    a.generation++;
   }
 
   /** Copies `length` bytes out of an allocation at `offset` (bounds-checked: `NRT_INVALID`). */
@@ -179,11 +186,30 @@ export class DeviceMemoryMap {
     return b === undefined ? new Uint8Array(length) : b.subarray(r.offset, r.offset + length);
   }
 
+  /**
+   * `decode` applied to the bytes at a device PA, cached on the allocation until its next write: the sequencer's
+   * fetch of instruction streams and tables, which the host writes once at load and the device reads every run.
+   * Returns `undefined` when no single allocation holds the range; `decode` may throw (nothing is cached then).
+   */
+  decodePa<T>(pa: number, length: number, kind: string, decode: (bytes: Uint8Array) => T): T | undefined {
+    const r = this.resolve(pa, length);
+    if (r === undefined) return undefined;
+    const a = r.allocation;
+    const key = `${kind}:${r.offset}:${length}`;
+    const hit = a.decoded?.get(key);
+    if (hit !== undefined && hit.generation === a.generation) return hit.value as T;
+    const b = a.backing;
+    const value = decode(b === undefined ? new Uint8Array(length) : b.slice(r.offset, r.offset + length));
+    (a.decoded ??= new Map()).set(key, { generation: a.generation, value });
+    return value;
+  }
+
   /** Writes at a device PA; returns `false` when no single allocation holds the range. */
   writePa(pa: number, data: Uint8Array): boolean {
     const r = this.resolve(pa, data.byteLength);
     if (r === undefined) return false;
     this.#backing(r.allocation).set(data, r.offset);
+    r.allocation.generation++;
     return true;
   }
 

@@ -230,19 +230,22 @@ export class Sequencer {
     this.#current = run;
     this.#d.faults?.runStarted();
     try {
-      await this.#fire(run, "run-start");
-      const bytes = memory.readPa(entry.pa, entry.slots * SLOT_BYTES);
-      if (bytes === undefined) {
+      const atStart = this.#fire(run, "run-start");
+      if (atStart !== undefined) await atStart;
+      // The fetch: slots decoded once per write of the stream's memory (the host writes it at load), not per run.
+      const slots = memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream);
+      if (slots === undefined) {
         throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Stream at 0x${entry.pa.toString(16)} (${entry.slots} slots) is not in device memory`);
       }
       for (run.slot = 0; run.slot < entry.slots; run.slot++) {
-        const ins = decodeInstruction(bytes, run.slot * SLOT_BYTES);
-        if (ins === undefined) {
-          const h = bytes[run.slot * SLOT_BYTES] | (bytes[run.slot * SLOT_BYTES + 1] << 8);
-          throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Slot ${run.slot} holds an undecodable header 0x${h.toString(16)}`);
+        const ins = slots[run.slot];
+        if (typeof ins === "number") {
+          throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Slot ${run.slot} holds an undecodable header 0x${ins.toString(16)}`);
         }
-        await this.#fire(run, "instruction");
-        await this.#execute(ins, run);
+        const atInstruction = this.#fire(run, "instruction");
+        if (atInstruction !== undefined) await atInstruction;
+        const executing = this.#execute(ins, run);
+        if (executing !== undefined) await executing;
         if (abort.signal.aborted) return;
       }
     } catch (e) {
@@ -254,7 +257,8 @@ export class Sequencer {
     }
   }
 
-  async #execute(ins: Instruction, run: Run): Promise<void> {
+  /** Executes one instruction; only EXTENDED_INST and DRAIN return a promise (they wait on the Q7 cluster). */
+  #execute(ins: Instruction, run: Run): Promise<void> | undefined {
     const { dma } = this.#d;
     switch (ins.op) {
       case Opcode.NOTIFY:
@@ -276,13 +280,11 @@ export class Sequencer {
         run.args = this.#loadArguments(ins.embeddingTableBase);
         return;
       case Opcode.EXTENDED_INST:
-        await this.#extendedInst(ins.opcode, run);
-        return;
+        return this.#extendedInst(ins.opcode, run);
       case Opcode.DRAIN_ARM:
         return;
       case Opcode.DRAIN:
-        await this.#drain(run);
-        return;
+        return this.#drain(run);
       case Opcode.EVENT_SEMAPHORE: {
         if (ins.updateMode !== EVENT_UPDATE_MODE_INCREMENT) {
           throw new SequencerFault(TpbFaultMask.EVENT, `EVENT_SEMAPHORE update mode 0x${ins.updateMode.toString(16)} is not 0x13`);
@@ -307,10 +309,10 @@ export class Sequencer {
     const ni = v.getUint32(0, true), no = v.getUint32(4, true), nk = v.getUint32(8, true);
     if (ni + no > 1024 || nk > 1024) return bad("has implausible counts");
     const size = ARG_HEADER_BYTES + (ni + no) * TENSOR_DESC_BYTES + nk * 8;
-    const bytes = memory.readPa(pa, size) ?? bad(`does not fit its ${size} B in device memory`);
     try {
-      return decodeArgTable(bytes);
+      return memory.decodePa(pa, size, "args", decodeArgTable) ?? bad(`does not fit its ${size} B in device memory`);
     } catch (e) {
+      if (e instanceof SequencerFault) throw e;
       return bad(`is malformed: ${(e as Error).message}`);
     }
   }
@@ -378,7 +380,8 @@ export class Sequencer {
       if (joined === DROPPED) return;
       // The file-IO manager moves the op's printf output to the host rings before any record of this run.
       await this.#d.fileIo?.flush().catch(() => 0);
-      await this.#fire(run, "join");
+      const atJoin = this.#fire(run, "join");
+      if (atJoin !== undefined) await atJoin;
       const failed = joined.filter((c) => c.ran && c.status !== "ok");
       if (failed.length > 0) {
         const detail = failed.map((c) => `core ${c.cpu} ${c.status}${c.message === undefined ? "" : `: ${c.message}`}`).join("; ");
@@ -418,15 +421,21 @@ export class Sequencer {
   }
 
   /** Takes the injected faults due at `phase` and plays them; a halting fault ends the run without completion. */
-  async #fire(run: Run, phase: FaultPhase): Promise<void> {
+  /**
+   * Fires the faults due at `phase`. Synchronous (returns `undefined`) when nothing is due, which is every
+   * instruction of a healthy run, so the fetch loop awaits only when a fault actually hangs the stream.
+   */
+  #fire(run: Run, phase: FaultPhase): Promise<void> | undefined {
     const due = this.#d.faults?.take(phase) ?? [];
+    if (due.length === 0) return undefined;
     let outcome: "continue" | "halt" | "hang" = "continue";
     for (const f of due) {
       const o = this.#inject(run, f);
       if (o === "hang" || (o === "halt" && outcome === "continue")) outcome = o;
     }
-    if (outcome === "hang") await run.dropped; // never posts its completion; the host halts the stream
+    if (outcome === "hang") return run.dropped.then(() => Promise.reject(new StreamHalt())); // never completes; the host halts the stream
     if (outcome !== "continue") throw new StreamHalt();
+    return undefined;
   }
 
   /** Produces what the hardware would for one fault (docs/faults.md). */
@@ -509,6 +518,15 @@ export class Sequencer {
   #record(run: Run, kind: number, value: number): NotificationRecord {
     return { code: 0, mask: 0, engine: TpbEngType.POOL, q7: 0xff, kind, model: run.model, value, aux: 0 };
   }
+}
+
+/** Decodes every slot of a stream: an instruction, or the raw header word of a slot the sequencer cannot decode. */
+function decodeStream(bytes: Uint8Array): Array<Instruction | number> {
+  const out: Array<Instruction | number> = [];
+  for (let at = 0; at + SLOT_BYTES <= bytes.byteLength; at += SLOT_BYTES) {
+    out.push(decodeInstruction(bytes, at) ?? (bytes[at] | (bytes[at + 1] << 8)));
+  }
+  return out;
 }
 
 function dmaStep(step: () => void): void {

@@ -64,31 +64,32 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
   const nq = tpb.nq!;
   const expected = m.runs + 1;
   const ctx: ProcessErrorsContext = { khal: s.khal, device: s.target.device, modelName, timeoutMs: s.timeoutMs, log: s.log };
-  // The one doorbell (seed: runtime-synthesis §3.3).
-  await s.target.portal.semaphoreIncrement(s.target.device, tpb.nc, m.doorbell, 1);
-  m.runs = expected;
-  req.state = ExecState.EXEC_STATE_WAIT_BARRIER_PROXY;
-  req.state = ExecState.EXEC_STATE_WAIT_CORE; // no collectives proxy: the barrier state is passed through at once
-  const deadline = s.clock.now() + s.timeoutMs;
-  let step: ErpStep = ErpStep.ERP_STEP_CONTINUE;
-  // The host blocks on its completion eventfd (seed: runtime-synthesis §3.5) before the first poll: the doorbell
-  // only releases the stream, so there is nothing to read yet, and a poll now would compete with the device.
+  // The host blocks on its completion eventfd (seed: runtime-synthesis §3.5). The wait is armed BEFORE the doorbell:
+  // its condition (the NQ head moving past the host's tail) cannot be missed, and the host has nothing left to do
+  // while the device runs — a simulated device shares the machine's cores with the host.
   const ac = new AbortController();
+  const deadline = s.clock.now() + s.timeoutMs;
+  const wait = () => {
+    const timer = s.clock.sleep(Math.max(0, deadline - s.clock.now()), ac.signal).then(() => true, () => false);
+    return Promise.race([s.target.portal.notificationWait(s.target.device, tpb.nc, nq.tail, ac.signal).then(() => false), timer]);
+  };
+  let step: ErpStep = ErpStep.ERP_STEP_CONTINUE;
   try {
+    let woken = wait();
+    // The one doorbell (seed: runtime-synthesis §3.3).
+    await s.target.portal.semaphoreIncrement(s.target.device, tpb.nc, m.doorbell, 1);
+    m.runs = expected;
+    req.state = ExecState.EXEC_STATE_WAIT_BARRIER_PROXY;
+    req.state = ExecState.EXEC_STATE_WAIT_CORE; // no collectives proxy: the barrier state is passed through at once
     for (;;) {
-      const left = deadline - s.clock.now();
-      if (left <= 0) {
-        step = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: [], timedOut: true }]);
-        break;
-      }
-      const timer = s.clock.sleep(left, ac.signal).then(() => true, () => false);
-      const woke = await Promise.race([s.target.portal.notificationWait(s.target.device, tpb.nc, nq.tail, ac.signal).then(() => false), timer]);
+      const timedOut = await woken;
       step = await progressOneStep(s, ctx, req, m, expected);
       if (step !== ErpStep.ERP_STEP_CONTINUE) break;
-      if (woke && deadline - s.clock.now() <= 0) {
+      if (timedOut || deadline - s.clock.now() <= 0) {
         step = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: [], timedOut: true }]);
         break;
       }
+      woken = wait();
     }
   } finally {
     ac.abort();

@@ -449,16 +449,28 @@ export class Q7Cluster {
       Atomics.add(i32, MB_DOORBELL + cpu, 1);
       Atomics.notify(i32, MB_DOORBELL + cpu, 1);
     }
-    const wait = Atomics.waitAsync(i32, MB_COMPLETE, seq - 1);
-    if (!wait.async) return Promise.resolve(this.#complete(totalCpus));
+    // The join: the last participant stores this op's sequence number in MB_COMPLETE and notifies. A wake-up is
+    // only a hint — the previous op's last core may notify after the host already saw its store (and moved on to
+    // this op), so completion is the stored value equal to `seq`, re-checked after every wake.
+    if (Atomics.load(i32, MB_COMPLETE) === seq) return Promise.resolve(this.#complete(totalCpus));
     return new Promise<DispatchResult>((resolve, reject) => {
       const onAbort = () => reject(signal!.reason);
       signal?.addEventListener("abort", onAbort, { once: true });
-      wait.value.then(() => {
-        signal?.removeEventListener("abort", onAbort);
-        if (this.#terminated) reject(new Error(`Cannot complete dispatch: the Q7 cluster was terminated`));
-        else resolve(this.#complete(totalCpus));
-      });
+      const waitForJoin = (): void => {
+        const current = Atomics.load(i32, MB_COMPLETE);
+        if (this.#terminated) {
+          signal?.removeEventListener("abort", onAbort);
+          reject(new Error(`Cannot complete dispatch: the Q7 cluster was terminated`));
+        } else if (current === seq) {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(this.#complete(totalCpus));
+        } else {
+          const wait = Atomics.waitAsync(i32, MB_COMPLETE, current);
+          if (wait.async) wait.value.then(waitForJoin);
+          else queueMicrotask(waitForJoin);
+        }
+      };
+      waitForJoin();
     });
   }
 
