@@ -1,22 +1,12 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { isNrtStatus, NrtError, NrtStatus } from "@nrt/core";
 import { exec, execHung, FAULT_CASES, harness, type Loaded, load, opened, RELU_NEFF } from "./_fault_harness.ts";
+import { prng } from "../packages/core/_testing.ts";
 
 afterAll(async () => {
   for (const p of opened.splice(0)) await p.close();
 });
 
-/** mulberry32: a small seeded PRNG, so a failing campaign replays exactly. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const SOFT: ReadonlySet<number> = new Set([NrtStatus.NRT_SUCCESS, NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR, NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR]);
 

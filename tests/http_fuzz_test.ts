@@ -8,23 +8,13 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import process from "node:process";
 import { type HttpFixture, httpFixture } from "./_http.ts";
 import { OipValidator } from "./_oip.ts";
+import { prng as rng } from "../packages/core/_testing.ts";
 
 const SEED = 0x5eed_0007;
 const REQUESTS = 6_000;
 const CONCURRENCY = 8;
 const LIMIT = 256 * 1024;
 
-/** mulberry32: a small seeded PRNG. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Shot {
   method: string;

@@ -8,21 +8,9 @@ import {
   type RuntimeConfig,
   type RuntimeOptions,
 } from "./config.ts";
-import { NrtError } from "./error.ts";
 import { LogLevel } from "./log.ts";
-import { NrtStatus } from "./status.ts";
+import { invalidMessage } from "./_testing.ts";
 
-/** Runs `fn`, which must throw an `NrtError` with `NRT_INVALID`, and returns its message. */
-function invalidMessage(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(NrtError);
-    expect((e as NrtError).status).toBe(NrtStatus.NRT_INVALID);
-    return (e as NrtError).message;
-  }
-  throw new Error("expected an NrtError, but nothing was thrown");
-}
 
 /** Bun's `toStartWith`, which the npm `expect` that Deno runs lacks. */
 function expectPrefix(text: string, prefix: string): void {

@@ -1,21 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { NrtError } from "../error.ts";
-import { NrtStatus } from "../status.ts";
 import { decodeSlotHeader, instructionSlot, instructionSlots } from "./instruction_stream.ts";
 import { buildNeff } from "./neff_builder.ts";
 import { readNeff } from "./neff_file.ts";
 import { json, readFixture, tinyMembers } from "./_testing.ts";
+import { invalidMessage } from "../_testing.ts";
 
-function invalidMessage(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(NrtError);
-    expect((e as NrtError).status).toBe(NrtStatus.NRT_INVALID);
-    return (e as NrtError).message;
-  }
-  throw new Error("expected an NrtError");
-}
 
 function withMember(name: string, bytes: Uint8Array | undefined): Uint8Array {
   const m = tinyMembers();

@@ -10,18 +10,8 @@ import { NeffHeaderOffset } from "./header.ts";
 import { buildNeff } from "./neff_builder.ts";
 import { readNeff } from "./neff_file.ts";
 import { readFixture, tinyMembers } from "./_testing.ts";
+import { prng } from "../_testing.ts";
 
-/** mulberry32: a small seeded PRNG, so a failure replays exactly. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const U64_FIELDS = [NeffHeaderOffset.PKG_VERSION, NeffHeaderOffset.HEADER_SIZE, NeffHeaderOffset.DATA_SIZE, NeffHeaderOffset.NEFF_VERSION_MAJOR, NeffHeaderOffset.NEFF_VERSION_MINOR, NeffHeaderOffset.FEATURE_BITS];
 const U32_FIELDS = [NeffHeaderOffset.NUM_TPB, NeffHeaderOffset.REQUESTED_TPB_COUNT, NeffHeaderOffset.LNC_SIZE];

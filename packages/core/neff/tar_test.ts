@@ -1,7 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { NrtError } from "../error.ts";
-import { NrtStatus } from "../status.ts";
 import { readTar, writeTar } from "./tar.ts";
+import { invalidMessage } from "../_testing.ts";
 
 const enc = new TextEncoder();
 
@@ -26,16 +25,6 @@ function setName(tar: Uint8Array, name: string): Uint8Array {
   return patch(tar, 0, 0, [...field]);
 }
 
-function invalidMessage(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(NrtError);
-    expect((e as NrtError).status).toBe(NrtStatus.NRT_INVALID);
-    return (e as NrtError).message;
-  }
-  throw new Error("expected an NrtError");
-}
 
 const one = (): Uint8Array => writeTar({ "sg00/a.bin": new Uint8Array([1, 2, 3]) });
 

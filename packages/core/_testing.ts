@@ -1,0 +1,33 @@
+/**
+ * Private test helpers shared by the suites of this workspace (the leading `_` keeps the module out of the public
+ * API): a seeded PRNG so a failing fuzz or campaign replays exactly, and the `NRT_INVALID` assertion.
+ *
+ * @module
+ */
+import { expect } from "bun:test";
+import { NrtError } from "./error.ts";
+import { NrtStatus } from "./status.ts";
+
+/** mulberry32: a small seeded PRNG returning floats in [0, 1). */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** Runs `fn`, which must throw an `NrtError` with `NRT_INVALID`, and returns its message. */
+export function invalidMessage(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (e) {
+    expect(e).toBeInstanceOf(NrtError);
+    expect((e as NrtError).status).toBe(NrtStatus.NRT_INVALID);
+    return (e as NrtError).message;
+  }
+  throw new Error("expected an NrtError, but nothing was thrown");
+}
