@@ -17,6 +17,7 @@
  * @module
  */
 import { NrtError } from "./error.ts";
+import { DEFAULT_MAX_DECOMPRESSED_BYTES } from "./neff/gzip.ts";
 import { type LogLevel, LogLevel as LogLevels, type LogLevelName, parseLogLevel } from "./log.ts";
 import { NrtStatus } from "./status.ts";
 
@@ -51,6 +52,8 @@ export interface RuntimeOptions {
   allowLegacyNeff?: boolean;
   /** `NRT_ARCH`: the architecture the simulator models. */
   arch?: NrtArchName;
+  /** `NRT_NEFF_MAX_BYTES` (ours): the largest decompressed NEFF payload `load` accepts, in bytes. */
+  maxNeffBytes?: number;
 }
 
 /** A validated, fully resolved configuration; every default is filled in. Frozen. */
@@ -77,6 +80,8 @@ export interface RuntimeConfig {
   readonly allowLegacyNeff: boolean;
   /** The architecture the simulator models; `undefined` lets the composition root choose. */
   readonly arch: NrtArch | undefined;
+  /** The largest decompressed NEFF payload (and summed archive members) `load` accepts, in bytes. */
+  readonly maxNeffBytes: number;
 }
 
 /** The environment variables {@linkcode resolveRuntimeConfig} reads, in the order of {@linkcode RuntimeOptions}. */
@@ -91,6 +96,7 @@ export const RUNTIME_ENV_VARIABLES: readonly string[] = Object.freeze([
   "NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES",
   "NEURON_RT_ALLOW_LEGACY_NEFF",
   "NRT_ARCH",
+  "NRT_NEFF_MAX_BYTES",
 ]);
 
 /** libnrt's documented `NEURON_RT_EXEC_TIMEOUT` default, in seconds. */
@@ -289,6 +295,13 @@ const ARCH: Knob<"arch", NrtArch> = {
   fromOption: (value, fail) => typeof value === "string" ? ARCH.fromText(value, fail) : fail(ARCH_TEXT),
 };
 
+const MAX_NEFF_BYTES = integerKnob(
+  "maxNeffBytes",
+  "NRT_NEFF_MAX_BYTES",
+  "a byte count from 1 MiB (1048576) to 16 GiB",
+  (n) => n >= 1 << 20 && n <= 16 * 2 ** 30,
+);
+
 /** Where a knob's value came from, for messages. */
 type Source = "option" | "env";
 
@@ -375,6 +388,7 @@ export function resolveRuntimeConfig(
     gpsimdStdoutQueueSizeBytes: read(GPSIMD_STDOUT, options, env) ?? DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES,
     allowLegacyNeff: read(ALLOW_LEGACY_NEFF, options, env) ?? false,
     arch: read(ARCH, options, env),
+    maxNeffBytes: read(MAX_NEFF_BYTES, options, env) ?? DEFAULT_MAX_DECOMPRESSED_BYTES,
   });
 }
 

@@ -36,6 +36,7 @@ describe("resolveRuntimeConfig() defaults", () => {
       gpsimdStdoutQueueSizeBytes: DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES,
       allowLegacyNeff: false,
       arch: undefined,
+      maxNeffBytes: 20 * 1024 * 1024,
     } satisfies RuntimeConfig);
     expect(DEFAULT_EXEC_TIMEOUT_SECONDS).toBe(30);
     expect(DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES).toBe(4096);
@@ -101,10 +102,15 @@ const GOOD_ENV: [string, string, Partial<RuntimeConfig>][] = [
   ["NRT_ARCH", "trn1", { arch: "sunda" }],
   ["NRT_ARCH", "inf2", { arch: "sunda" }],
   ["NRT_ARCH", "TRN2", { arch: "cayman" }],
+  ["NRT_NEFF_MAX_BYTES", "1048576", { maxNeffBytes: 1048576 }],
+  ["NRT_NEFF_MAX_BYTES", "104857600", { maxNeffBytes: 104857600 }],
 ];
 
 /** [variable, text] pairs that must be rejected. */
 const BAD_ENV: [string, string][] = [
+  ["NRT_NEFF_MAX_BYTES", "1048575"],
+  ["NRT_NEFF_MAX_BYTES", "20MiB"],
+  ["NRT_NEFF_MAX_BYTES", "17179869185"],
   ["NEURON_RT_VISIBLE_CORES", "0,2"],
   ["NEURON_RT_VISIBLE_CORES", "-1"],
   ["NEURON_RT_VISIBLE_CORES", "3-1"],
@@ -316,6 +322,7 @@ describe("resolveRuntimeConfig() precedence", () => {
       NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES: "0",
       NEURON_RT_ALLOW_LEGACY_NEFF: "0",
       NRT_ARCH: "sunda",
+      NRT_NEFF_MAX_BYTES: "2097152",
     };
     const options: RuntimeOptions = {
       visibleCores: [4, 5],
@@ -327,6 +334,7 @@ describe("resolveRuntimeConfig() precedence", () => {
       gpsimdStdoutQueueSizeBytes: 512,
       allowLegacyNeff: true,
       arch: "cayman",
+      maxNeffBytes: 4194304,
     };
     expect(resolveRuntimeConfig(options, env)).toEqual({
       visibleCores: [4, 5],
@@ -340,6 +348,7 @@ describe("resolveRuntimeConfig() precedence", () => {
       gpsimdStdoutQueueSizeBytes: 512,
       allowLegacyNeff: true,
       arch: "cayman",
+      maxNeffBytes: 4194304,
     });
   });
 

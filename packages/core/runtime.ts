@@ -24,7 +24,7 @@ import type { DlrModel as ModelRecord, ExecOutcome } from "./kmgr/dlr_model.ts";
 import { kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
 import { readNeffHeader } from "./neff/header.ts";
-import { readNeff } from "./neff/neff_file.ts";
+import { readNeffAsync } from "./neff/neff_file.ts";
 import { checkNeffTarget } from "./kelf/target_check.ts";
 import type { NeffTensor } from "./neff/neff_signature.ts";
 import { Portal, type PortalDeviceInfo } from "./portal.ts";
@@ -33,7 +33,7 @@ import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
 import { type InstalledModel, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
 import { type Tpb, tpbDestroy, tpbInit } from "./tdrv/tpb.ts";
-import { allocateTensor, type Tensor, type TensorContext, TensorPlacement, TensorSet } from "./tensor.ts";
+import { allocateTensor, Tensor, type TensorContext, TensorPlacement, TensorSet } from "./tensor.ts";
 import { resolveVirtualCoreSize, type VncChoice, type VncLoad, VncTable } from "./vnc/vnc.ts";
 
 /** Options of {@linkcode Runtime.init}. */
@@ -189,7 +189,7 @@ export class Runtime {
     this.virtualCoreSize = resolveVirtualCoreSize(khal.spec, config.virtualCoreSize, device.ncCount);
     this.#vnc = new VncTable(this.#visiblePhysicalCores(), this.virtualCoreSize, device.ncCount);
     this.#onExecution = onExecution;
-    this.#tensorCtx = { portal, ledger: this.ledger, guard: () => this.guard() };
+    this.#tensorCtx = { portal, ledger: this.ledger, guard: () => this.guard(), owner: this };
     const depth = config.asyncExecMaxInflightRequests;
     this.execMode = depth > 0 ? KmgrExecMode.KMGR_EXEC_MODE_ASYNC : undefined;
     if (depth > 0) {
@@ -308,7 +308,7 @@ export class Runtime {
 
   /** `kmgr_load_nn_nc` on a reserved logical core: parse, then one `kbl_model_add` per physical core of the span. */
   async #loadOn(neff: Uint8Array, opts: LoadOptions, vnc: number, span: number): Promise<Model> {
-    const file = readNeff(neff, { validateHash: this.config.validateHash });
+    const file = await readNeffAsync(neff, { validateHash: this.config.validateHash, maxDecompressedBytes: this.config.maxNeffBytes });
     checkNeffTarget(file.target, this.khal.spec, this.config.allowLegacyNeff);
     const kelf = kelfLoad(file);
     this.#vnc.checkSpan(span);
@@ -339,7 +339,7 @@ export class Runtime {
       // INPUT_STATE / INPUT_WEIGHT: device-resident, filled once from the checkpoint (seed: runtime-synthesis §2.3).
       for (const [i, key] of binding.checkpointKeys.entries()) {
         if (key === undefined) continue;
-        const t = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, tpbs[0].nc, kelf.io[i].size, `${kelf.name}:${binding.keys[i]}`);
+        const t = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, tpbs[0].nc, kelf.io[i].size, `${kelf.name}:${binding.keys[i]}`, vnc);
         rec.resident.set(i, t);
         await t.write(checkpoint.get(key)!);
       }
@@ -434,6 +434,7 @@ export class Runtime {
         throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": ${i < nIn ? "input" : "output"} "${keys[i]}" is missing from the tensor set`);
       }
       const x = set.get(keys[i]);
+      this.#checkTensor(r, keys[i], x);
       if (x.size !== t.size) {
         throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": tensor "${keys[i]}" is ${x.size} bytes, the model expects ${t.size}`);
       }
@@ -441,6 +442,21 @@ export class Runtime {
     });
     r.refCount++;
     return { r, tensors };
+  }
+
+  /**
+   * A tensor a request binds must be this runtime's, live, and — in device memory — on the model's logical core:
+   * a kernel would otherwise read or write device memory at an address another runtime or core owns.
+   */
+  #checkTensor(r: ModelRecord, key: string, x: Tensor): void {
+    const refuse = (why: string): never => {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": tensor "${x.name}" bound to "${key}" ${why}`);
+    };
+    if (!(x instanceof Tensor) || x.owner !== this) refuse("was not allocated by this runtime");
+    if (x.freed) refuse("was freed");
+    if (x.placement === TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE && x.vnc !== r.vnc) {
+      refuse(`is in the device memory of logical core ${x.vnc}; the model runs on logical core ${r.vnc}`);
+    }
   }
 
   /** `nn_ref_decrement`: the last reference out wakes a waiting unload. */
@@ -486,7 +502,7 @@ export class Runtime {
     return kmgrExecOnCores(r, tensors, {
       install: this.#installServices(),
       exec: { khal: this.khal, target: { portal: this.portal, device: this.device.index }, clock: this.clock, log: this.log, timeoutMs: this.config.execTimeoutMs },
-      staging: (_i, size, name) => allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, r.installed.tpb.nc, size, name),
+      staging: (_i, size, name) => allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, r.installed.tpb.nc, size, name, r.vnc),
       device: this.device.index,
     });
   }
@@ -527,12 +543,12 @@ export class Runtime {
     if (first !== undefined) throw first;
   }
 
-  /** `nrt_tensor_allocate`. */
-  allocateTensor(placement: TensorPlacement, vnc: number, size: number, name: string): Promise<Tensor> {
+  /** `nrt_tensor_allocate`. Every failure, a bad logical core included, is a rejected promise. */
+  async allocateTensor(placement: TensorPlacement, vnc: number, size: number, name: string): Promise<Tensor> {
     this.guard();
     if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": logical core ${vnc} is not visible`);
     const tpb = this.#tpbs[this.#vnc.slots(vnc)[0]];
-    return allocateTensor(this.#tensorCtx, placement, this.device.index, tpb.nc, size, name);
+    return await allocateTensor(this.#tensorCtx, placement, this.device.index, tpb.nc, size, name, vnc);
   }
 
   /** `nrt_get_vnc_memory_stats`: bytes booked on the logical core's physical cores, and the device's HBM size. */

@@ -36,6 +36,8 @@ export interface TensorContext {
   readonly ledger: DmemLedger;
   /** Throws 13/14 when the runtime is not initialised. */
   guard(): void;
+  /** The runtime the tensors belong to (executing with another runtime's tensor is refused). */
+  readonly owner?: object;
 }
 
 /** An `nrt_tensor`. */
@@ -50,13 +52,25 @@ export class Tensor {
   readonly size: number;
   /** Placement. */
   readonly placement: TensorPlacement;
-  /** Logical NeuronCore (device tensors). */
+  /** Physical NeuronCore whose memory holds the tensor (device tensors). */
   readonly nc: number;
   /** Device index (device tensors). */
   readonly device: number;
+  /** Logical NeuronCore the tensor was allocated for. */
+  readonly vnc: number;
 
   /** @internal Use {@linkcode allocateTensor}. */
-  constructor(ctx: TensorContext, backing: Backing, offset: number, size: number, placement: TensorPlacement, name: string, device: number, nc: number) {
+  constructor(
+    ctx: TensorContext,
+    backing: Backing,
+    offset: number,
+    size: number,
+    placement: TensorPlacement,
+    name: string,
+    device: number,
+    nc: number,
+    vnc: number = 0,
+  ) {
     this.#ctx = ctx;
     this.#backing = backing;
     this.#offset = offset;
@@ -65,7 +79,18 @@ export class Tensor {
     this.name = name;
     this.device = device;
     this.nc = nc;
+    this.vnc = vnc;
     backing.refs++;
+  }
+
+  /** @internal The runtime that allocated the tensor (`undefined` for a context without one). */
+  get owner(): object | undefined {
+    return this.#ctx.owner;
+  }
+
+  /** Whether {@linkcode Tensor.free} was called on this tensor (or view). */
+  get freed(): boolean {
+    return this.#freed;
   }
 
   /** Device physical address of the first byte, or `undefined` unless the tensor is in device memory. */
@@ -130,7 +155,7 @@ export class Tensor {
     if (!Number.isSafeInteger(size) || size <= 0 || offset + size > this.size) {
       throw new NrtError(NrtStatus.NRT_INVALID, `Cannot slice tensor "${this.name}": [${offset}, ${offset + size}) is outside its ${this.size} bytes`);
     }
-    return new Tensor(this.#ctx, this.#backing, this.#offset + offset, size, this.placement, name, this.device, this.nc);
+    return new Tensor(this.#ctx, this.#backing, this.#offset + offset, size, this.placement, name, this.device, this.nc, this.vnc);
   }
 
   /** `nrt_tensor_free`: the memory goes back when the last view of it is freed. */
@@ -151,7 +176,12 @@ export class Tensor {
   }
 }
 
-/** `nrt_tensor_allocate`. */
+/**
+ * `nrt_tensor_allocate`.
+ *
+ * @throws {NrtError} `NRT_INVALID` for a bad size or placement, `NRT_RESOURCE` when the device is full,
+ * `NRT_FAIL_HOST_MEM_ALLOC` when host memory for a HOST tensor cannot be had.
+ */
 export async function allocateTensor(
   ctx: TensorContext,
   placement: TensorPlacement,
@@ -159,18 +189,26 @@ export async function allocateTensor(
   nc: number,
   size: number,
   name: string,
+  vnc: number = 0,
 ): Promise<Tensor> {
   ctx.guard();
   if (!Number.isSafeInteger(size) || size <= 0) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": size ${size} is not a positive integer`);
   if (placement === TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE) {
     const dmem = await ctx.ledger.alloc(device, nc, size, DmaMemUsageType.TENSORS);
-    return new Tensor(ctx, { kind: "device", dmem, refs: 0 }, 0, size, placement, name, device, nc);
+    return new Tensor(ctx, { kind: "device", dmem, refs: 0 }, 0, size, placement, name, device, nc, vnc);
   }
   if (placement === TensorPlacement.NRT_TENSOR_PLACEMENT_HOST) {
-    return new Tensor(ctx, { kind: "host", host: new Uint8Array(size), refs: 0 }, 0, size, placement, name, device, nc);
+    let host: Uint8Array;
+    try {
+      host = new Uint8Array(size);
+    } catch (e) {
+      // The engine refuses the ArrayBuffer (RangeError): libnrt's malloc failure.
+      throw new NrtError(NrtStatus.NRT_FAIL_HOST_MEM_ALLOC, `Cannot allocate tensor "${name}": ${size} bytes of host memory are not available`, { cause: e });
+    }
+    return new Tensor(ctx, { kind: "host", host, refs: 0 }, 0, size, placement, name, device, nc, vnc);
   }
   if (placement === TensorPlacement.NRT_TENSOR_PLACEMENT_VIRTUAL) {
-    return new Tensor(ctx, { kind: "virtual", refs: 0 }, 0, size, placement, name, device, nc);
+    return new Tensor(ctx, { kind: "virtual", refs: 0 }, 0, size, placement, name, device, nc, vnc);
   }
   throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": unknown placement ${String(placement)}`);
 }

@@ -8,7 +8,7 @@
  * @module
  */
 import { md5 } from "@noble/hashes/legacy.js";
-import { gzipMember } from "./deflate.ts";
+import { gzipMember } from "./gzip.ts";
 import { NEFF_PKG_VERSION_MD5, neffHashField } from "./hash.ts";
 import { NEFF_HEADER_SIZE, writeNeffHeader } from "./header.ts";
 import { writeTar } from "./tar.ts";
@@ -22,8 +22,8 @@ export interface BuildNeffOptions {
   name: string;
   /** Member path → contents; written sorted by path. */
   members: ReadonlyMap<string, Uint8Array> | Record<string, Uint8Array>;
-  /** `true` or `"fixed"`: one gzip member (LZ77 + fixed Huffman); `"stored"`: gzip without compression; `false`: a plain tar. Default true. */
-  compress?: boolean | "fixed" | "stored";
+  /** `true`: one gzip member (zlib's default level); `"stored"`: gzip without compression; `false`: a plain tar. Default true. */
+  compress?: boolean | "stored";
   /** `pkg_version` (default 2, which records the MD5 hash; other values leave the hash field zero). */
   pkgVersion?: number;
   /** `neff_version_major` (default 2). */
@@ -66,7 +66,7 @@ export interface BuildNeffOptions {
 export function buildNeff(options: BuildNeffOptions): Uint8Array {
   const tar = writeTar(options.members, { mtime: options.mtime ?? 0 });
   const compress = options.compress ?? true;
-  const body = compress === false ? tar : gzipMember(tar, compress === "stored" ? "stored" : "fixed");
+  const body = compress === false ? tar : gzipMember(tar, compress === "stored" ? "stored" : "deflate");
   const dataSize = Math.max(1, Math.ceil(body.length / NEFF_PAYLOAD_ALIGNMENT)) * NEFF_PAYLOAD_ALIGNMENT;
   const file = new Uint8Array(NEFF_HEADER_SIZE + dataSize);
   file.set(body, NEFF_HEADER_SIZE);

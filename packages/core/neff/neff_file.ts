@@ -11,7 +11,7 @@ import { NrtStatus } from "../status.ts";
 import { asArray, asObject, asString, invalid, type JsonObject, parseJsonMember } from "./_json.ts";
 import { type NeffHashReport, verifyNeffHash } from "./hash.ts";
 import { NEFF_HEADER_SIZE, type NeffHeader, readNeffHeader } from "./header.ts";
-import { DEFAULT_MAX_DECOMPRESSED_BYTES, gunzipMember } from "./inflate.ts";
+import { DEFAULT_MAX_DECOMPRESSED_BYTES, gunzipMember, gunzipMemberAsync, type GunzipResult } from "./gzip.ts";
 import { type NeffSignature, type NeffTensor, readNeffSignature } from "./neff_signature.ts";
 import { readSubgraphDef, type SubgraphDef } from "./subgraph_def.ts";
 import { DEFAULT_MAX_MEMBERS, readTar } from "./tar.ts";
@@ -20,7 +20,7 @@ import { DEFAULT_MAX_MEMBERS, readTar } from "./tar.ts";
 export interface ReadNeffOptions {
   /** Fail with `NRT_INVALID` when the header hash does not match (`NEURON_RT_VALIDATE_HASH`). Default false. */
   validateHash?: boolean;
-  /** Cap on the decompressed payload, and on the summed member sizes (default 1 GiB). */
+  /** Cap on the decompressed payload, and on the summed member sizes (default 20 MiB, `NRT_NEFF_MAX_BYTES`). */
   maxDecompressedBytes?: number;
   /** Cap on the number of archive members (default 10,000). */
   maxMembers?: number;
@@ -119,6 +119,36 @@ function readGraphs(members: ReadonlyMap<string, Uint8Array>): { kelf: JsonObjec
  * ```
  */
 export function readNeff(bytes: Uint8Array, options: ReadNeffOptions = {}): NeffFile {
+  const pre = readNeffPrelude(bytes, options);
+  const member = pre.payload === "gzip" ? gunzipMember(pre.data, { maxOutputBytes: pre.cap }) : undefined;
+  return readNeffArchive(pre, options, member);
+}
+
+/**
+ * {@linkcode readNeff} with the gzip payload decoded in chunks that yield to the event loop (where the platform's
+ * zlib streams do): what a server uses, so that reading a large or hostile NEFF does not stall its other requests.
+ *
+ * @param bytes The whole file.
+ * @param options Hash validation and the archive caps.
+ * @returns The parsed NEFF.
+ * @throws {NrtError} As {@linkcode readNeff}.
+ */
+export async function readNeffAsync(bytes: Uint8Array, options: ReadNeffOptions = {}): Promise<NeffFile> {
+  const pre = readNeffPrelude(bytes, options);
+  const member = pre.payload === "gzip" ? await gunzipMemberAsync(pre.data, { maxOutputBytes: pre.cap }) : undefined;
+  return readNeffArchive(pre, options, member);
+}
+
+interface Prelude {
+  readonly header: NeffHeader;
+  readonly hash: NeffHashReport;
+  readonly cap: number;
+  readonly data: Uint8Array;
+  readonly payload: "gzip" | "tar";
+}
+
+/** Header, hash and payload kind: everything before the payload is decoded. */
+function readNeffPrelude(bytes: Uint8Array, options: ReadNeffOptions): Prelude {
   const header = readNeffHeader(bytes);
   const hash = verifyNeffHash(bytes, header.pkgVersion);
   if (options.validateHash === true && !hash.valid) {
@@ -129,22 +159,25 @@ export function readNeff(bytes: Uint8Array, options: ReadNeffOptions = {}): Neff
   }
   const cap = options.maxDecompressedBytes ?? DEFAULT_MAX_DECOMPRESSED_BYTES;
   const data = bytes.subarray(NEFF_HEADER_SIZE);
+  if (data.length >= 2 && data[0] === 0x1f && data[1] === 0x8b) return { header, hash, cap, data, payload: "gzip" };
+  if (isUstar(data)) return { header, hash, cap, data, payload: "tar" };
+  throw invalid("payload is neither a gzip member nor a ustar archive");
+}
+
+/** The archive (decoded gzip member, or the plain tar) → members, graphs and signature. */
+function readNeffArchive(pre: Prelude, options: ReadNeffOptions, member: GunzipResult | undefined): NeffFile {
+  const { header, hash, cap, data } = pre;
   let archive: Uint8Array;
-  let payload: "gzip" | "tar";
   let payloadBytes: number;
-  if (data.length >= 2 && data[0] === 0x1f && data[1] === 0x8b) {
-    const member = gunzipMember(data, { maxOutputBytes: cap });
+  if (member !== undefined) {
     readPadding(data, member.consumed);
     archive = member.data;
-    payload = "gzip";
     payloadBytes = member.consumed;
-  } else if (isUstar(data)) {
-    archive = data;
-    payload = "tar";
-    payloadBytes = data.length;
   } else {
-    throw invalid("payload is neither a gzip member nor a ustar archive");
+    archive = data;
+    payloadBytes = data.length;
   }
+  const payload = pre.payload;
   const entries = readTar(archive, { maxMembers: options.maxMembers ?? DEFAULT_MAX_MEMBERS, maxTotalBytes: cap });
   const members = new Map<string, Uint8Array>();
   for (const e of entries) if (e.type === "file") members.set(e.name, e.data);
