@@ -56,6 +56,8 @@ export async function httpFixture(options: {
   maxQueue?: number;
   runtime?: Partial<RuntimeInitOptions>;
   wrapFiles?: (files: RepositoryFiles) => RepositoryFiles;
+  /** Model control (default explicit, with {@linkcode ADMIN_TOKEN}). */
+  modelControl?: "none" | "explicit";
 } = {}): Promise<HttpFixture> {
   const container = createNrtContainer();
   const logger = new MemoryLogger();
@@ -66,7 +68,8 @@ export async function httpFixture(options: {
   await repository.scan();
   await repository.loadAll();
   const metrics = new InferenceMetrics();
-  const app = createInferenceApp({ runtime, repository, limits: options.limits, metrics });
+  const modelControl = options.modelControl ?? "explicit";
+  const app = createInferenceApp({ runtime, repository, limits: options.limits, metrics, modelControl, adminToken: ADMIN_TOKEN });
   return {
     app,
     runtime,
@@ -83,6 +86,14 @@ export async function httpFixture(options: {
       }
     },
   };
+}
+
+/** The admin token of the test servers. */
+export const ADMIN_TOKEN = "test-admin-token-0123456789";
+
+/** A repository or operator action: a JSON POST with the admin token. */
+export function control(body: unknown = {}, token: string = ADMIN_TOKEN): RequestInit {
+  return post(body, { authorization: `Bearer ${token}` });
 }
 
 /** A JSON POST. */

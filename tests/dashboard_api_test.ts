@@ -12,7 +12,7 @@ import type { Hono } from "hono";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { post, testModels } from "./_http.ts";
+import { ADMIN_TOKEN, control, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
 const hasServe = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" || typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
@@ -39,7 +39,12 @@ async function server(admin: boolean): Promise<Server> {
   const repository = new ModelRepository({ runtime, files: filesFromMap(files) });
   await repository.scan();
   await repository.loadAll();
-  const app = createInferenceApp({ runtime, repository, admin, dashboard: { monitor, deviceView: sim.view, faults: sim.faults } });
+  const app = createInferenceApp({
+    runtime,
+    repository,
+    adminToken: admin ? ADMIN_TOKEN : undefined,
+    dashboard: { monitor, deviceView: sim.view, faults: sim.faults },
+  });
   return {
     app,
     runtime,
@@ -113,10 +118,12 @@ describe("dashboard without admin", () => {
     expect(st.models.find((m) => m.name === "relu")?.state).toBe("RUNNING");
   });
 
-  test("the OIP repository endpoints still load and unload without admin", async () => {
-    expect((await s.app.request("/v2/repository/models/add/unload", post({}))).status).toBe(200);
-    expect((await state(s.app)).models.find((m) => m.name === "add")?.state).toBe("UNLOADED");
-    expect((await s.app.request("/v2/repository/models/add/load", post({}))).status).toBe(200);
+  test("the OIP repository endpoints refuse load and unload: model control is none by default", async () => {
+    for (const what of ["unload", "load"]) {
+      const res = await s.app.request(`/v2/repository/models/add/${what}`, post({}));
+      expect(res.status).toBe(403);
+      expect((await res.json()).error).toBe(`Cannot ${what} model "add": model control is off; start the server with --model-control explicit`);
+    }
     expect((await state(s.app)).models.find((m) => m.name === "add")?.state).toBe("RUNNING");
   });
 
@@ -198,7 +205,7 @@ describe("dashboard with admin", () => {
 
   test("an injected fault shows as armed, then fired: the model is POISONED with hardware_error, and reload recovers it", async () => {
     const nc = (await state(s.app)).models.find((m) => m.name === "relu")!.ncs[0];
-    const armed = await s.app.request("/v2/dashboard/faults", post({ kind: "hbm-ue", nc, atExecution: 1 }));
+    const armed = await s.app.request("/v2/dashboard/faults", control({ kind: "hbm-ue", nc, atExecution: 1 }));
     expect(armed.status).toBe(200);
     const { id, ncs } = await armed.json();
     expect(ncs).toEqual([nc]);
@@ -218,7 +225,7 @@ describe("dashboard with admin", () => {
     expect(st.log.some((l) => l.message.includes("Uncorrectable HBM memory error"))).toBe(true);
     expect((await s.app.request("/v2/models/relu/infer", post(relu))).status).toBe(503);
 
-    const reload = await s.app.request("/v2/dashboard/models/relu/load", post({}));
+    const reload = await s.app.request("/v2/dashboard/models/relu/load", control());
     expect(reload.status).toBe(200);
     expect(await reload.json()).toEqual({ name: "relu", state: "READY" });
     expect((await s.app.request("/v2/models/relu/infer", post(relu))).status).toBe(200);
@@ -229,32 +236,32 @@ describe("dashboard with admin", () => {
   });
 
   test("unload and load through the operator endpoints", async () => {
-    const unload = await s.app.request("/v2/dashboard/models/add/unload", post({}));
+    const unload = await s.app.request("/v2/dashboard/models/add/unload", control());
     expect(await unload.json()).toEqual({ name: "add", state: "UNAVAILABLE" });
     expect((await state(s.app)).models.find((m) => m.name === "add")?.state).toBe("UNLOADED");
     const load = await s.app.request("/v2/dashboard/models/add/load");
     expect(load.status).toBe(405);
-    expect((await s.app.request("/v2/dashboard/models/add/load", post({}))).status).toBe(200);
+    expect((await s.app.request("/v2/dashboard/models/add/load", control())).status).toBe(200);
     expect((await state(s.app)).models.find((m) => m.name === "add")?.state).toBe("RUNNING");
   });
 
   test("bad requests: an unknown model is 404, a bad name or fault spec 400, clear reports what it disarmed", async () => {
-    expect((await s.app.request("/v2/dashboard/models/nope/load", post({}))).status).toBe(404);
-    expect((await s.app.request("/v2/dashboard/models/..%2Fetc/load", post({}))).status).toBe(400);
+    expect((await s.app.request("/v2/dashboard/models/nope/load", control())).status).toBe(404);
+    expect((await s.app.request("/v2/dashboard/models/..%2Fetc/load", control())).status).toBe(400);
     for (const spec of [{ kind: "melt" }, { kind: "oob", nc: 99 }, { kind: "oob", q7: 8 }, [1], "x"]) {
-      const res = await s.app.request("/v2/dashboard/faults", post(spec));
+      const res = await s.app.request("/v2/dashboard/faults", control(spec));
       expect({ spec, status: res.status }).toEqual({ spec, status: 400 });
       expect(typeof (await res.json()).error).toBe("string");
     }
-    expect((await s.app.request("/v2/dashboard/faults", post({ kind: "hang", atExecution: 5 }))).status).toBe(200);
-    const cleared = await s.app.request("/v2/dashboard/faults/clear", post({}));
+    expect((await s.app.request("/v2/dashboard/faults", control({ kind: "hang", atExecution: 5 }))).status).toBe(200);
+    const cleared = await s.app.request("/v2/dashboard/faults/clear", control());
     expect(await cleared.json()).toEqual({ cleared: s.runtime.device.ncCount });
     expect(s.portal.faults.pending()).toEqual([]);
   });
 
   test("without a fault API, fault injection answers 501", async () => {
-    const app = createInferenceApp({ runtime: s.runtime, repository: s.repository, admin: true, dashboard: true });
-    const res = await app.request("/v2/dashboard/faults", post({ kind: "oob" }));
+    const app = createInferenceApp({ runtime: s.runtime, repository: s.repository, adminToken: ADMIN_TOKEN, dashboard: true });
+    const res = await app.request("/v2/dashboard/faults", control({ kind: "oob" }));
     expect(res.status).toBe(501);
     expect((await state(app)).server.faultApi).toBe(false);
   });
@@ -307,10 +314,10 @@ describe("nrt serve --admin", () => {
     const lines: string[] = [];
     const server = await startServer({ models: dir, demo: true, arch: "cayman", port: 0, log: (l) => lines.push(l) });
     try {
-      expect(lines).toContain(`nrt: dashboard at ${server.url}/`);
+      expect(lines).toContain(`nrt: dashboard at ${server.url}/ (read-only)`);
       const page = await fetch(`${server.url}/`);
       expect([page.status, (await page.text()).includes("<title>nrt dashboard</title>")]).toEqual([200, true]);
-      const denied = await fetch(`${server.url}/v2/dashboard/faults`, { method: "POST", body: '{"kind":"oob"}' });
+      const denied = await fetch(`${server.url}/v2/dashboard/faults`, { method: "POST", body: '{"kind":"oob"}', headers: { "content-type": "application/json" } });
       expect([denied.status, (await denied.json()).error]).toEqual([403, "Cannot inject a fault: operator actions are disabled; start the server with --admin"]);
       const events = await fetch(`${server.url}/v2/dashboard/events`);
       const reader = events.body!.pipeThrough(new TextDecoderStream()).getReader();

@@ -51,7 +51,7 @@ describe("dashboard in headless Chromium", () => {
       const textIs = (selector: string, expected: string) =>
         page.waitForFunction(([s, e]) => document.querySelector(s)?.textContent === e, [selector, expected] as const, { timeout: DEADLINE_MS });
 
-      await page.goto(`${server.url}/`);
+      await page.goto(`${server.url}/#token=${server.adminToken}`);
       await reluRow("RUNNING").waitFor({ timeout: DEADLINE_MS });
       await page.locator("#status-completed").waitFor({ timeout: DEADLINE_MS });
       expect(await page.title()).toBe("nrt dashboard");

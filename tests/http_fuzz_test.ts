@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import process from "node:process";
-import { type HttpFixture, httpFixture } from "./_http.ts";
+import { ADMIN_TOKEN, type HttpFixture, httpFixture } from "./_http.ts";
 import { OipValidator } from "./_oip.ts";
 import { prng as rng } from "../packages/core/_testing.ts";
 
@@ -105,7 +105,13 @@ function generator(random: () => number): () => Shot {
       case "sready": path = "/v2/health/ready"; break;
       case "server": path = pick(["/v2", "/v2/"]); break;
       case "index": method = "POST"; path = "/v2/repository/index"; body = pick(["", "{}", '{"ready":true}', '{"ready":1}', "[", "null"]); break;
-      case "load": case "unload": method = "POST"; path = `/v2/repository/models/${pick(["relu", "add", "trap", "mixed", "nope", "..%2Fetc"])}/${route}`; break;
+      case "load": case "unload":
+        method = "POST";
+        path = `/v2/repository/models/${pick(["relu", "add", "trap", "mixed", "nope", "..%2Fetc"])}/${route}`;
+        // Model control needs the admin token and a JSON body: most requests have both, some miss one.
+        if (random() < 0.8) headers.authorization = `Bearer ${random() < 0.9 ? ADMIN_TOKEN : "wrong-token-wrong-token"}`;
+        if (random() < 0.8) headers["content-type"] = "application/json";
+        break;
       case "metrics": path = "/metrics"; break;
       default: path = pick(["/", "/v1/models", "/v2/models", "/v2/models//infer", "/v2/repository", "/v2/models/relu/infer/extra"]);
     }
@@ -156,7 +162,7 @@ describe("REST fuzz", () => {
           continue;
         }
         const where = `${s.method} ${s.path.slice(0, 80)} → ${res.status}`;
-        if (![200, 400, 404, 405, 413, 500, 503, 504].includes(res.status)) problems.push(`${where}: undocumented status`);
+        if (![200, 400, 401, 403, 404, 405, 413, 415, 500, 503, 504].includes(res.status)) problems.push(`${where}: undocumented status`);
         if (res.status >= 400) {
           const text = await res.clone().text();
           let body: { error?: unknown };

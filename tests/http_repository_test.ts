@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { VirtualClock } from "@nrt/core";
-import { type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
+import { control, type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
 const clock = new VirtualClock();
@@ -54,20 +54,20 @@ describe("REST model repository", () => {
   });
 
   test("POST /v2/repository/models/{m}/load loads a model once when asked 8 times concurrently", async () => {
-    expect((await fx.app.request("/v2/repository/models/relu/unload", { method: "POST" })).status).toBe(200);
+    expect((await fx.app.request("/v2/repository/models/relu/unload", control())).status).toBe(200);
     expect((await fx.app.request("/v2/models/relu/infer", reluReq())).status).toBe(503);
     reads.delete("relu.neff");
-    const all = await Promise.all(Array.from({ length: 8 }, () => fx.app.request("/v2/repository/models/relu/load", { method: "POST" })));
+    const all = await Promise.all(Array.from({ length: 8 }, () => fx.app.request("/v2/repository/models/relu/load", control())));
     expect(all.map((r) => r.status)).toEqual(new Array(8).fill(200));
     expect(reads.get("relu.neff")).toBe(1);
     expect((await fx.app.request("/v2/models/relu/infer", reluReq())).status).toBe(200);
   });
 
   test("POST /v2/repository/models/{m}/load does not block inference on other models", async () => {
-    expect((await fx.app.request("/v2/repository/models/add/unload", { method: "POST" })).status).toBe(200);
+    expect((await fx.app.request("/v2/repository/models/add/unload", control())).status).toBe(200);
     let open!: () => void;
     gates.set("add.neff", new Promise<void>((r) => (open = r)));
-    const load = fx.app.request("/v2/repository/models/add/load", { method: "POST" });
+    const load = fx.app.request("/v2/repository/models/add/load", control());
     const loaded = settled(load);
     await until(() => fx.repository.get("add")!.state === "LOADING");
     const ready = await fx.app.request("/v2/models/add/ready");
@@ -100,11 +100,11 @@ describe("REST model repository", () => {
   });
 
   test("GET /v2/models/{m}/ready returns 503 while the model unloads, and unload waits for the running request", async () => {
-    expect((await fx.app.request("/v2/repository/models/spin/load", { method: "POST" })).status).toBe(200); // reload: no longer poisoned
+    expect((await fx.app.request("/v2/repository/models/spin/load", control())).status).toBe(200); // reload: no longer poisoned
     expect((await fx.app.request("/v2/models/spin/ready")).status).toBe(200);
     const running = fx.app.request("/v2/models/spin/infer", spinReq());
     await until(() => clock.pendingSleepers > 0);
-    const unload = fx.app.request("/v2/repository/models/spin/unload", { method: "POST" });
+    const unload = fx.app.request("/v2/repository/models/spin/unload", control());
     const unloaded = settled(unload);
     await until(() => fx.repository.get("spin")!.state === "UNLOADING");
     const ready = await fx.app.request("/v2/models/spin/ready");
@@ -127,11 +127,11 @@ describe("REST model repository", () => {
     let index = await (await fx.app.request("/v2/repository/index", { method: "POST" })).json();
     expect(index.find((e: { name: string }) => e.name === "relu2")).toEqual({ name: "relu2", version: "1", state: "UNAVAILABLE", reason: "not loaded" });
     expect((await fx.app.request("/v2/models/relu2")).status).toBe(503);
-    expect((await fx.app.request("/v2/repository/models/relu2/load", { method: "POST" })).status).toBe(200);
+    expect((await fx.app.request("/v2/repository/models/relu2/load", control())).status).toBe(200);
     expect((await fx.app.request("/v2/models/relu2/infer", reluReq())).status).toBe(200);
     delete fx.files["relu2.neff"];
     delete fx.files["relu2.json"];
-    expect((await fx.app.request("/v2/repository/models/relu2/unload", { method: "POST" })).status).toBe(200);
+    expect((await fx.app.request("/v2/repository/models/relu2/unload", control())).status).toBe(200);
     index = await (await fx.app.request("/v2/repository/index", { method: "POST" })).json();
     expect(index.map((e: { name: string }) => e.name)).toEqual(["add", "relu", "spin"]);
     expect((await fx.app.request("/v2/models/relu2")).status).toBe(404);
@@ -139,8 +139,8 @@ describe("REST model repository", () => {
 
   test("POST /v2/repository/models/{m}/load places instances from the model config and spreads requests over them", async () => {
     fx.files["add.json"] = enc({ vnc: 1, instances: 2 });
-    expect((await fx.app.request("/v2/repository/models/add/unload", { method: "POST" })).status).toBe(200);
-    expect((await fx.app.request("/v2/repository/models/add/load", { method: "POST" })).status).toBe(200);
+    expect((await fx.app.request("/v2/repository/models/add/unload", control())).status).toBe(200);
+    expect((await fx.app.request("/v2/repository/models/add/load", control())).status).toBe(200);
     expect(fx.repository.get("add")!.served!.vncs).toEqual([1, 2]);
     const res = await Promise.all(Array.from({ length: 8 }, (_, k) => fx.app.request("/v2/models/add/infer", addReq(k))));
     const outs = await Promise.all(res.map(async (r) => (await r.json()).outputs[0].data[0]));
@@ -151,15 +151,15 @@ describe("REST model repository", () => {
     fx.files["bad.neff"] = fx.files["relu.neff"];
     fx.files["bad.json"] = enc({ instances: 0 });
     await fx.app.request("/v2/repository/index", { method: "POST" });
-    const bad = await fx.app.request("/v2/repository/models/bad/load", { method: "POST" });
+    const bad = await fx.app.request("/v2/repository/models/bad/load", control());
     expect(bad.status).toBe(400);
     expect((await bad.json()).error).toBe('Cannot load model "bad": bad.json "instances" must be an integer from 1 to 64');
     fx.files["bad.json"] = enc({ vnc: 9 });
-    const far = await fx.app.request("/v2/repository/models/bad/load", { method: "POST" });
+    const far = await fx.app.request("/v2/repository/models/bad/load", control());
     expect(far.status).toBe(503);
     expect((await far.json()).error).toMatch(/NRT_LOAD_NOT_ENOUGH_NC/);
     const index = await (await fx.app.request("/v2/repository/index", { method: "POST" })).json();
     expect(index.find((e: { name: string }) => e.name === "bad").reason).toMatch(/^load failed: /);
-    expect((await fx.app.request("/v2/repository/models/nope/load", { method: "POST" })).status).toBe(404);
+    expect((await fx.app.request("/v2/repository/models/nope/load", control())).status).toBe(404);
   });
 });

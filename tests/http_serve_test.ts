@@ -28,8 +28,11 @@ describe("nrt serve", () => {
       demo: true,
     });
     expect(() => parseServeArgs(["--port", "70000"])).toThrow("--port 70000 is not an integer from 0 to 65535");
-    expect(() => parseServeArgs(["--models"])).toThrow("--models needs a value");
-    expect(() => parseServeArgs(["--verbose"])).toThrow('unknown option "--verbose"');
+    expect(() => parseServeArgs(["--models"])).toThrow("Cannot parse nrt serve arguments: Option '--models <value>' argument missing");
+    expect(() => parseServeArgs(["--verbose"])).toThrow("Cannot parse nrt serve arguments: Unknown option '--verbose'");
+    expect(() => parseServeArgs(["--model-control", "poll"])).toThrow("--model-control poll is not none or explicit");
+    expect(parseServeArgs(["--admin", "--admin-token-file", "t", "--model-control", "explicit", "--allowed-host", "a", "--allowed-host", "b"]))
+      .toEqual({ admin: true, adminTokenFile: "t", modelControl: "explicit", allowedHosts: ["a", "b"] });
   });
 
   test.if(hasServe)("startServer() serves the demo models on a free port and its curl line returns an inference", async () => {

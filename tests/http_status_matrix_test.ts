@@ -3,7 +3,7 @@
  * `{"error": "..."}` body that conforms to the OpenAPI document, and the server stays live afterwards.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { type HttpFixture, httpFixture, post } from "./_http.ts";
+import { control, type HttpFixture, httpFixture, post } from "./_http.ts";
 import { OipValidator } from "./_oip.ts";
 
 const LIMIT = 64 * 1024;
@@ -152,7 +152,7 @@ describe("REST status matrix", () => {
   });
 
   test("POST /v2/repository/models/{m}/load reloads a poisoned model", async () => {
-    const res = await fx.app.request("/v2/repository/models/trap/load", { method: "POST" });
+    const res = await fx.app.request("/v2/repository/models/trap/load", control());
     expect(await res.json()).toEqual({ name: "trap", state: "READY" });
     expect((await fx.app.request("/v2/models/trap/ready")).status).toBe(200);
     expect((await fx.app.request("/v2/health/ready")).status).toBe(200);

@@ -12,7 +12,7 @@ import { runDevices } from "./devices.ts";
 import { runInspect } from "./inspect.ts";
 import { runPack } from "./pack.ts";
 import { runModel } from "./run_model.ts";
-import { runServe } from "./serve.ts";
+import { runServe, UsageError } from "./serve.ts";
 
 /** One command of the `nrt` tool. */
 interface Command {
@@ -29,9 +29,12 @@ const io = {
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   serve: {
-    usage: "nrt serve --models DIR [--arch A] [--port P] [--host H] [--max-body BYTES] [--demo] [--admin]",
+    usage: "nrt serve --models DIR [--arch A] [--port P] [--host H] [--max-body BYTES] [--demo]\n" +
+      "          [--admin [--admin-token-file FILE]] [--model-control none|explicit] [--allowed-host NAME ...]",
     summary: "Serve the NEFFs of DIR over the Open Inference Protocol v2 (REST) on the simulated device;\n" +
-      "--demo writes the demo models first (npm start); --admin enables the dashboard's operator actions",
+      "--demo writes the demo models first (npm start); --admin enables the dashboard's operator actions behind\n" +
+      "a per-start token (refused on a non-loopback host without --admin-token-file); --model-control explicit\n" +
+      "allows repository load/unload with that token (docs/security.md)",
     run: (a) => runServe(a),
   },
   demo: { usage: "nrt demo", summary: "Run the reference kernels on the simulated device and check the results", run: () => runDemo() },
@@ -73,7 +76,7 @@ export async function main(args: string[]): Promise<number> {
     return await command.run(rest);
   } catch (e) {
     console.error(`nrt ${cmd}: ${e instanceof Error ? e.message : String(e)}`);
-    return 1;
+    return e instanceof UsageError ? 2 : 1;
   }
 }
 

@@ -5,5 +5,7 @@
  */
 export { createNrtContainer, type NrtContainerOptions } from "./container.ts";
 export { formatInspect, inspectNeff, type InspectIo, type InspectReport, runInspect } from "./inspect.ts";
-export { buildDemoModels, directoryFiles, parseServeArgs, type RunningServer, runServe, type ServeOptions, startServer } from "./serve.ts";
+export { buildDemoModels, isLoopbackHost, parseServeArgs, type RunningServer, runServe, type ServeOptions, startServer, UsageError } from "./serve.ts";
+export { directoryFiles, type DirectoryFilesOptions } from "./repository_dir.ts";
+export { adminToken, newAdminToken, writeAdminToken } from "./admin_token.ts";
 export { SimDeviceView } from "./sim_device_view.ts";

@@ -22,13 +22,23 @@ import {
   Runtime,
 } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { createInferenceApp, DashboardMonitor, DEFAULT_LIMITS, dtypeInfo, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
-import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import {
+  createInferenceApp,
+  DashboardMonitor,
+  DEFAULT_LIMITS,
+  dtypeInfo,
+  type ModelControlMode,
+  ModelRepository,
+  type RepositoryFiles,
+} from "@nrt/http-api";
+import { readFile } from "node:fs/promises";
+import { parseArgs } from "node:util";
+import { adminToken, defaultAdminTokenFile, newAdminToken, writeAdminToken } from "./admin_token.ts";
 import { join } from "node:path";
 import process from "node:process";
 import { createNrtContainer, simulatedSpec } from "./container.ts";
 import { SimDeviceView } from "./sim_device_view.ts";
+import { directoryFiles, ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
 
 const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
 
@@ -46,8 +56,17 @@ export interface ServeOptions {
   readonly demo?: boolean;
   /** Body size limit in bytes (default 64 MiB). */
   readonly maxBodyBytes?: number;
-  /** Enable the dashboard's operator actions: load/unload models, inject and clear faults (`--admin`). */
+  /**
+   * Enable the dashboard's operator actions (load/unload models, inject and clear faults) behind a per-start bearer
+   * token (`--admin`). Refused on a non-loopback host unless {@linkcode ServeOptions.adminTokenFile} is given.
+   */
   readonly admin?: boolean;
+  /** The admin token's file (`--admin-token-file`): an existing private file supplies it, a missing one is created. */
+  readonly adminTokenFile?: string;
+  /** Triton's model control (`--model-control`): `none` (default) or `explicit` (needs `--admin`). */
+  readonly modelControl?: ModelControlMode;
+  /** More `Host` names the server answers, as `host[:port]` (`--allowed-host`); loopback names are always allowed on a loopback bind. */
+  readonly allowedHosts?: readonly string[];
   /** Where progress lines go (default: console). */
   readonly log?: (line: string) => void;
 }
@@ -62,6 +81,8 @@ export interface RunningServer {
   readonly curl: string;
   /** The same request, for a client: path and body (`undefined` for a GET). */
   readonly example: { readonly path: string; readonly body: string | undefined };
+  /** The admin token of this start (with `admin`). */
+  readonly adminToken?: string;
   /** Graceful shutdown: stop accepting, finish in-flight requests, unload, close the runtime and the portal. */
   close(): Promise<void>;
 }
@@ -73,31 +94,97 @@ interface Listener {
 
 type Fetch = (req: Request) => Response | Promise<Response>;
 
+interface BunServer {
+  port: number;
+  stop(): Promise<void>;
+  timeout(req: Request, seconds: number): void;
+}
 interface BunLike {
-  serve(o: { hostname: string; port: number; fetch: Fetch; maxRequestBodySize: number }): { port: number; stop(): Promise<void> };
+  serve(o: {
+    hostname: string;
+    port: number;
+    fetch: (req: Request, server: BunServer) => Response | Promise<Response>;
+    error: (e: Error) => Response;
+    maxRequestBodySize: number;
+    idleTimeout: number;
+    development: boolean;
+  }): BunServer;
 }
 interface DenoLike {
   serve(
-    o: { hostname: string; port: number; onListen(addr: { port: number }): void },
+    o: { hostname: string; port: number; onListen(addr: { port: number }): void; onError(e: unknown): Response },
     fetch: Fetch,
   ): { shutdown(): Promise<void>; finished: Promise<void> };
 }
 
-/** Binds `fetch` with the runtime's own server: the one place that names `Bun.serve` and `Deno.serve`. */
-function listen(fetch: Fetch, host: string, port: number, maxBodyBytes: number): Promise<Listener> {
+/** What {@linkcode listen} needs besides the app. */
+interface ListenOptions {
+  readonly host: string;
+  readonly port: number;
+  /** Seconds a request may take before the connection is dropped (0: no limit). */
+  readonly requestTimeoutSeconds: number;
+}
+
+/** The answer when something escapes the app: JSON, never the runtime's own error page. */
+const internalError = (): Response =>
+  new Response(JSON.stringify({ error: "Cannot answer the request: internal server error" }), {
+    status: 500,
+    headers: { "content-type": "application/json" },
+  });
+
+/**
+ * Binds `fetch` with the runtime's own server: the one place that names `Bun.serve` and `Deno.serve`.
+ *
+ * Bun: `development: false` (its development error page shows stack, cwd and source), bodies are limited by the
+ * app (Bun's own limit answers an empty 413, so it is set out of the way), and every request may run for
+ * `requestTimeoutSeconds` instead of Bun's 10-second idle timeout, which would drop a request still executing
+ * (`NEURON_RT_EXEC_TIMEOUT` defaults to 30 s). Idle keep-alive connections still close after 30 s.
+ */
+function listen(fetch: Fetch, o: ListenOptions): Promise<Listener> {
   const g = globalThis as unknown as { Bun?: BunLike; Deno?: DenoLike };
   if (g.Bun !== undefined) {
-    // Bun refuses bodies past its own limit before the app sees them; leave room so the app's 413 answers first.
-    const s = g.Bun.serve({ hostname: host, port, fetch, maxRequestBodySize: maxBodyBytes + 65536 });
+    const s = g.Bun.serve({
+      hostname: o.host,
+      port: o.port,
+      fetch: (req, server) => {
+        // Bun's per-request timeout takes whole seconds up to 255; 0 disables it.
+        server.timeout(req, o.requestTimeoutSeconds > 255 ? 0 : o.requestTimeoutSeconds);
+        return fetch(req);
+      },
+      error: internalError,
+      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+      idleTimeout: 30,
+      development: false,
+    });
     return Promise.resolve({ port: s.port, stop: () => s.stop() });
   }
   if (g.Deno !== undefined) {
     const deno = g.Deno;
     return new Promise((resolve) => {
-      const s = deno.serve({ hostname: host, port, onListen: (a) => resolve({ port: a.port, stop: () => s.shutdown() }) }, fetch);
+      const s = deno.serve({
+        hostname: o.host,
+        port: o.port,
+        onListen: (a) => resolve({ port: a.port, stop: () => s.shutdown() }),
+        onError: internalError,
+      }, fetch);
     });
   }
   return Promise.reject(new Error("Cannot serve: neither Bun.serve nor Deno.serve is available; run with bun or deno"));
+}
+
+/** Whether `host` is a loopback address or name (where only local processes can connect). */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, "");
+  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/** A command-line mistake: `nrt` exits with 2. */
+export class UsageError extends Error {
+  /** Creates the error with a sentence-case message. */
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
 }
 
 const f32 = (name: string, shape: number[]): CustomOpTensorSpec => ({ name, dtype: "float32", shape });
@@ -131,23 +218,6 @@ export async function buildDemoModels(target: string): Promise<Record<string, Ui
   return out;
 }
 
-/** A repository over a directory, through `node:fs` (which Bun and Deno both provide). */
-export function directoryFiles(dir: string): RepositoryFiles {
-  return {
-    list: async () => await readdir(dir),
-    read: async (name) => {
-      try {
-        return new Uint8Array(await readFile(join(dir, name)));
-      } catch (e) {
-        if ((e as { code?: string }).code === "ENOENT") return undefined;
-        throw e;
-      }
-    },
-  };
-}
-
-const exists = (p: string): Promise<boolean> => stat(p).then(() => true, () => false);
-
 /** A small JSON example input for a tensor, or `undefined` when it has no JSON form. */
 function exampleData(t: NeffTensor): Array<number | boolean> | undefined {
   const info = dtypeInfo(t.dtype);
@@ -179,18 +249,35 @@ function exampleRequest(models: ReadonlyArray<{ name: string; inputs: readonly N
 export async function startServer(options: ServeOptions = {}): Promise<RunningServer> {
   const log = options.log ?? ((s: string) => console.log(s));
   const env = envFromProcess();
+  const config = resolveRuntimeConfig({}, env);
   const containerOptions = { arch: options.arch as NrtArchName | undefined, env };
   const spec = simulatedSpec(containerOptions); // throws NRT_INVALID for an unknown --arch
-  // Demo NEFFs name their target, so each simulated generation gets its own folder.
-  const dir = options.models ?? (options.demo ? join(tmpdir(), "nrt-demo-models", spec.name) : undefined);
-  if (dir === undefined) throw new Error("Cannot serve: --models DIR is required (or --demo)");
-  if (options.demo) {
-    await mkdir(dir, { recursive: true });
-    for (const [file, bytes] of Object.entries(await buildDemoModels(spec.name))) {
-      if (!(await exists(join(dir, file)))) await writeFile(join(dir, file), bytes);
-    }
+  const host = options.host ?? "127.0.0.1";
+  const loopback = isLoopbackHost(host);
+  if (options.admin === true && !loopback && options.adminTokenFile === undefined) {
+    throw new UsageError(
+      `Cannot serve: --admin on ${host} would hand fault injection and model control to the network; ` +
+        "give --admin-token-file FILE to confirm, or bind to 127.0.0.1",
+    );
   }
+  if (options.adminTokenFile !== undefined && options.admin !== true) throw new UsageError("Cannot serve: --admin-token-file needs --admin");
+  const modelControl = options.modelControl ?? "none";
+  if (modelControl === "explicit" && options.admin !== true) {
+    throw new UsageError("Cannot serve: --model-control explicit needs --admin (its token authorizes load and unload)");
+  }
+  // Demo NEFFs name their target, so each simulated generation gets its own folder, private to this user.
+  let dir = options.models;
+  if (dir === undefined && options.demo) {
+    const cache = privateCacheDir();
+    dir = join(cache, "demo-models", spec.name);
+    await ensurePrivateDir(dir, cache);
+  }
+  if (dir === undefined) throw new UsageError("Cannot serve: --models DIR is required (or --demo)");
+  if (options.demo) await writeModels(dir, await buildDemoModels(spec.name));
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes;
+  // The admin token: made (or read from --admin-token-file) before anything listens.
+  let token: string | undefined;
+  if (options.admin === true) token = options.adminTokenFile === undefined ? newAdminToken() : (await adminToken(options.adminTokenFile)).token;
   // The dashboard's taps: executions and the log (kernel printf arrives at INFO/WARNING), Q7 dispatches and faults.
   const monitor = new DashboardMonitor();
   const sim = new SimDeviceView();
@@ -199,7 +286,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   if (portal instanceof DeviceSimPortal) sim.attach(portal);
   let runtime: Runtime;
   try {
-    const logger = monitor.wrapLogger(createConsoleLogger(resolveRuntimeConfig({}, env).logLevel));
+    const logger = monitor.wrapLogger(createConsoleLogger(config.logLevel));
     runtime = await Runtime.init({ container, env, logger, onExecution: monitor.onExecution });
   } catch (e) {
     await portal.close();
@@ -207,35 +294,55 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   }
   let repository: ModelRepository | undefined;
   try {
-    repository = new ModelRepository({ runtime, files: directoryFiles(dir) });
+    const files = directoryFiles(dir, { maxFileBytes: config.maxNeffBytes + (1 << 20), warn: (m) => runtime.log.warn(m) });
+    repository = new ModelRepository({ runtime, files });
     const names = await repository.scan();
     const failed = await repository.loadAll();
+    // The Host names this server answers: on a loopback bind only its own (DNS rebinding), plus --allowed-host.
+    let port = options.port ?? 8000;
+    const allowedHosts = (): readonly string[] | undefined => {
+      const extra = (options.allowedHosts ?? []).flatMap((h) => (h.includes(":") && !h.startsWith("[") ? [h] : [h, `${h}:${port}`]));
+      if (!loopback) return extra.length > 0 ? extra : undefined;
+      return [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${host}:${port}`, ...extra];
+    };
     const app = createInferenceApp({
       runtime,
       repository,
       limits: { maxBodyBytes },
       dashboard: { monitor, deviceView: sim.view, faults: sim.faults },
-      admin: options.admin === true,
+      adminToken: token,
+      modelControl,
+      allowedHosts,
     });
-    const host = options.host ?? "127.0.0.1";
-    const server = await listen(app.fetch, host, options.port ?? 8000, maxBodyBytes);
+    const server = await listen(app.fetch, { host, port, requestTimeoutSeconds: runtime.config.execTimeoutSeconds + 30 });
+    port = server.port;
+    // The default token file is named after the port, which only now is known (--port 0).
+    const tokenFile = options.adminTokenFile ?? (token === undefined ? undefined : defaultAdminTokenFile(port));
+    if (token !== undefined && options.adminTokenFile === undefined) await writeAdminToken(tokenFile!, token);
     const ready = repository.models().filter((m) => m.served !== undefined).map((m) => ({ name: m.name, inputs: m.served!.inputs }));
     const example = exampleRequest(ready);
     const curlHost = host === "127.0.0.1" || host === "0.0.0.0" || host === "::" ? "localhost" : host;
-    const curl = `curl -s ${curlHost}:${server.port}${example.path}` + (example.body === undefined ? "" : ` -d '${example.body}'`);
-    const url = `http://${host.includes(":") ? `[${host}]` : host}:${server.port}`;
+    const curl = `curl -s ${curlHost}:${port}${example.path}` + (example.body === undefined ? "" : ` -d '${example.body}'`);
+    const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
     log(`nrt: ${names.length - failed.size} of ${names.length} model(s) from ${dir} ready on the simulated ${spec.name} device` +
       ` (${runtime.visibleVncCount} logical cores)`);
     log(`nrt: listening on ${url}`);
-    log(`nrt: dashboard at ${url}/${options.admin ? " (operator actions on)" : ""}`);
+    if (token !== undefined) {
+      log(`nrt: operator actions on; the admin token is in ${tokenFile} (mode 600); send it as "Authorization: Bearer <token>"`);
+      log(`nrt: dashboard at ${url}/#token=${token}`);
+    } else {
+      log(`nrt: dashboard at ${url}/ (read-only)`);
+    }
+    if (modelControl === "explicit") log("nrt: model control explicit: POST /v2/repository/models/<m>/load|unload with the admin token");
     log(`try: ${curl}`);
     let closing: Promise<void> | undefined;
     const repo = repository;
     return {
       url,
-      port: server.port,
+      port,
       curl,
       example,
+      adminToken: token,
       close: () =>
         closing ??= (async () => {
           monitor.close(); // ends the dashboard's event streams, which the listener's stop would wait for
@@ -256,30 +363,51 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   }
 }
 
-/** Parses `nrt serve` arguments. */
+/** Parses `nrt serve` arguments (`node:util` `parseArgs`). */
 export function parseServeArgs(args: readonly string[]): ServeOptions {
-  const o: { -readonly [K in keyof ServeOptions]: ServeOptions[K] } = {};
-  for (let i = 0; i < args.length; i++) {
-    const a = args[i];
-    const value = (): string => {
-      const v = args[++i];
-      if (v === undefined) throw new Error(`Cannot parse nrt serve arguments: ${a} needs a value`);
-      return v;
-    };
-    const int = (v: string, lo: number, hi: number): number => {
-      const n = Number(v);
-      if (!Number.isSafeInteger(n) || n < lo || n > hi) throw new Error(`Cannot parse nrt serve arguments: ${a} ${v} is not an integer from ${lo} to ${hi}`);
-      return n;
-    };
-    if (a === "--models") o.models = value();
-    else if (a === "--arch") o.arch = value();
-    else if (a === "--port") o.port = int(value(), 0, 65535);
-    else if (a === "--host") o.host = value();
-    else if (a === "--max-body") o.maxBodyBytes = int(value(), 1, Number.MAX_SAFE_INTEGER);
-    else if (a === "--demo") o.demo = true;
-    else if (a === "--admin") o.admin = true;
-    else throw new Error(`Cannot parse nrt serve arguments: unknown option "${a}"`);
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...args],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        models: { type: "string" },
+        arch: { type: "string" },
+        port: { type: "string" },
+        host: { type: "string" },
+        "max-body": { type: "string" },
+        demo: { type: "boolean" },
+        admin: { type: "boolean" },
+        "admin-token-file": { type: "string" },
+        "model-control": { type: "string" },
+        "allowed-host": { type: "string", multiple: true },
+      },
+    });
+  } catch (e) {
+    throw new UsageError(`Cannot parse nrt serve arguments: ${e instanceof Error ? e.message : String(e)}`);
   }
+  const v = parsed.values;
+  const int = (flag: string, text: string, lo: number, hi: number): number => {
+    const n = /^[0-9]{1,16}$/.test(text) ? Number(text) : NaN;
+    if (!Number.isSafeInteger(n) || n < lo || n > hi) throw new UsageError(`Cannot parse nrt serve arguments: --${flag} ${text} is not an integer from ${lo} to ${hi}`);
+    return n;
+  };
+  const o: { -readonly [K in keyof ServeOptions]: ServeOptions[K] } = {};
+  if (v.models !== undefined) o.models = v.models;
+  if (v.arch !== undefined) o.arch = v.arch;
+  if (v.port !== undefined) o.port = int("port", v.port, 0, 65535);
+  if (v.host !== undefined) o.host = v.host;
+  if (v["max-body"] !== undefined) o.maxBodyBytes = int("max-body", v["max-body"], 1, Number.MAX_SAFE_INTEGER);
+  if (v.demo === true) o.demo = true;
+  if (v.admin === true) o.admin = true;
+  if (v["admin-token-file"] !== undefined) o.adminTokenFile = v["admin-token-file"];
+  if (v["model-control"] !== undefined) {
+    const m = v["model-control"];
+    if (m !== "none" && m !== "explicit") throw new UsageError(`Cannot parse nrt serve arguments: --model-control ${m} is not none or explicit`);
+    o.modelControl = m;
+  }
+  if (v["allowed-host"] !== undefined) o.allowedHosts = v["allowed-host"];
   return o;
 }
 

@@ -13,6 +13,7 @@
 import { type Logger, NrtInitState, type Runtime } from "@nrt/core";
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { accessControl, type ModelControlMode } from "./access.ts";
 import { parseJson, readBody } from "./body.ts";
 import { dtypeInfo } from "./datatype.ts";
 import { HttpError, toHttpError } from "./http_error.ts";
@@ -59,10 +60,20 @@ export interface InferenceAppOptions {
    */
   readonly dashboard?: DashboardOptions | boolean;
   /**
-   * Enable the dashboard's operator actions (load/unload a model, inject and clear faults); without it they answer
-   * 403. The OIP repository endpoints are not affected. Default: off.
+   * The bearer token that enables the dashboard's operator actions (load/unload a model, inject and clear faults)
+   * and explicit model control; without it the actions answer 403 (docs/security.md).
    */
-  readonly admin?: boolean;
+  readonly adminToken?: string;
+  /**
+   * Triton's model-control mode: `"none"` (default) refuses `POST /v2/repository/models/{m}/load|unload` with
+   * 403; `"explicit"` allows them with the admin token.
+   */
+  readonly modelControl?: ModelControlMode;
+  /**
+   * `Host` values the server answers (`host:port`); other hosts get 403 before routing. Pass them when bound to a
+   * loopback address (DNS rebinding). Default: any.
+   */
+  readonly allowedHosts?: readonly string[] | (() => readonly string[] | undefined);
 }
 
 /** The server name in `GET /v2`. */
@@ -99,8 +110,14 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   const metrics = options.metrics ?? new InferenceMetrics();
   const dashboard = options.dashboard === true ? {} : options.dashboard === false ? undefined : options.dashboard;
   const monitor = dashboard === undefined ? undefined : dashboard.monitor ?? new DashboardMonitor();
+  const access = accessControl({ adminToken: options.adminToken, modelControl: options.modelControl, allowedHosts: options.allowedHosts });
   const app = new Hono();
   const allowed = new Map<string, string[]>();
+  // Host and Origin before any route (docs/security.md).
+  app.use("*", async (c, next) => {
+    access.checkRequest(c);
+    await next();
+  });
 
   const on = (method: "GET" | "POST", path: string, handler: (c: Context) => Response | Promise<Response>): void => {
     app.on(method, path, handler);
@@ -220,6 +237,7 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   });
   const change = (what: "load" | "unload") => async (c: Context): Promise<Response> => {
     const m = modelOf(c);
+    access.requireModelControl(c, `${what} model "${m.name}"`);
     await optionalObject(c);
     try {
       await (what === "load" ? repo.load(m.name) : repo.unload(m.name));
@@ -242,7 +260,7 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
       repository: repo,
       metrics,
       monitor,
-      admin: options.admin === true,
+      access,
       options: dashboard,
       server: { name: SERVER_NAME, version: SERVER_VERSION },
     });
@@ -251,15 +269,16 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   // A known path with another method is 405 with Allow; registered after every route so they match first.
   for (const [path, methods] of allowed) {
     app.all(path, (c) => {
-      throw new HttpError(405, `Cannot ${c.req.method} ${new URL(c.req.url).pathname}: allowed methods are ${methods.join(", ")}`, {
+      throw new HttpError(405, `Cannot ${c.req.method} ${c.req.path.slice(0, 256)}: allowed methods are ${methods.join(", ")}`, {
         headers: { allow: methods.join(", ") },
       });
     });
   }
-  app.notFound((c) => c.json({ error: `Cannot ${c.req.method} ${new URL(c.req.url).pathname.slice(0, 256)}: no such endpoint` }, 404));
+  // c.req.path, never new URL(c.req.url): a request without a valid Host has no URL to parse (docs/security.md).
+  app.notFound((c) => c.json({ error: `Cannot ${c.req.method} ${c.req.path.slice(0, 256)}: no such endpoint` }, 404));
   app.onError((e, c) => {
     const err = toHttpError(e);
-    if (err.status >= 500) log.error(`${c.req.method} ${new URL(c.req.url).pathname.slice(0, 256)}: ${err.message}`);
+    if (err.status >= 500) log.error(`${c.req.method} ${c.req.path.slice(0, 256)}: ${err.message}`);
     return c.json({ error: err.message }, err.status as ContentfulStatusCode, err.headers);
   });
   return app;

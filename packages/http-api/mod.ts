@@ -15,6 +15,7 @@
  *
  * @module
  */
+export { type AccessControl, accessControl, type AccessOptions, type ModelControlMode } from "./access.ts";
 export { parseJson, readBody } from "./body.ts";
 export { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo, encodeJsonData } from "./datatype.ts";
 export { HttpError, type HttpErrorOptions, httpStatusOf, NRT_HTTP_STATUS, toHttpError } from "./http_error.ts";

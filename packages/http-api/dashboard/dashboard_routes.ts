@@ -8,6 +8,7 @@
 import type { Runtime } from "@nrt/core";
 import type { Context } from "hono";
 import { streamSSE } from "hono/streaming";
+import type { AccessControl } from "../access.ts";
 import { HttpError } from "../http_error.ts";
 import type { InferenceMetrics } from "../metrics.ts";
 import { isValidModelName, type ModelRepository } from "../model_repository.ts";
@@ -44,7 +45,8 @@ export interface DashboardContext {
   readonly repository: ModelRepository;
   readonly metrics: InferenceMetrics;
   readonly monitor: DashboardMonitor;
-  readonly admin: boolean;
+  /** The app's access checks (admin token, JSON only). */
+  readonly access: AccessControl;
   readonly options: DashboardOptions;
   readonly server: { readonly name: string; readonly version: string };
 }
@@ -80,7 +82,7 @@ export function registerDashboard(x: DashboardContext): void {
     metrics: x.metrics,
     monitor,
     deviceView: options.deviceView,
-    admin: x.admin,
+    admin: x.access.admin,
     faultApi: options.faults !== undefined,
     server: x.server,
   };
@@ -116,13 +118,14 @@ export function registerDashboard(x: DashboardContext): void {
       return Promise.resolve();
     }));
 
-  /** Operator actions need `admin`; checked before anything else of the request is read. */
-  const admin = (what: string): void => {
-    if (!x.admin) throw new HttpError(403, `Cannot ${what}: operator actions are disabled; start the server with --admin`);
+  /** Operator actions need the admin token and a JSON body; checked before anything else of the request is read. */
+  const admin = (c: Context, what: string): void => {
+    x.access.requireAdmin(c, what);
+    x.access.requireJson(c, what);
   };
   const change = (what: "load" | "unload") => async (c: Context): Promise<Response> => {
     const name = c.req.param("m") ?? "";
-    admin(`${what} model ${JSON.stringify(name.slice(0, 128))}`);
+    admin(c, `${what} model ${JSON.stringify(name.slice(0, 128))}`);
     if (!isValidModelName(name)) throw new HttpError(400, `Invalid model name ${JSON.stringify(name.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
     await x.readObject(c);
     const m = repo.get(name);
@@ -143,7 +146,7 @@ export function registerDashboard(x: DashboardContext): void {
     return options.faults;
   };
   on("POST", "/v2/dashboard/faults", async (c) => {
-    admin("inject a fault");
+    admin(c, "inject a fault");
     const api = faults();
     const spec = await x.readObject(c);
     let armed: { id: number; ncs: readonly number[] };
@@ -158,7 +161,7 @@ export function registerDashboard(x: DashboardContext): void {
     return c.json({ id: armed.id, ncs: armed.ncs });
   });
   on("POST", "/v2/dashboard/faults/clear", async (c) => {
-    admin("clear faults");
+    admin(c, "clear faults");
     const api = faults();
     await x.readObject(c);
     const cleared = api.clear();

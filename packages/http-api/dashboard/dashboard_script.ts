@@ -114,8 +114,27 @@ export const DASHBOARD_SCRIPT: string = String.raw`"use strict";
     prune(list, keys);
   }
 
+  // The admin token arrives once in the URL fragment (#token=...), which never reaches the server or its logs; it is
+  // kept for this tab only and removed from the address bar (docs/security.md).
+  var TOKEN_KEY = "nrt-admin-token";
+  (function takeToken() {
+    var m = /(?:^#|&)token=([A-Za-z0-9_-]+)/.exec(location.hash);
+    if (m) {
+      try { sessionStorage.setItem(TOKEN_KEY, m[1]); } catch (e) { /* storage off: the token lives in this page */ }
+      window.nrtAdminToken = m[1];
+      history.replaceState(null, "", location.pathname + location.search);
+    }
+  })();
+  function token() {
+    try { return sessionStorage.getItem(TOKEN_KEY) || window.nrtAdminToken || ""; } catch (e) { return window.nrtAdminToken || ""; }
+  }
+  function post(path, body) {
+    var headers = { "content-type": "application/json" };
+    if (token()) headers.authorization = "Bearer " + token();
+    return fetch(path, { method: "POST", headers: headers, body: body });
+  }
   function act(path, label) {
-    return fetch(path, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }).then(report(label), fail(label));
+    return post(path, "{}").then(report(label), fail(label));
   }
   function report(label) {
     return function (res) {
@@ -158,7 +177,7 @@ export const DASHBOARD_SCRIPT: string = String.raw`"use strict";
       setText(tr.querySelector(".last"), micros(m.stats.lastRequestUs));
       setText(tr.querySelector(".inflight"), String(m.inflight));
       var actions = tr.querySelector(".actions"), load = tr.querySelector(".load"), unload = tr.querySelector(".unload");
-      actions.hidden = !s.server.admin;
+      actions.hidden = !s.server.admin || !token();
       var healthy = m.state === "RUNNING" && m.poisonedInstances === 0;
       var loadLabel = m.state === "POISONED" || m.poisonedInstances > 0 ? "Reload" : "Load";
       setText(load, loadLabel);
@@ -227,6 +246,9 @@ export const DASHBOARD_SCRIPT: string = String.raw`"use strict";
     if (!s.server.admin) {
       setText(note, "Operator actions are off. Start the server with --admin to load and unload models and to inject faults.");
       form.hidden = true;
+    } else if (!token()) {
+      setText(note, "Operator actions need the admin token: open the dashboard URL that nrt serve --admin printed (it ends in #token=...).");
+      form.hidden = true;
     } else if (!s.server.faultApi) {
       setText(note, "This device has no fault API; models can be loaded and unloaded in the table above.");
       form.hidden = true;
@@ -271,8 +293,7 @@ export const DASHBOARD_SCRIPT: string = String.raw`"use strict";
     if ($("fault-nc").value !== "") spec.nc = Number($("fault-nc").value);
     if ($("fault-q7").value !== "") spec.q7 = Number($("fault-q7").value);
     if ($("fault-at").value !== "") spec.atExecution = Number($("fault-at").value);
-    fetch("v2/dashboard/faults", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(spec) })
-      .then(report("Inject " + spec.kind), fail("Inject " + spec.kind));
+    post("v2/dashboard/faults", JSON.stringify(spec)).then(report("Inject " + spec.kind), fail("Inject " + spec.kind));
   });
   $("fault-clear").addEventListener("click", function () { act("v2/dashboard/faults/clear", "Clear faults"); });
 
