@@ -149,6 +149,12 @@ function listen(fetch: Fetch, o: ListenOptions): Promise<Listener> {
       fetch: (req, server) => {
         // Bun's per-request timeout takes whole seconds up to 255; 0 disables it.
         server.timeout(req, o.requestTimeoutSeconds > 255 ? 0 : o.requestTimeoutSeconds);
+        // Without a usable Host (HTTP/1.0, empty, malformed) Bun gives a bare path as the URL; give the app an
+        // absolute one naming this server, and keep the Host header as sent for the app's checks.
+        if (req.url.startsWith("/")) {
+          const authority = o.host.includes(":") && !o.host.startsWith("[") ? `[${o.host}]` : o.host;
+          return fetch(new Request(`http://${authority}:${s.port}${req.url}`, req));
+        }
         return fetch(req);
       },
       error: internalError,
@@ -303,7 +309,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const allowedHosts = (): readonly string[] | undefined => {
       const extra = (options.allowedHosts ?? []).flatMap((h) => (h.includes(":") && !h.startsWith("[") ? [h] : [h, `${h}:${port}`]));
       if (!loopback) return extra.length > 0 ? extra : undefined;
-      return [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, `${host}:${port}`, ...extra];
+      // A bare name (no port) is what HTTP/1.1 clients send for port 80, never what a browser sends to another port.
+      const own = ["127.0.0.1", "localhost", "[::1]", host.includes(":") && !host.startsWith("[") ? `[${host}]` : host];
+      return [...own.flatMap((h) => [h, `${h}:${port}`]), ...extra];
     };
     const app = createInferenceApp({
       runtime,

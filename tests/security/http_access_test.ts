@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { startServer, UsageError } from "@nrt/cli";
 import { createInferenceApp } from "@nrt/http-api";
 import { ADMIN_TOKEN, type HttpFixture, httpFixture } from "../_http.ts";
+import { rawRequest } from "./_raw_http.ts";
 
 let fx: HttpFixture;
 beforeAll(async () => {
@@ -135,9 +136,10 @@ describe("nrt serve --admin", () => {
         });
       expect((await unload()).status).toBe(401);
       expect((await unload(token)).status).toBe(200);
-      // A foreign Host is refused on a loopback bind.
-      const res = await fetch(`${server.url}/v2/dashboard/state`, { headers: { host: "attacker.example" } });
-      expect(res.status).toBe(403);
+      // A foreign Host is refused on a loopback bind (a raw request: fetch may not set Host).
+      const res = await rawRequest(server.port, "GET /v2/dashboard/state HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n");
+      expect(res?.status).toBe(403);
+      expect(JSON.parse(res!.body).error).toContain('Cannot serve a request for host "attacker.example"');
     } finally {
       await server.close();
     }
