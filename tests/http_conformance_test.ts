@@ -90,13 +90,20 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
     });
   });
 
-  test("POST /v2/models/{m}/infer accepts nested data in row-major order", async () => {
+  test("POST /v2/models/{m}/infer refuses data nested other than as its shape (nested-as-shape: datatype_test.ts)", async () => {
     const a = Array.from({ length: 16 }, (_, i) => i), b = Array.from({ length: 16 }, (_, i) => 100 * i);
-    const res = await call("/v2/models/add/versions/1/infer", post({
+    const ragged = await call("/v2/models/add/versions/1/infer", post({
       inputs: [
         { name: "a", shape: [16], datatype: "FP32", data: [a.slice(0, 8), a.slice(8)] },
         { name: "b", shape: [16], datatype: "FP32", data: b },
       ],
+    }));
+    expect(ragged.status).toBe(400);
+    expect((await ragged.json()).error).toBe(
+      'Cannot read input "a": "data"[0] is an array inside a flat list; send a flat array or one nested as the shape [16]',
+    );
+    const res = await call("/v2/models/add/versions/1/infer", post({
+      inputs: [{ name: "a", shape: [16], datatype: "FP32", data: a }, { name: "b", shape: [16], datatype: "FP32", data: b }],
       outputs: [{ name: "out" }],
     }));
     const body = await res.json();

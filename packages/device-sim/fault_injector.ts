@@ -54,6 +54,11 @@ export type FaultKind = typeof FaultKind[keyof typeof FaultKind];
 
 const KINDS: ReadonlySet<string> = new Set(Object.values(FaultKind));
 
+/** The fields of a {@linkcode FaultSpec}. */
+const SPEC_FIELDS: ReadonlySet<string> = new Set([
+  "kind", "device", "nc", "engine", "q7", "atExecution", "fatal", "mask", "repairable", "metadata", "collectives",
+]);
+
 /** What to inject. */
 export interface FaultSpec {
   /** The kind. */
@@ -218,22 +223,42 @@ export class FaultInjector {
    * @throws {RangeError} If the kind, the target or the timing is invalid.
    */
   inject(spec: FaultSpec): InjectedFault {
-    const device = spec.device ?? 0;
+    const kindText = typeof (spec as { kind?: unknown })?.kind === "string" ? JSON.stringify(spec.kind) : "";
     const bad = (why: string): never => {
-      throw new RangeError(`Cannot inject fault ${JSON.stringify(spec.kind)}: ${why}`);
+      throw new RangeError(`Cannot inject fault${kindText === "" ? "" : ` ${kindText}`}: ${why}`);
     };
-    if (!KINDS.has(spec.kind)) bad(`unknown kind; expected one of ${[...KINDS].join(", ")}`);
-    const ports = this.#ports[device] ?? bad(`device ${device} does not exist (${this.#ports.length} simulated)`);
-    if (spec.nc !== undefined && (!Number.isInteger(spec.nc) || ports[spec.nc] === undefined)) bad(`NeuronCore ${spec.nc} does not exist (${ports.length} per device)`);
-    if (spec.q7 !== undefined && (!Number.isInteger(spec.q7) || spec.q7 < 0 || spec.q7 >= this.#q7Cores)) bad(`Q7 core ${spec.q7} is outside 0..${this.#q7Cores - 1}`);
-    if (spec.engine !== undefined) {
-      const limit = spec.kind === FaultKind.DMA_ABORT ? this.#dmaEngines : 5;
-      if (!Number.isInteger(spec.engine) || spec.engine < 0 || spec.engine >= limit) bad(`engine ${spec.engine} is outside 0..${limit - 1}`);
+    if (typeof spec !== "object" || spec === null || Array.isArray(spec)) bad("the spec must be an object");
+    // Every field is checked for its type and range, and unknown fields are refused: an operator's typo must not
+    // arm a different fault than the one asked for (docs/faults.md).
+    for (const key of Object.keys(spec)) if (!SPEC_FIELDS.has(key)) bad(`unknown field "${key}"; the fields are ${[...SPEC_FIELDS].join(", ")}`);
+    if (typeof spec.kind !== "string" || !KINDS.has(spec.kind)) bad(`"kind" must be one of ${[...KINDS].join(", ")}`);
+    const integer = (field: string, v: unknown, lo: number, hi: number): number | undefined => {
+      if (v === undefined) return undefined;
+      if (typeof v !== "number" || !Number.isSafeInteger(v) || v < lo || v > hi) bad(`"${field}" is ${JSON.stringify(v) ?? String(v)}, expected an integer from ${lo} to ${hi}`);
+      return v as number;
+    };
+    const boolean = (field: string, v: unknown): void => {
+      if (v !== undefined && typeof v !== "boolean") bad(`"${field}" is ${JSON.stringify(v)}, expected true or false`);
+    };
+    const device = integer("device", spec.device, 0, this.#ports.length - 1) ?? 0;
+    const ports = this.#ports[device];
+    integer("nc", spec.nc, 0, ports.length - 1);
+    integer("q7", spec.q7, 0, this.#q7Cores - 1);
+    integer("engine", spec.engine, 0, (spec.kind === FaultKind.DMA_ABORT ? this.#dmaEngines : 5) - 1);
+    integer("atExecution", spec.atExecution, 1, 0x7fff_ffff);
+    integer("mask", spec.mask, 0, 0xffff);
+    integer("metadata", spec.metadata, 0, 0xffff_ffff);
+    boolean("fatal", spec.fatal);
+    boolean("repairable", spec.repairable);
+    if (spec.collectives !== undefined) {
+      const c = spec.collectives as Record<string, unknown>;
+      if (typeof c !== "object" || c === null || Array.isArray(c)) bad(`"collectives" must be an object`);
+      for (const key of Object.keys(c)) if (!["variant", "op", "total"].includes(key)) bad(`unknown field "collectives.${key}"; the fields are variant, op, total`);
+      const v = integer("collectives.variant", c.variant, 0, 2);
+      if (v !== undefined && v !== Hang.BARRIER && v !== Hang.IN_OPERATION && v !== Hang.BETWEEN_OPERATIONS) bad(`collectives variant ${v} is not 0, 1 or 2`);
+      integer("collectives.op", c.op, 0, 0xffff);
+      integer("collectives.total", c.total, 0, 0xffff);
     }
-    if (spec.atExecution !== undefined && (!Number.isInteger(spec.atExecution) || spec.atExecution < 1)) bad(`atExecution ${spec.atExecution} is not a positive integer`);
-    if (spec.mask !== undefined && (!Number.isInteger(spec.mask) || spec.mask < 0 || spec.mask > 0xffff)) bad(`mask ${spec.mask} is not a 16-bit value`);
-    const v = spec.collectives?.variant;
-    if (v !== undefined && v !== Hang.BARRIER && v !== Hang.IN_OPERATION && v !== Hang.BETWEEN_OPERATIONS) bad(`collectives variant ${v} is not 0, 1 or 2`);
     const id = this.#nextId++;
     const ncs = spec.nc === undefined ? ports.map((_, i) => i) : [spec.nc];
     for (const nc of ncs) ports[nc].arm({ id, spec, remaining: spec.atExecution ?? 0 });

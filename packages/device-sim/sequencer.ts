@@ -388,6 +388,22 @@ export class Sequencer {
         this.#fault(run, 0, `DRAIN: ${detail}`, failed.map((c) => c.cpu), failed.map((c) => STATUS_MASK[c.status]));
         throw new StreamHalt();
       }
+      // A core that returned without its commit fence (customop_cleanup): the join completes, the result is
+      // flagged with a non-fatal record per core (TpbErrorMask.Q7_UNCOMMITTED, docs/faults.md).
+      for (const c of joined) {
+        if (!c.ran || c.committed) continue;
+        this.faults.push({ slot: run.slot, mask: TpbFaultMask.Q7_UNCOMMITTED, message: `DRAIN: core ${c.cpu} returned without customop_cleanup` });
+        this.pushRecord({
+          code: TpbErrorId.NONFATAL,
+          mask: TpbFaultMask.Q7_UNCOMMITTED,
+          engine: TpbEngType.POOL,
+          q7: c.cpu,
+          kind: NotificationKind.TPB_ERROR,
+          model: run.model,
+          value: run.slot,
+          aux: 0,
+        });
+      }
     }
     if (run.s2mBytes !== undefined) dmaStep(() => this.#d.dma.run(DmaDirection.S2M, run.s2mBytes!));
   }

@@ -23,7 +23,7 @@ import { HttpError } from "./http_error.ts";
  * console.log(bytes.length); // 2
  * ```
  */
-export async function readBody(req: Request, limit: number): Promise<Uint8Array> {
+export async function readBody(req: Request, limit: number, options: { deadlineMs?: number } = {}): Promise<Uint8Array> {
   const cl = req.headers.get("content-length");
   if (cl !== null && req.headers.has("transfer-encoding")) {
     await req.body?.cancel().catch(() => {});
@@ -38,20 +38,22 @@ export async function readBody(req: Request, limit: number): Promise<Uint8Array>
     declared = Number(cl);
     if (declared > limit) {
       await req.body?.cancel().catch(() => {});
-      throw new HttpError(413, `Cannot read the request body: ${declared} bytes is over the ${limit}-byte limit`);
+      throw new HttpError(413, `Cannot read the request body: ${declared} bytes is over the ${limit}-byte limit`, { headers: CLOSE });
     }
   }
   if (req.body === null) return new Uint8Array(0);
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
+  // A client that trickles its body must not hold the server's body budget for ever.
+  const deadline = options.deadlineMs === undefined ? undefined : Date.now() + options.deadlineMs;
   for (;;) {
-    const { done, value } = await reader.read();
+    const { done, value } = deadline === undefined ? await reader.read() : await readBefore(reader, deadline);
     if (done) break;
     total += value.byteLength;
     if (total > limit) {
       await reader.cancel().catch(() => {});
-      throw new HttpError(413, `Cannot read the request body: it is over the ${limit}-byte limit`);
+      throw new HttpError(413, `Cannot read the request body: it is over the ${limit}-byte limit`, { headers: CLOSE });
     }
     chunks.push(value);
   }
@@ -66,6 +68,110 @@ export async function readBody(req: Request, limit: number): Promise<Uint8Array>
     o += c.byteLength;
   }
   return out;
+}
+
+/**
+ * A refused body is not drained: the answer closes the connection, so the rest of a large or endless body is never
+ * read (docs/security.md).
+ */
+const CLOSE: Readonly<Record<string, string>> = { connection: "close" };
+
+/** One read, or a 408 once `deadline` (epoch ms) passes. */
+async function readBefore(reader: ReadableStreamDefaultReader<Uint8Array>, deadline: number): Promise<ReadableStreamReadResult<Uint8Array>> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new HttpError(408, "Cannot read the request body: it did not arrive in time", { headers: CLOSE })), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([reader.read(), late]);
+  } catch (e) {
+    await reader.cancel().catch(() => {});
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * A budget of request-body bytes the server holds at once (docs/security.md): a request reserves what its body may
+ * take before reading it and releases it when it is answered, so concurrent large bodies wait their turn instead of
+ * adding up. Ours.
+ *
+ * @example Two reservations that fit, a third that waits
+ * ```ts
+ * import { BodyBudget } from "@nrt/http-api";
+ * const budget = new BodyBudget(100, 1000);
+ * const a = await budget.reserve(60);
+ * const b = budget.reserve(60); // waits until `a` is released
+ * a();
+ * (await b)();
+ * console.log(budget.reserved); // 0
+ * ```
+ */
+export class BodyBudget {
+  /** Bytes the budget holds. */
+  readonly bytes: number;
+  readonly #maxWaitMs: number;
+  readonly #waiters: Array<{ n: number; grant: () => void }> = [];
+  #reserved = 0;
+
+  /**
+   * @param bytes Bytes of request bodies held at once.
+   * @param maxWaitMs Longest wait for room before a request is refused with 503.
+   */
+  constructor(bytes: number, maxWaitMs: number) {
+    this.bytes = bytes;
+    this.#maxWaitMs = maxWaitMs;
+  }
+
+  /** Bytes reserved now. */
+  get reserved(): number {
+    return this.#reserved;
+  }
+
+  /**
+   * Reserves `n` bytes (at most the whole budget), waiting in line for room.
+   *
+   * @returns The release function (idempotent).
+   * @throws {HttpError} 503 when no room came within the wait.
+   */
+  reserve(n: number): Promise<() => void> {
+    const want = Math.min(Math.max(0, n), this.bytes);
+    const release = (): (() => void) => {
+      let done = false;
+      return () => {
+        if (done) return;
+        done = true;
+        this.#reserved -= want;
+        this.#pump();
+      };
+    };
+    if (this.#waiters.length === 0 && this.#reserved + want <= this.bytes) {
+      this.#reserved += want;
+      return Promise.resolve(release());
+    }
+    return new Promise((resolve, reject) => {
+      const w = {
+        n: want,
+        grant: () => {
+          clearTimeout(timer);
+          this.#reserved += want;
+          resolve(release());
+        },
+      };
+      const timer = setTimeout(() => {
+        const i = this.#waiters.indexOf(w);
+        if (i >= 0) this.#waiters.splice(i, 1);
+        reject(new HttpError(503, "Cannot read the request: the server is busy with other large requests; retry later"));
+        this.#pump();
+      }, this.#maxWaitMs);
+      this.#waiters.push(w);
+    });
+  }
+
+  #pump(): void {
+    while (this.#waiters.length > 0 && this.#reserved + this.#waiters[0].n <= this.bytes) this.#waiters.shift()!.grant();
+  }
 }
 
 const OPEN_BRACKET = 0x5b, CLOSE_BRACKET = 0x5d, OPEN_BRACE = 0x7b, CLOSE_BRACE = 0x7d, QUOTE = 0x22, BACKSLASH = 0x5c;

@@ -99,13 +99,15 @@ const WRITERS: Readonly<Record<string, Writer>> = {
   INT16: int(-0x8000, 0x7fff, (v, o, x) => v.setInt16(o, x, true)),
   INT32: int(-0x80000000, 0x7fffffff, (v, o, x) => v.setInt32(o, x, true)),
   INT64: int(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, (v, o, x) => v.setBigInt64(o, BigInt(x), true)),
+  // A JSON number that is not finite (1e999) or past FP32's range would arrive as ±Infinity: refused (ours;
+  // docs/rest-api.md). NaN cannot be written in standard JSON at all.
   FP32: (v, o, x) => {
-    if (typeof x !== "number") return false;
+    if (typeof x !== "number" || !Number.isFinite(Math.fround(x))) return false;
     v.setFloat32(o, x, true);
     return true;
   },
   FP64: (v, o, x) => {
-    if (typeof x !== "number") return false;
+    if (typeof x !== "number" || !Number.isFinite(x)) return false;
     v.setFloat64(o, x, true);
     return true;
   },
@@ -115,9 +117,15 @@ const EXPECTED: Readonly<Record<string, string>> = {
   BOOL: "a boolean",
   UINT64: "an integer from 0 to 2^53-1",
   INT64: "an integer from -(2^53-1) to 2^53-1",
-  FP32: "a number",
-  FP64: "a number",
+  FP32: "a finite number within the FP32 range (±3.4028235e38)",
+  FP64: "a finite number",
 };
+
+/** A JSON value as the client wrote it, for messages (`Infinity` where JSON.stringify would say null). */
+function shown(x: unknown): string {
+  if (typeof x === "number" && !Number.isFinite(x)) return String(x);
+  return JSON.stringify(x) ?? String(x);
+}
 
 /**
  * Converts the JSON `data` of a tensor to its little-endian bytes. Nested arrays are read in row-major order, so a
@@ -127,6 +135,7 @@ const EXPECTED: Readonly<Record<string, string>> = {
  * @param info The tensor's datatype row (one with `json: true`).
  * @param data The `data` member.
  * @param count The element count the shape asks for.
+ * @param shape The shape (default `[count]`): a nested `data` must follow it level by level.
  * @returns `count × info.bytes` bytes.
  * @throws {HttpError} 400 when `data` is not an array, holds a value of the wrong type or range, or does not hold
  *   exactly `count` elements.
@@ -138,7 +147,7 @@ const EXPECTED: Readonly<Record<string, string>> = {
  * console.log(new Float32Array(bytes.buffer)); // Float32Array [1, 2, 3, 4]
  * ```
  */
-export function decodeJsonData(name: string, info: DatatypeInfo, data: unknown, count: number): Uint8Array {
+export function decodeJsonData(name: string, info: DatatypeInfo, data: unknown, count: number, shape: readonly number[] = [count]): Uint8Array {
   const write = WRITERS[info.datatype];
   if (write === undefined || !info.json) {
     throw new HttpError(400, `Cannot read input "${name}": ${info.datatype} has no JSON form; send it with the binary tensor extension`);
@@ -146,24 +155,38 @@ export function decodeJsonData(name: string, info: DatatypeInfo, data: unknown, 
   if (!Array.isArray(data)) throw new HttpError(400, `Cannot read input "${name}": "data" must be an array`);
   const out = new Uint8Array(count * info.bytes);
   const view = new DataView(out.buffer);
+  // Flat (every element a scalar) or nested exactly as the shape (every level as long as its dimension): a ragged
+  // nesting that happens to hold the right number of elements is refused (ours, docs/rest-api.md).
+  const nested = shape.length > 1 && Array.isArray(data[0]);
+  const ragged = (path: string, why: string): never => {
+    throw new HttpError(400, `Cannot read input "${name}": "data"${path} ${why}; send a flat array or one nested as the shape [${shape.join(", ")}]`);
+  };
   let k = 0;
   // An explicit stack instead of recursion: the depth is bounded by the JSON nesting limit, but the width is not.
-  const stack: Array<{ a: unknown[]; i: number }> = [{ a: data, i: 0 }];
+  const stack: Array<{ a: unknown[]; i: number; depth: number; path: string }> = [{ a: data, i: 0, depth: 0, path: "" }];
+  if (nested && data.length !== shape[0]) ragged("", `has ${data.length} entries, the shape's first dimension is ${shape[0]}`);
   while (stack.length > 0) {
     const top = stack[stack.length - 1];
     if (top.i === top.a.length) {
       stack.pop();
       continue;
     }
-    const x = top.a[top.i++];
+    const at = top.i++;
+    const x = top.a[at];
     if (Array.isArray(x)) {
-      stack.push({ a: x, i: 0 });
+      const depth = top.depth + 1;
+      const path = `${top.path}[${at}]`;
+      if (!nested) ragged(path, "is an array inside a flat list");
+      if (depth >= shape.length) ragged(path, `nests deeper than the shape's ${shape.length} dimensions`);
+      if (x.length !== shape[depth]) ragged(path, `has ${x.length} entries, dimension ${depth} is ${shape[depth]}`);
+      stack.push({ a: x, i: 0, depth, path });
       continue;
     }
+    if (nested && top.depth !== shape.length - 1) ragged(`${top.path}[${at}]`, "is a number where the shape has another dimension");
     if (k === count) throw new HttpError(400, `Cannot read input "${name}": "data" holds more than the ${count} elements its shape has`);
     if (!write(view, k * info.bytes, x)) {
       const want = EXPECTED[info.datatype] ?? `an integer in the ${info.datatype} range`;
-      throw new HttpError(400, `Cannot read input "${name}": element ${k} is ${JSON.stringify(x) ?? String(x)}, expected ${want}`);
+      throw new HttpError(400, `Cannot read input "${name}": element ${k} is ${shown(x)}, expected ${want}`);
     }
     k++;
   }
@@ -214,4 +237,31 @@ export function encodeJsonData(info: DatatypeInfo, bytes: Uint8Array): Array<num
     default:
       throw new RangeError(`Cannot write ${info.datatype} as JSON: it has no JSON form`);
   }
+}
+
+/**
+ * Tensor bytes as the text of a JSON array (row-major), for a response. A non-finite FP32/FP64 value is written as
+ * the bare token `NaN`, `Infinity` or `-Infinity`, as Triton writes it and its clients read it (ours;
+ * docs/rest-api.md): never `null`, which would read as a missing value.
+ *
+ * @param info The datatype row (one with `json: true`).
+ * @param bytes The tensor bytes.
+ * @returns The array's JSON text.
+ *
+ * @example A NaN among FP32 values
+ * ```ts
+ * import { datatypeInfo, jsonDataText } from "@nrt/http-api";
+ * console.log(jsonDataText(datatypeInfo("FP32")!, new Uint8Array(new Float32Array([1, NaN, -Infinity]).buffer))); // [1,NaN,-Infinity]
+ * ```
+ */
+export function jsonDataText(info: DatatypeInfo, bytes: Uint8Array): string {
+  const values = encodeJsonData(info, bytes);
+  if (info.datatype !== "FP32" && info.datatype !== "FP64") return JSON.stringify(values);
+  let text = "[";
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as number;
+    if (i > 0) text += ",";
+    text += Number.isFinite(v) ? JSON.stringify(v) : Number.isNaN(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity";
+  }
+  return text + "]";
 }

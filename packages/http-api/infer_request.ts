@@ -20,6 +20,31 @@ export interface RequestLimits {
   readonly maxJsonDepth: number;
   /** Most entries accepted in `outputs`. */
   readonly maxRequestedOutputs: number;
+  /** Largest JSON part of a request, in bytes (tensor data beyond it travels as binary). */
+  readonly maxJsonBytes?: number;
+}
+
+/** JSON text allowed per tensor element when bounding a request by its model's signature (ours). */
+export const JSON_BYTES_PER_ELEMENT = 48;
+/** JSON text allowed beyond the elements: names, datatypes, shapes, parameters, requested outputs (ours). */
+export const JSON_OVERHEAD_BYTES = 64 * 1024;
+
+/**
+ * The largest request body a model can need: its inputs as binary data plus their elements as JSON text (at
+ * {@linkcode JSON_BYTES_PER_ELEMENT} each), plus {@linkcode JSON_OVERHEAD_BYTES}, never more than `maxBodyBytes`.
+ * A body past it is refused before it is read, whatever the server-wide limit (docs/security.md).
+ *
+ * @param sig The model signature.
+ * @param maxBodyBytes The server-wide body limit.
+ * @returns The body limit for this model.
+ */
+export function requestBodyLimit(sig: TensorSignature, maxBodyBytes: number): number {
+  let bytes = JSON_OVERHEAD_BYTES;
+  for (const t of sig.inputs) {
+    const elements = t.shape.reduce((a, b) => a * b, 1);
+    bytes += t.size + elements * JSON_BYTES_PER_ELEMENT;
+  }
+  return Math.min(bytes, maxBodyBytes);
 }
 
 /** The signature a request is checked against. */
@@ -121,6 +146,12 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | null,
     json = body.subarray(0, n);
     binary = body.subarray(n);
   }
+  if (limits.maxJsonBytes !== undefined && json.length > limits.maxJsonBytes) {
+    throw new HttpError(
+      413,
+      `Cannot read the request: its JSON is ${json.length} bytes, over the ${limits.maxJsonBytes}-byte limit; send tensor data with the binary tensor extension`,
+    );
+  }
   const req = parseJson(json, limits.maxJsonDepth);
   if (!isObject(req)) throw new HttpError(400, "Cannot read the request: the body must be a JSON object");
   if (req.id !== undefined && typeof req.id !== "string") throw new HttpError(400, `Cannot read the request: "id" must be a string`);
@@ -158,7 +189,7 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | null,
       inputs.set(name, binary.subarray(cursor, cursor + size));
       cursor += size;
     } else {
-      inputs.set(name, decodeJsonData(name.slice(0, 128), info, x.data, count));
+      inputs.set(name, decodeJsonData(name.slice(0, 128), info, x.data, count, t.shape));
     }
   }
   const missing = sig.inputs.filter((t) => !inputs.has(t.name));

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { encodeJsonData } from "./datatype.ts";
+import { jsonDataText } from "./datatype.ts";
 import type { InferPlan } from "./infer_request.ts";
 
 /** The response header that gives the JSON part's length when binary data follows. */
@@ -27,16 +27,16 @@ const encoder = new TextEncoder();
  */
 export function inferResponse(model: string, version: string, plan: InferPlan, outputs: ReadonlyMap<string, Uint8Array>): Response {
   const binaries: Uint8Array[] = [];
-  const body: Record<string, unknown> = { model_name: model, model_version: version };
-  if (plan.id !== undefined) body.id = plan.id;
-  body.outputs = plan.outputs.map((o) => {
+  // Written piece by piece: the data arrays may hold NaN/Infinity tokens, which JSON.stringify would turn into null.
+  const parts = plan.outputs.map((o) => {
     const bytes = outputs.get(o.tensor.name)!;
-    const head = { name: o.tensor.name, datatype: o.info.datatype, shape: o.tensor.shape };
-    if (!o.binary) return { ...head, data: encodeJsonData(o.info, bytes) };
+    const head = `"name":${JSON.stringify(o.tensor.name)},"datatype":${JSON.stringify(o.info.datatype)},"shape":${JSON.stringify(o.tensor.shape)}`;
+    if (!o.binary) return `{${head},"data":${jsonDataText(o.info, bytes)}}`;
     binaries.push(bytes);
-    return { ...head, parameters: { binary_data_size: bytes.byteLength } };
+    return `{${head},"parameters":{"binary_data_size":${bytes.byteLength}}}`;
   });
-  const json = JSON.stringify(body);
+  const json = `{"model_name":${JSON.stringify(model)},"model_version":${JSON.stringify(version)}` +
+    (plan.id === undefined ? "" : `,"id":${JSON.stringify(plan.id)}`) + `,"outputs":[${parts.join(",")}]}`;
   if (binaries.length === 0) return new Response(json, { headers: { "content-type": "application/json" } });
   const head = encoder.encode(json);
   const out = new Uint8Array(head.byteLength + binaries.reduce((a, b) => a + b.byteLength, 0));

@@ -14,10 +14,10 @@ import { type Logger, NrtInitState, type Runtime } from "@nrt/core";
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { accessControl, type ModelControlMode } from "./access.ts";
-import { parseJson, readBody } from "./body.ts";
+import { BodyBudget, parseJson, readBody } from "./body.ts";
 import { dtypeInfo } from "./datatype.ts";
 import { HttpError, toHttpError } from "./http_error.ts";
-import { parseInferRequest } from "./infer_request.ts";
+import { parseInferRequest, requestBodyLimit } from "./infer_request.ts";
 import { INFERENCE_HEADER_CONTENT_LENGTH, inferResponse } from "./infer_response.ts";
 import { type FailureReason, InferenceMetrics } from "./metrics.ts";
 import { DashboardMonitor } from "./dashboard/dashboard_monitor.ts";
@@ -25,21 +25,32 @@ import { type DashboardOptions, registerDashboard } from "./dashboard/dashboard_
 import { isValidModelName, MODEL_VERSION, type ModelRepository, type RepositoryModel } from "./model_repository.ts";
 import { newTiming } from "./served_model.ts";
 
-/** Bounds on what one request may make the server do. */
+/** Bounds on what one request, and all requests together, may make the server do (docs/security.md). */
 export interface InferenceLimits {
-  /** Largest request body in bytes, chunked or not (default 64 MiB). */
+  /** Largest request body in bytes, chunked or not (default 64 MiB); an inference is bounded by its model too. */
   readonly maxBodyBytes?: number;
+  /** Largest JSON part of an inference request (default 4 MiB): larger tensors travel as binary data. */
+  readonly maxJsonBytes?: number;
   /** Deepest JSON nesting (default 64). */
   readonly maxJsonDepth?: number;
   /** Most entries in an inference request's `outputs` (default 256). */
   readonly maxRequestedOutputs?: number;
+  /** Request-body bytes held at once across requests (default: `maxBodyBytes`); beyond, requests wait. */
+  readonly bodyBudgetBytes?: number;
+  /** Longest wait for room in the body budget before a 503, ms (default 30 000). */
+  readonly bodyBudgetWaitMs?: number;
+  /** Longest time a request body may take to arrive, ms (default 60 000); then 408. */
+  readonly bodyDeadlineMs?: number;
 }
 
 /** The default {@linkcode InferenceLimits}. */
-export const DEFAULT_LIMITS: Required<InferenceLimits> = {
+export const DEFAULT_LIMITS: Required<Omit<InferenceLimits, "bodyBudgetBytes">> = {
   maxBodyBytes: 64 * 1024 * 1024,
+  maxJsonBytes: 4 * 1024 * 1024,
   maxJsonDepth: 64,
   maxRequestedOutputs: 256,
+  bodyBudgetWaitMs: 30_000,
+  bodyDeadlineMs: 60_000,
 };
 
 /** Options of {@linkcode createInferenceApp}. */
@@ -106,6 +117,7 @@ function failureReason(status: number): FailureReason {
 export function createInferenceApp(options: InferenceAppOptions): Hono {
   const { runtime: rt, repository: repo } = options;
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
+  const budget = new BodyBudget(options.limits?.bodyBudgetBytes ?? limits.maxBodyBytes, limits.bodyBudgetWaitMs);
   const log = options.logger ?? rt.log;
   const metrics = options.metrics ?? new InferenceMetrics();
   const dashboard = options.dashboard === true ? {} : options.dashboard === false ? undefined : options.dashboard;
@@ -140,7 +152,8 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
 
   /** Reads an optional JSON object body (repository endpoints). */
   const optionalObject = async (c: Context): Promise<Record<string, unknown>> => {
-    const bytes = await readBody(c.req.raw, limits.maxBodyBytes);
+    // Control bodies are small JSON objects.
+    const bytes = await readBody(c.req.raw, Math.min(limits.maxBodyBytes, 64 * 1024), { deadlineMs: limits.bodyDeadlineMs });
     if (bytes.length === 0) return {};
     const v = parseJson(bytes, limits.maxJsonDepth);
     if (typeof v !== "object" || v === null || Array.isArray(v)) throw new HttpError(400, "Cannot read the request: the body must be a JSON object");
@@ -154,7 +167,7 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
     if (rt.state !== NrtInitState.NRT_STATE_INIT) throw new HttpError(503, "Server is not ready: the runtime is not running");
     const waiting = repo.models().filter((m) => m.state === "LOADING" || (m.state === "READY" && m.reason !== ""));
     if (waiting.length > 0) {
-      throw new HttpError(503, `Server is not ready: ${waiting.map((m) => `model "${m.name}" is ${m.state === "LOADING" ? "loading" : m.reason}`).join("; ")}`);
+      throw new HttpError(503, `Server is not ready: ${waiting.map((m) => `model "${m.name}" ${m.state === "LOADING" ? "is loading" : `is not ready (${m.reason})`}`).join("; ")}`);
     }
     return c.json({ ready: true });
   });
@@ -210,12 +223,20 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
         await c.req.raw.body?.cancel().catch(() => {});
         throw notReady(m);
       }
-      const body = await readBody(c.req.raw, limits.maxBodyBytes);
-      const plan = parseInferRequest(body, c.req.header(INFERENCE_HEADER_CONTENT_LENGTH) ?? null, served, limits);
-      const outputs = await served.infer(plan.inputs, plan.outputs.map((o) => o.tensor.name), timing);
-      const res = inferResponse(m.name, MODEL_VERSION, plan, outputs);
-      metrics.recordRequest(m.name, micros(t0), timing);
-      return res;
+      // The model's signature bounds the body before a byte is read; the budget bounds all bodies together.
+      const limit = requestBodyLimit(served, limits.maxBodyBytes);
+      const declared = Number(c.req.header("content-length") ?? NaN);
+      const release = await budget.reserve(Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit);
+      try {
+        const body = await readBody(c.req.raw, limit, { deadlineMs: limits.bodyDeadlineMs });
+        const plan = parseInferRequest(body, c.req.header(INFERENCE_HEADER_CONTENT_LENGTH) ?? null, served, limits);
+        const outputs = await served.infer(plan.inputs, plan.outputs.map((o) => o.tensor.name), timing);
+        const res = inferResponse(m.name, MODEL_VERSION, plan, outputs);
+        metrics.recordRequest(m.name, micros(t0), timing);
+        return res;
+      } finally {
+        release();
+      }
     } catch (e) {
       const err = toHttpError(e);
       metrics.recordRequest(m.name, micros(t0), timing, failureReason(err.status));
@@ -278,7 +299,10 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   app.notFound((c) => c.json({ error: `Cannot ${c.req.method} ${c.req.path.slice(0, 256)}: no such endpoint` }, 404));
   app.onError((e, c) => {
     const err = toHttpError(e);
-    if (err.status >= 500) log.error(`${c.req.method} ${c.req.path.slice(0, 256)}: ${err.message}`);
+    // A 503 (busy, not ready) or 504 is the client's to retry, not a server fault: logging each would let a flood of them
+    // flood the log (docs/security.md).
+    if (err.status === 500) log.error(`${c.req.method} ${c.req.path.slice(0, 256)}: ${err.message}`);
+    else if (err.status > 500) log.debug(`${c.req.method} ${c.req.path.slice(0, 256)}: ${err.message}`);
     return c.json({ error: err.message }, err.status as ContentfulStatusCode, err.headers);
   });
   return app;

@@ -16,10 +16,21 @@
  * @module
  */
 export { type AccessControl, accessControl, type AccessOptions, type ModelControlMode } from "./access.ts";
-export { parseJson, readBody } from "./body.ts";
-export { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo, encodeJsonData } from "./datatype.ts";
+export { BodyBudget, parseJson, readBody } from "./body.ts";
+export { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo, encodeJsonData, jsonDataText } from "./datatype.ts";
 export { HttpError, type HttpErrorOptions, httpStatusOf, NRT_HTTP_STATUS, toHttpError } from "./http_error.ts";
-export { checkShape, type InferPlan, MAX_RANK, parseInferRequest, type PlannedOutput, type RequestLimits, type TensorSignature } from "./infer_request.ts";
+export {
+  checkShape,
+  type InferPlan,
+  JSON_BYTES_PER_ELEMENT,
+  JSON_OVERHEAD_BYTES,
+  MAX_RANK,
+  parseInferRequest,
+  type PlannedOutput,
+  requestBodyLimit,
+  type RequestLimits,
+  type TensorSignature,
+} from "./infer_request.ts";
 export { INFERENCE_HEADER_CONTENT_LENGTH, inferResponse } from "./infer_response.ts";
 export {
   createInferenceApp,

@@ -47,6 +47,16 @@ describe("raw requests", () => {
   }
 });
 
+describe("chunked bodies", () => {
+  test("a chunked body far over the limit gets the server's JSON 413, not an empty one", async () => {
+    const big = "1,".repeat(100_000); // 200 kB of a JSON array body, in one chunk
+    const head = "POST /v2/models/vector_add/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    const res = await rawRequest(server.port, `${head}${big.length.toString(16)}\r\n${big}\r\n`);
+    expect(res?.status).toBe(413);
+    expect(JSON.parse(res!.body).error).toMatch(/^Cannot read the request body: it is over the \d+-byte limit$/);
+  });
+});
+
 describe("pipelining", () => {
   test("pipelined requests after a POST: what each runtime answers (documented in docs/security.md)", async () => {
     const body = '{"inputs":[{"name":"x","shape":[8],"datatype":"FP32","data":[1,-1,2,-2,3,-3,4,-4]}]}';

@@ -217,6 +217,9 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
   // The soft band (seed §5.5): FP numerical → 1003, anything else recoverable → 1004; the execution completes.
   for (const e of tpb) {
     if (e.fatal) continue;
+    if ((e.record.mask & TpbErrorMask.Q7_UNCOMMITTED) !== 0) {
+      log.warn(`${where} Q7 core ${e.record.q7} returned without customop_cleanup on model ${modelName}: its results are not committed`);
+    }
     set((e.record.mask & TpbErrorMask.NUMERICAL) !== 0 ? NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR : NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR);
   }
   return fatal;

@@ -39,6 +39,13 @@ export const TpbErrorMask = {
   EVENT: 0x0100,
   /** LOAD_POOL_ARGUMENT names an unreadable or malformed argument table. */
   ARGUMENT: 0x0200,
+  /**
+   * Non-fatal: a Q7 core returned from its kernel without reaching `customop_cleanup`, its commit fence (seed:
+   * spmd-teardown §4.2, "the precondition for the host completion gate to observe correct data"). The DRAIN join
+   * still completes (the core did return), so the execution completes with its result flagged:
+   * `NRT_EXEC_COMPLETED_WITH_ERR`. Ours: the seed does not say what the device reports for it.
+   */
+  Q7_UNCOMMITTED: 0x2000,
   /** Non-fatal: an FP numerical error (NaN / Inf); the execution completes, `NRT_EXEC_COMPLETED_WITH_NUM_ERR`. */
   NUMERICAL: 0x4000,
   /** Non-fatal: any other recoverable error; the execution completes, `NRT_EXEC_COMPLETED_WITH_ERR`. */

@@ -30,6 +30,8 @@ export interface CoreGrant {
 
 /** Formats `process 4242 ("server-a")`. */
 export function describeOwner(o: Pick<CoreOwner, "pid" | "name">): string {
+  // The pid and name are what the client declared in HELLO: informational, not verified — no runtime we run on
+  // exposes a Unix socket's peer credentials (docs/security.md).
   return `process ${o.pid} (${JSON.stringify(o.name)})`;
 }
 

@@ -346,7 +346,8 @@ function coreList(r: BodyReader): [number, number[]] {
   const device = r.u32();
   const n = r.u32();
   if (n > 4096) throw new RangeError(`Cannot decode a core list of ${n} entries`);
-  return [device, Array.from({ length: n }, () => r.u32())];
+  // A core named twice is one core: the grant, the log and the reclaim list each name it once.
+  return [device, [...new Set(Array.from({ length: n }, () => r.u32()))].sort((a, b) => a - b)];
 }
 
 function errorFrame(f: Frame, e: unknown): Uint8Array {

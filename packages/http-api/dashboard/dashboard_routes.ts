@@ -33,6 +33,10 @@ export interface DashboardOptions {
   readonly heartbeatMs?: number;
   /** Shortest gap between two events, ms, so that bursts coalesce (default 100). */
   readonly minIntervalMs?: number;
+  /** Event streams open at once (default 16); one more answers 503 (docs/security.md). */
+  readonly maxEventStreams?: number;
+  /** Longest a client may take to accept one event, ms, before its stream is dropped (default 5000). */
+  readonly writeTimeoutMs?: number;
 }
 
 /** What {@linkcode registerDashboard} needs from the app. */
@@ -69,6 +73,17 @@ const delay = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener("abort", done, { once: true });
   });
 
+/** Whether `p` settles within `ms` (its rejection counts as settled). */
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([p.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Adds the dashboard's routes to an app.
  *
@@ -88,6 +103,9 @@ export function registerDashboard(x: DashboardContext): void {
   };
   const heartbeatMs = options.heartbeatMs ?? 2000;
   const minIntervalMs = options.minIntervalMs ?? 100;
+  const maxStreams = options.maxEventStreams ?? 16;
+  const writeTimeoutMs = options.writeTimeoutMs ?? 5000;
+  let streams = 0;
 
   const page = (c: Context): Response => c.body(DASHBOARD_HTML, 200, { "content-type": "text/html; charset=utf-8", ...SECURITY_HEADERS });
   on("GET", "/", page);
@@ -100,23 +118,42 @@ export function registerDashboard(x: DashboardContext): void {
     return Number.isSafeInteger(n) && n >= 0 ? n : 0;
   };
   on("GET", "/v2/dashboard/state", (c) => c.json(dashboardState(sources, logAfter(c.req.query("after")))));
-  on("GET", "/v2/dashboard/events", (c) =>
-    streamSSE(c, async (stream) => {
+  on("GET", "/v2/dashboard/events", (c) => {
+    // Each stream costs a state document per event: their number is capped, and a client that stops reading is
+    // dropped instead of buffering events for ever.
+    if (streams >= maxStreams) throw new HttpError(503, `Cannot open a dashboard event stream: ${maxStreams} are open; poll GET /v2/dashboard/state instead`);
+    streams++;
+    let counted = true;
+    const done = (): void => {
+      if (counted) streams--;
+      counted = false;
+    };
+    return streamSSE(c, async (stream) => {
       const gone = new AbortController();
       stream.onAbort(() => gone.abort());
       const stop = AbortSignal.any([gone.signal, monitor.closed]);
       let after = logAfter(c.req.header("last-event-id"));
-      while (!stop.aborted) {
-        const state = dashboardState(sources, after);
-        after = state.log.at(-1)?.seq ?? after;
-        await stream.writeSSE({ event: "state", id: String(after), data: JSON.stringify(state) });
-        await monitor.changed(heartbeatMs, stop);
-        await delay(minIntervalMs, stop);
+      try {
+        while (!stop.aborted) {
+          const state = dashboardState(sources, after);
+          after = state.log.at(-1)?.seq ?? after;
+          const written = stream.writeSSE({ event: "state", id: String(after), data: JSON.stringify(state) });
+          if (!(await settlesWithin(written, writeTimeoutMs))) {
+            x.runtime.log.warn(`Dashboard event stream dropped: the client did not take an event within ${writeTimeoutMs} ms`);
+            break;
+          }
+          await monitor.changed(heartbeatMs, stop);
+          await delay(minIntervalMs, stop);
+        }
+      } finally {
+        done();
       }
     }, (e) => {
+      done();
       x.runtime.log.warn(`Dashboard event stream ended: ${e.message}`);
       return Promise.resolve();
-    }));
+    });
+  });
 
   /** Operator actions need the admin token and a JSON body; checked before anything else of the request is read. */
   const admin = (c: Context, what: string): void => {
