@@ -169,6 +169,64 @@ const count = (xs: string[]): Record<string, number> => {
   return m;
 };
 
+/** The memory booked on the device, summed over NeuronCores, from `/metrics`. */
+async function deviceBytes(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  let sum = 0;
+  for (const m of text.matchAll(/^nrt_device_memory_used_bytes\{[^}]*\} (\d+)$/gm)) sum += Number(m[1]);
+  return sum;
+}
+
+/**
+ * Unloads and reloads `vector_add` `cycles` times through explicit model control while `clients` connections run
+ * inferences of it (and of `relu`) and check every answer. Returns the statuses, the wrong answers and the device
+ * memory booked before and after.
+ */
+export async function loadUnloadUnderTraffic(server: ServerChild, cycles: number, clients = 8): Promise<{
+  statuses: string[];
+  wrong: number;
+  answered: number;
+  bytesBefore: number;
+  bytesAfter: number;
+}> {
+  const url = `http://127.0.0.1:${server.port}`;
+  const auth = { "content-type": "application/json", authorization: `Bearer ${server.token}` };
+  // One inference first: a model's I/O staging buffers are made at its first execution and kept until unload.
+  const warm = { inputs: ["a", "b"].map((name) => ({ name, shape: [1024], datatype: "FP32", data: new Array(1024).fill(1) })) };
+  await (await fetch(`${url}/v2/models/vector_add/infer`, { method: "POST", body: JSON.stringify(warm) })).arrayBuffer();
+  const bytesBefore = await deviceBytes(url);
+  let running = true, wrong = 0, answered = 0;
+  const statuses: string[] = [];
+  const traffic = Array.from({ length: clients }, async (_, c) => {
+    for (let i = 0; running; i++) {
+      const a = Array.from({ length: 1024 }, (_, k) => (k * 7 + i + c) % 97), b = Array.from({ length: 1024 }, (_, k) => k % 13);
+      const res = await fetch(`${url}/v2/models/vector_add/infer`, {
+        method: "POST",
+        body: JSON.stringify({ inputs: [{ name: "a", shape: [1024], datatype: "FP32", data: a }, { name: "b", shape: [1024], datatype: "FP32", data: b }] }),
+      });
+      statuses.push(`infer ${res.status}`);
+      if (res.status === 200) {
+        answered++;
+        const out = (await res.json()).outputs[0].data as number[];
+        if (out.some((x, k) => x !== a[k] + b[k])) wrong++;
+      } else {
+        await res.arrayBuffer();
+      }
+    }
+  });
+  for (let i = 0; i < cycles; i++) {
+    for (const what of ["unload", "load"]) {
+      const res = await fetch(`${url}/v2/repository/models/vector_add/${what}`, { method: "POST", body: "{}", headers: auth });
+      await res.arrayBuffer();
+      statuses.push(`${what} ${res.status}`);
+    }
+  }
+  running = false;
+  await Promise.all(traffic);
+  await (await fetch(`${url}/v2/models/vector_add/infer`, { method: "POST", body: JSON.stringify(warm) })).arrayBuffer();
+  return { statuses, wrong, answered, bytesBefore, bytesAfter: await deviceBytes(url) };
+}
+
 /** The attacks of docs/security.md against one server; returns a figure per attack. */
 export async function runAdversary(server: ServerChild, dir: string): Promise<AttackFigure[]> {
   const figures: AttackFigure[] = [];
@@ -262,6 +320,14 @@ if (import.meta.main) {
           `worst /v2/health/live ${f.worstHealthMs.toFixed(1)} ms (${f.slowHealth} over 50 ms); ${f.seconds.toFixed(2)} s`,
       );
     }
+    const cycles = Number(process.env.CYCLES ?? 600);
+    const t = performance.now();
+    const r = await loadUnloadUnderTraffic(server, cycles);
+    const counts = count(r.statuses);
+    console.log(
+      `${cycles} unload/load cycles of vector_add under 8 clients: ${JSON.stringify(counts)}; ${r.answered} answers checked, ` +
+        `${r.wrong} wrong; device memory ${r.bytesBefore} B before, ${r.bytesAfter} B after; ${((performance.now() - t) / 1000).toFixed(1)} s`,
+    );
   } finally {
     await server.stop();
   }
