@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { NrtError, readNeff, toHex } from "@nrt/core";
+import { envFromProcess, NrtError, readNeff, resolveRuntimeConfig, toHex } from "@nrt/core";
 
 /** One tensor of the signature. */
 export interface InspectTensor {
@@ -108,8 +108,8 @@ function ucodeLibs(members: ReadonlyMap<string, Uint8Array>, graphs: readonly st
  * console.log(inspectNeff(bytes).target); // "cayman"
  * ```
  */
-export function inspectNeff(bytes: Uint8Array): InspectReport {
-  const n = readNeff(bytes);
+export function inspectNeff(bytes: Uint8Array, options: { maxDecompressedBytes?: number } = {}): InspectReport {
+  const n = readNeff(bytes, { maxDecompressedBytes: options.maxDecompressedBytes });
   const h = n.header;
   const fb = h.featureBits <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(h.featureBits) : h.featureBits.toString();
   const graphs = n.graphs.map((g) => g.name);
@@ -241,7 +241,8 @@ export async function runInspect(args: string[], io: InspectIo): Promise<number>
   }
   let report: InspectReport;
   try {
-    report = inspectNeff(bytes);
+    // The same cap as a load (NRT_NEFF_MAX_BYTES): a bomb stops at it instead of inflating.
+    report = inspectNeff(bytes, { maxDecompressedBytes: resolveRuntimeConfig({}, envFromProcess()).maxNeffBytes });
   } catch (e) {
     if (!(e instanceof NrtError)) throw e;
     io.stderr(`nrt inspect: ${path}: ${e.message} (${e.statusName})\n`);
