@@ -1,5 +1,5 @@
 /**
- * `nrt bench [NAME…] [--deno]`: runs the benchmarks under `bench/` (exec, pipeline, portal, http), one process each,
+ * `nrt bench [NAME…] [--deno]`: runs the benchmarks under `bench/` (exec, pipeline, portal, http, guard), one process each,
  * with a progress line per benchmark, and passes their ratio tables through. Every benchmark measures its two sides
  * in the same run, so the ratios are comparable on a noisy machine; absolute times are not.
  *
@@ -11,7 +11,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The benchmarks, in the order they run. */
-export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http"];
+export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "guard"];
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
