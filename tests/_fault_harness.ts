@@ -118,9 +118,14 @@ export async function until(cond: () => boolean, what: string, turns = 20_000): 
 /**
  * Runs one execution that is expected to hang: waits until it sleeps on the virtual clock, checks it is still
  * pending one millisecond before the budget, then moves the clock to the budget. Returns the status and the virtual
- * time the wait took. `ready` delays the clock until the device reached the state to test (e.g. a kernel spinning).
+ * time the wait took. `ready` delays the clock until the device reached the state to test (default: the armed fault
+ * fired; e.g. a kernel spinning).
  */
-export async function execHung(h: Harness, l: Loaded, budgetMs: number, ready: () => boolean = () => true): Promise<{ status: number; waitedMs: number }> {
+export async function execHung(h: Harness, l: Loaded, budgetMs: number, ready?: () => boolean): Promise<{ status: number; waitedMs: number }> {
+  // By default the clock moves once the device has taken the doorbell and the armed fault fired: the device is an
+  // agent of its own, and a budget that ran out before it even started the run would aim the fault at a later run.
+  const firedBefore = h.sim.faults.fired().length;
+  ready ??= () => h.sim.faults.fired().length > firedBefore;
   let settled = false;
   const p = exec(l).finally(() => (settled = true));
   await until(() => (h.clock.pendingSleepers > 0 && ready()) || settled, "the execution to wait on the clock");

@@ -30,7 +30,7 @@ interface Server {
 /** A runtime wired the way `nrt serve` wires it: monitor hooks, the simulator's Q7 view and fault API. */
 async function server(admin: boolean): Promise<Server> {
   const sim = new SimDeviceView();
-  const container = createNrtContainer({ q7Factory: sim.q7Factory() });
+  const container = createNrtContainer();
   const portal = container.resolve(Portal) as DeviceSimPortal;
   sim.attach(portal);
   const monitor = new DashboardMonitor();

@@ -33,8 +33,7 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
     }, 30_000);
   }
 
-  test("100 hangs across the three budgets run in under 5 s of wall time", async () => {
-    const started = performance.now();
+  test("100 hangs across the three budgets each end at exactly their budget on the virtual clock", async () => {
     for (const seconds of [1, 30, 600]) {
       const h = await harness({ visibleCores: [0], execTimeoutSeconds: seconds });
       try {
@@ -50,7 +49,6 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
         await h.rt.close();
       }
     }
-    expect(performance.now() - started).toBeLessThan(5_000);
   }, 30_000);
 
   test("an endless kernel loop times out on the virtual clock and its Q7 Workers are gone when the call returns", async () => {

@@ -10,7 +10,7 @@ import { CAYMAN_SPEC, registerCayman } from "@nrt/arch-cayman";
 import { MARIANA_SPEC, registerMariana } from "@nrt/arch-mariana";
 import { registerSunda, SUNDA_SPEC } from "@nrt/arch-sunda";
 import { type NrtArch, type NrtArchName, resolveRuntimeConfig, type SiliconSpec } from "@nrt/core";
-import { type Q7ClusterFactory, registerDeviceSim } from "@nrt/device-sim";
+import { type DeviceAgentMode, type Q7ClusterFactory, registerDeviceSim } from "@nrt/device-sim";
 import { container as root, type DependencyContainer } from "tsyringe";
 
 /** The silicon spec of each architecture the simulator can model. */
@@ -30,7 +30,9 @@ export interface NrtContainerOptions {
   readonly env?: Record<string, string | undefined>;
   /** Override of the simulated HBM size (out-of-memory tests). */
   readonly hbmBytes?: number;
-  /** Creates the simulated Q7 clusters (default: the Worker-based one; `nrt serve` wraps it to watch the Q7 cores). */
+  /** Where the simulated device runs: its own agent Worker (default), one per NeuronCore, or inline on the host thread. */
+  readonly agents?: DeviceAgentMode;
+  /** Creates the simulated Q7 clusters of an inline device (tests substitute fakes; implies `agents: "inline"`). */
   readonly q7Factory?: Q7ClusterFactory;
 }
 
@@ -67,6 +69,6 @@ export function createNrtContainer(options: NrtContainerOptions = {}): Dependenc
   registerSunda(c);
   registerCayman(c);
   registerMariana(c);
-  registerDeviceSim(c, { spec: simulatedSpec(options), hbmBytes: options.hbmBytes, q7Factory: options.q7Factory });
+  registerDeviceSim(c, { spec: simulatedSpec(options), hbmBytes: options.hbmBytes, agents: options.agents, q7Factory: options.q7Factory });
   return c;
 }

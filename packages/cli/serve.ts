@@ -287,7 +287,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   // The dashboard's taps: executions and the log (kernel printf arrives at INFO/WARNING), Q7 dispatches and faults.
   const monitor = new DashboardMonitor();
   const sim = new SimDeviceView();
-  const container = createNrtContainer({ ...containerOptions, q7Factory: sim.q7Factory() });
+  const container = createNrtContainer(containerOptions);
   const portal = container.resolve(Portal);
   if (portal instanceof DeviceSimPortal) sim.attach(portal);
   let runtime: Runtime;

@@ -1,7 +1,18 @@
 /**
- * `DeviceSimPortal`: the embedded simulated Neuron device behind the {@linkcode Portal} contract. Every driver op
- * (`ndl_*`) acts on a {@linkcode SimDevice}; a few simulator-only methods (Q7 reset, idle wait, observability) sit
- * beside the contract for tests and the composition root.
+ * `DeviceSimPortal`: the embedded simulated Neuron device behind the {@linkcode Portal} contract. The device is an
+ * agent of its own (`device_agent.ts`), by default in a Worker per device: the sequencer, the DMA queues, the
+ * notification writer, the file-IO manager, the fault ports and the Q7 clusters run there, off the host's event
+ * loop. This portal is the host's side of the driver: the allocator, and memory-mapped I/O on the registers and the
+ * device memory, which live in `SharedArrayBuffer`s both sides map.
+ *
+ * - `barRead32` / `memRead` / `memWrite` touch the shared bytes directly; a BAR write the device reacts to
+ *   (run-stall, swap table, stream table) resolves once the device has taken it;
+ * - the doorbell is a store into the semaphore, a ring entry and `Atomics.notify`: posted, no message;
+ * - `notificationWait` sleeps on the notification queue's head with `Atomics.waitAsync`; the device's store of a
+ *   new head wakes it.
+ *
+ * Simulator-only methods (fault injection, Q7 reset, idle wait, observability) sit beside the contract for tests and
+ * the composition root.
  *
  * Seed: runtime-synthesis §1.2 layer 4 (the driver ABI; completion is poll-driven, the portal never calls back),
  * §3.3 (`ndl_nc_semaphore_increment` is the doorbell), §3.5 (the host blocks on `comp_efd` →
@@ -20,14 +31,26 @@ import {
   type SiliconSpec,
 } from "@nrt/core";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
-import type { QueueBytes } from "./dma_engine.ts";
+import { AgentLink } from "./agent_link.ts";
+import { Bar0 } from "./bar0.ts";
+import { type AgentInit, DOORBELL_RING_BYTES } from "./device_agent.ts";
+import { DeviceLogReader, FIRED_ENTRIES, LOG_BUFFER_BYTES, logBufferBytes } from "./device_log.ts";
+import { DeviceTrace, type Q7CoreActivity } from "./device_trace.ts";
+import { type QueueBytes, queueBytesOf } from "./dma_engine.ts";
+import { type DeviceStdioQueue, FileIoManager } from "./file_io_manager.ts";
+import { FaultInjector, type FiredFault } from "./fault_injector.ts";
+import { DeviceMemoryMap, type MappedAllocation } from "./memory.ts";
+import { NcRegisters, NcStatus, NqRegister } from "./nc_registers.ts";
 import type { Q7BootEvent, Q7ClusterFactory } from "./q7_complex.ts";
-import type { DeviceStdioQueue } from "./file_io_manager.ts";
-import { FaultInjector } from "./fault_injector.ts";
 import { defaultQ7Factory } from "./q7_factory.ts";
-import { SimDevice } from "./sim_device.ts";
 
 const GiB = 1024 ** 3;
+
+/**
+ * Where the device runs: one agent Worker per device (`"device"`, the default), one per NeuronCore (`"core"`), or on
+ * the host's own thread (`"inline"`: the only mode that takes a custom {@linkcode DeviceSimOptions.q7Factory}).
+ */
+export type DeviceAgentMode = "device" | "core" | "inline";
 
 /** Options of {@linkcode DeviceSimPortal}. */
 export interface DeviceSimOptions {
@@ -37,10 +60,86 @@ export interface DeviceSimOptions {
   readonly devices?: number;
   /** HBM bytes per device, overriding the spec (small values make OOM tests cheap). */
   readonly hbmBytes?: number;
-  /** Pinned host DRAM bytes per device (default 64 GiB; accounted, lazily backed). */
+  /** Pinned host DRAM bytes per device (default 64 GiB; accounted, backed only where written). */
   readonly hostBytes?: number;
-  /** Creates the Q7 clusters (default: the Worker-based `Q7Cluster`). */
+  /** Where the device runs (default `"device"`; a `q7Factory` implies `"inline"`). */
+  readonly agents?: DeviceAgentMode;
+  /** Creates the Q7 clusters of an inline device (default: the Worker-based `Q7Cluster`). */
   readonly q7Factory?: Q7ClusterFactory;
+}
+
+/** The host's side of one device. */
+class HostDevice {
+  readonly memory: DeviceMemoryMap;
+  readonly regs: NcRegisters[];
+  readonly bar0: Bar0;
+  readonly links: AgentLink[] = [];
+  readonly #linkOfNc: AgentLink[] = [];
+  readonly trace: DeviceTrace;
+  readonly fileIo: FileIoManager[];
+  readonly waiters: number[];
+
+  constructor(spec: SiliconSpec, index: number, o: {
+    hbmBytes: number;
+    hostBytes: number;
+    nextId: () => number;
+    mode: DeviceAgentMode;
+    q7Factory: Q7ClusterFactory;
+    q7Events: Q7BootEvent[];
+    faultKinds: Map<number, FiredFault["kind"]>;
+  }) {
+    const post = (request: Parameters<AgentLink["post"]>[0]): void => {
+      for (const l of this.links) l.post(request);
+    };
+    this.memory = new DeviceMemoryMap({
+      device: index,
+      hbm: { base: spec.addressMap.hbmBase, capacity: o.hbmBytes },
+      host: { base: spec.addressMap.hostDramBase, capacity: o.hostBytes },
+      nextId: o.nextId,
+      onMap: (m: MappedAllocation) => post({ t: "map", m }),
+      onUnmap: (id) => post({ t: "unmap", id }),
+    });
+    this.regs = Array.from({ length: spec.ncPerDevice }, () => new NcRegisters(spec));
+    this.waiters = this.regs.map(() => 0);
+    this.fileIo = this.regs.map((r) => new FileIoManager(r, this.memory));
+    this.bar0 = new Bar0(spec, this.regs, {
+      semaphoreIncremented: (nc, semaphore, by) => void this.linkOf(nc).doorbell(nc, semaphore, by),
+      runStallWritten: (nc, previous, value) => this.#request(nc, { t: "run-stall", nc, previous, value }),
+      swapTableWritten: (nc) => this.#request(nc, { t: "swap-table", nc }),
+      streamTableWritten: (nc, slot) => this.#request(nc, { t: "stream-table", nc, slot }),
+    });
+    const groups = o.mode === "core" ? this.regs.map((_, nc) => [nc]) : [this.regs.map((_, nc) => nc)];
+    const readers: DeviceLogReader[] = [];
+    for (const ncs of groups) {
+      const log = new SharedArrayBuffer(LOG_BUFFER_BYTES);
+      const fired = new SharedArrayBuffer(logBufferBytes(FIRED_ENTRIES));
+      const init: AgentInit = {
+        spec,
+        device: index,
+        ncs,
+        regs: this.regs.map((r) => r.buffers),
+        doorbells: new SharedArrayBuffer(DOORBELL_RING_BYTES),
+        log,
+        fired,
+        mapped: [],
+      };
+      const link = o.mode === "inline" ? AgentLink.inline(init, o.q7Factory) : AgentLink.worker(init);
+      this.links.push(link);
+      for (const nc of ncs) this.#linkOfNc[nc] = link;
+      readers.push(new DeviceLogReader(log), new DeviceLogReader(fired));
+    }
+    this.trace = new DeviceTrace(index, spec.ncPerDevice, readers, o.q7Events, o.faultKinds);
+  }
+
+  linkOf(nc: number): AgentLink {
+    const l = this.#linkOfNc[nc];
+    if (l === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `NeuronCore ${nc} does not exist`);
+    return l;
+  }
+
+  async #request(nc: number, request: Parameters<AgentLink["request"]>[0]): Promise<void> {
+    await this.linkOf(nc).request(request);
+  }
 }
 
 /**
@@ -61,39 +160,67 @@ export class DeviceSimPortal implements Portal {
   readonly name: string = "device-sim";
   /** The simulated generation. */
   readonly spec: SiliconSpec;
+  /** Where the device runs. */
+  readonly agents: DeviceAgentMode;
   /** Fault injection (`docs/faults.md`): `portal.faults.inject({ kind: "hbm-ue", nc: 1, atExecution: 3 })`. */
   readonly faults: FaultInjector;
-  readonly #devices: SimDevice[];
+  readonly #devices: HostDevice[];
+  /** Releases the notification waits in progress (close). */
+  readonly #abandon = new Set<() => void>();
+  /** Holds the event loop open while a notification wait is pending. */
+  #keepAlive: ReturnType<typeof setInterval> | undefined;
+
+  /** Number of simulated devices. */
+  get deviceCount(): number {
+    return this.#devices.length;
+  }
   readonly #q7Events: Q7BootEvent[] = [];
   readonly #hbmBytes: number;
   #closed = false;
+  #closing: Promise<void> | undefined;
 
-  /** Creates the devices in their reset state; nothing is backed and no Worker runs until used. */
+  /** Creates the devices in their reset state and starts their agents; nothing is backed and no Q7 Worker runs. */
   constructor(options: DeviceSimOptions = {}) {
     const spec = options.spec ?? CAYMAN_SPEC;
     const count = options.devices ?? 1;
     if (!Number.isInteger(count) || count < 1) throw new RangeError(`Device count ${count} is not a positive integer`);
     this.spec = spec;
     this.#hbmBytes = options.hbmBytes ?? spec.hbmBytes;
+    this.agents = options.agents ?? (options.q7Factory !== undefined ? "inline" : "device");
+    if (options.q7Factory !== undefined && this.agents !== "inline") {
+      throw new TypeError(`Cannot use a q7Factory with agents "${this.agents}": a factory runs only with an inline device`);
+    }
     let id = 0;
-    this.faults = new FaultInjector(count, spec.ncPerDevice, { q7Cores: spec.q7CoresPerNc, dmaEngines: spec.dmaEngines });
+    const faultKinds = new Map<number, FiredFault["kind"]>();
     this.#devices = Array.from({ length: count }, (_, index) =>
-      new SimDevice({
-        spec,
-        index,
+      new HostDevice(spec, index, {
         hbmBytes: this.#hbmBytes,
         hostBytes: options.hostBytes ?? 64 * GiB,
         nextId: () => ++id,
+        mode: this.agents,
         q7Factory: options.q7Factory ?? defaultQ7Factory,
         q7Events: this.#q7Events,
-        faults: this.faults,
+        faultKinds,
       }));
+    const devices = this.#devices;
+    this.faults = new FaultInjector(count, spec.ncPerDevice, { q7Cores: spec.q7CoresPerNc, dmaEngines: spec.dmaEngines }, {
+      arm: (device, nc, fault) => {
+        faultKinds.set(fault.id, fault.spec.kind);
+        devices[device].linkOf(nc).post({ t: "arm", nc, fault });
+      },
+      disarm: (device, id) => {
+        for (const l of devices[device].links) l.post({ t: "disarm", id });
+      },
+      firings: () => devices.flatMap((d) => d.trace.takeFirings()),
+    });
   }
 
   /** Enumerates the devices. */
   devices(): Promise<PortalDeviceInfo[]> {
-    this.#open("enumerate devices");
-    return Promise.resolve(this.#devices.map((_, index) => ({ index, arch: this.spec.arch, ncCount: this.spec.ncPerDevice, hbmBytes: this.#hbmBytes })));
+    return this.#sync(() => {
+      this.#open("enumerate devices");
+      return this.#devices.map((_, index) => ({ index, arch: this.spec.arch, ncCount: this.spec.ncPerDevice, hbmBytes: this.#hbmBytes }));
+    });
   }
 
   /** Reads one 32-bit CSR of BAR0. */
@@ -101,14 +228,14 @@ export class DeviceSimPortal implements Portal {
     return this.#sync(() => this.#bar0(device, bar, "read").read32(offset));
   }
 
-  /** Writes one 32-bit CSR of BAR0. */
-  barWrite32(device: number, bar: number, offset: number, value: number): Promise<void> {
-    return this.#sync(() => this.#bar0(device, bar, "write").write32(offset, value));
+  /** Writes one 32-bit CSR of BAR0; resolves once the device has taken a write it reacts to. */
+  async barWrite32(device: number, bar: number, offset: number, value: number): Promise<void> {
+    await this.#bar0(device, bar, "write").write32(offset, value);
   }
 
   /** Bulk programmed-IO write to BAR0. */
-  barWrite(device: number, bar: number, offset: number, data: Uint8Array): Promise<void> {
-    return this.#sync(() => this.#bar0(device, bar, "write").write(offset, data.slice()));
+  async barWrite(device: number, bar: number, offset: number, data: Uint8Array): Promise<void> {
+    await this.#bar0(device, bar, "write").write(offset, data.slice());
   }
 
   /** Allocates device memory. */
@@ -137,7 +264,7 @@ export class DeviceSimPortal implements Portal {
     return this.#sync(() => this.#device(memory.device, "read").memory.read(memory, offset, length));
   }
 
-  /** The doorbell: adds to a semaphore exactly as a write to its BAR0 increment window does. */
+  /** The doorbell: adds to a semaphore exactly as a write to its BAR0 increment window does. Posted. */
   semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
     return this.#sync(() => this.#device(device, "increment a semaphore").bar0.incrementSemaphore(nc, semaphore, value));
   }
@@ -152,12 +279,44 @@ export class DeviceSimPortal implements Portal {
     return this.#sync(() => this.#device(device, "set a semaphore").bar0.setSemaphore(nc, semaphore, value));
   }
 
-  /** Resolves when the NeuronCore's NQ head differs from `head`, or `signal` aborts. */
-  notificationWait(device: number, nc: number, head: number, signal?: AbortSignal): Promise<void> {
+  /**
+   * Resolves when the NeuronCore's NQ head differs from `head`, or `signal` aborts: an `Atomics.waitAsync` on the
+   * head word the device stores and notifies.
+   */
+  async notificationWait(device: number, nc: number, head: number, signal?: AbortSignal): Promise<void> {
+    const d = this.#device(device, "wait for a notification");
+    const regs = d.regs[nc];
+    if (regs === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot wait for a notification: NeuronCore ${nc} does not exist`);
+    const words = regs.nqWords, at = NqRegister.HEAD >> 2, want = head | 0;
+    if (Atomics.load(words, at) !== want || signal?.aborted === true || this.#closed) return;
+    // An abort settles this wait at once (a notify reaches an async waiter only on a later task) and also wakes the
+    // word, so the abandoned `waitAsync` leaves the word's waiter list instead of lingering until the next record.
+    let onAbort!: () => void;
+    const abandoned = new Promise<"abandoned">((resolve) => {
+      onAbort = () => {
+        resolve("abandoned");
+        Atomics.notify(words, at);
+      };
+    });
+    signal?.addEventListener("abort", onAbort, { once: true });
+    this.#abandon.add(onAbort);
+    // A pending `waitAsync` does not hold Deno's event loop open; a host blocked on its completion wait must.
+    this.#keepAlive ??= setInterval(() => {}, 0x3fff_ffff);
+    d.waiters[nc]++;
     try {
-      return this.#nc(device, nc, "wait for a notification").nq.wait(head, signal);
-    } catch (e) {
-      return Promise.reject(e);
+      const aborted = (): boolean => signal?.aborted === true;
+      while (Atomics.load(words, at) === want && !aborted() && !this.#closed) {
+        const w = Atomics.waitAsync(words, at, want);
+        if (w.async && await Promise.race([w.value, abandoned]) === "abandoned") return;
+      }
+    } finally {
+      d.waiters[nc]--;
+      this.#abandon.delete(onAbort);
+      if (this.#abandon.size === 0 && this.#keepAlive !== undefined) {
+        clearInterval(this.#keepAlive);
+        this.#keepAlive = undefined;
+      }
+      signal?.removeEventListener("abort", onAbort);
     }
   }
 
@@ -166,13 +325,15 @@ export class DeviceSimPortal implements Portal {
     return this.#sync(() => this.#device(device, "read memory usage").memory.usage());
   }
 
-  /** Stops every Q7 Worker, drops running streams and releases notification waiters. Idempotent. */
+  /** Stops every agent (their sequencers and Q7 Workers) and releases notification waiters. Idempotent. */
   close(): Promise<void> {
-    if (!this.#closed) {
+    this.#closing ??= (async () => {
       this.#closed = true;
-      for (const d of this.#devices) d.close();
-    }
-    return Promise.resolve();
+      for (const release of [...this.#abandon]) release();
+      await Promise.all(this.#devices.flatMap((d) => d.links.map((l) => l.close())));
+      this.#devices.forEach((d) => d.trace.update());
+    })();
+    return this.#closing;
   }
 
   // ---- Simulator-only methods (not part of Portal) -------------------------------------------------------------
@@ -182,38 +343,38 @@ export class DeviceSimPortal implements Portal {
    * (the host has already timed out). The released image stays installed, so the next EXTENDED_INST boots a fresh
    * cluster.
    */
-  resetQ7(device: number, nc: number): Promise<void> {
-    return this.#sync(() => {
-      this.#nc(device, nc, "reset the Q7 cores");
-      this.#devices[device].resetQ7(nc);
-    });
+  async resetQ7(device: number, nc: number): Promise<void> {
+    await this.#device(device, "reset the Q7 cores").linkOf(nc).request({ t: "reset-q7", nc });
   }
 
-  /** Resolves when every sequencer of `device` (or of one NeuronCore) has no run queued or in progress. */
+  /** Resolves when every doorbell rung so far is taken and the sequencers (of `device`, or one NeuronCore) are idle. */
   async whenIdle(device = 0, nc?: number): Promise<void> {
     const d = this.#device(device, "wait for idle");
-    const units = nc === undefined ? d.ncs : [this.#nc(device, nc, "wait for idle")];
-    for (const u of units) await u.sequencer.whenIdle();
+    const links = nc === undefined ? d.links : [d.linkOf(nc)];
+    await Promise.all(links.map((l) => l.request({ t: "when-idle", nc, doorbells: l.doorbells })));
   }
 
   /** Bytes each custom-op queue (index = Q7 core) has moved, by direction. */
   queueBytes(device: number, nc: number): QueueBytes {
-    return this.#nc(device, nc, "read queue statistics").dma.queueBytes();
+    return queueBytesOf(this.#regs(device, nc, "read queue statistics").queueBytes, this.spec.q7CoresPerNc);
   }
 
   /** Stdio the NeuronCore's Q7 kernels wrote since the last call (seam for the host pool_stdio rings). */
-  stdioEntries(device: number, nc: number): Promise<Array<{ cpu: number; stream: number; text: string }>> {
-    return this.#nc(device, nc, "drain stdio").sequencer.stdioEntries();
+  async stdioEntries(device: number, nc: number): Promise<Array<{ cpu: number; stream: number; text: string }>> {
+    const d = this.#device(device, "drain stdio");
+    return await d.linkOf(nc).request({ t: "stdio", nc }) as Array<{ cpu: number; stream: number; text: string }>;
   }
 
-  /** Every record the NeuronCore has produced, in order (whether or not an NQ ring was attached). */
+  /** The NeuronCore's last 4096 records, in order (whether or not an NQ ring was attached). */
   records(device: number, nc: number): readonly NotificationRecord[] {
-    return this.#nc(device, nc, "read records").nq.log;
+    this.#regs(device, nc, "read records");
+    return this.#devices[device].trace.records(nc);
   }
 
-  /** The sequencer faults of a NeuronCore with their reasons (raised and injected). */
+  /** The sequencer faults of a NeuronCore with their reasons (raised and injected; the last 4096). */
   sequencerFaults(device: number, nc: number): ReadonlyArray<{ slot: number; mask: number; message: string }> {
-    return this.#nc(device, nc, "read faults").sequencer.faults;
+    this.#regs(device, nc, "read faults");
+    return this.#devices[device].trace.sequencerFaults(nc);
   }
 
   /**
@@ -221,33 +382,47 @@ export class DeviceSimPortal implements Portal {
    * overruns (`undefined` for a ring the host did not describe).
    */
   stdioQueues(device: number, nc: number): { stdout?: DeviceStdioQueue; stderr?: DeviceStdioQueue } {
-    const io = this.#nc(device, nc, "read stdio queues").fileIo;
+    this.#regs(device, nc, "read stdio queues");
+    const io = this.#devices[device].fileIo[nc];
     return { stdout: io.queue(1), stderr: io.queue(2) };
   }
 
   /** Whether a NeuronCore's Q7 cores are busy with the op of the run in progress (e.g. a kernel in an endless loop). */
   q7Busy(device: number, nc: number): boolean {
-    return this.#nc(device, nc, "read Q7 state").sequencer.q7Busy;
+    return Atomics.load(this.#regs(device, nc, "read Q7 state").status, NcStatus.Q7_BUSY) !== 0;
   }
 
-  /** Whether a NeuronCore's Q7 Workers exist: none after the host halted a run stuck in a kernel. */
+  /** Whether a NeuronCore's Q7 Workers exist: none after the device dropped a run stuck in a kernel. */
   q7Started(device: number, nc: number): boolean {
-    return this.#nc(device, nc, "read Q7 state").q7.started;
+    return Atomics.load(this.#regs(device, nc, "read Q7 state").status, NcStatus.Q7_STARTED) !== 0;
   }
 
-  /** Q7 lifecycle events of every device (release, boot failure, cluster start and termination). */
+  /** What each Q7 core of a NeuronCore is doing, as the device's trace says. */
+  q7Activity(device: number, nc: number): Q7CoreActivity[] {
+    return this.#devices[device].trace.q7Activity(nc, this.q7Started(device, nc));
+  }
+
+  /** The last fatal error a NeuronCore reported, until a later completion. */
+  ncFault(device: number, nc: number): string | undefined {
+    this.#regs(device, nc, "read faults");
+    return this.#devices[device].trace.fault(nc);
+  }
+
+  /** Q7 lifecycle events of every device (release, boot failure, cluster start and termination; the last 4096). */
   q7Events(): readonly Q7BootEvent[] {
+    for (const d of this.#devices) d.trace.update();
     return this.#q7Events;
   }
 
-  /** Bytes of device memory that have real backing (the lazy-backing invariant). */
+  /** Bytes of device memory ever written, by the host or the device (the lazy-backing invariant). */
   backedBytes(device: number): number {
     return this.#device(device, "read backing").memory.backedBytes;
   }
 
   /** Pending `notificationWait` callers of a NeuronCore (leak checks). */
   notificationWaiters(device: number, nc: number): number {
-    return this.#nc(device, nc, "count waiters").nq.waiters;
+    this.#regs(device, nc, "count waiters");
+    return this.#devices[device].waiters[nc];
   }
 
   #sync<T>(f: () => T): Promise<T> {
@@ -262,20 +437,22 @@ export class DeviceSimPortal implements Portal {
     if (this.#closed) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what}: the device-sim portal is closed`);
   }
 
-  #device(device: number, what: string): SimDevice {
+  #device(device: number, what: string): HostDevice {
     this.#open(what);
     const d = this.#devices[device];
     if (d === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what}: device ${device} does not exist (${this.#devices.length} simulated)`);
     return d;
   }
 
-  #nc(device: number, nc: number, what: string): SimDevice["ncs"][number] {
-    const unit = this.#device(device, what).ncs[nc];
-    if (unit === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what}: NeuronCore ${nc} does not exist`);
-    return unit;
+  #regs(device: number, nc: number, what: string): NcRegisters {
+    const d = this.#devices[device];
+    if (d === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what}: device ${device} does not exist (${this.#devices.length} simulated)`);
+    const r = d.regs[nc];
+    if (r === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what}: NeuronCore ${nc} does not exist`);
+    return r;
   }
 
-  #bar0(device: number, bar: number, what: string): SimDevice["bar0"] {
+  #bar0(device: number, bar: number, what: string): Bar0 {
     const d = this.#device(device, `${what} BAR${bar}`);
     if (bar !== 0) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what} BAR${bar}: the simulator models BAR0 only`);
     return d.bar0;

@@ -84,7 +84,8 @@ describe("DeviceSimPortal with the Q7 cluster", () => {
     const { h, out, a, b, stream } = await stage();
     try {
       await stream(VECTOR_ADD, 1, 0);
-      expect(h.portal.q7Events().map((e) => e.kind)).toEqual(["released"]);
+      // Installing the stream boots the cluster (the load path), before any execute.
+      expect(h.portal.q7Events().map((e) => e.kind)).toEqual(["released", "cluster-started"]);
       await h.fire(1);
       const { records } = await h.read();
       expect(records.map((r) => [r.kind, r.value])).toEqual([[NotificationKind.EVENT_SEMAPHORE, 1], [NotificationKind.EXEC_DONE, 1]]);

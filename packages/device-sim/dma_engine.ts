@@ -19,7 +19,7 @@ import {
   RING_TABLE_ENTRY_BYTES,
   type SiliconSpec,
 } from "@nrt/core";
-import type { DeviceMemoryMap } from "./memory.ts";
+import type { MemorySpace } from "./memory.ts";
 import type { SbufStore } from "./sbuf.ts";
 
 /** A DMA failure; the sequencer turns it into a TPB_ERROR record. */
@@ -48,27 +48,33 @@ export interface QueueBytes {
   readonly s2m: number[];
 }
 
+/** The per-queue byte counts of a stats array (M2S then S2M, `cores` each). */
+export function queueBytesOf(stats: Float64Array, cores: number): QueueBytes {
+  return { m2s: Array.from(stats.subarray(0, cores)), s2m: Array.from(stats.subarray(cores, 2 * cores)) };
+}
+
 /** The custom-op DMA of one NeuronCore. */
 export class DmaEngine {
   readonly #spec: SiliconSpec;
   readonly #nc: number;
-  readonly #memory: DeviceMemoryMap;
+  readonly #memory: MemorySpace;
   readonly #sbuf: SbufStore;
   readonly #rings: Record<DmaDirection, AttachedRing[]> = { [DmaDirection.S2M]: [], [DmaDirection.M2S]: [] };
-  readonly #stats: QueueBytes;
+  /** Bytes moved per queue: M2S of core c at c, S2M at q7CoresPerNc + c (shared with the host). */
+  readonly #stats: Float64Array;
 
-  /** Creates the DMA of NeuronCore `nc`. */
-  constructor(spec: SiliconSpec, nc: number, memory: DeviceMemoryMap, sbuf: SbufStore) {
+  /** Creates the DMA of NeuronCore `nc`; `stats` receives the per-queue byte counts (default: a private array). */
+  constructor(spec: SiliconSpec, nc: number, memory: MemorySpace, sbuf: SbufStore, stats?: Float64Array) {
     this.#spec = spec;
     this.#nc = nc;
     this.#memory = memory;
     this.#sbuf = sbuf;
-    this.#stats = { m2s: new Array(spec.q7CoresPerNc).fill(0), s2m: new Array(spec.q7CoresPerNc).fill(0) };
+    this.#stats = stats ?? new Float64Array(2 * spec.q7CoresPerNc);
   }
 
   /** Bytes moved so far per queue (a copy). */
   queueBytes(): QueueBytes {
-    return { m2s: [...this.#stats.m2s], s2m: [...this.#stats.s2m] };
+    return queueBytesOf(this.#stats, this.#spec.q7CoresPerNc);
   }
 
   /** DMA_CONFIG: reads `queues` ring-table entries at `ringTable` and attaches them for `direction`. */
@@ -100,7 +106,7 @@ export class DmaEngine {
 
   /** Runs every descriptor attached for `direction`; the total moved must equal `expected`. */
   run(direction: DmaDirection, expected: number): void {
-    const stats = direction === DmaDirection.M2S ? this.#stats.m2s : this.#stats.s2m;
+    const base = direction === DmaDirection.M2S ? 0 : this.#spec.q7CoresPerNc;
     let total = 0;
     for (const ring of this.#rings[direction]) {
       // Descriptors are decoded once per write of the ring (the host re-materialises it when I/O addresses change).
@@ -109,7 +115,7 @@ export class DmaEngine {
       if (descs === undefined) throw new DmaFault(`Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`);
       for (const [i, d] of descs.entries()) {
         this.#copy(d.src, d.dst, d.bytes, ring.core, i);
-        stats[ring.core] += d.bytes;
+        this.#stats[base + ring.core] += d.bytes;
         total += d.bytes;
       }
     }

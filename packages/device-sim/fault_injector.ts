@@ -182,14 +182,36 @@ export class NcFaults {
 }
 
 /**
+ * Where the host's injector arms and disarms faults: the device (its agent) owning each NeuronCore's
+ * {@linkcode NcFaults} port, and where the firings come back from.
+ */
+export interface FaultSink {
+  /** Arms `fault` on NeuronCore `nc` of `device`. */
+  arm(device: number, nc: number, fault: ArmedFault): void;
+  /** Disarms faults by id (all when `id` is undefined) on `device`. */
+  disarm(device: number, id: number | undefined): void;
+  /** The firings reported since the last call, oldest first. */
+  firings(): FiredFault[];
+}
+
+/**
+ * The most faults armed at once per device. Ours: it bounds the firings a device can have outstanding (this × its
+ * NeuronCores ≤ the 8192 entries of its firing ring, `device_log.ts`), so no firing is ever lost.
+ */
+export const MAX_ARMED_FAULTS = 1024;
+
+/**
  * The fault-injection API of a simulated portal (`DeviceSimPortal.faults`): typed, synchronous, usable from tests and
- * from an operator endpoint.
+ * from an operator endpoint. It validates and numbers the faults on the host and arms them on the device's
+ * per-NeuronCore ports, which play them in the device's sequencer; firings come back through the sink.
  */
 export class FaultInjector {
-  readonly #ports: ReadonlyArray<readonly NcFaults[]>;
+  readonly #ports: ReadonlyArray<number>;
   readonly #q7Cores: number;
   readonly #dmaEngines: number;
-  readonly #injected = new Map<number, { spec: FaultSpec; device: number }>();
+  readonly #sink: FaultSink;
+  /** Faults armed and not yet fired or cleared: id → spec, device, NeuronCores still armed. */
+  readonly #armed = new Map<number, { spec: FaultSpec; device: number; ncs: Set<number> }>();
   readonly #fired: FiredFault[] = [];
   #nextId = 1;
 
@@ -199,29 +221,15 @@ export class FaultInjector {
    * @param devices Device count.
    * @param ncs NeuronCores per device.
    * @param limits Q7 cores per NeuronCore and DMA engines, for validation.
+   * @param sink Where faults are armed (the devices' ports). Default: local ports, as one device in one thread.
    */
-  constructor(devices: number, ncs: number, limits: { q7Cores: number; dmaEngines: number }) {
+  constructor(devices: number, ncs: number, limits: { q7Cores: number; dmaEngines: number }, sink?: FaultSink) {
     this.#q7Cores = limits.q7Cores;
     this.#dmaEngines = limits.dmaEngines;
-    this.#ports = Array.from({ length: devices }, (_, device) =>
-      Array.from({ length: ncs }, (_, nc) =>
-        new NcFaults((f, run) => this.#fired.push({ id: f.id, kind: f.spec.kind, device, nc, run }))));
+    this.#ports = Array.from({ length: devices }, () => ncs);
+    this.#sink = sink ?? localSink(devices, ncs);
   }
 
-  /** The port of one NeuronCore (the simulator wires it into the sequencer). */
-  port(device: number, nc: number): NcFaults {
-    const p = this.#ports[device]?.[nc];
-    if (p === undefined) throw new RangeError(`Cannot find NeuronCore ${nc} of device ${device}`);
-    return p;
-  }
-
-  /**
-   * Arms a fault.
-   *
-   * @param spec What, where and when.
-   * @returns The injected fault (its `id` disarms it with {@linkcode FaultInjector.clear}).
-   * @throws {RangeError} If the kind, the target or the timing is invalid.
-   */
   inject(spec: FaultSpec): InjectedFault {
     const kindText = typeof (spec as { kind?: unknown })?.kind === "string" ? JSON.stringify(spec.kind) : "";
     const bad = (why: string): never => {
@@ -241,8 +249,7 @@ export class FaultInjector {
       if (v !== undefined && typeof v !== "boolean") bad(`"${field}" is ${JSON.stringify(v)}, expected true or false`);
     };
     const device = integer("device", spec.device, 0, this.#ports.length - 1) ?? 0;
-    const ports = this.#ports[device];
-    integer("nc", spec.nc, 0, ports.length - 1);
+    integer("nc", spec.nc, 0, this.#ports[device] - 1);
     integer("q7", spec.q7, 0, this.#q7Cores - 1);
     integer("engine", spec.engine, 0, (spec.kind === FaultKind.DMA_ABORT ? this.#dmaEngines : 5) - 1);
     integer("atExecution", spec.atExecution, 1, 0x7fff_ffff);
@@ -259,26 +266,42 @@ export class FaultInjector {
       integer("collectives.op", c.op, 0, 0xffff);
       integer("collectives.total", c.total, 0, 0xffff);
     }
+    this.#collect();
+    const armedOnDevice = [...this.#armed.values()].filter((a) => a.device === device).length;
+    if (armedOnDevice >= MAX_ARMED_FAULTS) bad(`${MAX_ARMED_FAULTS} faults are already armed on device ${device}; clear some first`);
     const id = this.#nextId++;
-    const ncs = spec.nc === undefined ? ports.map((_, i) => i) : [spec.nc];
-    for (const nc of ncs) ports[nc].arm({ id, spec, remaining: spec.atExecution ?? 0 });
-    this.#injected.set(id, { spec, device });
-    return { id, spec, device, ncs };
+    const ncs = spec.nc === undefined ? Array.from({ length: this.#ports[device] }, (_, i) => i) : [spec.nc];
+    const frozen = Object.freeze(structuredClone(spec));
+    for (const nc of ncs) this.#sink.arm(device, nc, { id, spec: frozen, remaining: spec.atExecution ?? 0 });
+    this.#armed.set(id, { spec: frozen, device, ncs: new Set(ncs) });
+    return { id, spec: frozen, device, ncs };
+  }
+
+  /** Takes the firings the devices reported since the last look. */
+  #collect(): void {
+    for (const f of this.#sink.firings()) {
+      this.#fired.push(f);
+      const a = this.#armed.get(f.id);
+      if (a === undefined) continue;
+      a.ncs.delete(f.nc);
+      if (a.ncs.size === 0) this.#armed.delete(f.id);
+    }
   }
 
   /** Faults armed and not yet fired, optionally on one device. */
   pending(device?: number): InjectedFault[] {
+    this.#collect();
     const out: InjectedFault[] = [];
-    for (const [id, { spec, device: d }] of this.#injected) {
-      if (device !== undefined && d !== device) continue;
-      const ncs = this.#ports[d].flatMap((p, nc) => p.armed.some((f) => f.id === id) ? [nc] : []);
-      if (ncs.length > 0) out.push({ id, spec, device: d, ncs });
+    for (const [id, a] of this.#armed) {
+      if (device !== undefined && a.device !== device) continue;
+      out.push({ id, spec: a.spec, device: a.device, ncs: [...a.ncs].sort((x, y) => x - y) });
     }
     return out;
   }
 
   /** Every firing so far, oldest first. */
   fired(): readonly FiredFault[] {
+    this.#collect();
     return this.#fired;
   }
 
@@ -288,11 +311,36 @@ export class FaultInjector {
    * @returns How many armed (per-NeuronCore) faults were removed.
    */
   clear(selector: { id?: number; device?: number } = {}): number {
+    this.#collect();
     let n = 0;
-    this.#ports.forEach((ports, d) => {
-      if (selector.device !== undefined && selector.device !== d) return;
-      for (const p of ports) n += p.disarm(selector.id);
-    });
+    for (const [id, a] of [...this.#armed]) {
+      if (selector.id !== undefined && selector.id !== id) continue;
+      if (selector.device !== undefined && selector.device !== a.device) continue;
+      n += a.ncs.size;
+      this.#armed.delete(id);
+    }
+    for (let device = 0; device < this.#ports.length; device++) {
+      if (selector.device === undefined || selector.device === device) this.#sink.disarm(device, selector.id);
+    }
     return n;
   }
+}
+
+/** Ports in this thread: what a device without an agent of its own plays faults through (and the tests' default). */
+export function localSink(devices: number, ncs: number): FaultSink & { port(device: number, nc: number): NcFaults } {
+  const fired: FiredFault[] = [];
+  const ports = Array.from({ length: devices }, (_, device) =>
+    Array.from({ length: ncs }, (_, nc) => new NcFaults((f, run) => fired.push({ id: f.id, kind: f.spec.kind, device, nc, run }))));
+  return {
+    port: (device, nc) => {
+      const p = ports[device]?.[nc];
+      if (p === undefined) throw new RangeError(`Cannot find NeuronCore ${nc} of device ${device}`);
+      return p;
+    },
+    arm: (device, nc, fault) => ports[device][nc].arm(fault),
+    disarm: (device, id) => {
+      for (const p of ports[device]) p.disarm(id);
+    },
+    firings: () => fired.splice(0),
+  };
 }

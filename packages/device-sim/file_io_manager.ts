@@ -24,8 +24,8 @@ import {
   POOL_STDIO_SLOTS,
   PoolStdioDescriptor,
 } from "@nrt/core";
-import type { NcRegisters } from "./bar0.ts";
-import type { DeviceMemoryMap } from "./memory.ts";
+import { type NcRegisters, NcStatus } from "./nc_registers.ts";
+import type { MemorySpace } from "./memory.ts";
 import type { Q7Complex } from "./q7_complex.ts";
 
 /** What the device knows about one stdio ring. */
@@ -58,14 +58,16 @@ function u64(v: DataView, at: number): number {
 /** The file-IO manager of one NeuronCore. */
 export class FileIoManager {
   readonly #regs: NcRegisters;
-  readonly #memory: DeviceMemoryMap;
-  readonly #q7: Q7Complex;
-  readonly #overruns = new Map<number, number>();
+  readonly #memory: MemorySpace;
+  readonly #q7: Q7Complex | undefined;
   /** Entries dropped because no valid ring was described (stdout off, no block). */
   dropped = 0;
 
-  /** Creates the manager over a NeuronCore's registers, the device memory and its Q7 cores. */
-  constructor(regs: NcRegisters, memory: DeviceMemoryMap, q7: Q7Complex) {
+  /**
+   * Creates the manager over a NeuronCore's registers, the device memory and its Q7 cores. Without Q7 cores (the
+   * host's copy) it only reads the rings' state ({@linkcode FileIoManager.queue}).
+   */
+  constructor(regs: NcRegisters, memory: MemorySpace, q7?: Q7Complex) {
     this.#regs = regs;
     this.#memory = memory;
     this.#q7 = q7;
@@ -73,7 +75,7 @@ export class FileIoManager {
 
   /** The stdio block the file-IO table points at (0: none). */
   get blockPa(): number {
-    return u64(new DataView(this.#regs.swapFileIo.buffer), 0);
+    return this.#regs.swapFileIoPa;
   }
 
   /**
@@ -83,7 +85,7 @@ export class FileIoManager {
    * @returns The number of entries written.
    */
   async flush(): Promise<number> {
-    if (this.blockPa === 0 || !this.#q7.started) return 0;
+    if (this.blockPa === 0 || this.#q7 === undefined || !this.#q7.started) return 0;
     const staged = await this.#q7.drainStdio();
     let written = 0;
     const encoder = new TextEncoder();
@@ -108,7 +110,8 @@ export class FileIoManager {
     const slot = stream === Q7_STDERR ? POOL_STDIO_SLOTS : 0;
     const d = this.#descriptor(slot);
     if (d === undefined) return undefined;
-    return { capacity: d.capacity, writeIndex: this.#u32(d.writeIdxPa), readIndex: this.#u64(d.readIdxPa), overruns: this.#overruns.get(slot) ?? 0 };
+    const overruns = Atomics.load(this.#regs.status, slot === 0 ? NcStatus.STDOUT_OVERRUNS : NcStatus.STDERR_OVERRUNS);
+    return { capacity: d.capacity, writeIndex: this.#u32(d.writeIdxPa), readIndex: this.#u64(d.readIdxPa), overruns };
   }
 
   #descriptor(slot: number): Descriptor | undefined {
@@ -133,7 +136,7 @@ export class FileIoManager {
     const write = this.#u32(d.writeIdxPa);
     const read = this.#u64(d.readIdxPa);
     // The published read index frees slots; a write into an unread slot overwrites the oldest entry.
-    if (write - read >= d.capacity) this.#overruns.set(slot, (this.#overruns.get(slot) ?? 0) + 1);
+    if (write - read >= d.capacity) Atomics.add(this.#regs.status, slot === 0 ? NcStatus.STDOUT_OVERRUNS : NcStatus.STDERR_OVERRUNS, 1);
     const entry = new Uint8Array(POOL_STDIO_ENTRY_BYTES);
     const v = new DataView(entry.buffer);
     v.setUint32(0, (write + 1) >>> 0, true); // sequence

@@ -1,13 +1,16 @@
 /**
  * Device memory of one simulated device: HBM and pinned host DRAM as two physical-address ranges, a first-fit
- * allocator over each, and PA → (allocation, offset) lookup for the sequencer's DMA.
+ * allocator over each (the driver's, on the host), and PA → (allocation, offset) lookup for the device's DMA.
  *
- * Capacity is accounted in full but backing is allocated lazily, per allocation, on its first write: a 96 GiB
- * device costs nothing idle, and an allocation that is only ever read reads zeros. Backing is a
- * `SharedArrayBuffer`, so Q7 Workers can later be handed a view of it.
+ * Every allocation is backed by a `SharedArrayBuffer` made when it is allocated and mapped by both the host portal
+ * and the device agent (another thread): the host's `memWrite`/`memRead` and the device's DMA touch the same bytes,
+ * as both sides of a PCIe device see the same HBM. The operating system commits a buffer's pages only when they are
+ * first written, so a 96 GiB device costs nothing idle and an allocation that is only ever read costs nothing at all.
+ * Each buffer carries two more words after the data: a write generation (decoded views of the allocation older than
+ * it are stale) and a "touched" flag (the backing-bytes figure counts only written allocations).
  *
  * Seed: runtime-synthesis §1.2 layer 4 (`ndl_memory_alloc` / `ndl_memory_free` / `ndl_memory_copy`), §4.3 (the
- * device allocator the runtime's two-tier dmem sits on).
+ * device allocator the runtime's two-tier dmem sits on). The buffers and their words are ours.
  *
  * @module
  */
@@ -21,15 +24,24 @@ export interface MemoryRange {
   readonly capacity: number;
 }
 
-/** A live allocation with its (lazy) backing. */
+/** What crosses to the device agent when an allocation is made. */
+export interface MappedAllocation extends DeviceMemory {
+  /** The backing: `bytes` of data, then the generation and touched words. */
+  readonly buffer: SharedArrayBuffer;
+}
+
+/** A live allocation with its backing, as either side maps it. */
 export interface SimAllocation extends DeviceMemory {
-  /** Backing store, created on the first write. */
-  backing: Uint8Array | undefined;
-  /** Bumped on every write: decoded views of the allocation ({@linkcode DeviceMemoryMap.decodePa}) older than it are stale. */
-  generation: number;
+  /** The data bytes. */
+  readonly backing: Uint8Array;
+  /** `[generation, touched]`, shared by both sides. */
+  readonly words: Int32Array;
   /** Structures decoded from this allocation (instruction streams, ring and argument tables), by kind and range. */
   decoded?: Map<string, { generation: number; value: unknown }>;
 }
+
+/** The largest allocation the simulator backs: 4 GiB less the two trailing words (one engine buffer). */
+export const MAX_ALLOCATION_BYTES = 2 ** 32 - 16;
 
 interface Hole {
   start: number;
@@ -79,6 +91,125 @@ class RangeAllocator {
   }
 }
 
+/** Maps a {@linkcode MappedAllocation}'s buffer. */
+function viewOf(m: MappedAllocation): SimAllocation {
+  const wordsAt = Math.ceil(m.bytes / 8) * 8;
+  return {
+    id: m.id,
+    device: m.device,
+    nc: m.nc,
+    pa: m.pa,
+    bytes: m.bytes,
+    location: m.location,
+    backing: new Uint8Array(m.buffer, 0, m.bytes),
+    words: new Int32Array(m.buffer, wordsAt, 2),
+  };
+}
+
+/**
+ * The PA → allocation lookup and the byte operations both sides need, over the allocations mapped so far.
+ */
+export class MemorySpace {
+  /** Live allocations sorted by PA. */
+  readonly #sorted: SimAllocation[] = [];
+  readonly #byId = new Map<number, SimAllocation>();
+
+  /** Maps an allocation (the host when it allocates, the device agent when told). */
+  map(m: MappedAllocation): SimAllocation {
+    const a = viewOf(m);
+    this.#sorted.splice(this.#lowerBound(a.pa), 0, a);
+    this.#byId.set(a.id, a);
+    return a;
+  }
+
+  /** Unmaps an allocation by id; returns it, or `undefined` when it is not mapped. */
+  unmap(id: number): SimAllocation | undefined {
+    const a = this.#byId.get(id);
+    if (a === undefined) return undefined;
+    this.#byId.delete(id);
+    this.#sorted.splice(this.#sorted.indexOf(a), 1);
+    a.decoded = undefined;
+    return a;
+  }
+
+  /** The mapped allocation of an id. */
+  byId(id: number): SimAllocation | undefined {
+    return this.#byId.get(id);
+  }
+
+  /** Every mapped allocation. */
+  allocations(): IterableIterator<SimAllocation> {
+    return this.#byId.values();
+  }
+
+  /** The allocation holding `[pa, pa + length)` entirely, with the offset of `pa` in it, or `undefined`. */
+  resolve(pa: number, length: number): { allocation: SimAllocation; offset: number } | undefined {
+    const i = this.#lowerBound(pa + 1) - 1;
+    const a = this.#sorted[i];
+    if (a === undefined || pa < a.pa || pa + length > a.pa + a.bytes) return undefined;
+    return { allocation: a, offset: pa - a.pa };
+  }
+
+  /** Reads `length` bytes at a device PA (a copy), or `undefined` when no single allocation holds them. */
+  readPa(pa: number, length: number): Uint8Array | undefined {
+    const r = this.resolve(pa, length);
+    return r === undefined ? undefined : r.allocation.backing.slice(r.offset, r.offset + length);
+  }
+
+  /**
+   * A view (no copy) of `length` bytes at a device PA, for the DMA engine, or `undefined` when no single allocation
+   * holds them. The view shares the bytes with the host.
+   */
+  viewPa(pa: number, length: number): Uint8Array | undefined {
+    const r = this.resolve(pa, length);
+    return r === undefined ? undefined : r.allocation.backing.subarray(r.offset, r.offset + length);
+  }
+
+  /**
+   * `decode` applied to the bytes at a device PA, cached on the allocation until its next write (by either side): the
+   * sequencer's fetch of instruction streams and tables, which the host writes once at load and the device reads
+   * every run. Returns `undefined` when no single allocation holds the range; `decode` may throw (nothing is cached).
+   */
+  decodePa<T>(pa: number, length: number, kind: string, decode: (bytes: Uint8Array) => T): T | undefined {
+    const r = this.resolve(pa, length);
+    if (r === undefined) return undefined;
+    const a = r.allocation;
+    const generation = Atomics.load(a.words, 0);
+    const key = `${kind}:${r.offset}:${length}`;
+    const hit = a.decoded?.get(key);
+    if (hit !== undefined && hit.generation === generation) return hit.value as T;
+    const value = decode(a.backing.slice(r.offset, r.offset + length));
+    (a.decoded ??= new Map()).set(key, { generation, value });
+    return value;
+  }
+
+  /** Writes at a device PA; returns `false` when no single allocation holds the range. */
+  writePa(pa: number, data: Uint8Array): boolean {
+    const r = this.resolve(pa, data.byteLength);
+    if (r === undefined) return false;
+    r.allocation.backing.set(data, r.offset);
+    touch(r.allocation);
+    return true;
+  }
+
+  /** Index of the first allocation whose PA is ≥ `pa`. */
+  #lowerBound(pa: number): number {
+    let lo = 0, hi = this.#sorted.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.#sorted[mid].pa < pa) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+}
+
+/** Marks an allocation written: a new generation, and touched. */
+export function touch(a: SimAllocation): void {
+  Atomics.add(a.words, 0, 1);
+  Atomics.store(a.words, 1, 1);
+}
+
 /** Options of {@linkcode DeviceMemoryMap}. */
 export interface DeviceMemoryMapOptions {
   /** Device index stamped into every allocation. */
@@ -89,23 +220,28 @@ export interface DeviceMemoryMapOptions {
   readonly host: MemoryRange;
   /** Source of portal-unique allocation ids. */
   readonly nextId: () => number;
+  /** Told of every allocation made (the device agents map it) and freed. */
+  readonly onMap?: (m: MappedAllocation) => void;
+  /** Told of every allocation freed. */
+  readonly onUnmap?: (id: number) => void;
 }
 
-/** The memory of one simulated device. */
-export class DeviceMemoryMap {
+/** The memory of one simulated device as the driver on the host sees it: the allocator and the mapped buffers. */
+export class DeviceMemoryMap extends MemorySpace {
   readonly #device: number;
   readonly #nextId: () => number;
   readonly #ranges: Record<MemoryLocation, RangeAllocator>;
-  /** Live allocations sorted by PA (binary-searched by {@linkcode DeviceMemoryMap.resolve}). */
-  readonly #sorted: SimAllocation[] = [];
-  readonly #byId = new Map<number, SimAllocation>();
-  #backedBytes = 0;
+  readonly #onMap: (m: MappedAllocation) => void;
+  readonly #onUnmap: (id: number) => void;
 
   /** Creates the (empty) memory of one device. */
   constructor(options: DeviceMemoryMapOptions) {
+    super();
     this.#device = options.device;
     this.#nextId = options.nextId;
     this.#ranges = { hbm: new RangeAllocator(options.hbm), host: new RangeAllocator(options.host) };
+    this.#onMap = options.onMap ?? (() => {});
+    this.#onUnmap = options.onUnmap ?? (() => {});
   }
 
   /** Allocates; throws `NrtError(NRT_RESOURCE)` when the location has no fitting hole. */
@@ -117,6 +253,9 @@ export class DeviceMemoryMap {
     if (!Number.isSafeInteger(align) || align <= 0 || !Number.isInteger(Math.log2(align))) {
       throw new RangeError(`Alignment ${align} is not a power of two`);
     }
+    if (bytes > MAX_ALLOCATION_BYTES) {
+      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot allocate ${bytes} B of ${location} on device ${this.#device}: the simulator backs at most ${MAX_ALLOCATION_BYTES} B per allocation`);
+    }
     const range = this.#ranges[location];
     const pa = range.take(bytes, align);
     if (pa === undefined) {
@@ -126,105 +265,58 @@ export class DeviceMemoryMap {
           `${range.used} of ${range.range.capacity} B in use, no fitting hole`,
       );
     }
-    const a: SimAllocation = { id: this.#nextId(), device: this.#device, nc, pa, bytes, location, backing: undefined, generation: 0 };
-    this.#sorted.splice(this.#lowerBound(pa), 0, a);
-    this.#byId.set(a.id, a);
-    return publicView(a);
+    let buffer: SharedArrayBuffer;
+    try {
+      buffer = new SharedArrayBuffer(Math.ceil(bytes / 8) * 8 + 8);
+    } catch (e) {
+      range.give(pa, bytes);
+      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot allocate ${bytes} B of ${location} on device ${this.#device}: the host refused the backing (${(e as Error).message})`);
+    }
+    const m: MappedAllocation = { id: this.#nextId(), device: this.#device, nc, pa, bytes, location, buffer };
+    this.map(m);
+    this.#onMap(m);
+    return publicView(m);
   }
 
   /** Frees; a second free or a handle this device never issued throws `NrtError(NRT_INVALID)`. */
   free(memory: DeviceMemory): void {
     const a = this.#own(memory, "free");
-    this.#byId.delete(a.id);
-    this.#sorted.splice(this.#sorted.indexOf(a), 1);
+    this.unmap(a.id);
     this.#ranges[a.location].give(a.pa, a.bytes);
-    if (a.backing !== undefined) this.#backedBytes -= a.bytes;
-    a.backing = undefined;
-    a.generation++;
-    a.decoded = undefined;
+    this.#onUnmap(a.id);
   }
 
   /** Copies `data` into an allocation at `offset` (bounds-checked: `NRT_INVALID`). */
   write(memory: DeviceMemory, offset: number, data: Uint8Array): void {
     const a = this.#own(memory, "write");
     this.#check(a, offset, data.byteLength, "write");
-    this.#backing(a).set(data, offset);
-    a.generation++;
+    a.backing.set(data, offset);
+    touch(a);
   }
 
   /** Copies `length` bytes out of an allocation at `offset` (bounds-checked: `NRT_INVALID`). */
   read(memory: DeviceMemory, offset: number, length: number): Uint8Array {
     const a = this.#own(memory, "read");
     this.#check(a, offset, length, "read");
-    return a.backing === undefined ? new Uint8Array(length) : a.backing.slice(offset, offset + length);
-  }
-
-  /** The allocation holding `[pa, pa + length)` entirely, with the offset of `pa` in it, or `undefined`. */
-  resolve(pa: number, length: number): { allocation: SimAllocation; offset: number } | undefined {
-    const i = this.#lowerBound(pa + 1) - 1;
-    const a = this.#sorted[i];
-    if (a === undefined || pa < a.pa || pa + length > a.pa + a.bytes) return undefined;
-    return { allocation: a, offset: pa - a.pa };
-  }
-
-  /** Reads `length` bytes at a device PA, or `undefined` when no single allocation holds them. */
-  readPa(pa: number, length: number): Uint8Array | undefined {
-    const r = this.resolve(pa, length);
-    if (r === undefined) return undefined;
-    const b = r.allocation.backing;
-    return b === undefined ? new Uint8Array(length) : b.slice(r.offset, r.offset + length);
-  }
-
-  /**
-   * A view (no copy) of `length` bytes at a device PA for the DMA engine, or `undefined` when no single allocation
-   * holds them; unbacked memory reads as zeros. The view is only valid until the next write to that allocation.
-   */
-  viewPa(pa: number, length: number): Uint8Array | undefined {
-    const r = this.resolve(pa, length);
-    if (r === undefined) return undefined;
-    const b = r.allocation.backing;
-    return b === undefined ? new Uint8Array(length) : b.subarray(r.offset, r.offset + length);
-  }
-
-  /**
-   * `decode` applied to the bytes at a device PA, cached on the allocation until its next write: the sequencer's
-   * fetch of instruction streams and tables, which the host writes once at load and the device reads every run.
-   * Returns `undefined` when no single allocation holds the range; `decode` may throw (nothing is cached then).
-   */
-  decodePa<T>(pa: number, length: number, kind: string, decode: (bytes: Uint8Array) => T): T | undefined {
-    const r = this.resolve(pa, length);
-    if (r === undefined) return undefined;
-    const a = r.allocation;
-    const key = `${kind}:${r.offset}:${length}`;
-    const hit = a.decoded?.get(key);
-    if (hit !== undefined && hit.generation === a.generation) return hit.value as T;
-    const b = a.backing;
-    const value = decode(b === undefined ? new Uint8Array(length) : b.slice(r.offset, r.offset + length));
-    (a.decoded ??= new Map()).set(key, { generation: a.generation, value });
-    return value;
-  }
-
-  /** Writes at a device PA; returns `false` when no single allocation holds the range. */
-  writePa(pa: number, data: Uint8Array): boolean {
-    const r = this.resolve(pa, data.byteLength);
-    if (r === undefined) return false;
-    this.#backing(r.allocation).set(data, r.offset);
-    r.allocation.generation++;
-    return true;
+    return a.backing.slice(offset, offset + length);
   }
 
   /** Bytes and allocation count in use. */
   usage(): { hbm: number; host: number; allocations: number } {
-    return { hbm: this.#ranges.hbm.used, host: this.#ranges.host.used, allocations: this.#byId.size };
+    let allocations = 0;
+    for (const _ of this.allocations()) allocations++;
+    return { hbm: this.#ranges.hbm.used, host: this.#ranges.host.used, allocations };
   }
 
-  /** Bytes of allocations that have real backing (observability: the lazy-backing invariant). */
+  /** Bytes of allocations that were ever written, by the host or the device (the lazy-backing invariant). */
   get backedBytes(): number {
-    return this.#backedBytes;
+    let n = 0;
+    for (const a of this.allocations()) if (Atomics.load(a.words, 1) !== 0) n += a.bytes;
+    return n;
   }
 
   #own(memory: DeviceMemory, what: string): SimAllocation {
-    const a = this.#byId.get(memory.id);
+    const a = this.byId(memory.id);
     if (a === undefined || a.device !== memory.device || a.pa !== memory.pa || memory.device !== this.#device) {
       throw new NrtError(
         NrtStatus.NRT_INVALID,
@@ -243,27 +335,8 @@ export class DeviceMemoryMap {
       );
     }
   }
-
-  #backing(a: SimAllocation): Uint8Array {
-    if (a.backing === undefined) {
-      a.backing = new Uint8Array(new SharedArrayBuffer(a.bytes));
-      this.#backedBytes += a.bytes;
-    }
-    return a.backing;
-  }
-
-  /** Index of the first allocation whose PA is ≥ `pa`. */
-  #lowerBound(pa: number): number {
-    let lo = 0, hi = this.#sorted.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.#sorted[mid].pa < pa) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
 }
 
-function publicView(a: SimAllocation): DeviceMemory {
+function publicView(a: DeviceMemory): DeviceMemory {
   return Object.freeze({ id: a.id, device: a.device, nc: a.nc, pa: a.pa, bytes: a.bytes, location: a.location });
 }

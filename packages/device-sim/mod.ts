@@ -1,8 +1,10 @@
 /**
- * `@nrt/device-sim`: a simulated AWS Neuron device behind the `Portal` contract of `@nrt/core` — device memory with
- * lazy backing, the BAR0 register file per NeuronCore, the notification queue, the SP/SEQ sequencer that executes
- * the instruction streams of `@nrt/core`'s ISA, the custom-op DMA queues and the 8 Q7 cores per NeuronCore running
- * WebAssembly kernels SPMD in Workers. Importing it has no side effects; `registerDeviceSim` is the DI entry.
+ * `@nrt/device-sim`: a simulated AWS Neuron device behind the `Portal` contract of `@nrt/core` — device memory, the
+ * BAR0 register file per NeuronCore, the notification queue, the SP/SEQ sequencer that executes the instruction
+ * streams of `@nrt/core`'s ISA, the custom-op DMA queues and the 8 Q7 cores per NeuronCore running WebAssembly
+ * kernels SPMD in Workers. The device runs as an agent of its own (a Worker per device by default): the host only
+ * writes registers and memory it shares with it, rings doorbells and waits on the notification queue, as a driver
+ * does. Importing it has no side effects; `registerDeviceSim` is the DI entry.
  *
  * Seed: runtime-synthesis §1.2 layer 4 and §3 (the execute path the simulator runs device-side).
  *
@@ -17,7 +19,8 @@
  *
  * @module
  */
-export { DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
+export { type DeviceAgentMode, DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
+export type { Q7CoreActivity } from "./device_trace.ts";
 export { registerDeviceSim } from "./register.ts";
 export { defaultQ7Factory } from "./q7_factory.ts";
 export { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";

@@ -1,7 +1,8 @@
 /**
  * The device side of one NeuronCore's notification queue: 16-byte records written into the host DRAM ring the host
- * registered in the NQ register block, the device-owned head, the sticky overflow cause, and the waiters of
- * `Portal.notificationWait` (the host's completion eventfd).
+ * registered in the NQ register block, the device-owned head, and the sticky overflow cause. The head is stored with
+ * `Atomics.store` and notified: the host's completion wait (`Portal.notificationWait`, its `comp_efd`) sleeps on that
+ * word with `Atomics.waitAsync`, so a completion wakes it with no polling and no message.
  *
  * Seed: runtime-synthesis §3.5 ("the device pushes a 16-byte NEURON_ISA notification record into the ENS
  * Notification-Queue ring"; completion is poll-driven, the caller blocks on `comp_efd`), lifecycle-error-model §5.3
@@ -10,13 +11,8 @@
  * @module
  */
 import { encodeNotification, NOTIFICATION_BYTES, type NotificationRecord } from "@nrt/core";
-import { NQ_CAUSE_OVERFLOW, type NcRegisters, NqRegister } from "./bar0.ts";
-import type { DeviceMemoryMap } from "./memory.ts";
-
-interface Waiter {
-  readonly head: number;
-  readonly resolve: () => void;
-}
+import { NQ_CAUSE_OVERFLOW, type NcRegisters, NqRegister } from "./nc_registers.ts";
+import type { MemorySpace } from "./memory.ts";
 
 /** What happened to one pushed record. */
 export type NotificationOutcome = "written" | "overflowed" | "no-queue";
@@ -24,15 +20,17 @@ export type NotificationOutcome = "written" | "overflowed" | "no-queue";
 /** The producer side of one NeuronCore's NQ. */
 export class NotificationProducer {
   readonly #regs: NcRegisters;
-  readonly #memory: DeviceMemoryMap;
-  readonly #waiters = new Set<Waiter>();
-  /** Every record pushed, in order (observability; the ring is the host's copy). */
-  readonly log: NotificationRecord[] = [];
+  readonly #memory: MemorySpace;
+  readonly #onPush: (record: Uint8Array) => void;
 
-  /** Creates the producer over a NeuronCore's registers and the device memory holding the ring. */
-  constructor(regs: NcRegisters, memory: DeviceMemoryMap) {
+  /**
+   * Creates the producer over a NeuronCore's registers and the device memory holding the ring; `onPush` sees the
+   * bytes of every record pushed (the device's trace buffer).
+   */
+  constructor(regs: NcRegisters, memory: MemorySpace, onPush: (record: Uint8Array) => void = () => {}) {
     this.#regs = regs;
     this.#memory = memory;
+    this.#onPush = onPush;
   }
 
   /** The device head: records produced since the ring was (re)pointed. */
@@ -40,55 +38,45 @@ export class NotificationProducer {
     return this.#regs.nqRegister(NqRegister.HEAD);
   }
 
-  /** Number of pending `notificationWait` callers (leak checks). */
-  get waiters(): number {
-    return this.#waiters.size;
-  }
-
   /**
    * Writes `record` at `(head % capacity) * 16` of the registered ring and advances the head. A full ring is still
    * written (the oldest record is lost) and the cause register's overflow bit is set.
    */
   push(record: NotificationRecord): NotificationOutcome {
-    this.log.push(record);
+    return this.pushAll([record]);
+  }
+
+  /**
+   * Writes a burst of records (the per-core errors of one join) and publishes the head once, after the last, so the
+   * host never reads half a burst. Ours: the seed does not say how the engines order their writes; one publish per
+   * burst keeps what the host logs for a fault deterministic.
+   *
+   * @returns The outcome of the burst (`overflowed` when any record overwrote an unread one).
+   */
+  pushAll(records: readonly NotificationRecord[]): NotificationOutcome {
     const r = this.#regs;
     const capacity = r.nqRegister(NqRegister.CAPACITY);
     const base = r.nqRegister(NqRegister.BASE_LO) + r.nqRegister(NqRegister.BASE_HI) * 0x1_0000_0000;
-    if (capacity === 0) return "no-queue";
-    const head = this.head;
-    const bytes = new Uint8Array(NOTIFICATION_BYTES);
-    encodeNotification(record, bytes);
-    if (!this.#memory.writePa(base + (head % capacity) * NOTIFICATION_BYTES, bytes)) return "no-queue";
-    const next = (head + 1) >>> 0;
-    const overflow = ((next - r.nqRegister(NqRegister.TAIL)) >>> 0) > capacity;
-    if (overflow) r.setNqRegister(NqRegister.CAUSE, r.nqRegister(NqRegister.CAUSE) | NQ_CAUSE_OVERFLOW);
-    r.setNqRegister(NqRegister.HEAD, next);
-    for (const w of this.#waiters) {
-      if (w.head !== next) w.resolve();
+    let head = this.head;
+    let outcome: NotificationOutcome = "written";
+    for (const record of records) {
+      const bytes = new Uint8Array(NOTIFICATION_BYTES);
+      encodeNotification(record, bytes);
+      this.#onPush(bytes);
+      if (capacity === 0 || !this.#memory.writePa(base + (head % capacity) * NOTIFICATION_BYTES, bytes)) {
+        outcome = "no-queue";
+        break;
+      }
+      head = (head + 1) >>> 0;
+      if (((head - r.nqRegister(NqRegister.TAIL)) >>> 0) > capacity) {
+        r.setNqRegister(NqRegister.CAUSE, r.nqRegister(NqRegister.CAUSE) | NQ_CAUSE_OVERFLOW);
+        outcome = "overflowed";
+      }
     }
-    return overflow ? "overflowed" : "written";
-  }
-
-  /** Resolves once the head differs from `head` (immediately if it already does) or `signal` aborts. */
-  wait(head: number, signal?: AbortSignal): Promise<void> {
-    if (this.head !== head >>> 0 || signal?.aborted === true) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const onAbort = (): void => waiter.resolve();
-      const waiter: Waiter = {
-        head: head >>> 0,
-        resolve: () => {
-          this.#waiters.delete(waiter);
-          signal?.removeEventListener("abort", onAbort);
-          resolve();
-        },
-      };
-      this.#waiters.add(waiter);
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
-  }
-
-  /** Releases every waiter (portal close). */
-  releaseAll(): void {
-    for (const w of [...this.#waiters]) w.resolve();
+    if (head !== this.head) {
+      r.setNqRegister(NqRegister.HEAD, head);
+      Atomics.notify(r.nqWords, NqRegister.HEAD >> 2);
+    }
+    return outcome;
   }
 }

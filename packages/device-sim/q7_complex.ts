@@ -11,7 +11,7 @@
  * @module
  */
 import type { TensorDescriptor } from "@nrt/core";
-import type { NcRegisters } from "./bar0.ts";
+import { type NcRegisters, NcStatus, Q7State } from "./nc_registers.ts";
 import type { SbufStore } from "./sbuf.ts";
 
 /** The arguments of one dispatch, as the Q7 kernel ABI consumes them. */
@@ -84,30 +84,48 @@ export interface Q7BootEvent {
   readonly detail?: string;
 }
 
+/** Observers of the ops a cluster runs (the device's trace buffer). */
+export interface Q7Observer {
+  /** An op was handed to the cores. */
+  dispatched(op: Q7DispatchOp): void;
+  /** An op joined: every core's outcome, or the failure of the whole dispatch. */
+  joined(result: { cores: Q7CoreResult[] } | Error): void;
+}
+
 /** The Q7 cores of one NeuronCore. */
 export class Q7Complex {
   readonly #nc: number;
   readonly #regs: NcRegisters;
   readonly #sbuf: SbufStore;
   readonly #factory: Q7ClusterFactory;
-  readonly #events: Q7BootEvent[];
+  readonly #event: (e: Q7BootEvent) => void;
+  readonly #observer: Q7Observer | undefined;
   #state: "stalled" | "running" | "failed" = "stalled";
   #image: { iram: Uint8Array; dram: Uint8Array } | undefined;
   #cluster: Promise<Q7ClusterPort> | undefined;
   #prepared = new Set<string>();
 
-  /** Creates the (stalled) Q7 cores of NeuronCore `nc`; lifecycle events are appended to `events`. */
-  constructor(nc: number, regs: NcRegisters, sbuf: SbufStore, factory: Q7ClusterFactory, events: Q7BootEvent[]) {
+  /**
+   * Creates the (stalled) Q7 cores of NeuronCore `nc`; lifecycle events go to `event`, ops to `observer`. The state
+   * is mirrored in the registers' status words, which the host reads.
+   */
+  constructor(nc: number, regs: NcRegisters, sbuf: SbufStore, factory: Q7ClusterFactory, event: (e: Q7BootEvent) => void, observer?: Q7Observer) {
     this.#nc = nc;
     this.#regs = regs;
     this.#sbuf = sbuf;
     this.#factory = factory;
-    this.#events = events;
+    this.#event = event;
+    this.#observer = observer;
   }
 
   /** `"stalled"` (held or never released), `"running"`, or `"failed"` (boot refused). */
   get state(): "stalled" | "running" | "failed" {
     return this.#state;
+  }
+
+  #setState(state: "stalled" | "running" | "failed"): void {
+    this.#state = state;
+    Atomics.store(this.#regs.status, NcStatus.Q7_STATE, state === "running" ? Q7State.RUNNING : state === "failed" ? Q7State.FAILED : Q7State.STALLED);
   }
 
   /** Whether the Workers exist. */
@@ -121,30 +139,30 @@ export class Q7Complex {
    */
   release(via: "host-csr" | "evt-sem"): string | undefined {
     this.#stopCluster("re-released");
-    const cores = this.#regs.iram.length;
-    const iram = this.#regs.iram[0], dram = this.#regs.dram[0];
+    const cores = Q7_CORES;
+    const iram = this.#regs.image("iram", 0), dram = this.#regs.image("dram", 0);
     let reason: string | undefined;
     if (iram === undefined || dram === undefined) reason = "no image is installed in Q7 core 0";
     for (let c = 1; c < cores && reason === undefined; c++) {
-      if (!sameBytes(iram, this.#regs.iram[c]) || !sameBytes(dram, this.#regs.dram[c])) {
+      if (!sameBytes(iram, this.#regs.image("iram", c)) || !sameBytes(dram, this.#regs.image("dram", c))) {
         reason = `Q7 core ${c} holds a different image than core 0 (the install broadcasts one image to all ${cores})`;
       }
     }
     if (reason !== undefined) {
-      this.#state = "failed";
+      this.#setState("failed");
       this.#image = undefined;
-      this.#events.push({ nc: this.#nc, kind: "boot-failed", via, detail: reason });
+      this.#event({ nc: this.#nc, kind: "boot-failed", via, detail: reason });
       return reason;
     }
-    this.#state = "running";
+    this.#setState("running");
     this.#image = { iram: iram!.slice(), dram: dram!.slice() };
-    this.#events.push({ nc: this.#nc, kind: "released", via });
+    this.#event({ nc: this.#nc, kind: "released", via });
     return undefined;
   }
 
   /** The cores go back into run-stall (the host wrote a non-zero run-stall value). */
   stall(): void {
-    if (this.#state === "running") this.#state = "stalled";
+    if (this.#state === "running") this.#setState("stalled");
   }
 
   /** The running cluster, booting it with the released image on first use. */
@@ -163,7 +181,8 @@ export class Q7Complex {
           throw e;
         }
         this.#sbuf.attach(c.memory);
-        this.#events.push({ nc: this.#nc, kind: "cluster-started" });
+        this.#event({ nc: this.#nc, kind: "cluster-started" });
+        Atomics.store(this.#regs.status, NcStatus.Q7_STARTED, 1);
         return c;
       })();
       this.#cluster = starting;
@@ -171,7 +190,7 @@ export class Q7Complex {
         if (this.#cluster === starting) this.#cluster = undefined;
       });
     }
-    return this.#cluster.then((c) => new ClusterHandle(c, this.#prepared));
+    return this.#cluster.then((c) => new ClusterHandle(c, this.#prepared, this.#observer));
   }
 
   /** The stdio the kernels wrote since the last drain (empty when the cluster never started). */
@@ -195,7 +214,8 @@ export class Q7Complex {
     this.#cluster = undefined;
     this.#prepared = new Set();
     this.#sbuf.detach();
-    this.#events.push({ nc: this.#nc, kind: "cluster-terminated", detail: cause });
+    this.#event({ nc: this.#nc, kind: "cluster-terminated", detail: cause });
+    Atomics.store(this.#regs.status, NcStatus.Q7_STARTED, 0);
     c.then((x) => x.terminate(), () => {});
   }
 }
@@ -204,11 +224,13 @@ export class Q7Complex {
 export class ClusterHandle {
   readonly #cluster: Q7ClusterPort;
   readonly #prepared: Set<string>;
+  readonly #observer: Q7Observer | undefined;
 
   /** Wraps a started cluster. */
-  constructor(cluster: Q7ClusterPort, prepared: Set<string>) {
+  constructor(cluster: Q7ClusterPort, prepared: Set<string>, observer?: Q7Observer) {
     this.#cluster = cluster;
     this.#prepared = prepared;
+    this.#observer = observer;
   }
 
   /** Prepares a library once per cluster, keyed by `key`. */
@@ -220,9 +242,16 @@ export class ClusterHandle {
 
   /** Dispatches one op. */
   dispatch(op: Q7DispatchOp, signal?: AbortSignal): Promise<{ cores: Q7CoreResult[] }> {
-    return this.#cluster.dispatch(op, signal);
+    const o = this.#observer;
+    if (o === undefined) return this.#cluster.dispatch(op, signal);
+    o.dispatched(op);
+    const done = this.#cluster.dispatch(op, signal);
+    done.then((r) => o.joined(r), (e: unknown) => o.joined(e instanceof Error ? e : new Error(String(e))));
+    return done;
   }
 }
+
+const Q7_CORES = 8;
 
 function sameBytes(a: Uint8Array | undefined, b: Uint8Array | undefined): boolean {
   if (a === undefined || b === undefined || a.byteLength !== b.byteLength) return a === b;

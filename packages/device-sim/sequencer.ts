@@ -45,11 +45,11 @@ import {
   TpbEngType,
   TpbErrorId,
 } from "@nrt/core";
-import { type NcRegisters, NqRegister, type StreamEntry } from "./bar0.ts";
+import { type NcRegisters, NcStatus, NqRegister, type StreamEntry } from "./nc_registers.ts";
 import { type DmaEngine, DmaFault } from "./dma_engine.ts";
 import { type ArmedFault, FaultKind, type FaultPhase, type NcFaults } from "./fault_injector.ts";
 import type { FileIoManager } from "./file_io_manager.ts";
-import type { DeviceMemoryMap } from "./memory.ts";
+import type { MemorySpace } from "./memory.ts";
 import type { NotificationProducer } from "./notification_queue.ts";
 import type { Q7Complex, Q7CoreResult } from "./q7_complex.ts";
 
@@ -79,7 +79,7 @@ export interface SequencerDeps {
   /** The NeuronCore's registers. */
   readonly regs: NcRegisters;
   /** Device memory. */
-  readonly memory: DeviceMemoryMap;
+  readonly memory: MemorySpace;
   /** The NeuronCore's notification producer. */
   readonly nq: NotificationProducer;
   /** The NeuronCore's Q7 cores. */
@@ -90,6 +90,8 @@ export interface SequencerDeps {
   readonly faults?: NcFaults;
   /** The device side of pool_stdio (printf entries into the host's HBM rings). */
   readonly fileIo?: FileIoManager;
+  /** Told of every fault the sequencer raises or plays (the device's trace buffer). */
+  readonly onFault?: (fault: { slot: number; mask: number; message: string }) => void;
 }
 
 class SequencerFault extends Error {
@@ -132,6 +134,12 @@ export class Sequencer {
   currentModel = 0;
   /** Faults the sequencer raised, newest last (observability: the record says what, this says why). */
   readonly faults: Array<{ slot: number; mask: number; message: string }> = [];
+
+  #noteFault(f: { slot: number; mask: number; message: string }): void {
+    this.faults.push(f);
+    if (this.faults.length > 256) this.faults.splice(0, this.faults.length - 256);
+    this.#d.onFault?.(f);
+  }
 
   /** Creates the idle sequencer of one NeuronCore. */
   constructor(deps: SequencerDeps) {
@@ -210,6 +218,11 @@ export class Sequencer {
     this.#d.nq.push(record);
   }
 
+  /** Posts a burst of records (the per-core errors of one join) that the host sees all at once. */
+  pushRecords(records: readonly NotificationRecord[]): void {
+    if (records.length > 0) this.#d.nq.pushAll(records);
+  }
+
   async #pump(): Promise<void> {
     try {
       for (let e = this.#queue.shift(); e !== undefined; e = this.#queue.shift()) await this.#run(e);
@@ -228,6 +241,7 @@ export class Sequencer {
     const dropped = new Promise<typeof DROPPED>((resolve) => abort.signal.addEventListener("abort", () => resolve(DROPPED), { once: true }));
     const run: Run = { entry, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, q7Busy: false, abort, dropped };
     this.#current = run;
+    Atomics.add(this.#d.regs.status, NcStatus.RUNS, 1);
     this.#d.faults?.runStarted();
     try {
       const atStart = this.#fire(run, "run-start");
@@ -291,8 +305,8 @@ export class Sequencer {
         }
         const sems = this.#d.regs.semaphores;
         if (ins.semaphore >= sems.length) throw new SequencerFault(TpbFaultMask.EVENT, `EVENT_SEMAPHORE names semaphore ${ins.semaphore}`);
-        sems[ins.semaphore] = (sems[ins.semaphore] + Math.max(1, ins.value)) >>> 0;
-        this.pushRecord(this.#record(run, NotificationKind.EVENT_SEMAPHORE, sems[ins.semaphore]));
+        const after = (Atomics.add(sems, ins.semaphore, Math.max(1, ins.value)) + Math.max(1, ins.value)) >>> 0;
+        this.pushRecord(this.#record(run, NotificationKind.EVENT_SEMAPHORE, after));
         return;
       }
     }
@@ -368,8 +382,8 @@ export class Sequencer {
     const args = run.args ?? { inputs: [], outputs: [], ints: [] };
     const op = { key, fn: entry.name, totalCpus: totalCpus as 1 | 8, args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] } };
     run.dispatch = started.dispatch(op, run.abort.signal);
-    run.q7Busy = true;
-    run.dispatch.then(() => (run.q7Busy = false), () => {}); // joined (and reported) by DRAIN
+    this.#setBusy(run, true);
+    run.dispatch.then(() => this.#setBusy(run, false), () => {}); // joined (and reported) by DRAIN
   }
 
   /** DRAIN 0x10A2: the join of the participating cores, then the output DMA. */
@@ -390,10 +404,11 @@ export class Sequencer {
       }
       // A core that returned without its commit fence (customop_cleanup): the join completes, the result is
       // flagged with a non-fatal record per core (TpbErrorMask.Q7_UNCOMMITTED, docs/faults.md).
+      const uncommitted: NotificationRecord[] = [];
       for (const c of joined) {
         if (!c.ran || c.committed) continue;
-        this.faults.push({ slot: run.slot, mask: TpbFaultMask.Q7_UNCOMMITTED, message: `DRAIN: core ${c.cpu} returned without customop_cleanup` });
-        this.pushRecord({
+        this.#noteFault({ slot: run.slot, mask: TpbFaultMask.Q7_UNCOMMITTED, message: `DRAIN: core ${c.cpu} returned without customop_cleanup` });
+        uncommitted.push({
           code: TpbErrorId.NONFATAL,
           mask: TpbFaultMask.Q7_UNCOMMITTED,
           engine: TpbEngType.POOL,
@@ -404,6 +419,7 @@ export class Sequencer {
           aux: 0,
         });
       }
+      this.pushRecords(uncommitted);
     }
     if (run.s2mBytes !== undefined) dmaStep(() => this.#d.dma.run(DmaDirection.S2M, run.s2mBytes!));
   }
@@ -420,20 +436,18 @@ export class Sequencer {
   /** Posts one fatal TPB_ERROR per named core and marks the POOL instruction pointer. */
   #fault(run: Run, mask: number, message: string, cores: number[], masks?: number[]): void {
     const slot = run.slot;
-    this.faults.push({ slot, mask: masks?.reduce((a, b) => a | b, 0) ?? mask, message });
+    this.#noteFault({ slot, mask: masks?.reduce((a, b) => a | b, 0) ?? mask, message });
     this.#d.regs.engineIp[TpbEngType.POOL] = (FAULT_IP_MARKER | slot) >>> 0;
-    cores.forEach((core, i) => {
-      this.pushRecord({
-        code: TpbErrorId.FATAL,
-        mask: masks?.[i] ?? mask,
-        engine: TpbEngType.POOL,
-        q7: core,
-        kind: NotificationKind.TPB_ERROR,
-        model: run.model,
-        value: slot,
-        aux: 0,
-      });
-    });
+    this.pushRecords(cores.map((core, i) => ({
+      code: TpbErrorId.FATAL,
+      mask: masks?.[i] ?? mask,
+      engine: TpbEngType.POOL,
+      q7: core,
+      kind: NotificationKind.TPB_ERROR,
+      model: run.model,
+      value: slot,
+      aux: 0,
+    })));
   }
 
   /** Takes the injected faults due at `phase` and plays them; a halting fault ends the run without completion. */
@@ -499,7 +513,7 @@ export class Sequencer {
       case FaultKind.NQ_OVERFLOW: {
         // A burst the host ring cannot hold: capacity + 1 records before the host can read any.
         const capacity = this.#d.regs.nqRegister(NqRegister.CAPACITY);
-        for (let i = 0; i <= capacity; i++) this.pushRecord(this.#record(run, NotificationKind.EVENT_SEMAPHORE, 0));
+        this.pushRecords(Array.from({ length: capacity + 1 }, () => this.#record(run, NotificationKind.EVENT_SEMAPHORE, 0)));
         break;
       }
       case FaultKind.HANG:
@@ -514,20 +528,23 @@ export class Sequencer {
     }
     // The latch: the reporting engine's instruction pointer marks where the device stopped.
     if (outcome !== "continue") this.#d.regs.engineIp[engine] = (FAULT_IP_MARKER | run.slot) >>> 0;
-    this.faults.push({ slot: run.slot, mask: s.mask ?? 0, message: `injected ${s.kind} (fault ${f.id})` });
+    this.#noteFault({ slot: run.slot, mask: s.mask ?? 0, message: `injected ${s.kind} (fault ${f.id})` });
     return outcome;
+  }
+
+  #setBusy(run: Run, busy: boolean): void {
+    run.q7Busy = busy;
+    Atomics.store(this.#d.regs.status, NcStatus.Q7_BUSY, busy ? 1 : 0);
   }
 
   #setDmaEngineState(engine: number, state: number): void {
     const { spec, regs } = this.#d;
-    regs.dma ??= new Uint8Array(spec.dmaEngines * spec.csr.dmaEngineStride);
-    new DataView(regs.dma.buffer).setUint32(engine * spec.csr.dmaEngineStride + DMA_ENGINE_STATE_OFFSET, state >>> 0, true);
+    new DataView(regs.dma.buffer, regs.dma.byteOffset, regs.dma.byteLength).setUint32(engine * spec.csr.dmaEngineStride + DMA_ENGINE_STATE_OFFSET, state >>> 0, true);
   }
 
   /** A stream was installed: its DMA queues are (re)initialised, an aborted engine included. */
   resetDmaEngines(): void {
-    const { spec, regs } = this.#d;
-    if (regs.dma === undefined) return;
+    const { spec } = this.#d;
     for (let e = 0; e < spec.dmaEngines; e++) this.#setDmaEngineState(e, DmaEngineState.IDLE);
   }
 

@@ -1,7 +1,8 @@
 /**
- * One simulated Neuron device: its memory, its BAR0 register file, and per NeuronCore the SBUF, notification
- * producer, Q7 cores, custom-op DMA and sequencer, wired to the BAR0 effects that drive them (the doorbell, the
- * run-stall release, the swap-table and stream-table writes).
+ * The device side of one simulated device, for the NeuronCores one device agent hosts: per NeuronCore the SBUF,
+ * notification producer, Q7 cores, custom-op DMA, sequencer, file-IO manager and fault port, over the shared
+ * registers and memory the host maps too, wired to the register writes that drive them (the doorbell, the run-stall
+ * release, the swap-table and stream-table writes).
  *
  * Seed: runtime-synthesis §2.1 (run-stall release per generation), §3.3 (the doorbell: one semaphore increment
  * releases the stream), §3.6 (one op, 8 cores, end to end).
@@ -9,19 +10,19 @@
  * @module
  */
 import { NotificationKind, type SiliconSpec, TpbEngType, TpbErrorId } from "@nrt/core";
-import { Bar0, type Bar0Listener, type NcRegisters } from "./bar0.ts";
 import { DmaEngine } from "./dma_engine.ts";
-import type { FaultInjector } from "./fault_injector.ts";
+import { type ArmedFault, NcFaults } from "./fault_injector.ts";
 import { FileIoManager } from "./file_io_manager.ts";
-import { DeviceMemoryMap } from "./memory.ts";
+import type { MemorySpace } from "./memory.ts";
+import type { NcRegisters } from "./nc_registers.ts";
 import { NotificationProducer } from "./notification_queue.ts";
-import { type Q7BootEvent, type Q7ClusterFactory, Q7Complex } from "./q7_complex.ts";
+import { type Q7BootEvent, type Q7ClusterFactory, Q7Complex, type Q7Observer } from "./q7_complex.ts";
 import { SbufStore } from "./sbuf.ts";
 import { Sequencer, TpbFaultMask } from "./sequencer.ts";
 
 /** The simulated parts of one NeuronCore. */
 export interface SimNeuronCore {
-  /** BAR0 registers. */
+  /** Registers (shared with the host). */
   readonly regs: NcRegisters;
   /** State buffer. */
   readonly sbuf: SbufStore;
@@ -35,6 +36,22 @@ export interface SimNeuronCore {
   readonly sequencer: Sequencer;
   /** The device side of pool_stdio. */
   readonly fileIo: FileIoManager;
+  /** Injected faults armed on this NeuronCore. */
+  readonly faults: NcFaults;
+}
+
+/** What the device reports besides its registers and memory (its trace buffer). */
+export interface SimDeviceTrace {
+  /** Every notification record pushed (16 bytes). */
+  record(nc: number, bytes: Uint8Array): void;
+  /** A Q7 lifecycle event. */
+  q7Event(e: Q7BootEvent): void;
+  /** A fault the sequencer raised or played. */
+  sequencerFault(nc: number, f: { slot: number; mask: number; message: string }): void;
+  /** An injected fault fired at run `run` of the NeuronCore. */
+  fired(nc: number, f: ArmedFault, run: number): void;
+  /** The ops of the NeuronCore's Q7 cores. */
+  q7(nc: number): Q7Observer | undefined;
 }
 
 /** Options of {@linkcode SimDevice}. */
@@ -43,70 +60,85 @@ export interface SimDeviceOptions {
   readonly spec: SiliconSpec;
   /** Device index. */
   readonly index: number;
-  /** HBM capacity in bytes. */
-  readonly hbmBytes: number;
-  /** Pinned host DRAM capacity in bytes. */
-  readonly hostBytes: number;
-  /** Portal-unique allocation ids. */
-  readonly nextId: () => number;
+  /** The registers of every NeuronCore of the device (index = NeuronCore). */
+  readonly regs: readonly NcRegisters[];
+  /** The NeuronCores this device side runs (default: all). */
+  readonly ncs?: readonly number[];
+  /** The device's memory, as mapped here. */
+  readonly memory: MemorySpace;
   /** Creates Q7 clusters. */
   readonly q7Factory: Q7ClusterFactory;
-  /** Q7 lifecycle events land here. */
-  readonly q7Events: Q7BootEvent[];
-  /** The portal's fault injector (each NeuronCore's sequencer polls its port). */
-  readonly faults?: FaultInjector;
+  /** Where the device reports. */
+  readonly trace: SimDeviceTrace;
 }
 
-/** One simulated device. */
-export class SimDevice implements Bar0Listener {
+/** The device side of one simulated device (the NeuronCores one agent hosts). */
+export class SimDevice {
   /** The generation. */
   readonly spec: SiliconSpec;
-  /** Device memory. */
-  readonly memory: DeviceMemoryMap;
-  /** BAR0. */
-  readonly bar0: Bar0;
-  /** NeuronCores. */
-  readonly ncs: readonly SimNeuronCore[];
+  /** Device memory as mapped here. */
+  readonly memory: MemorySpace;
+  /** NeuronCores by index (`undefined` for a NeuronCore another agent hosts). */
+  readonly ncs: ReadonlyArray<SimNeuronCore | undefined>;
 
-  /** Builds a device in its reset state (no Workers, no backing memory). */
+  /** Builds the NeuronCores this side runs, in their reset state (no Workers, no SBUF backing). */
   constructor(o: SimDeviceOptions) {
     const spec = o.spec;
     this.spec = spec;
-    this.memory = new DeviceMemoryMap({
-      device: o.index,
-      hbm: { base: spec.addressMap.hbmBase, capacity: o.hbmBytes },
-      host: { base: spec.addressMap.hostDramBase, capacity: o.hostBytes },
-      nextId: o.nextId,
-    });
-    this.bar0 = new Bar0(spec, spec.ncPerDevice, this);
-    this.ncs = Array.from({ length: spec.ncPerDevice }, (_, nc) => {
-      const regs = this.bar0.nc(nc);
+    this.memory = o.memory;
+    const hosted = new Set(o.ncs ?? o.regs.map((_, nc) => nc));
+    this.ncs = o.regs.map((regs, nc) => {
+      if (!hosted.has(nc)) return undefined;
       const sbuf = new SbufStore(spec.sbufBytesPerCore);
-      const nq = new NotificationProducer(regs, this.memory);
-      const q7 = new Q7Complex(nc, regs, sbuf, o.q7Factory, o.q7Events);
-      const dma = new DmaEngine(spec, nc, this.memory, sbuf);
-      const fileIo = new FileIoManager(regs, this.memory, q7);
-      const faults = o.faults?.port(o.index, nc);
-      const sequencer = new Sequencer({ spec, nc, regs, memory: this.memory, nq, q7, dma, faults, fileIo });
-      return { regs, sbuf, nq, q7, dma, sequencer, fileIo };
+      const nq = new NotificationProducer(regs, o.memory, (bytes) => o.trace.record(nc, bytes));
+      const q7 = new Q7Complex(nc, regs, sbuf, o.q7Factory, (e) => o.trace.q7Event(e), o.trace.q7(nc));
+      const dma = new DmaEngine(spec, nc, o.memory, sbuf, regs.queueBytes);
+      const fileIo = new FileIoManager(regs, o.memory, q7);
+      const faults = new NcFaults((f, run) => o.trace.fired(nc, f, run));
+      const sequencer = new Sequencer({
+        spec,
+        nc,
+        regs,
+        memory: o.memory,
+        nq,
+        q7,
+        dma,
+        faults,
+        fileIo,
+        onFault: (f) => o.trace.sequencerFault(nc, f),
+      });
+      return { regs, sbuf, nq, q7, dma, sequencer, fileIo, faults };
     });
   }
 
-  /** The doorbell: each count on a registered stream's semaphore is consumed and releases one run. */
-  semaphoreIncremented(nc: number, semaphore: number, by: number): void {
-    const unit = this.ncs[nc];
+  /** The NeuronCore `nc`, which this side must host. */
+  unit(nc: number): SimNeuronCore {
+    const u = this.ncs[nc];
+    if (u === undefined) throw new RangeError(`NeuronCore ${nc} is not hosted here`);
+    return u;
+  }
+
+  /**
+   * The doorbell: `by` counts were added to a semaphore; each one still there on a registered stream's doorbell is
+   * consumed and releases one run.
+   */
+  doorbell(nc: number, semaphore: number, by: number): void {
+    const unit = this.unit(nc);
     const stream = unit.regs.streamForDoorbell(semaphore);
     if (stream === undefined) return;
     const sems = unit.regs.semaphores;
-    for (let n = Math.min(by, sems[semaphore]); n > 0; n--) {
-      sems[semaphore]--;
+    for (let left = by; left > 0;) {
+      const n = Atomics.load(sems, semaphore);
+      if (n === 0) return;
+      if (Atomics.compareExchange(sems, semaphore, n, n - 1) !== n) continue;
+      left--;
       unit.sequencer.ring(stream);
     }
   }
 
   /** seed: runtime-synthesis §2.1 — Cayman/Mariana: host CSR 0xFF → 0x00 releases all 8 Q7 cores at once. */
   runStallWritten(nc: number, previous: number, value: number): void {
-    const unit = this.ncs[nc];
+    const unit = this.unit(nc);
     if (value !== 0) {
       unit.q7.stall();
       return;
@@ -114,7 +146,7 @@ export class SimDevice implements Bar0Listener {
     if (previous === 0) return;
     const reason = unit.q7.release("host-csr");
     // A release with mismatched images is a boot failure the host can read; releasing nothing is only recorded.
-    if (reason !== undefined && unit.regs.iram.some((x) => x !== undefined)) {
+    if (reason !== undefined && [0, 1, 2, 3, 4, 5, 6, 7].some((c) => unit.regs.image("iram", c) !== undefined)) {
       unit.sequencer.pushRecord({
         code: TpbErrorId.FATAL,
         mask: TpbFaultMask.Q7_BOOT,
@@ -130,29 +162,41 @@ export class SimDevice implements Bar0Listener {
 
   /** Opcode-table caches of the NeuronCore are stale. */
   swapTableWritten(nc: number): void {
-    this.ncs[nc].sequencer.swapTableWritten();
+    this.unit(nc).sequencer.swapTableWritten();
   }
 
-  /** A stream slot was rewritten: installing a stream (re)initialises the NeuronCore's DMA queues. */
-  streamTableWritten(nc: number, slot: number): void {
-    const unit = this.ncs[nc];
-    if (unit.regs.streamEntry(slot) !== undefined) unit.sequencer.resetDmaEngines();
+  /**
+   * A stream slot was rewritten: installing a stream (re)initialises the NeuronCore's DMA queues and, when the Q7
+   * cores are running, starts their Workers now, so that the first execution does not pay for them. Resolves once
+   * they are up (a model's load waits for it).
+   */
+  async streamTableWritten(nc: number, slot: number): Promise<void> {
+    const unit = this.unit(nc);
+    const installed = unit.regs.streamEntry(slot) !== undefined;
+    if (installed) unit.sequencer.resetDmaEngines();
     unit.sequencer.streamWritten(slot);
+    if (installed && unit.q7.state === "running") await unit.q7.cluster().catch(() => {});
   }
 
   /** Terminates the NeuronCore's Q7 Workers and drops the stream blocked on them (no completion). */
   resetQ7(nc: number): void {
-    const unit = this.ncs[nc];
+    const unit = this.unit(nc);
     unit.q7.terminate("reset");
     unit.sequencer.dropCurrent();
   }
 
-  /** Stops every Worker and releases every notification waiter. */
+  /** Resolves when every sequencer hosted here (or one NeuronCore's) has no run queued or in progress. */
+  async whenIdle(nc?: number): Promise<void> {
+    const units = nc === undefined ? this.ncs.filter((u): u is SimNeuronCore => u !== undefined) : [this.unit(nc)];
+    for (const u of units) await u.sequencer.whenIdle();
+  }
+
+  /** Stops every Worker. */
   close(): void {
     for (const unit of this.ncs) {
+      if (unit === undefined) continue;
       unit.sequencer.shutdown();
       unit.q7.terminate("close");
-      unit.nq.releaseAll();
     }
   }
 }

@@ -132,6 +132,11 @@ export class DeviceDaemon {
     }));
   }
 
+  /** Resolves once every session that has ended so far is reclaimed (its cores, memory and waits returned). */
+  async reclaimed(): Promise<void> {
+    await Promise.all([...this.#sessions.values()].flatMap((s) => s.reclaimed === undefined ? [] : [s.reclaimed]));
+  }
+
   /** Closes every connection and waits until each session is reclaimed. */
   async close(): Promise<void> {
     const all = [...this.#sessions.values()];

@@ -1,0 +1,264 @@
+/**
+ * The simulated device as an agent of its own, as hardware is: it runs in a Worker (or, inline, on the host's
+ * thread), maps the device's registers and memory from `SharedArrayBuffer`s the host maps too, and reacts to the
+ * host the way a device reacts to a driver:
+ *
+ * - a **doorbell** is a store into the shared semaphore and an entry in a shared ring plus `Atomics.notify`; the
+ *   agent wakes on `Atomics.waitAsync`, with no message on the path;
+ * - a **completion** is the agent's store of the notification-queue head plus `Atomics.notify`, which wakes the
+ *   host's wait;
+ * - register writes the device must take (run-stall, swap table, stream table) and the mapping of new allocations
+ *   come as ordered control messages; a doorbell carries the count of control messages the host had sent when it
+ *   rang, and is not played before the agent has taken them.
+ *
+ * The sequencer, the DMA queues, the notification writer, the file-IO manager and the fault ports all run here; the
+ * Q7 clusters are this agent's own Workers, signalled through their shared memory.
+ *
+ * Seed: runtime-synthesis §1.2 layer 4 (the driver ABI; completion is poll-driven, the host sleeps on `comp_efd`),
+ * §3.3 (the doorbell is one semaphore increment), §3.5 (the completion record). The agent, its rings and its
+ * messages are ours.
+ *
+ * @module
+ */
+import type { SiliconSpec } from "@nrt/core";
+import { DeviceLogWriter, LogKind } from "./device_log.ts";
+import type { ArmedFault } from "./fault_injector.ts";
+import { type MappedAllocation, MemorySpace } from "./memory.ts";
+import { type NcRegisterBuffers, NcRegisters } from "./nc_registers.ts";
+import type { Q7BootEvent, Q7ClusterFactory, Q7CoreResult } from "./q7_complex.ts";
+import { SimDevice } from "./sim_device.ts";
+
+/** The doorbell ring: a header of 16 Int32 words, then entries of 4 (nc, semaphore, count, control sequence). */
+export const DoorbellRing = {
+  /** Entries written by the host (monotonic). */
+  WRITTEN: 0,
+  /** Entries taken by the agent (monotonic). */
+  HANDLED: 1,
+  /** Non-zero once the agent must stop. */
+  STOP: 2,
+  HEADER_WORDS: 16,
+  ENTRY_WORDS: 4,
+  ENTRIES: 4096,
+} as const;
+
+/** Bytes of a doorbell ring buffer. */
+export const DOORBELL_RING_BYTES: number = 4 * (DoorbellRing.HEADER_WORDS + DoorbellRing.ENTRIES * DoorbellRing.ENTRY_WORDS);
+
+/** What an agent is made from. */
+export interface AgentInit {
+  /** The generation. */
+  readonly spec: SiliconSpec;
+  /** Device index. */
+  readonly device: number;
+  /** The NeuronCores this agent runs. */
+  readonly ncs: readonly number[];
+  /** Every NeuronCore's register buffers (index = NeuronCore). */
+  readonly regs: readonly NcRegisterBuffers[];
+  /** The doorbell ring ({@linkcode DOORBELL_RING_BYTES}). */
+  readonly doorbells: SharedArrayBuffer;
+  /** The trace buffer (`device_log.ts`). */
+  readonly log: SharedArrayBuffer;
+  /** The ring of fault firings (`device_log.ts`, lossless). */
+  readonly fired: SharedArrayBuffer;
+  /** Allocations made before the agent started. */
+  readonly mapped: readonly MappedAllocation[];
+}
+
+/** Control messages, host → agent, numbered in order. */
+export type AgentMessage =
+  | { readonly seq: number; readonly t: "map"; readonly m: MappedAllocation }
+  | { readonly seq: number; readonly t: "unmap"; readonly id: number }
+  | { readonly seq: number; readonly t: "run-stall"; readonly nc: number; readonly previous: number; readonly value: number }
+  | { readonly seq: number; readonly t: "swap-table"; readonly nc: number }
+  | { readonly seq: number; readonly t: "stream-table"; readonly nc: number; readonly slot: number }
+  | { readonly seq: number; readonly t: "arm"; readonly nc: number; readonly fault: ArmedFault }
+  | { readonly seq: number; readonly t: "disarm"; readonly id: number | undefined }
+  | { readonly seq: number; readonly t: "reset-q7"; readonly nc: number }
+  | { readonly seq: number; readonly t: "when-idle"; readonly nc: number | undefined; readonly doorbells: number }
+  | { readonly seq: number; readonly t: "stdio"; readonly nc: number }
+  | { readonly seq: number; readonly t: "close" };
+
+/** A reply, agent → host: the sequence number of the message it answers, and its value or error text. */
+export interface AgentReply {
+  readonly re: number;
+  readonly value?: unknown;
+  readonly error?: string;
+}
+
+const STATUS_CODE: Record<Q7CoreResult["status"], number> = { ok: 0, trap: 1, oob: 2, abort: 3, "missing-function": 4 };
+const Q7_EVENT_CODE: Record<Q7BootEvent["kind"], number> = { released: 0, "boot-failed": 1, "cluster-started": 2, "cluster-terminated": 3 };
+
+/** The device side of one agent. */
+export class DeviceAgent {
+  readonly #device: SimDevice;
+  readonly #memory = new MemorySpace();
+  readonly #ring: Int32Array;
+  readonly #log: DeviceLogWriter;
+  #handledControl = 0;
+  readonly #controlWaiters: Array<{ seq: number; resolve: () => void }> = [];
+  #handledDoorbells = 0;
+  readonly #loop: Promise<void>;
+  #closed = false;
+
+  /**
+   * Starts the agent: maps the registers and the allocations made so far, and begins taking doorbells.
+   *
+   * @param init The shared buffers and the NeuronCores to run.
+   * @param q7Factory Creates the Q7 clusters (this agent's Workers).
+   */
+  constructor(init: AgentInit, q7Factory: Q7ClusterFactory) {
+    for (const m of init.mapped) this.#memory.map(m);
+    this.#ring = new Int32Array(init.doorbells);
+    this.#log = new DeviceLogWriter(init.log);
+    const log = this.#log;
+    const firings = new DeviceLogWriter(init.fired);
+    const text = (kind: number, nc: number, head: (v: DataView) => number, t: string): void => log.appendText(kind, nc, head, t);
+    this.#device = new SimDevice({
+      spec: init.spec,
+      index: init.device,
+      regs: init.regs.map((b) => new NcRegisters(init.spec, b)),
+      ncs: init.ncs,
+      memory: this.#memory,
+      q7Factory,
+      trace: {
+        record: (nc, bytes) => log.append(LogKind.RECORD, nc, (p) => (p.set(bytes), bytes.length)),
+        q7Event: (e) =>
+          text(LogKind.Q7_EVENT, e.nc, (v) => {
+            v.setUint8(0, Q7_EVENT_CODE[e.kind]);
+            v.setUint8(1, e.via === "evt-sem" ? 2 : e.via === "host-csr" ? 1 : 0);
+            return 2;
+          }, e.detail ?? ""),
+        sequencerFault: (nc, f) =>
+          text(LogKind.SEQ_FAULT, nc, (v) => {
+            v.setUint32(0, f.slot >>> 0, true);
+            v.setUint32(4, f.mask >>> 0, true);
+            return 8;
+          }, f.message),
+        fired: (nc, f, run) =>
+          firings.append(LogKind.FIRED, nc, (_, v) => {
+            v.setUint32(0, f.id >>> 0, true);
+            v.setUint32(4, run >>> 0, true);
+            return 8;
+          }),
+        q7: (nc) => ({
+          dispatched: (op) => text(LogKind.Q7_DISPATCH, nc, (v) => (v.setUint8(0, op.totalCpus), 1), op.fn),
+          joined: (r) => {
+            const cores = r instanceof Error ? undefined : r.cores;
+            const failed = cores?.find((c) => c.ran && c.status !== "ok");
+            text(LogKind.Q7_JOIN, nc, (v) => {
+              for (let c = 0; c < 8; c++) {
+                const core = cores?.[c];
+                v.setUint8(c, cores === undefined ? STATUS_CODE.abort : core === undefined || !core.ran ? 255 : STATUS_CODE[core.status]);
+              }
+              return 8;
+            }, r instanceof Error ? r.message : failed === undefined ? "" : `${failed.status}${failed.message === undefined ? "" : `: ${failed.message}`}`);
+          },
+        }),
+      },
+    });
+    this.#loop = this.#run();
+  }
+
+  /** Takes one control message; `reply` answers it (every message is answered once it has taken effect). */
+  handle(msg: AgentMessage, reply: (r: AgentReply) => void): void {
+    const answer = (p: Promise<unknown> | unknown): void => {
+      Promise.resolve(p).then(
+        (value) => reply(value === undefined ? { re: msg.seq } : { re: msg.seq, value }),
+        (e: unknown) => reply({ re: msg.seq, error: e instanceof Error ? e.message : String(e) }),
+      );
+    };
+    let result: Promise<unknown> | unknown;
+    try {
+      result = this.#apply(msg);
+    } catch (e) {
+      result = Promise.reject(e);
+    }
+    // In order: the state change of a message is made before the next message or any later doorbell is taken.
+    this.#handledControl = msg.seq;
+    for (let i = this.#controlWaiters.length - 1; i >= 0; i--) {
+      if (this.#controlWaiters[i].seq <= msg.seq) this.#controlWaiters.splice(i, 1)[0].resolve();
+    }
+    answer(result);
+  }
+
+  #apply(msg: AgentMessage): Promise<unknown> | unknown {
+    const d = this.#device;
+    switch (msg.t) {
+      case "map":
+        this.#memory.map(msg.m);
+        return;
+      case "unmap":
+        this.#memory.unmap(msg.id);
+        return;
+      case "run-stall":
+        return d.runStallWritten(msg.nc, msg.previous, msg.value);
+      case "swap-table":
+        return d.swapTableWritten(msg.nc);
+      case "stream-table":
+        return d.streamTableWritten(msg.nc, msg.slot);
+      case "arm":
+        return d.unit(msg.nc).faults.arm(msg.fault);
+      case "disarm":
+        for (const u of d.ncs) u?.faults.disarm(msg.id);
+        return;
+      case "reset-q7":
+        return d.resetQ7(msg.nc);
+      case "when-idle":
+        return this.#whenIdle(msg.nc, msg.doorbells);
+      case "stdio":
+        return d.unit(msg.nc).sequencer.stdioEntries();
+      case "close":
+        return this.#close();
+    }
+  }
+
+  /** Resolves once the doorbells up to `doorbells` are taken and the sequencers (or one) are idle. */
+  async #whenIdle(nc: number | undefined, doorbells: number): Promise<void> {
+    while (this.#handledDoorbells < doorbells && !this.#closed) {
+      const seen = Atomics.load(this.#ring, DoorbellRing.HANDLED);
+      if (seen >= doorbells) break;
+      const w = Atomics.waitAsync(this.#ring, DoorbellRing.HANDLED, seen);
+      if (w.async) await w.value;
+    }
+    await this.#device.whenIdle(nc);
+  }
+
+  #controlReached(seq: number): Promise<void> {
+    if (this.#handledControl >= seq) return Promise.resolve();
+    return new Promise((resolve) => this.#controlWaiters.push({ seq, resolve }));
+  }
+
+  /** The doorbell loop: sleeps on the ring's write count, plays each doorbell in order. */
+  async #run(): Promise<void> {
+    const ring = this.#ring;
+    for (;;) {
+      const written = Atomics.load(ring, DoorbellRing.WRITTEN);
+      while (this.#handledDoorbells < written) {
+        const at = DoorbellRing.HEADER_WORDS + (this.#handledDoorbells % DoorbellRing.ENTRIES) * DoorbellRing.ENTRY_WORDS;
+        const nc = ring[at], semaphore = ring[at + 1], by = ring[at + 2], control = ring[at + 3];
+        if (this.#handledControl < control) await this.#controlReached(control);
+        if (this.#closed) return;
+        try {
+          this.#device.doorbell(nc, semaphore, by);
+        } catch {
+          // A doorbell for a NeuronCore this agent does not run: nothing to release.
+        }
+        this.#handledDoorbells++;
+        Atomics.store(ring, DoorbellRing.HANDLED, this.#handledDoorbells);
+        Atomics.notify(ring, DoorbellRing.HANDLED);
+      }
+      if (this.#closed || Atomics.load(ring, DoorbellRing.STOP) !== 0) return;
+      const w = Atomics.waitAsync(ring, DoorbellRing.WRITTEN, written);
+      if (w.async) await w.value;
+    }
+  }
+
+  async #close(): Promise<void> {
+    this.#closed = true;
+    Atomics.store(this.#ring, DoorbellRing.STOP, 1);
+    Atomics.notify(this.#ring, DoorbellRing.WRITTEN);
+    this.#device.close();
+    for (const w of this.#controlWaiters.splice(0)) w.resolve();
+    await this.#loop;
+  }
+}

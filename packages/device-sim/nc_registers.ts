@@ -1,0 +1,266 @@
+/**
+ * The register file of one simulated NeuronCore, in `SharedArrayBuffer`s that the host portal and the device agent
+ * (another thread) both map: the host reads and writes it as memory-mapped I/O, the device as its own registers.
+ * Besides the BAR0 registers it holds the device's status words the host may read (Q7 state, DMA queue counters).
+ *
+ * Seed: runtime-synthesis §1.2 layer 4 (BAR0: the semaphore windows, the run-stall CSR, the Q7 IRAM/DRAM windows
+ * written by the bulk image write), lifecycle-error-model §5.3 (the NQ head/tail/overflow registers). The layout
+ * inside the buffers is ours.
+ *
+ * @module
+ */
+import type { SiliconSpec } from "@nrt/core";
+
+/** Byte layout of the notification-queue block (6 × u32; seed: lifecycle-error-model §5.3). */
+export const NqRegister = { BASE_LO: 0, BASE_HI: 4, CAPACITY: 8, HEAD: 12, TAIL: 16, CAUSE: 20 } as const;
+/** Bit 0 of the NQ cause register: the device lapped the host (sticky until the host writes 0). */
+export const NQ_CAUSE_OVERFLOW = 1;
+/** Bytes of one stream-table entry: u32 pa lo, u32 pa hi, u32 slots, u32 valid | model | doorbell. */
+export const STREAM_ENTRY_BYTES = 16;
+/** Bytes of the engine instruction-pointer block (5 engines × u32). */
+export const ENGINE_IP_BYTES = 20;
+
+/** The Q7 cores' state as the device reports it: held in run-stall, running, or boot refused. */
+export const Q7State = { STALLED: 0, RUNNING: 1, FAILED: 2 } as const;
+/** One Q7 state. */
+export type Q7State = typeof Q7State[keyof typeof Q7State];
+
+/** Status words the device writes and the host reads (Int32 indices into {@linkcode NcRegisters.status}). */
+export const NcStatus = {
+  /** {@linkcode Q7State}. */
+  Q7_STATE: 0,
+  /** 1 while the Q7 cluster's Workers exist. */
+  Q7_STARTED: 1,
+  /** 1 while the Q7 cores run an op of the run in progress. */
+  Q7_BUSY: 2,
+  /** Entries the file-IO manager wrote over an unread stdout slot. */
+  STDOUT_OVERRUNS: 3,
+  /** Entries the file-IO manager wrote over an unread stderr slot. */
+  STDERR_OVERRUNS: 4,
+  /** Runs the sequencer started since the device was made. */
+  RUNS: 5,
+} as const;
+const STATUS_WORDS = 8;
+
+/** Where each register lives in the two buffers of one NeuronCore. */
+export interface NcRegisterLayout {
+  /** Bytes of the register buffer. */
+  readonly bytes: number;
+  /** Bytes of the Q7 image buffer (8 × (IRAM + DRAM)). */
+  readonly imageBytes: number;
+  readonly semaphores: number;
+  readonly events: number;
+  readonly runStall: number;
+  readonly status: number;
+  readonly imageLengths: number;
+  readonly queueBytes: number;
+  readonly swapTable: number;
+  readonly swapFileIo: number;
+  readonly streamTable: number;
+  readonly nq: number;
+  readonly engineIp: number;
+  readonly dma: number;
+}
+
+const align8 = (n: number): number => Math.ceil(n / 8) * 8;
+
+/** The layout for a generation. */
+export function ncRegisterLayout(spec: SiliconSpec): NcRegisterLayout {
+  let at = 0;
+  const take = (bytes: number): number => {
+    const here = at;
+    at = align8(at + bytes);
+    return here;
+  };
+  const semaphores = take(4 * spec.semaphoresPerCore);
+  const events = take(4 * spec.eventsPerCore);
+  const runStall = take(4);
+  const status = take(4 * STATUS_WORDS);
+  const imageLengths = take(4 * 2 * spec.q7CoresPerNc);
+  const queueBytes = take(8 * 2 * spec.q7CoresPerNc);
+  const swapTable = take(8);
+  const swapFileIo = take(8);
+  const streamTable = take(STREAM_ENTRY_BYTES * spec.csr.streamSlots);
+  const nq = take(24);
+  const engineIp = take(ENGINE_IP_BYTES);
+  const dma = take(spec.dmaEngines * spec.csr.dmaEngineStride);
+  return {
+    bytes: at,
+    imageBytes: spec.q7CoresPerNc * (spec.q7IramBytes + spec.q7DramBytes),
+    semaphores,
+    events,
+    runStall,
+    status,
+    imageLengths,
+    queueBytes,
+    swapTable,
+    swapFileIo,
+    streamTable,
+    nq,
+    engineIp,
+    dma,
+  };
+}
+
+/** The two shared buffers of one NeuronCore's registers (what crosses to the device agent). */
+export interface NcRegisterBuffers {
+  /** The register file and status words. */
+  readonly regs: SharedArrayBuffer;
+  /** The 8 Q7 cores' IRAM and DRAM windows (pages are committed only when written). */
+  readonly images: SharedArrayBuffer;
+}
+
+/** A decoded stream-table entry. */
+export interface StreamEntry {
+  /** Table slot. */
+  readonly slot: number;
+  /** Device PA of instruction slot 0. */
+  readonly pa: number;
+  /** Number of 64-byte instruction slots. */
+  readonly slots: number;
+  /** Device-side model id (bits 16..30 of word 3). */
+  readonly model: number;
+  /** Doorbell semaphore (bits 0..15 of word 3). */
+  readonly doorbell: number;
+}
+
+/** The registers of one NeuronCore, as views over its shared buffers; the same class on both sides. */
+export class NcRegisters {
+  /** The buffers (to hand to the other side). */
+  readonly buffers: NcRegisterBuffers;
+  /** Semaphore values (u32). */
+  readonly semaphores: Uint32Array;
+  /** Event values (u32). */
+  readonly events: Uint32Array;
+  /** Swap-table register bytes (u64 LE opcode-table PA). */
+  readonly swapTable: Uint8Array;
+  /** Swap file-IO table register bytes (u64 LE). */
+  readonly swapFileIo: Uint8Array;
+  /** Stream table bytes. */
+  readonly streamTable: Uint8Array;
+  /** Notification-queue block bytes. */
+  readonly nq: Uint8Array;
+  /** The NQ block as Int32 words (the head is waited on and notified through it). */
+  readonly nqWords: Int32Array;
+  /** Engine instruction pointers, `al_hal_tpb_eng_type` order. */
+  readonly engineIp: Uint32Array;
+  /** DMA engine/queue register bytes. */
+  readonly dma: Uint8Array;
+  /** Device status words ({@linkcode NcStatus}). */
+  readonly status: Int32Array;
+  /** Bytes moved per custom-op queue: M2S for core c at c, S2M at 8 + c. */
+  readonly queueBytes: Float64Array;
+  readonly #runStall: Int32Array;
+  readonly #lengths: Uint32Array;
+  readonly #imageBuffer: SharedArrayBuffer;
+  readonly #spec: SiliconSpec;
+
+  /**
+   * Maps a NeuronCore's registers: over `buffers` when given (the other side's), else over new zeroed buffers in
+   * the reset state (all 8 Q7 cores held in run-stall).
+   */
+  constructor(spec: SiliconSpec, buffers?: NcRegisterBuffers) {
+    const l = ncRegisterLayout(spec);
+    this.#spec = spec;
+    const fresh = buffers === undefined;
+    this.buffers = buffers ?? { regs: new SharedArrayBuffer(l.bytes), images: new SharedArrayBuffer(l.imageBytes) };
+    const b = this.buffers.regs;
+    this.semaphores = new Uint32Array(b, l.semaphores, spec.semaphoresPerCore);
+    this.events = new Uint32Array(b, l.events, spec.eventsPerCore);
+    this.#runStall = new Int32Array(b, l.runStall, 1);
+    this.status = new Int32Array(b, l.status, STATUS_WORDS);
+    this.#lengths = new Uint32Array(b, l.imageLengths, 2 * spec.q7CoresPerNc);
+    this.queueBytes = new Float64Array(b, l.queueBytes, 2 * spec.q7CoresPerNc);
+    this.swapTable = new Uint8Array(b, l.swapTable, 8);
+    this.swapFileIo = new Uint8Array(b, l.swapFileIo, 8);
+    this.streamTable = new Uint8Array(b, l.streamTable, STREAM_ENTRY_BYTES * spec.csr.streamSlots);
+    this.nq = new Uint8Array(b, l.nq, 24);
+    this.nqWords = new Int32Array(b, l.nq, 6);
+    this.engineIp = new Uint32Array(b, l.engineIp, 5);
+    this.dma = new Uint8Array(b, l.dma, spec.dmaEngines * spec.csr.dmaEngineStride);
+    this.#imageBuffer = this.buffers.images;
+    if (fresh) Atomics.store(this.#runStall, 0, 0xff); // out of reset all 8 Q7 cores are stalled
+  }
+
+  /** Run-stall CSR: one bit per Q7 core. */
+  get runStall(): number {
+    return Atomics.load(this.#runStall, 0);
+  }
+
+  set runStall(value: number) {
+    Atomics.store(this.#runStall, 0, value & 0xff);
+  }
+
+  /** The opcode-table PA in the swap-table register. */
+  get swapTablePa(): number {
+    return u64(this.swapTable, 0);
+  }
+
+  /** The stdio block PA in the Q7 file-IO table register (0: none). */
+  get swapFileIoPa(): number {
+    return u64(this.swapFileIo, 0);
+  }
+
+  /** The valid stream-table entry whose doorbell is `semaphore`, if any (lowest slot first). */
+  streamForDoorbell(semaphore: number): StreamEntry | undefined {
+    for (let slot = 0; slot < this.#spec.csr.streamSlots; slot++) {
+      const e = this.streamEntry(slot);
+      if (e !== undefined && e.doorbell === semaphore) return e;
+    }
+    return undefined;
+  }
+
+  /** The stream-table entry of `slot`, or `undefined` when its valid bit is clear. */
+  streamEntry(slot: number): StreamEntry | undefined {
+    const v = new DataView(this.streamTable.buffer, this.streamTable.byteOffset + slot * STREAM_ENTRY_BYTES, STREAM_ENTRY_BYTES);
+    const w3 = v.getUint32(12, true);
+    if ((w3 & 0x8000_0000) === 0) return undefined;
+    return { slot, pa: v.getUint32(0, true) + v.getUint32(4, true) * 0x1_0000_0000, slots: v.getUint32(8, true), model: (w3 >>> 16) & 0x7fff, doorbell: w3 & 0xffff };
+  }
+
+  /** An NQ register (u32). */
+  nqRegister(at: number): number {
+    return Atomics.load(this.nqWords, at >> 2) >>> 0;
+  }
+
+  /** Sets an NQ register. */
+  setNqRegister(at: number, value: number): void {
+    Atomics.store(this.nqWords, at >> 2, value | 0);
+  }
+
+  /** The bytes installed in Q7 core `core`'s IRAM (`kind` "iram") or DRAM window, or `undefined` when none. */
+  image(kind: "iram" | "dram", core: number): Uint8Array | undefined {
+    const n = this.#lengths[this.#lengthIndex(kind, core)];
+    if (n === 0) return undefined;
+    return new Uint8Array(this.#imageBuffer, this.#imageOffset(kind, core), n);
+  }
+
+  /**
+   * Writes `data` at `byte` of a Q7 window. A write at byte 0 starts a new image (its length is the data's); a
+   * write further in patches the image and extends its length.
+   */
+  writeImage(kind: "iram" | "dram", core: number, byte: number, data: Uint8Array): void {
+    const max = kind === "iram" ? this.#spec.q7IramBytes : this.#spec.q7DramBytes;
+    if (byte + data.byteLength > max) throw new RangeError(`Q7 ${kind} write of ${data.byteLength} B at ${byte} passes the ${max}-byte window`);
+    const at = this.#imageOffset(kind, core);
+    const i = this.#lengthIndex(kind, core);
+    const before = byte === 0 ? 0 : this.#lengths[i];
+    new Uint8Array(this.#imageBuffer, at + byte, data.byteLength).set(data);
+    this.#lengths[i] = Math.max(before, byte + data.byteLength);
+  }
+
+  #lengthIndex(kind: "iram" | "dram", core: number): number {
+    return (kind === "iram" ? 0 : this.#spec.q7CoresPerNc) + core;
+  }
+
+  #imageOffset(kind: "iram" | "dram", core: number): number {
+    const s = this.#spec;
+    const per = s.q7IramBytes + s.q7DramBytes;
+    return core * per + (kind === "iram" ? 0 : s.q7IramBytes);
+  }
+}
+
+function u64(bytes: Uint8Array, at: number): number {
+  const v = new DataView(bytes.buffer, bytes.byteOffset + at, 8);
+  return v.getUint32(0, true) + v.getUint32(4, true) * 0x1_0000_0000;
+}
