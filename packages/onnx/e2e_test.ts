@@ -1,0 +1,98 @@
+import { describe, expect, test } from "bun:test";
+import * as ort from "onnxruntime-web";
+import { OpHarness } from "../../kernels/ops/harness.ts";
+import { runCompiled } from "./_run_compiled.ts";
+import {
+  cnnModel,
+  ifModel,
+  miscOpsModel,
+  mlpModel,
+  randomInput,
+  shapeChainModel,
+  transformerModel,
+} from "./_test_models.ts";
+import { compileOnnx } from "./compile.ts";
+
+ort.env.wasm.numThreads = 1;
+
+const harness = await OpHarness.create();
+
+/** Largest |ours − ref| / max(|ref|, floor): relative error, with a floor so values near zero compare absolutely. */
+function maxRelError(ours: Float32Array, ref: Float32Array, floor = 1e-3): number {
+  expect(ours.length).toBe(ref.length);
+  let worst = 0;
+  for (let i = 0; i < ref.length; i++) {
+    expect(Number.isFinite(ours[i])).toBe(true);
+    worst = Math.max(worst, Math.abs(ours[i] - ref[i]) / Math.max(Math.abs(ref[i]), floor));
+  }
+  return worst;
+}
+
+/**
+ * Compiles `bytes` for the given inputs, runs it on the harness and on onnxruntime-web, and returns the worst
+ * error over the outputs. `x` alone may be given as a shape (random data).
+ */
+async function compare(
+  bytes: Uint8Array,
+  given: number[] | Record<string, { shape: number[]; data: Float32Array | BigInt64Array }>,
+  options: { fuse?: boolean } = {},
+): Promise<number> {
+  const feeds = Array.isArray(given)
+    ? { x: { shape: given, data: randomInput(given.reduce((a, b) => a + b, 11), given) } }
+    : given;
+  const inputShapes = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, v.shape]));
+  const m = compileOnnx(bytes, { inputShapes, ...options });
+  const ours = await runCompiled(harness, m, Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, v.data])));
+  const session = await ort.InferenceSession.create(bytes);
+  const ref = await session.run(Object.fromEntries(
+    Object.entries(feeds).map(([k, v]) => [
+      k,
+      v.data instanceof BigInt64Array
+        ? new ort.Tensor("int64", v.data, v.shape)
+        : new ort.Tensor("float32", v.data, v.shape),
+    ]),
+  ));
+  let worst = 0;
+  for (const o of m.outputs) {
+    expect([...ref[o.name].dims]).toEqual([...o.shape]);
+    const got = new Float32Array(ours[o.name].buffer, ours[o.name].byteOffset, ours[o.name].byteLength / 4);
+    worst = Math.max(worst, maxRelError(got, ref[o.name].data as Float32Array));
+  }
+  return worst;
+}
+
+describe("compiled models on the op harness against onnxruntime-web", () => {
+  test("compileOnnx() MLP classifier matches onnxruntime-web within 1e-4", async () => {
+    expect(await compare(mlpModel(), [4, 16])).toBeLessThan(1e-4);
+  });
+
+  test("compileOnnx() small CNN matches onnxruntime-web within 1e-4", async () => {
+    expect(await compare(cnnModel(), [2, 3, 16, 16])).toBeLessThan(1e-4);
+  });
+
+  test("compileOnnx() transformer block matches onnxruntime-web within 1e-4, fused and unfused", async () => {
+    expect(await compare(transformerModel(), [2, 8, 32])).toBeLessThan(1e-4);
+    expect(await compare(transformerModel(), [2, 8, 32], { fuse: false })).toBeLessThan(1e-4);
+  });
+
+  test("compileOnnx() compiles a dynamic-batch model for several batch sizes, each matching onnxruntime", async () => {
+    for (const batch of [1, 3, 8]) {
+      expect(await compare(mlpModel(), [batch, 16])).toBeLessThan(1e-4);
+      expect(await compare(transformerModel(), [batch, 8, 32])).toBeLessThan(1e-4);
+    }
+    expect(await compare(cnnModel(), [5, 3, 16, 16])).toBeLessThan(1e-4);
+  });
+
+  test("compileOnnx() If on a constant and a Shape-chain reshape match onnxruntime-web", async () => {
+    expect(await compare(ifModel(4), [2, 4])).toBeLessThan(1e-4);
+    expect(await compare(ifModel(5), [2, 5])).toBeLessThan(1e-4);
+    expect(await compare(shapeChainModel(), [6, 3, 4])).toBeLessThan(1e-4);
+  });
+
+  test("compileOnnx() data movement and elementwise ops around an int64 embedding match onnxruntime", async () => {
+    const ids = BigInt64Array.from({ length: 18 }, (_, i) => BigInt((i * 7) % 20));
+    const x = randomInput(3, [3, 6, 8]);
+    expect(await compare(miscOpsModel(), { ids: { shape: [3, 6], data: ids }, x: { shape: [3, 6, 8], data: x } }))
+      .toBeLessThan(1e-4);
+  });
+});

@@ -1,0 +1,364 @@
+/**
+ * The folding evaluator: computes a node whose inputs are all constants, in TypeScript, so the compiled model
+ * carries the result as a constant instead of a kernel call. Arithmetic runs in float64 and is rounded to the
+ * output dtype once; data movement (Transpose, Slice, Gather, …) copies element bytes, so int64 stays exact.
+ * Semantics from the ONNX operator specification; the code is ours.
+ *
+ * @module
+ */
+import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import { attrFloat, attrInt, attrInts, attrTensor, fail, normAxis } from "./_attrs.ts";
+import { broadcastShapes, reduceAxes, sliceAxes, stridesOf } from "./_geometry.ts";
+import { DTYPE_BYTES, isFloatDtype } from "./dtype.ts";
+import type { IrNode } from "./graph.ts";
+import type { OutputType } from "./infer_shapes.ts";
+import { ConstTensor, shapeSize } from "./tensor.ts";
+
+/** Most multiply-adds a folded MatMul may take. Ours. */
+export const MAX_FOLD_MACS = 1 << 26;
+
+/** The error function, to about 1e-15 (series below 3, continued fraction above). */
+export function erf(x: number): number {
+  const a = Math.abs(x);
+  if (a < 3) {
+    let term = a, sum = a;
+    for (let n = 1; n < 80; n++) {
+      term *= (-a * a) / n;
+      const t = term / (2 * n + 1);
+      sum += t;
+      if (Math.abs(t) < 1e-17 * Math.abs(sum)) break;
+    }
+    return Math.sign(x) * (2 / Math.sqrt(Math.PI)) * sum;
+  }
+  let t = a;
+  for (let k = 60; k >= 1; k--) t = a + (k / 2) / t;
+  return Math.sign(x) * (1 - Math.exp(-a * a) / Math.sqrt(Math.PI) / t);
+}
+
+function roundHalfEven(v: number): number {
+  const f = Math.floor(v), r = v - f;
+  return r > 0.5 || (r === 0.5 && f % 2 !== 0) ? f + 1 : f;
+}
+
+type Unary = (x: number, node: IrNode) => number;
+const UNARY: Readonly<Record<string, Unary>> = {
+  Relu: (x) => Math.max(x, 0),
+  Neg: (x) => -x,
+  Abs: Math.abs,
+  Sqrt: Math.sqrt,
+  Exp: Math.exp,
+  Log: Math.log,
+  Reciprocal: (x) => 1 / x,
+  Floor: Math.floor,
+  Ceil: Math.ceil,
+  Round: roundHalfEven,
+  Sign: Math.sign,
+  Sigmoid: (x) => 1 / (1 + Math.exp(-x)),
+  Tanh: Math.tanh,
+  Erf: erf,
+  Sin: Math.sin,
+  Cos: Math.cos,
+  Softplus: (x) => Math.log1p(Math.exp(x)),
+  Not: (x) => (x === 0 ? 1 : 0),
+  LeakyRelu: (x, n) => (x < 0 ? x * attrFloat(n, "alpha", 0.01) : x),
+  Gelu: (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)),
+  IsNaN: (x) => (Number.isNaN(x) ? 1 : 0),
+};
+
+function intDiv(a: number, b: number): number {
+  if (b === 0) fail("integer division by zero in a constant");
+  return Math.trunc(a / b);
+}
+
+type Binary = (a: number, b: number, node: IrNode, int: boolean) => number;
+const BINARY: Readonly<Record<string, Binary>> = {
+  Add: (a, b) => a + b,
+  Sub: (a, b) => a - b,
+  Mul: (a, b) => a * b,
+  Div: (a, b, _n, int) => (int ? intDiv(a, b) : a / b),
+  Pow: (a, b) => Math.pow(a, b),
+  Max: (a, b) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b)),
+  Min: (a, b) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.min(a, b)),
+  Mod: (a, b, n, int) => {
+    if (attrInt(n, "fmod", 0) === 1 || !int) return a % b;
+    if (b === 0) fail("integer modulo by zero in a constant");
+    const r = a % b;
+    return r !== 0 && (r < 0) !== (b < 0) ? r + b : r;
+  },
+  Equal: (a, b) => (a === b ? 1 : 0),
+  Less: (a, b) => (a < b ? 1 : 0),
+  LessOrEqual: (a, b) => (a <= b ? 1 : 0),
+  Greater: (a, b) => (a > b ? 1 : 0),
+  GreaterOrEqual: (a, b) => (a >= b ? 1 : 0),
+  And: (a, b) => (a !== 0 && b !== 0 ? 1 : 0),
+  Or: (a, b) => (a !== 0 || b !== 0 ? 1 : 0),
+  Xor: (a, b) => ((a !== 0) !== (b !== 0) ? 1 : 0),
+};
+
+/** For each output element (row-major over `out`), the flat index into an input of `shape` broadcast to it. */
+function broadcastIndex(shape: readonly number[], out: readonly number[]): Int32Array {
+  const n = shapeSize(out), idx = new Int32Array(n);
+  const pad = out.length - shape.length;
+  const inStrides = stridesOf(shape);
+  const st = out.map((_, i) => (i < pad || shape[i - pad] === 1 ? 0 : inStrides[i - pad]));
+  const coord = new Array<number>(out.length).fill(0);
+  let src = 0;
+  for (let k = 0; k < n; k++) {
+    idx[k] = src;
+    for (let d = out.length - 1; d >= 0; d--) {
+      coord[d]++;
+      src += st[d];
+      if (coord[d] < out[d]) break;
+      src -= st[d] * coord[d];
+      coord[d] = 0;
+    }
+  }
+  return idx;
+}
+
+/** Gathers elements (by byte copy) of `src` at flat indices into a new tensor. */
+function take(src: ConstTensor, shape: readonly number[], index: ArrayLike<number>): ConstTensor {
+  const es = DTYPE_BYTES[src.dtype], out = new Uint8Array(index.length * es);
+  for (let k = 0; k < index.length; k++) out.set(src.bytes.subarray(index[k] * es, index[k] * es + es), k * es);
+  return new ConstTensor(src.dtype, shape, out);
+}
+
+/** Flat source indices of a strided view: `offset + Σ coord[d]·strides[d]` over `shape`. */
+function stridedIndex(shape: readonly number[], strides: readonly number[], offset: number): Int32Array {
+  const n = shapeSize(shape), idx = new Int32Array(n), coord = new Array<number>(shape.length).fill(0);
+  let src = offset;
+  for (let k = 0; k < n; k++) {
+    idx[k] = src;
+    for (let d = shape.length - 1; d >= 0; d--) {
+      coord[d]++;
+      src += strides[d];
+      if (coord[d] < shape[d]) break;
+      src -= strides[d] * coord[d];
+      coord[d] = 0;
+    }
+  }
+  return idx;
+}
+
+function reshaped(x: ConstTensor, shape: readonly number[]): ConstTensor {
+  return new ConstTensor(x.dtype, shape, x.bytes);
+}
+
+function concat(node: IrNode, xs: ConstTensor[], out: OutputType): ConstTensor {
+  const axis = normAxis(attrInt(node, "axis", 0), out.shape.length);
+  const outer = shapeSize(out.shape.slice(0, axis)), es = DTYPE_BYTES[out.dtype];
+  const bytes = new Uint8Array(shapeSize(out.shape) * es);
+  let pos = 0;
+  for (let o = 0; o < outer; o++) {
+    for (const x of xs) {
+      const chunk = shapeSize(x.shape.slice(axis)) * es;
+      bytes.set(x.bytes.subarray(o * chunk, (o + 1) * chunk), pos);
+      pos += chunk;
+    }
+  }
+  return new ConstTensor(out.dtype, out.shape, bytes);
+}
+
+function reduce(node: IrNode, x: ConstTensor, axesIn: ConstTensor | undefined, out: OutputType): ConstTensor {
+  const axes = reduceAxes(node, x.shape.length, axesIn);
+  if (axes === undefined) return x;
+  const kept = x.shape.map((d, i) => (axes.includes(i) ? 1 : d));
+  const index = broadcastIndex(kept, x.shape), v = x.numbers();
+  const n = shapeSize(kept), count = x.size / Math.max(n, 1);
+  const op = node.opType;
+  const init = op === "ReduceMax" ? -Infinity : op === "ReduceMin" ? Infinity : op === "ReduceProd" ? 1 : 0;
+  const acc = new Float64Array(n).fill(init);
+  for (let k = 0; k < v.length; k++) {
+    const j = index[k], e = v[k];
+    if (op === "ReduceMax") acc[j] = Math.max(acc[j], e);
+    else if (op === "ReduceMin") acc[j] = Math.min(acc[j], e);
+    else if (op === "ReduceProd") acc[j] *= e;
+    else if (op === "ReduceSumSquare" || op === "ReduceL2") acc[j] += e * e;
+    else if (op === "ReduceL1") acc[j] += Math.abs(e);
+    else acc[j] += e;
+  }
+  if (op === "ReduceMean") { for (let j = 0; j < n; j++) acc[j] /= count; }
+  if (op === "ReduceL2") { for (let j = 0; j < n; j++) acc[j] = Math.sqrt(acc[j]); }
+  return ConstTensor.fromNumbers(out.dtype, out.shape, acc);
+}
+
+function matmul(a: ConstTensor, b: ConstTensor, out: OutputType): ConstTensor {
+  const as = a.shape.length === 1 ? [1, a.shape[0]] : a.shape, bs = b.shape.length === 1 ? [b.shape[0], 1] : b.shape;
+  const m = as[as.length - 2], k = as[as.length - 1], n = bs[bs.length - 1];
+  const batch = broadcastShapes(as.slice(0, -2), bs.slice(0, -2));
+  const ai = broadcastIndex(as.slice(0, -2), batch), bi = broadcastIndex(bs.slice(0, -2), batch);
+  const av = a.numbers(), bv = b.numbers(), res = new Float64Array(shapeSize(batch) * m * n);
+  for (let t = 0; t < ai.length; t++) {
+    const ao = ai[t] * m * k, bo = bi[t] * k * n, ro = t * m * n;
+    for (let i = 0; i < m; i++) {
+      for (let j = 0; j < n; j++) {
+        let s = 0;
+        for (let p = 0; p < k; p++) s += av[ao + i * k + p] * bv[bo + p * n + j];
+        res[ro + i * n + j] = s;
+      }
+    }
+  }
+  return ConstTensor.fromNumbers(out.dtype, out.shape, res);
+}
+
+/** `Shape` or `Size` of a value: they read only its (static) shape, so any value folds. */
+export function evaluateShape(node: IrNode, shape: readonly number[], out: OutputType): ConstTensor {
+  if (node.opType === "Size") return ConstTensor.fromNumbers("int64", [], [shapeSize(shape)]);
+  const r = shape.length, start = attrInt(node, "start", 0);
+  const s = start < 0 ? Math.max(0, start + r) : Math.min(start, r);
+  return ConstTensor.fromNumbers("int64", out.shape, shape.slice(s, s + out.shape[0]));
+}
+
+/** The value of a `Constant` node. */
+export function constantValue(node: IrNode): ConstTensor {
+  const t = attrTensor(node, "value");
+  if (t !== undefined) return t;
+  const a = node.attributes;
+  if (typeof a.value_float === "number") return ConstTensor.fromNumbers("float32", [], [a.value_float]);
+  if (typeof a.value_int === "number") return ConstTensor.fromNumbers("int64", [], [a.value_int]);
+  if (Array.isArray(a.value_floats)) {
+    return ConstTensor.fromNumbers("float32", [a.value_floats.length], a.value_floats as number[]);
+  }
+  if (Array.isArray(a.value_ints)) {
+    return ConstTensor.fromNumbers("int64", [a.value_ints.length], a.value_ints as number[]);
+  }
+  return fail(
+    `a Constant needs a numeric value (value, value_float(s) or value_int(s)); got ${
+      Object.keys(a).join(", ") || "none"
+    }`,
+  );
+}
+
+/**
+ * Evaluates a node over constant inputs.
+ *
+ * @param node The node (default domain).
+ * @param ins Its inputs' values (`undefined` for an omitted optional input).
+ * @param outs Its outputs' inferred types.
+ * @returns The outputs, or `undefined` when the op has no evaluator (the node is then lowered as usual).
+ * @throws {RuleError} for a constant computation ONNX leaves undefined (integer division by zero).
+ */
+export function evaluateNode(
+  node: IrNode,
+  ins: ReadonlyArray<ConstTensor | undefined>,
+  outs: readonly OutputType[],
+): ConstTensor[] | undefined {
+  const op = node.opType, x = ins[0], out = outs[0];
+  const cast = (t: ConstTensor, d: OpDtype) => (t.dtype === d ? t : ConstTensor.fromNumbers(d, t.shape, t.numbers()));
+  switch (op) {
+    case "Identity":
+    case "Dropout":
+    case "Reshape":
+    case "Flatten":
+    case "Squeeze":
+    case "Unsqueeze":
+      return outs.length > 1
+        ? [reshaped(x!, out.shape), ConstTensor.fromNumbers("bool", out.shape, new Array(x!.size).fill(1))]
+        : [reshaped(x!, out.shape)];
+    case "Cast":
+    case "CastLike":
+      return [cast(x!, out.dtype)];
+    case "Shape":
+    case "Size":
+      return [evaluateShape(node, x!.shape, out)];
+    case "ConstantOfShape": {
+      const v = attrTensor(node, "value");
+      return [
+        ConstTensor.fromNumbers(
+          out.dtype,
+          out.shape,
+          new Float64Array(shapeSize(out.shape)).fill(v?.numbers()[0] ?? 0),
+        ),
+      ];
+    }
+    case "Range": {
+      const [s, , d] = ins.map((t) => t!.numbers()[0]);
+      return [ConstTensor.fromNumbers(out.dtype, out.shape, Array.from({ length: out.shape[0] }, (_, i) => s + i * d))];
+    }
+    case "Concat":
+      return [concat(node, ins.filter((t): t is ConstTensor => t !== undefined), out)];
+    case "Transpose": {
+      const perm = attrInts(node, "perm", [...x!.shape.keys()].reverse()), st = stridesOf(x!.shape);
+      return [take(x!, out.shape, stridedIndex(out.shape, perm.map((p) => st[p]), 0))];
+    }
+    case "Slice": {
+      const axes = sliceAxes(x!.shape, ins[1]!.ints(), ins[2]!.ints(), ins[3]?.ints(), ins[4]?.ints());
+      const st = stridesOf(x!.shape);
+      const offset = axes.reduce((a, s, d) => a + s.start * st[d], 0);
+      return [take(x!, out.shape, stridedIndex(out.shape, axes.map((s, d) => s.step * st[d]), offset))];
+    }
+    case "Split": {
+      const axis = normAxis(attrInt(node, "axis", 0), x!.shape.length), st = stridesOf(x!.shape);
+      let start = 0;
+      return outs.map((o) => {
+        const t = take(x!, o.shape, stridedIndex(o.shape, st, start * st[axis]));
+        start += o.shape[axis];
+        return t;
+      });
+    }
+    case "Gather": {
+      const axis = normAxis(attrInt(node, "axis", 0), x!.shape.length), dim = x!.shape[axis];
+      const outer = shapeSize(x!.shape.slice(0, axis)), inner = shapeSize(x!.shape.slice(axis + 1));
+      const idx = ins[1]!.ints().map((i) => {
+        if (i < -dim || i >= dim) fail(`index ${i} is out of range for axis size ${dim}`);
+        return i < 0 ? i + dim : i;
+      });
+      const index: number[] = [];
+      for (let o = 0; o < outer; o++) {
+        for (const i of idx) for (let j = 0; j < inner; j++) index.push((o * dim + i) * inner + j);
+      }
+      return [take(x!, out.shape, index)];
+    }
+    case "Expand":
+      return [take(x!, out.shape, broadcastIndex(x!.shape, out.shape))];
+    case "Tile": {
+      const index = new Int32Array(shapeSize(out.shape)), st = stridesOf(x!.shape);
+      const coord = new Array<number>(out.shape.length).fill(0);
+      for (let k = 0; k < index.length; k++) {
+        index[k] = coord.reduce((a, c, d) => a + (c % x!.shape[d]) * st[d], 0);
+        for (let d = coord.length - 1; d >= 0 && ++coord[d] === out.shape[d]; d--) coord[d] = 0;
+      }
+      return [take(x!, out.shape, index)];
+    }
+    case "Where": {
+      const [c, a, b] = ins.map((t) => t!);
+      const ci = broadcastIndex(c.shape, out.shape), ai = broadcastIndex(a.shape, out.shape);
+      const bi = broadcastIndex(b.shape, out.shape), cv = c.numbers(), es = DTYPE_BYTES[out.dtype];
+      const bytes = new Uint8Array(ci.length * es);
+      for (let k = 0; k < ci.length; k++) {
+        const [src, j] = cv[ci[k]] !== 0 ? [a, ai[k]] : [b, bi[k]];
+        bytes.set(src.bytes.subarray(j * es, j * es + es), k * es);
+      }
+      return [new ConstTensor(out.dtype, out.shape, bytes)];
+    }
+    case "MatMul": {
+      // A big constant product is cheaper to run on the cores than to compute here (and bounds a hostile model).
+      const k = x!.shape.length === 0 ? 1 : x!.shape[x!.shape.length - 1];
+      return shapeSize(out.shape) * k > MAX_FOLD_MACS ? undefined : [matmul(x!, ins[1]!, out)];
+    }
+    case "Clip": {
+      const lo = ins[1]?.numbers()[0] ?? attrFloat(node, "min", -Infinity);
+      const hi = ins[2]?.numbers()[0] ?? attrFloat(node, "max", Infinity);
+      return [ConstTensor.fromNumbers(out.dtype, out.shape, x!.numbers().map((v) => Math.min(Math.max(v, lo), hi)))];
+    }
+  }
+  if (op.startsWith("Reduce")) return [reduce(node, x!, ins[1], out)];
+  const unary = UNARY[op];
+  if (unary !== undefined) {
+    return [ConstTensor.fromNumbers(out.dtype, out.shape, x!.numbers().map((v) => unary(v, node)))];
+  }
+  if (op === "Sum" || op === "Mean" || BINARY[op] !== undefined) {
+    const f: Binary = op === "Sum" || op === "Mean" ? BINARY.Add : BINARY[op];
+    const int = !isFloatDtype(x!.dtype) && x!.dtype !== "bool";
+    const vs = ins.map((t) => t!);
+    const idx = vs.map((t) => broadcastIndex(t.shape, out.shape)), nums = vs.map((t) => t.numbers());
+    const res = new Float64Array(shapeSize(out.shape));
+    for (let k = 0; k < res.length; k++) {
+      let acc = nums[0][idx[0][k]];
+      for (let i = 1; i < vs.length; i++) acc = f(acc, nums[i][idx[i][k]], node, int);
+      res[k] = op === "Mean" ? acc / vs.length : acc;
+    }
+    return [ConstTensor.fromNumbers(out.dtype, out.shape, res)];
+  }
+  return undefined;
+}

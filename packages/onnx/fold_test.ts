@@ -1,0 +1,231 @@
+import { describe, expect, test } from "bun:test";
+import * as ort from "onnxruntime-web";
+import { fakeLowering } from "./_fake_lowering.ts";
+import { ifModel, shapeChainModel, transformerModel } from "./_test_models.ts";
+import { compileOnnx } from "./compile.ts";
+import { type FoldedGraph, foldGraph } from "./fold.ts";
+import { OnnxBuilder } from "./onnx_builder.ts";
+import { DEFAULT_LIMITS, parseModel } from "./parse.ts";
+import { ConstTensor } from "./tensor.ts";
+
+ort.env.wasm.numThreads = 1;
+
+function fold(bytes: Uint8Array, inputShapes: Record<string, number[]> = {}, maxFoldBytes = 1 << 26): FoldedGraph {
+  return foldGraph(parseModel(bytes), { inputShapes, limits: DEFAULT_LIMITS, supportedOps: ["Relu"], maxFoldBytes });
+}
+
+const ops = (g: FoldedGraph) => g.nodes.map((n) => n.opType);
+
+describe("foldGraph()", () => {
+  test("foldGraph() folds a Shape chain into Reshape's shape input", () => {
+    const g = fold(shapeChainModel(), { x: [5, 3, 4] });
+    expect(ops(g)).toEqual(["Relu", "Reshape", "Sigmoid"]);
+    const reshape = g.nodes[1];
+    expect(g.values.get(reshape.inputs[1]!)!.constant!.bigints()).toEqual([5n, 12n]);
+    expect(g.values.get("y")!.shape).toEqual([5, 12]);
+    expect(g.stats.folded).toBe(3); // Shape, Slice, Concat
+  });
+
+  test("foldGraph() folds the transformer's Shape chains and constant scalars, leaving only runtime ops", () => {
+    const g = fold(transformerModel(), { x: [2, 8, 32] });
+    expect(ops(g).filter((op) => ["Shape", "Slice", "Concat", "Gather", "Constant"].includes(op))).toEqual([]);
+    expect(g.stats.folded).toBe(12);
+  });
+
+  test("foldGraph() inlines the taken branch of an If with a constant condition", () => {
+    const then = fold(ifModel(4));
+    expect(ops(then)).toEqual(["Relu", "Mul", "Identity"]);
+    expect(then.stats.inlinedIfs).toBe(1);
+    const otherwise = fold(ifModel(5));
+    expect(ops(otherwise)).toEqual(["Neg", "Identity"]);
+    expect(otherwise.values.get("y")!.shape).toEqual([2, 5]);
+  });
+
+  test("foldGraph() inlines nested Ifs whose inner branches read the outer branch's values", () => {
+    const b = new OnnxBuilder("nested_if");
+    const x = b.input("x", "float32", [3]);
+    const yes = b.constant(ConstTensor.fromNumbers("bool", [], [1]), "yes");
+    const no = b.constant(ConstTensor.fromNumbers("bool", [], [0]), "no");
+    const outer = b.subgraph("outer", (s) => {
+      const h = s.node("Relu", [x], {}, { outputs: ["h"] });
+      const inner = s.subgraph(
+        "inner_else",
+        (t) => t.output(t.node("Neg", [h], {}, { outputs: ["hn"] }), "float32", [3]),
+      );
+      const unused = s.subgraph(
+        "inner_then",
+        (t) => t.output(t.node("Sigmoid", [h], {}, { outputs: ["hs"] }), "float32", [3]),
+      );
+      s.output(s.node("If", [no], { then_branch: unused, else_branch: inner }, { outputs: ["o"] }), "float32", [3]);
+    });
+    const other = b.subgraph("other", (s) => s.output(s.node("Tanh", [x], {}, { outputs: ["ot"] }), "float32", [3]));
+    b.output(b.node("If", [yes], { then_branch: outer, else_branch: other }, { outputs: ["y"] }), "float32", [3]);
+    const g = fold(b.toBytes());
+    expect(ops(g)).toEqual(["Relu", "Neg", "Identity", "Identity"]);
+    expect(g.stats.inlinedIfs).toBe(2);
+  });
+
+  test("foldGraph() refuses an If on a runtime condition", () => {
+    const b = new OnnxBuilder("if_runtime");
+    const c = b.input("c", "bool", []);
+    const x = b.input("x", "float32", [2]);
+    const br = (name: string, op: string) =>
+      b.subgraph(name, (s) => s.output(s.node(op, [x], {}, { outputs: [`${name}_y`] }), "float32", [2]));
+    b.output(
+      b.node("If", [c], { then_branch: br("t", "Relu"), else_branch: br("e", "Neg") }, {
+        outputs: ["y"],
+        name: "choose",
+      }),
+      "float32",
+      [2],
+    );
+    expect(() => fold(b.toBytes())).toThrow(
+      'Cannot compile node "choose" (If): If is supported only when its condition is known at compile time; ' +
+        "supported ops: Relu",
+    );
+  });
+
+  test("foldGraph() evaluates Constant, Cast of constants and all-constant nodes as onnxruntime does", async () => {
+    const b = new OnnxBuilder("consts");
+    const x = b.input("x", "float32", [2, 3]);
+    const r = b.node("Range", [
+      b.constant(ConstTensor.fromNumbers("int64", [], [0])),
+      b.ints("lim", [6], []),
+      b.ints("d", [1], []),
+    ]);
+    const m = b.node("Reshape", [b.node("Cast", [r], { to: 1 }), b.ints("s23", [2, 3])]);
+    const t = b.node("Transpose", [m], { perm: [1, 0] });
+    const e = b.node("Erf", [b.node("Div", [b.node("Sqrt", [t]), b.weight("four", [], [4])])]);
+    const w = b.node("Where", [b.node("Greater", [t, b.weight("two", [], [2])]), e, b.node("Neg", [t])]);
+    const g = b.node("Gather", [w, b.ints("idx", [2, 0])], { axis: 0 });
+    const s = b.node("Slice", [g, b.ints("st", [-1]), b.ints("en", [-3]), b.ints("ax", [1]), b.ints("sp", [-1])]);
+    const red = b.node("ReduceSum", [
+      b.node("Concat", [s, b.node("Expand", [b.weight("k", [1, 1], [0.25]), b.ints("sh", [2, 1])])], { axis: 1 }),
+      b.ints("ra", [1]),
+    ], { keepdims: 1 });
+    const folded = b.node("Pow", [b.node("Mul", [red, b.weight("three", [], [3])]), b.weight("sq", [], [2])], {}, {
+      outputs: ["c"],
+    });
+    b.output(b.node("Add", [x, b.node("Tile", [folded, b.ints("rep", [1, 3])])], {}, { outputs: ["y"] }), "float32", [
+      2,
+      3,
+    ]);
+    b.output(folded, "float32", [2, 1]);
+    const bytes = b.toBytes();
+    const g2 = fold(bytes);
+    expect(ops(g2)).toEqual(["Add"]);
+    const session = await ort.InferenceSession.create(bytes);
+    const ref = await session.run({ x: new ort.Tensor("float32", new Float32Array(6), [2, 3]) });
+    const ours = g2.values.get("c")!.constant!;
+    expect(ours.shape).toEqual([...ref.c.dims]);
+    const want = ref.c.data as Float32Array;
+    expect(want.every(Number.isFinite)).toBe(true);
+    [...ours.numbers()].forEach((v, i) => expect(Math.abs(v - want[i])).toBeLessThanOrEqual(1e-6 * Math.abs(want[i])));
+  });
+
+  test("foldGraph() keeps int64 exact through data movement", () => {
+    const b = new OnnxBuilder("i64");
+    const x = b.input("x", "float32", [1]);
+    const big = ConstTensor.fromBigints("int64", [3], [9007199254740993n, -5n, 1n]);
+    const t = b.node("Gather", [b.initializer("big", big), b.ints("i", [0, 0, 2])]);
+    b.output(
+      b.node("Concat", [t, b.node("Slice", [b.initializer("big2", big), b.ints("s", [0]), b.ints("e", [1])])], {
+        axis: 0,
+      }, { outputs: ["c"] }),
+      "int64",
+      [4],
+    );
+    b.output(b.node("Relu", [x], {}, { outputs: ["y"] }), "float32", [1]);
+    expect(fold(b.toBytes()).values.get("c")!.constant!.bigints()).toEqual([
+      9007199254740993n,
+      9007199254740993n,
+      1n,
+      9007199254740993n,
+    ]);
+  });
+
+  test("foldGraph() leaves a constant computation past maxFoldBytes or MAX_FOLD_MACS to the runtime", () => {
+    const b = new OnnxBuilder("big");
+    const x = b.input("x", "float32", [256, 256]);
+    const e = b.node("Expand", [b.weight("one", [1], [1]), b.ints("sh", [256, 256])]);
+    b.output(b.node("Add", [x, e], {}, { outputs: ["y"] }), "float32", [256, 256]);
+    expect(ops(fold(b.toBytes(), {}, 1024))).toEqual(["Expand", "Add"]);
+    expect(ops(fold(b.toBytes()))).toEqual(["Add"]);
+    const m = new OnnxBuilder("big_matmul");
+    const y = m.input("y", "float32", [512, 512]);
+    const w = m.weight("w", [512, 512], new Float32Array(512 * 512).fill(0.5));
+    m.output(m.node("Add", [y, m.node("MatMul", [w, w])], {}, { outputs: ["z"] }), "float32", [512, 512]);
+    expect(ops(fold(m.toBytes()))).toEqual(["MatMul", "Add"]); // 2^27 multiply-adds: past MAX_FOLD_MACS
+  });
+
+  test("foldGraph() folds empty results and drops empty pieces of a Concat (kernels refuse empty tensors)", () => {
+    const b = new OnnxBuilder("empty");
+    const x = b.input("x", "float32", [2, 3]);
+    const e = b.node("Relu", [b.node("Slice", [x, b.ints("s", [1]), b.ints("e", [1]), b.ints("a", [1])])]);
+    b.output(b.node("Sigmoid", [b.node("Concat", [e, x], { axis: 1 })], {}, { outputs: ["y"] }), "float32", [2, 3]);
+    const g = fold(b.toBytes());
+    expect(ops(g)).toEqual(["Concat", "Sigmoid"]);
+    expect(g.nodes[0].inputs).toEqual(["x"]);
+    expect(g.stats.folded).toBe(2); // the empty Slice and Relu
+  });
+
+  test("foldGraph() drops nodes no output depends on", () => {
+    const b = new OnnxBuilder("dead");
+    const x = b.input("x", "float32", [2]);
+    b.node("Neg", [b.node("Relu", [x])]);
+    b.output(b.node("Sigmoid", [x], {}, { outputs: ["y"] }), "float32", [2]);
+    const g = fold(b.toBytes());
+    expect(ops(g)).toEqual(["Sigmoid"]);
+    expect(g.stats.dead).toBe(2);
+  });
+
+  test("foldGraph() refuses an unresolved dynamic dim, naming the input, the dim and the flag", () => {
+    expect(() => fold(shapeChainModel())).toThrow(
+      'Cannot compile ONNX model: input "x" has a dynamic dim 0 ("N"): give its size with --input-shape x=N,3,4',
+    );
+    const b = new OnnxBuilder("unknown_dim");
+    b.output(b.node("Relu", [b.input("x", "float32", [2, null])], {}, { outputs: ["y"] }), "float32", [2, null]);
+    expect(() => fold(b.toBytes())).toThrow('input "x" has a dynamic dim 1: give its size with --input-shape x=2,N');
+  });
+
+  test("foldGraph() checks the given input shapes against the model", () => {
+    expect(() => fold(shapeChainModel(), { x: [2, 3] })).toThrow(
+      'input "x" has rank 3, but the given shape [2,3] has rank 2',
+    );
+    expect(() => fold(shapeChainModel(), { x: [2, 5, 4] })).toThrow(
+      'input "x" has dim 1 fixed at 3, but the given shape says 5',
+    );
+    expect(() => fold(shapeChainModel(), { x: [0, 3, 4] })).toThrow(
+      'the shape given for input "x" must be positive integers, got [0,3,4]',
+    );
+    expect(() => fold(shapeChainModel(), { x: [2, 3, 4], z: [1] })).toThrow(
+      '--input-shape names "z", which is not an input (inputs: x)',
+    );
+  });
+
+  test("foldGraph() refuses graphs with a cycle or an undefined input", () => {
+    const b = new OnnxBuilder("cycle");
+    const x = b.input("x", "float32", [2]);
+    b.node("Add", [x, "b"], {}, { outputs: ["a"], name: "first" });
+    b.node("Relu", ["a"], {}, { outputs: ["b"], name: "second" });
+    b.output("b", "float32", [2]);
+    expect(() => fold(b.toBytes())).toThrow("the graph has a cycle");
+    const u = new OnnxBuilder("undefined");
+    u.output(u.node("Relu", ["ghost"], {}, { outputs: ["y"], name: "r" }), "float32", [2]);
+    expect(() => fold(u.toBytes())).toThrow(
+      'Cannot compile node "r" (Relu): input 0 "ghost" is not produced by any node, initializer or input',
+    );
+  });
+
+  test("compileOnnx() copies a graph output that folds to a constant from a weight", () => {
+    const b = new OnnxBuilder("const_out");
+    const x = b.input("x", "float32", [2]);
+    b.output(b.node("Relu", [x], {}, { outputs: ["y"] }), "float32", [2]);
+    b.output(b.node("Shape", [x], {}, { outputs: ["shape"] }), "int64", [1]);
+    const c = compileOnnx(b.toBytes(), { lowering: fakeLowering() });
+    expect(c.calls.map((k) => [k.opType, k.inputs, k.outputs])).toEqual([["Relu", ["x"], ["y"]], ["Identity", [
+      "shape/value",
+    ], ["shape"]]]);
+    expect(c.weights.map((w) => [w.name, [...w.bytes]])).toEqual([["shape/value", [2, 0, 0, 0, 0, 0, 0, 0]]]);
+  });
+});
