@@ -1,0 +1,285 @@
+/**
+ * The gRPC adapter: binds {@linkcode createInferenceService}'s functions to `@grpc/grpc-js` as
+ * `inference.GRPCInferenceService`, loaded at runtime from this package's copy of grpc_predict_v2.proto. It owns
+ * the transport's limits: the largest message read (the REST body limit by default), HTTP/2 keepalive, streams per
+ * connection, and the {@linkcode CallGate} that bounds the calls served at once; and the lifecycle: listen, drain,
+ * close. It is the one file of the package that imports the gRPC library (which runs on `node:http2` under Node,
+ * Bun and Deno).
+ *
+ * A call's end on the client's side (cancel, deadline) aborts its {@linkcode CallContext.signal}; the execution it
+ * started still finishes and releases its instance, since an execution cannot be stopped halfway.
+ *
+ * @module
+ */
+import * as grpc from "@grpc/grpc-js";
+import { loadSync } from "@grpc/proto-loader";
+import { DEFAULT_LIMITS } from "@nrt/http-api";
+import { fileURLToPath } from "node:url";
+import { CallGate, type GateRefusal } from "./call_gate.ts";
+import { GrpcCode, toGrpcError } from "./grpc_status.ts";
+import {
+  type CallContext,
+  createInferenceService,
+  type InferenceService,
+  type InferenceServiceOptions,
+  type ServiceLimits,
+} from "./inference_service.ts";
+import { PROTO_LOADER_OPTIONS } from "./messages.ts";
+
+/** Bounds on what clients may make the server hold or do. */
+export interface GrpcLimits extends ServiceLimits {
+  /**
+   * Largest request message read, in bytes; a larger one ends its call with `RESOURCE_EXHAUSTED` (default 64 MiB,
+   * the REST body limit).
+   */
+  readonly maxReceiveMessageBytes?: number;
+  /** Calls served at once: messages read and work running (default 64). */
+  readonly maxConcurrentCalls?: number;
+  /** Calls waiting, unread, for one of those slots; past them a call ends with `RESOURCE_EXHAUSTED` (default 1024). */
+  readonly maxPendingCalls?: number;
+  /** HTTP/2 streams one connection may open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`, default 256). */
+  readonly maxConcurrentStreams?: number;
+  /** Idle time before the server pings a connection (default 2 h, as gRPC's own servers). */
+  readonly keepaliveTimeMs?: number;
+  /** How long the server waits for a ping's answer before it drops the connection (default 20 s). */
+  readonly keepaliveTimeoutMs?: number;
+}
+
+/** The default {@linkcode GrpcLimits}. */
+export const DEFAULT_GRPC_LIMITS: Required<GrpcLimits> = {
+  maxReceiveMessageBytes: DEFAULT_LIMITS.maxBodyBytes,
+  maxConcurrentCalls: 64,
+  maxPendingCalls: 1024,
+  maxConcurrentStreams: 256,
+  keepaliveTimeMs: 2 * 60 * 60 * 1000,
+  keepaliveTimeoutMs: 20_000,
+  maxRequestedOutputs: DEFAULT_LIMITS.maxRequestedOutputs,
+};
+
+/** The interface {@linkcode GrpcInferenceServer.listen} binds by default: loopback only. */
+export const DEFAULT_GRPC_HOST = "127.0.0.1";
+/** The port {@linkcode GrpcInferenceServer.listen} binds by default (Triton's gRPC port). */
+export const DEFAULT_GRPC_PORT = 8001;
+
+/** The proto file the server loads: this package's copy of the fixture. */
+export const GRPC_PREDICT_V2_PROTO: URL = new URL("./grpc_predict_v2.proto", import.meta.url);
+
+/** The gRPC service's full name. */
+export const GRPC_SERVICE_NAME = "inference.GRPCInferenceService";
+
+/** Options of {@linkcode createGrpcInferenceServer}. */
+export interface GrpcInferenceServerOptions extends InferenceServiceOptions {
+  /** Transport and request limits (defaults: {@linkcode DEFAULT_GRPC_LIMITS}). */
+  readonly limits?: GrpcLimits;
+}
+
+/** What {@linkcode GrpcInferenceServer.drain} reports. */
+export interface DrainResult {
+  /** Calls still running at the deadline, whose connections were then closed (0 when all finished). */
+  readonly unfinished: number;
+}
+
+/** A gRPC inference server. */
+export interface GrpcInferenceServer {
+  /**
+   * Binds a port and serves on it (it may be called again for more addresses).
+   *
+   * @param host Interface (default {@linkcode DEFAULT_GRPC_HOST}); an IPv6 address without brackets.
+   * @param port Port (default {@linkcode DEFAULT_GRPC_PORT}); 0 picks a free one.
+   * @returns The port bound.
+   */
+  listen(host?: string, port?: number): Promise<{ readonly port: number }>;
+  /**
+   * Graceful shutdown: refuses new and waiting calls with `UNAVAILABLE`, stops listening, lets the running calls
+   * finish, and closes whatever is left at the deadline.
+   *
+   * @param deadlineMs How long the running calls may take.
+   * @returns How many calls were still running at the deadline.
+   */
+  drain(deadlineMs: number): Promise<DrainResult>;
+  /**
+   * Stops at once: closes every connection. The handlers already running still finish their executions (an
+   * execution cannot be stopped halfway; the runtime's execution timeout bounds it) and release their instances.
+   *
+   * @returns A promise that settles when no handler is left running.
+   */
+  close(): Promise<void>;
+  /** Calls holding a slot: messages being read, handlers running (also for calls the client has left). */
+  readonly activeCalls: number;
+  /** Calls waiting, unread, for a slot. */
+  readonly pendingCalls: number;
+}
+
+function checkLimit(name: string, v: number, min: number): void {
+  if (!Number.isSafeInteger(v) || v < min) {
+    throw new RangeError(
+      `Cannot create the gRPC server: limits.${name} is ${v}, expected an integer of at least ${min}`,
+    );
+  }
+}
+
+type Rpc<Req, Res> = (req: Req, ctx: CallContext) => Promise<Res>;
+
+/** One unary handler: the call's cancellation becomes the context's signal, a failure its gRPC status. */
+function unary<Req, Res>(fn: Rpc<Req, Res>): grpc.handleUnaryCall<Req, Res> {
+  return (call, callback) => {
+    const ac = new AbortController();
+    // grpc-js also emits "cancelled" once a finished call's stream closes; aborting then changes nothing.
+    call.on("cancelled", () => ac.abort());
+    fn(call.request, { signal: ac.signal }).then(
+      (res) => callback(null, res),
+      (e) => callback(toGrpcError(e)),
+    );
+  };
+}
+
+function refusal(why: GateRefusal, gate: CallGate): { code: GrpcCode; details: string } {
+  return why === "closed"
+    ? { code: GrpcCode.UNAVAILABLE, details: "Cannot accept the call: the server is shutting down" }
+    : {
+      code: GrpcCode.RESOURCE_EXHAUSTED,
+      details: `Cannot accept the call: ${gate.maxActive} calls are being served and ${gate.maxPending} are waiting`,
+    };
+}
+
+/**
+ * The interceptor that passes every call through the gate before its message is read, and holds the call's slot
+ * until nothing of it is left on the server: a call that ends before its handler starts (refused, cancelled, too
+ * large, past its deadline) releases it at its end; a call whose handler runs releases it when the handler answers,
+ * even when the client has gone (its execution finished and its instance was released).
+ */
+function gateInterceptor(gate: CallGate): grpc.ServerInterceptor {
+  return (_method, call) => {
+    let release = (): void => {};
+    let handled = false;
+    const listener = new grpc.ServerListenerBuilder()
+      // The handler asks for the message only after it sees the metadata; holding the metadata holds the read.
+      .withOnReceiveMetadata((metadata, next) => {
+        release = gate.enter({ admit: () => next(metadata), refuse: (why) => call.sendStatus(refusal(why, gate)) });
+      })
+      .withOnReceiveHalfClose((next) => {
+        handled = true; // the whole message is in: the handler runs next
+        next();
+      })
+      .withOnCancel(() => {
+        if (!handled) release();
+      })
+      .build();
+    const end = <T>(value: T, next: (value: T) => void): void => {
+      release();
+      next(value);
+    };
+    const responder = new grpc.ResponderBuilder()
+      .withStart((next) => next(listener))
+      .withSendMessage(end)
+      .withSendStatus(end)
+      .build();
+    return new grpc.ServerInterceptingCall(call, responder);
+  };
+}
+
+/**
+ * Creates the gRPC server of the Open Inference Protocol over a runtime and a repository; it listens once
+ * {@linkcode GrpcInferenceServer.listen} is called.
+ *
+ * @param options Runtime, repository (share the REST app's), metrics (share the REST app's to count both
+ *   protocols together), logger, limits.
+ * @returns The server.
+ * @throws {RangeError} For a limit that is not a positive integer.
+ *
+ * @example Serve next to the REST app (in a composition root)
+ * ```ts ignore
+ * import { createGrpcInferenceServer } from "@nrt/grpc-api";
+ * const grpc = createGrpcInferenceServer({ runtime: rt, repository, metrics });
+ * const { port } = await grpc.listen("127.0.0.1", 8001);
+ * // on SIGTERM:
+ * await grpc.drain(10_000);
+ * ```
+ */
+export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): GrpcInferenceServer {
+  const limits = { ...DEFAULT_GRPC_LIMITS, ...options.limits };
+  checkLimit("maxReceiveMessageBytes", limits.maxReceiveMessageBytes, 1);
+  checkLimit("maxConcurrentCalls", limits.maxConcurrentCalls, 1);
+  checkLimit("maxPendingCalls", limits.maxPendingCalls, 0);
+  checkLimit("maxConcurrentStreams", limits.maxConcurrentStreams, 1);
+  checkLimit("keepaliveTimeMs", limits.keepaliveTimeMs, 1);
+  checkLimit("keepaliveTimeoutMs", limits.keepaliveTimeoutMs, 1);
+  checkLimit("maxRequestedOutputs", limits.maxRequestedOutputs, 0);
+  const service: InferenceService = createInferenceService({ ...options, limits });
+  const gate = new CallGate(limits.maxConcurrentCalls, limits.maxPendingCalls);
+  const definition = loadSync(fileURLToPath(GRPC_PREDICT_V2_PROTO), { ...PROTO_LOADER_OPTIONS });
+  const loaded = grpc.loadPackageDefinition(definition) as unknown as {
+    inference: { GRPCInferenceService: { service: grpc.ServiceDefinition } };
+  };
+  const server = new grpc.Server({
+    "grpc.max_receive_message_length": limits.maxReceiveMessageBytes,
+    "grpc.max_concurrent_streams": limits.maxConcurrentStreams,
+    "grpc.keepalive_time_ms": limits.keepaliveTimeMs,
+    "grpc.keepalive_timeout_ms": limits.keepaliveTimeoutMs,
+    // Channelz stays on: with it off, grpc-js 1.14.7 does not track the sessions forceShutdown must destroy.
+    interceptors: [gateInterceptor(gate)],
+  });
+  server.addService(loaded.inference.GRPCInferenceService.service, {
+    ServerLive: unary(service.serverLive),
+    ServerReady: unary(service.serverReady),
+    ModelReady: unary(service.modelReady),
+    ServerMetadata: unary(service.serverMetadata),
+    ModelMetadata: unary(service.modelMetadata),
+    ModelInfer: unary(service.modelInfer),
+  });
+  let draining: Promise<DrainResult> | undefined;
+  let closed = false;
+
+  return {
+    listen(host = DEFAULT_GRPC_HOST, port = DEFAULT_GRPC_PORT): Promise<{ port: number }> {
+      if (!Number.isSafeInteger(port) || port < 0 || port > 65535) {
+        return Promise.reject(new RangeError(`Cannot listen on port ${port}: expected an integer from 0 to 65535`));
+      }
+      const address = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
+      if (closed || draining !== undefined) {
+        return Promise.reject(new Error(`Cannot listen on ${address}: the server is shutting down`));
+      }
+      return new Promise((resolve, reject) => {
+        server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, bound) => {
+          if (e === null) resolve({ port: bound });
+          else reject(new Error(`Cannot listen on ${address}: ${e.message}`, { cause: e }));
+        });
+      });
+    },
+    drain(deadlineMs: number): Promise<DrainResult> {
+      if (!Number.isFinite(deadlineMs) || deadlineMs < 0) {
+        return Promise.reject(new RangeError(`Cannot drain: deadline ${deadlineMs} ms is not a non-negative number`));
+      }
+      return draining ??= (async () => {
+        const idle = gate.close();
+        const shutdown = new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const deadline = new Promise<"deadline">((
+          resolve,
+        ) => (timer = setTimeout(() => resolve("deadline"), deadlineMs)));
+        try {
+          const ended = await Promise.race([idle.then(() => shutdown).then(() => "done" as const), deadline]);
+          const unfinished = ended === "done" ? 0 : gate.active;
+          if (ended === "deadline") server.forceShutdown();
+          return { unfinished };
+        } finally {
+          clearTimeout(timer);
+          closed = true;
+        }
+      })();
+    },
+    close(): Promise<void> {
+      if (!closed) {
+        closed = true;
+        server.forceShutdown();
+      }
+      return gate.close();
+    },
+    get activeCalls(): number {
+      return gate.active;
+    },
+    get pendingCalls(): number {
+      return gate.pending;
+    },
+  };
+}

@@ -1,0 +1,224 @@
+/**
+ * The Open Inference Protocol's gRPC service as plain async functions over decoded messages: ServerLive,
+ * ServerReady, ModelReady, ServerMetadata, ModelMetadata and ModelInfer, on the same `ModelRepository`,
+ * `ServedModel.infer`, `InferenceMetrics` and request validation as the REST app. It knows no gRPC library: the
+ * adapter (`grpc_server.ts`) binds it to `@grpc/grpc-js`, and a test may call it directly.
+ *
+ * Every failure is thrown as a {@linkcode GrpcError} carrying the REST server's message for the same failure.
+ *
+ * Spec: grpc_predict_v2.proto; inference_rest.md for the meaning of each call.
+ *
+ * @module
+ */
+import { type Logger, NrtInitState, type Runtime } from "@nrt/core";
+import {
+  DEFAULT_LIMITS,
+  dtypeInfo,
+  type FailureReason,
+  InferenceMetrics,
+  isValidModelName,
+  MODEL_VERSION,
+  type ModelRepository,
+  newTiming,
+  type RepositoryModel,
+  SERVER_NAME,
+  SERVER_VERSION,
+} from "@nrt/http-api";
+import { GrpcCode, GrpcError, toGrpcError } from "./grpc_status.ts";
+import type {
+  EmptyRequest,
+  ModelInferRequest,
+  ModelInferResponse,
+  ModelMetadataResponse,
+  ModelReadyResponse,
+  ModelRequest,
+  ServerLiveResponse,
+  ServerMetadataResponse,
+  ServerReadyResponse,
+  TensorMetadata,
+} from "./messages.ts";
+import { modelInferResponse, planModelInfer } from "./model_infer.ts";
+
+/** What a call knows about its transport. */
+export interface CallContext {
+  /** Aborted when the client cancels the call or its deadline passes. */
+  readonly signal: AbortSignal;
+}
+
+/** Bounds on what one request may make the service do. */
+export interface ServiceLimits {
+  /** Most entries in a `ModelInferRequest`'s `outputs` (default 256, as REST). */
+  readonly maxRequestedOutputs?: number;
+}
+
+/** Options of {@linkcode createInferenceService}. */
+export interface InferenceServiceOptions {
+  /** The runtime the models run on. */
+  readonly runtime: Runtime;
+  /** The models (the REST app's repository, when both serve). */
+  readonly repository: ModelRepository;
+  /** Counters (default: a new set; pass the REST app's to count both protocols together). */
+  readonly metrics?: InferenceMetrics;
+  /** Logger (default: the runtime's). */
+  readonly logger?: Logger;
+  /** Request limits. */
+  readonly limits?: ServiceLimits;
+}
+
+/** The six RPCs of `inference.GRPCInferenceService`, one function each. */
+export interface InferenceService {
+  /** `ServerLive`: always live while the process answers. */
+  serverLive(req: EmptyRequest, ctx: CallContext): Promise<ServerLiveResponse>;
+  /** `ServerReady`: the runtime is up and no model is loading or poisoned (unloaded models do not count). */
+  serverReady(req: EmptyRequest, ctx: CallContext): Promise<ServerReadyResponse>;
+  /** `ModelReady`: the model is loaded and not poisoned. */
+  modelReady(req: ModelRequest, ctx: CallContext): Promise<ModelReadyResponse>;
+  /** `ServerMetadata`: name, version and the extensions of this service. */
+  serverMetadata(req: EmptyRequest, ctx: CallContext): Promise<ServerMetadataResponse>;
+  /** `ModelMetadata`: versions, platform `neuron`, inputs and outputs with protocol datatypes. */
+  modelMetadata(req: ModelRequest, ctx: CallContext): Promise<ModelMetadataResponse>;
+  /** `ModelInfer`: one inference. */
+  modelInfer(req: ModelInferRequest, ctx: CallContext): Promise<ModelInferResponse>;
+}
+
+/**
+ * The extensions `ServerMetadata` lists. Ours: none — the REST server's (binary tensor data, model repository,
+ * statistics) are HTTP routes, and grpc_predict_v2.proto has no repository or statistics RPCs.
+ */
+export const GRPC_SERVER_EXTENSIONS: readonly string[] = [];
+
+const micros = (from: number): number => Math.round((performance.now() - from) * 1000);
+
+/** Triton's failure reason of an error, as the REST app counts it (by the HTTP status of the same failure). */
+function failureReason(e: GrpcError): FailureReason {
+  if (e.code === GrpcCode.CANCELLED) return "OTHER";
+  const status = e.httpStatus ?? 500;
+  if (status === 503) return "REJECTED";
+  return status >= 500 ? "BACKEND" : "OTHER";
+}
+
+/**
+ * Creates the service over a runtime and a repository.
+ *
+ * @param options Runtime, repository, metrics, logger, limits.
+ * @returns The six RPCs as async functions; each rejects with a {@linkcode GrpcError}.
+ *
+ * @example Ask whether a model is ready, without a transport
+ * ```ts ignore
+ * const service = createInferenceService({ runtime: rt, repository: repo });
+ * const signal = new AbortController().signal;
+ * console.log(await service.modelReady({ name: "relu", version: "" }, { signal })); // { ready: true }
+ * ```
+ */
+export function createInferenceService(options: InferenceServiceOptions): InferenceService {
+  const { runtime: rt, repository: repo } = options;
+  const log = options.logger ?? rt.log;
+  const metrics = options.metrics ?? new InferenceMetrics();
+  const limits = {
+    maxJsonDepth: DEFAULT_LIMITS.maxJsonDepth,
+    maxRequestedOutputs: options.limits?.maxRequestedOutputs ?? DEFAULT_LIMITS.maxRequestedOutputs,
+  };
+
+  const fail = (code: GrpcCode, httpStatus: number, message: string): GrpcError =>
+    new GrpcError(code, message, { httpStatus });
+
+  /** The model a request names; the REST app's messages for a bad name, an unknown model or version. */
+  const modelOf = (name: string, version: string): RepositoryModel => {
+    if (!isValidModelName(name)) {
+      const shown = JSON.stringify(name.slice(0, 128));
+      throw fail(
+        GrpcCode.INVALID_ARGUMENT,
+        400,
+        `Invalid model name ${shown}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`,
+      );
+    }
+    const model = repo.get(name);
+    if (model === undefined) {
+      throw fail(GrpcCode.NOT_FOUND, 404, `Cannot find model "${name}": it is not in the repository`);
+    }
+    if (version !== "" && version !== MODEL_VERSION) {
+      const shown = JSON.stringify(version.slice(0, 32));
+      throw fail(
+        GrpcCode.NOT_FOUND,
+        404,
+        `Cannot find version ${shown} of model "${name}": it has only version ${MODEL_VERSION}`,
+      );
+    }
+    return model;
+  };
+
+  const notReady = (m: RepositoryModel): GrpcError =>
+    fail(GrpcCode.UNAVAILABLE, 503, `Model "${m.name}" is not ready: ${m.reason || m.state.toLowerCase()}`);
+
+  /** Runs one RPC: every failure leaves as a GrpcError; server-side ones (REST 5xx) are logged, as REST does. */
+  const rpc =
+    <Req, Res>(name: string, fn: (req: Req, ctx: CallContext) => Res | Promise<Res>) =>
+    async (req: Req, ctx: CallContext): Promise<Res> => {
+      try {
+        return await fn(req, ctx);
+      } catch (e) {
+        const err = toGrpcError(e);
+        if (err.code !== GrpcCode.CANCELLED && (err.httpStatus ?? 500) >= 500) log.error(`${name}: ${err.message}`);
+        throw err;
+      }
+    };
+
+  const tensor = (t: { name: string; dtype: string; shape: number[] }): TensorMetadata => ({
+    name: t.name,
+    datatype: dtypeInfo(t.dtype)?.datatype ?? t.dtype.toUpperCase(),
+    shape: t.shape,
+  });
+
+  return {
+    serverLive: rpc("ServerLive", () => ({ live: true })),
+    serverReady: rpc("ServerReady", () => {
+      if (rt.state !== NrtInitState.NRT_STATE_INIT) return { ready: false };
+      return { ready: !repo.models().some((m) => m.state === "LOADING" || (m.state === "READY" && m.reason !== "")) };
+    }),
+    modelReady: rpc("ModelReady", (req: ModelRequest) => {
+      const m = modelOf(req.name, req.version);
+      return { ready: m.state === "READY" && m.reason === "" };
+    }),
+    serverMetadata: rpc(
+      "ServerMetadata",
+      () => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: GRPC_SERVER_EXTENSIONS }),
+    ),
+    modelMetadata: rpc("ModelMetadata", (req: ModelRequest) => {
+      const m = modelOf(req.name, req.version);
+      if (m.signature === undefined) throw notReady(m);
+      return {
+        name: m.name,
+        versions: [MODEL_VERSION],
+        platform: "neuron",
+        inputs: m.signature.inputs.map(tensor),
+        outputs: m.signature.outputs.map(tensor),
+      };
+    }),
+    modelInfer: rpc("ModelInfer", async (req: ModelInferRequest, ctx: CallContext) => {
+      const t0 = performance.now();
+      const m = modelOf(req.model_name, req.model_version);
+      const timing = newTiming();
+      try {
+        const served = m.served;
+        if (m.state !== "READY" || served === undefined || served.notReadyReason !== undefined) throw notReady(m);
+        const p = planModelInfer(req, served, limits);
+        if (ctx.signal.aborted) throw cancelled(m.name, "before the execution");
+        const outputs = await served.infer(p.plan.inputs, p.plan.outputs.map((o) => o.tensor.name), timing);
+        // The execution finished and released its instance; the answer would reach nobody.
+        if (ctx.signal.aborted) throw cancelled(m.name, "during the execution");
+        const res = modelInferResponse(m.name, MODEL_VERSION, p, outputs);
+        metrics.recordRequest(m.name, micros(t0), timing);
+        return res;
+      } catch (e) {
+        const err = toGrpcError(e);
+        metrics.recordRequest(m.name, micros(t0), timing, failureReason(err));
+        throw err;
+      }
+    }),
+  };
+}
+
+/** The error of a call that ended on the client's side (cancelled, or past its deadline): counted, never sent. */
+function cancelled(model: string, when: string): GrpcError {
+  return new GrpcError(GrpcCode.CANCELLED, `Cannot answer the request for model "${model}": the call ended ${when}`);
+}

@@ -1,0 +1,260 @@
+/**
+ * The gRPC server's limits and lifecycle through the independent client: the message size limit, the call gate,
+ * a client cancelling mid-infer, the runtime's timeout and queue bound, drain, close and the default bind address.
+ * Executions that must last run the faults.wasm `spin` kernel on a virtual clock, so a test decides when the
+ * execution timeout ends them; the waits are turns of the event loop, never time.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { DEFAULT_LIMITS } from "@nrt/http-api";
+import { VirtualClock } from "@nrt/core";
+import { loadSync } from "@grpc/proto-loader";
+import { connect } from "node:net";
+import { networkInterfaces } from "node:os";
+import {
+  createGrpcInferenceServer,
+  DEFAULT_GRPC_HOST,
+  DEFAULT_GRPC_LIMITS,
+  type GrpcInferenceServer,
+  type GrpcLimits,
+} from "../packages/grpc-api/mod.ts";
+import { bytesOf, Code, failure, FIXTURE_PROTO, type OipClient, oipClient } from "./_grpc_client.ts";
+import { type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
+import { oneOpNeff } from "./_kernels.ts";
+
+const clock = new VirtualClock();
+const TIMEOUT_MS = 5_000;
+let fx: HttpFixture;
+const servers: GrpcInferenceServer[] = [];
+const clients: OipClient[] = [];
+
+const enc = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
+const reluReq = () => ({
+  model_name: "relu",
+  inputs: [{ name: "x", datatype: "FP32", shape: [8], contents: { fp32_contents: [1, -1, 2, -2, 3, -3, 4, -4] } }],
+});
+const spinReq = () => ({
+  model_name: "spin",
+  inputs: [{ name: "x", datatype: "FP32", shape: [4], contents: { fp32_contents: [1, 2, 3, 4] } }],
+});
+
+/** A server over the fixture, listening on a free loopback port, and a client of it. */
+async function serve(limits?: GrpcLimits): Promise<{ server: GrpcInferenceServer; client: OipClient; port: number }> {
+  const server = createGrpcInferenceServer({
+    runtime: fx.runtime,
+    repository: fx.repository,
+    metrics: fx.metrics,
+    limits,
+  });
+  servers.push(server);
+  const { port } = await server.listen("127.0.0.1", 0);
+  const client = oipClient(`127.0.0.1:${port}`);
+  clients.push(client);
+  return { server, client, port };
+}
+
+/** Turns of the event loop (macrotasks, not time) until `cond` holds. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 20_000 && !cond(); i++) await new Promise<void>((r) => setTimeout(r, 0));
+  if (!cond()) throw new Error(`Gave up waiting for ${what}`);
+}
+
+/** Whether a promise has settled, read synchronously. */
+function settled(p: Promise<unknown>): () => boolean {
+  let done = false;
+  p.then(() => (done = true), () => (done = true));
+  return () => done;
+}
+
+const spinInflight = (): number => fx.repository.get("spin")?.served?.inflight ?? 0;
+
+/** Starts a spin execution through `client` and waits until it runs on the device, waiting for the clock. */
+async function spinning(
+  client: OipClient,
+  server: GrpcInferenceServer,
+): Promise<{ result: Promise<unknown>; cancel(): void }> {
+  const sleepers = clock.pendingSleepers;
+  const call = client.startInfer(spinReq());
+  call.result.catch(() => {});
+  await until(
+    () => clock.pendingSleepers > sleepers && server.activeCalls >= 1,
+    "the spin execution to wait on the clock",
+  );
+  return call;
+}
+
+describe("gRPC limits and lifecycle", () => {
+  beforeAll(async () => {
+    const { "relu.neff": relu } = testModels();
+    const spin = oneOpNeff("faults", "spin", [{ name: "x", dtype: "float32", shape: [4] }], [{
+      name: "y",
+      dtype: "float32",
+      shape: [4],
+    }]);
+    fx = await httpFixture({
+      files: {
+        "relu.neff": relu,
+        "relu.json": enc({ vnc: 0 }),
+        "spin.neff": spin,
+        "spin.json": enc({ vnc: 1, maxQueue: 1 }),
+      },
+      runtime: { clock, execTimeoutSeconds: TIMEOUT_MS / 1000 },
+    });
+  });
+  afterAll(async () => {
+    for (const c of clients) c.close();
+    for (const s of servers) await s.close();
+    await fx.close();
+  });
+
+  test("a message over maxReceiveMessageBytes ends with RESOURCE_EXHAUSTED; one at the limit is served", async () => {
+    const type = loadSync(FIXTURE_PROTO, { keepCase: true })["inference.ModelInferRequest"] as unknown as {
+      serialize(m: unknown): Uint8Array;
+    };
+    const x = bytesOf(Float32Array.from([1, -1, 2, -2, 3, -3, 4, -4]));
+    const atLimit = {
+      model_name: "relu",
+      inputs: [{ name: "x", datatype: "FP32", shape: [8] }],
+      raw_input_contents: [x],
+    };
+    const limit = type.serialize(atLimit).length;
+    const { client, server } = await serve({ maxReceiveMessageBytes: limit });
+    expect((await client.modelInfer(atLimit)).raw_output_contents.length).toBe(1);
+    const over = await failure(client.modelInfer({ ...atLimit, id: "x" }));
+    expect(over.code).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(over.details).toBe(`Received message larger than max (${limit + 3} vs ${limit})`);
+    expect(server.activeCalls).toBe(0);
+  });
+
+  test("the default message limit is the REST body limit, 64 MiB, and a larger message is refused", async () => {
+    expect(DEFAULT_GRPC_LIMITS.maxReceiveMessageBytes).toBe(DEFAULT_LIMITS.maxBodyBytes);
+    const { client } = await serve();
+    const big = new Uint8Array(DEFAULT_LIMITS.maxBodyBytes + 1);
+    const e = await failure(
+      client.modelInfer({
+        model_name: "relu",
+        inputs: [{ name: "x", datatype: "FP32", shape: [8] }],
+        raw_input_contents: [big],
+      }),
+    );
+    expect(e.code).toBe(Code.RESOURCE_EXHAUSTED);
+    expect(e.details).toMatch(
+      new RegExp(`^Received message larger than max \\(\\d+ vs ${DEFAULT_LIMITS.maxBodyBytes}\\)$`),
+    );
+  }, 60_000);
+
+  test("the call gate serves maxConcurrentCalls, keeps maxPendingCalls unread and refuses the rest", async () => {
+    const { client, server } = await serve({ maxConcurrentCalls: 1, maxPendingCalls: 1 });
+    const running = await spinning(client, server);
+    const waiting = client.modelInfer(reluReq());
+    const waited = settled(waiting);
+    await until(() => server.pendingCalls === 1, "the relu call to wait at the gate");
+    const refused = await failure(client.modelInfer(reluReq()));
+    expect([refused.code, refused.details]).toEqual([
+      Code.RESOURCE_EXHAUSTED,
+      "Cannot accept the call: 1 calls are being served and 1 are waiting",
+    ]);
+    expect([waited(), server.activeCalls, server.pendingCalls]).toEqual([false, 1, 1]);
+    await clock.advance(TIMEOUT_MS);
+    expect((await failure(running.result)).code).toBe(Code.DEADLINE_EXCEEDED);
+    expect((await waiting).outputs[0].contents.fp32_contents).toEqual([1, 0, 2, 0, 3, 0, 4, 0]);
+    await until(() => server.activeCalls === 0, "the gate to empty");
+    expect(server.pendingCalls).toBe(0);
+    await fx.repository.load("spin");
+  });
+
+  test("a client cancelling mid-infer gets CANCELLED; the execution ends and releases its instance", async () => {
+    const { client, server } = await serve();
+    const failed = fx.metrics.modelStatistics("spin").inference_stats.fail.count;
+    const call = await spinning(client, server);
+    call.cancel();
+    const e = await failure(call.result);
+    expect(e.code).toBe(Code.CANCELLED);
+    // The execution cannot stop halfway: it still holds its slot and its instance until it ends.
+    expect([server.activeCalls, spinInflight()]).toEqual([1, 1]);
+    expect((await client.modelInfer(reluReq())).outputs[0].contents.fp32_contents).toEqual([1, 0, 2, 0, 3, 0, 4, 0]);
+    await clock.advance(TIMEOUT_MS);
+    await until(() => server.activeCalls === 0, "the cancelled call's handler to end");
+    expect(spinInflight()).toBe(0);
+    expect(fx.metrics.modelStatistics("spin").inference_stats.fail.count).toBe(failed + 1);
+    await fx.repository.unload("spin"); // resolves only once no request holds an instance
+    await fx.repository.load("spin");
+    expect(await client.modelReady("spin")).toEqual({ ready: true });
+  });
+
+  test("NRT_TIMEOUT answers DEADLINE_EXCEEDED and NRT_QUEUE_FULL RESOURCE_EXHAUSTED, as REST words them", async () => {
+    const { client, server } = await serve();
+    const running = await spinning(client, server);
+    const queued = client.modelInfer(spinReq());
+    queued.catch(() => {});
+    await until(() => spinInflight() === 2, "the second spin request to queue");
+    const full = await failure(client.modelInfer(spinReq()));
+    const rest = await fx.app.request(
+      "/v2/models/spin/infer",
+      post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
+    );
+    expect(rest.status).toBe(503);
+    expect([full.code, full.details]).toEqual([Code.RESOURCE_EXHAUSTED, (await rest.json()).error]);
+    expect(full.details).toMatch(/1 requests are already waiting \(NRT_QUEUE_FULL\)$/);
+    await clock.advance(TIMEOUT_MS);
+    const timedOut = await failure(running.result);
+    expect(timedOut.code).toBe(Code.DEADLINE_EXCEEDED);
+    expect(timedOut.details).toMatch(/\(NRT_TIMEOUT\)$/);
+    const rejected = await failure(queued);
+    expect(rejected.code).toBe(Code.UNAVAILABLE);
+    expect(rejected.details).toMatch(/^Model "spin" is not ready: it is poisoned by NRT_TIMEOUT/);
+    await until(() => spinInflight() === 0, "the spin model to finish its requests");
+    await fx.repository.load("spin");
+  });
+
+  test("drain() refuses new calls, lets the running call end, then stops listening", async () => {
+    const { client, server, port } = await serve();
+    const running = await spinning(client, server);
+    const drained = server.drain(600_000);
+    const fresh = oipClient(`127.0.0.1:${port}`);
+    clients.push(fresh);
+    expect((await failure(fresh.serverLive())).code).toBe(Code.UNAVAILABLE);
+    await expect(server.listen("127.0.0.1", 0)).rejects.toThrow(
+      "Cannot listen on 127.0.0.1:0: the server is shutting down",
+    );
+    expect(settled(drained)()).toBe(false);
+    await clock.advance(TIMEOUT_MS);
+    expect((await failure(running.result)).code).toBe(Code.DEADLINE_EXCEEDED);
+    expect(await drained).toEqual({ unfinished: 0 });
+    expect(server.activeCalls).toBe(0);
+    await fx.repository.load("spin");
+  });
+
+  test("drain() past its deadline closes the connections of the running calls and reports them", async () => {
+    const { client, server } = await serve();
+    const running = await spinning(client, server);
+    expect(await server.drain(0)).toEqual({ unfinished: 1 });
+    expect([Code.UNAVAILABLE, Code.CANCELLED]).toContain((await failure(running.result)).code);
+    expect(server.activeCalls).toBe(1); // the handler still waits for its execution
+    const closed = server.close();
+    await clock.advance(TIMEOUT_MS);
+    await closed;
+    expect([server.activeCalls, spinInflight()]).toEqual([0, 0]);
+    await fx.repository.load("spin");
+  });
+
+  test("listen() binds the loopback interface by default", async () => {
+    expect(DEFAULT_GRPC_HOST).toBe("127.0.0.1");
+    const server = createGrpcInferenceServer({ runtime: fx.runtime, repository: fx.repository });
+    servers.push(server);
+    const { port } = await server.listen(undefined, 0);
+    const client = oipClient(`127.0.0.1:${port}`);
+    clients.push(client);
+    expect(await client.serverLive()).toEqual({ live: true });
+    const external = Object.values(networkInterfaces()).flat().find((a) =>
+      a !== undefined && a.family === "IPv4" && !a.internal
+    );
+    if (external !== undefined) {
+      const refused = await new Promise<boolean>((resolve) => {
+        const socket = connect({ host: external.address, port });
+        socket.once("connect", () => (socket.destroy(), resolve(false)));
+        socket.once("error", () => resolve(true));
+      });
+      expect({ address: external.address, refused }).toEqual({ address: external.address, refused: true });
+    }
+  });
+});
