@@ -19,3 +19,21 @@ export async function timeUs(fn: () => Promise<unknown>, runs: number = RUNS): P
   }
   return median(xs) * 1000;
 }
+
+/** `bun` or `deno`. */
+export const RUNTIME: string = (globalThis as { Bun?: unknown }).Bun !== undefined ? "bun" : "deno";
+
+/** Whether the benchmark was asked for machine-readable output (`--json`, as `nrt bench --json` passes). */
+export const JSON_OUTPUT: boolean = ((globalThis as { process?: { argv: string[] } }).process?.argv ?? []).includes("--json");
+
+/**
+ * Prints one table of a benchmark: a title and `console.table` rows, or with `--json` one JSON line
+ * `{"bench", "runtime", "title", "rows"}` that `nrt bench --json` collects.
+ */
+export function emit(bench: string, title: string, rows: ReadonlyArray<Record<string, unknown>>): void {
+  if (JSON_OUTPUT) console.log(JSON.stringify({ bench, runtime: RUNTIME, title, rows }));
+  else {
+    console.log(`${title} (${RUNTIME})`);
+    console.table(rows);
+  }
+}

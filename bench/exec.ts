@@ -1,32 +1,112 @@
 /**
- * `bench/exec.ts`: the cost of the runtime around a kernel. For a no-op kernel and for vector_add at 1 MiB per
- * tensor it measures, in one process run, the median time of `Model.execute` (doorbell → sequencer → DMA → 8 Q7
- * Workers → DRAIN → completion record → host poll) and of the same kernel invoked directly on a bare 8-Worker
- * `Q7Cluster` (copy inputs into the Q7 memory, dispatch, copy the output out), and prints their ratio.
+ * `bench/exec.ts`: `Model.execute` against the limit of this machine, each pair measured in the same run.
  *
- * Run: `bun bench/exec.ts` or `deno run -A bench/exec.ts` (`RUNS=500` to change the sample count).
+ * - **execute vs bare Workers.** A no-op kernel (16 floats) and vector_add at 1 MiB per tensor, through the public
+ *   runtime on the simulated device (doorbell → device agent → sequencer → DMA → 8 Q7 Workers → DRAIN → completion
+ *   record → host wake), against the same kernel's raw `.wasm` on 8 bare Workers over one shared memory
+ *   (`_bare_workers.ts`, nothing of ours) plus a plain copy of the inputs in and the output out. The plain copy of
+ *   the same bytes is printed too: the floor of moving them.
+ * - **SPMD.** vector_add at 1 MiB on 8 Q7 cores against 1, through the runtime and on bare Workers. The goal is
+ *   ≥ 0.8 × min(8, CPUs).
+ * - **First execute after load** against the steady median (the Q7 Workers start at load).
+ * - **Where the device runs**: one agent Worker per device, per NeuronCore, or on the host thread (no-op kernel).
+ *
+ * Each side runs with only its own Workers alive (parked Workers of the other side slow a wake). Run:
+ * `bun bench/exec.ts` or `deno run -A bench/exec.ts` (`RUNS=500` for more samples, `--json` for one JSON line per
+ * table).
  *
  * @module
  */
 import "reflect-metadata";
+import { availableParallelism } from "node:os";
+import { readFileSync } from "node:fs";
 import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
 import { createNrtContainer } from "@nrt/cli";
-import { CAYMAN_SPEC, caymanStockPoolUcode } from "@nrt/arch-cayman";
-import { Q7Cluster } from "../packages/device-sim/q7/q7_cluster.ts";
-import { readFileSync } from "node:fs";
+import type { DeviceAgentMode } from "@nrt/device-sim";
 import { oneOpNeff } from "../tests/_kernels.ts";
-import { RUNS, timeUs } from "./_timing.ts";
+import { BareWorkers, DATA_BASE } from "./_bare_workers.ts";
+import { emit, median, RUNS, timeUs } from "./_timing.ts";
 
+const CPUS = availableParallelism();
 const kernel = (n: string) => new Uint8Array(readFileSync(new URL(`../kernels/wasm/${n}.wasm`, import.meta.url)));
-
-
-const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, { name: "vector_add", fn: "vector_add", n: (1 << 20) / 4, ins: 2 }];
-const SBUF = 0x200000;
+const CASES = [
+  { name: "noop", lib: "noop", fn: "noop", n: 16, ins: 1 },
+  { name: "vector_add 1 MiB", lib: "vector_add", fn: "vector_add", n: (1 << 20) / 4, ins: 2 },
+] as const;
+type Case = (typeof CASES)[number];
 const inputData = (n: number) => new Uint8Array(new Float32Array(n).fill(1.5).buffer);
 
-// Each side runs with only its own 8 Workers alive: parked Workers of the other side measurably slow a dispatch
-// (about 15 µs here), so the runtime side runs first, its device is closed, then the bare cluster runs.
-const runtimeUs: number[] = [];
+/** A runtime on the simulated device with one model of `c` loaded on `cpus` Q7 cores; `first` is its first execute. */
+async function withModel<T>(c: Case, cpus: 1 | 8, agents: DeviceAgentMode, f: (execute: () => Promise<void>, first: number) => Promise<T>): Promise<T> {
+  const container = createNrtContainer({ agents });
+  const rt = await Runtime.init({ container, visibleCores: [0, 1], logger: new MemoryLogger() });
+  try {
+    const names = ["a", "b"].slice(0, c.ins);
+    const f32 = (name: string) => ({ name, dtype: "float32", shape: [c.n] });
+    const model = await rt.load(oneOpNeff(c.lib, c.fn, names.map(f32), [f32("out")], cpus));
+    const ins = new TensorSet(), outs = new TensorSet();
+    for (const n of names) {
+      const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, n);
+      await t.write(inputData(c.n));
+      ins.add(n, t);
+    }
+    outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, "out"));
+    const execute = () => model.execute(ins, outs);
+    const t0 = performance.now();
+    await execute();
+    const first = (performance.now() - t0) * 1000;
+    const out = await outs.get("out").read();
+    const want = c.fn === "vector_add" ? 3 : undefined;
+    if (want !== undefined && new Float32Array(out.buffer, out.byteOffset, 4)[0] !== want) throw new Error(`${c.name}: wrong result`);
+    return await f(execute, first);
+  } finally {
+    await rt.close();
+    await container.resolve(Portal).close();
+  }
+}
+
+/** The same kernel on bare Workers: inputs copied in, dispatch on `cpus`, output copied out. */
+async function bare(c: Case, cpus: 1 | 8, copyOnly = false): Promise<number> {
+  const bytes = c.n * 4;
+  const b = await BareWorkers.start(kernel(c.lib), c.fn, (c.ins + 1) * bytes);
+  try {
+    const t = (k: number) => ({ addr: DATA_BASE + k * bytes, bytes });
+    b.describe(Array.from({ length: c.ins }, (_, k) => t(k)), [t(c.ins)]);
+    const mem = new Uint8Array(b.memory.buffer);
+    const host = Array.from({ length: c.ins }, () => inputData(c.n));
+    const out = new Uint8Array(bytes);
+    return await timeUs(async () => {
+      host.forEach((h, k) => mem.set(h, DATA_BASE + k * bytes));
+      if (!copyOnly) await b.dispatch(cpus);
+      out.set(mem.subarray(DATA_BASE + c.ins * bytes, DATA_BASE + (c.ins + 1) * bytes));
+    });
+  } finally {
+    b.stop();
+  }
+}
+
+// 1. execute vs the limit.
+const vsLimit: Array<Record<string, unknown>> = [];
+for (const c of CASES) {
+  const runtimeUs = await withModel(c, 8, "device", (execute) => timeUs(execute));
+  const bareUs = await bare(c, 8);
+  const copyUs = await bare(c, 8, true);
+  vsLimit.push({ case: c.name, execute_us: Math.round(runtimeUs), bare_workers_us: Math.round(bareUs), plain_copy_us: Math.round(copyUs), ratio: +(runtimeUs / bareUs).toFixed(2) });
+}
+emit("exec", `Model.execute vs the raw kernel on 8 bare Workers + copies, median of ${RUNS} runs`, vsLimit);
+
+// 2. SPMD: 8 cores against 1.
+const va = CASES[1];
+const spmd = [];
+for (const side of ["runtime", "bare Workers"] as const) {
+  const time = (cpus: 1 | 8) => side === "runtime" ? withModel(va, cpus, "device", (execute) => timeUs(execute)) : bare(va, cpus);
+  const one = await time(1), eight = await time(8);
+  spmd.push({ side, one_core_us: Math.round(one), eight_cores_us: Math.round(eight), speedup: +(one / eight).toFixed(2), goal: +(0.8 * Math.min(8, CPUS)).toFixed(2) });
+}
+emit("exec", `SPMD: vector_add 1 MiB on 8 Q7 cores vs 1 (${CPUS} CPUs), median of ${RUNS} runs`, spmd);
+
+// 3. First execute after load vs the steady state, in a running runtime (as a server loads a model).
+const firsts = [];
 {
   const container = createNrtContainer();
   const rt = await Runtime.init({ container, visibleCores: [0, 1], logger: new MemoryLogger() });
@@ -34,7 +114,7 @@ const runtimeUs: number[] = [];
     for (const c of CASES) {
       const names = ["a", "b"].slice(0, c.ins);
       const f32 = (name: string) => ({ name, dtype: "float32", shape: [c.n] });
-      const model = await rt.load(oneOpNeff(c.name, c.fn, names.map(f32), [f32("out")]));
+      const neff = oneOpNeff(c.lib, c.fn, names.map(f32), [f32("out")]);
       const ins = new TensorSet(), outs = new TensorSet();
       for (const n of names) {
         const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, n);
@@ -42,45 +122,31 @@ const runtimeUs: number[] = [];
         ins.add(n, t);
       }
       outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, "out"));
-      runtimeUs.push(await timeUs(() => model.execute(ins, outs)));
-      await model.unload();
+      const samples: number[] = [];
+      let steady = 0;
+      for (let round = 0; round < 11; round++) {
+        const model = await rt.load(neff);
+        const t0 = performance.now();
+        await model.execute(ins, outs);
+        if (round > 0) samples.push((performance.now() - t0) * 1000); // round 0 warms the runtime's own code
+        if (round === 0) steady = await timeUs(() => model.execute(ins, outs));
+        await model.unload();
+      }
+      const first = median(samples);
+      firsts.push({ case: c.name, first_execute_us: Math.round(first), steady_us: Math.round(steady), ratio: +(first / steady).toFixed(2), goal: 2 });
     }
   } finally {
     await rt.close();
     await container.resolve(Portal).close();
   }
 }
+emit("exec", "First execute after a load in a running runtime (median of 10 loads) vs the steady median", firsts);
 
-// The same kernels invoked directly on 8 Workers: inputs copied into the Q7 memory, dispatch, output copied out.
-const directUs: number[] = [];
-{
-  const cluster = await Q7Cluster.create({ sbufBytes: CAYMAN_SPEC.sbufBytesPerCore });
-  try {
-    await cluster.boot(caymanStockPoolUcode());
-    for (const c of CASES) {
-      await cluster.prepare(c.name, kernel(c.name));
-      const mem = new Uint8Array(cluster.memory.buffer);
-      const bytes = c.n * 4;
-      const host = Array.from({ length: c.ins }, () => inputData(c.n));
-      const desc = (k: number) => ({ addr: SBUF + k * bytes, bytes, dtype: 0, dims: [c.n] });
-      const args = { inputs: host.map((_, k) => desc(k)), outputs: [desc(c.ins)], ints: [] };
-      const out = new Uint8Array(bytes);
-      directUs.push(await timeUs(async () => {
-        host.forEach((h, k) => mem.set(h, SBUF + k * bytes));
-        await cluster.dispatch({ key: c.name, fn: c.fn, totalCpus: 8, args });
-        out.set(mem.subarray(SBUF + c.ins * bytes, SBUF + (c.ins + 1) * bytes));
-      }));
-    }
-  } finally {
-    cluster.terminate();
-  }
+// 4. Where the device runs.
+const placements = [];
+for (const agents of ["device", "core", "inline"] as const) {
+  placements.push({ agents, noop_execute_us: Math.round(await withModel(CASES[0], 8, agents, (execute) => timeUs(execute))) });
 }
-
-const rows = CASES.map((c, i) => ({
-  case: c.name === "noop" ? "noop" : "vector_add 1 MiB",
-  runtime_us: Math.round(runtimeUs[i]),
-  direct_us: Math.round(directUs[i]),
-  ratio: +(runtimeUs[i] / directUs[i]).toFixed(2),
-}));
-console.log(`nrt_execute vs direct 8-Worker dispatch, median of ${RUNS} runs each (${(globalThis as { Bun?: unknown }).Bun ? "bun" : "deno"})`);
-console.table(rows);
+const bareNoop = await bare(CASES[0], 8);
+for (const p of placements) Object.assign(p, { ratio_to_bare: +(p.noop_execute_us / bareNoop).toFixed(2) });
+emit("exec", `No-op execute by device placement (bare 8-Worker wake and join: ${Math.round(bareNoop)} µs)`, placements);

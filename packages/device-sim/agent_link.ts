@@ -45,8 +45,8 @@ export class AgentLink {
   /** An agent on this thread, with the given Q7 cluster factory. */
   static inline(init: AgentInit, q7Factory: Q7ClusterFactory): AgentLink {
     const agent = new DeviceAgent(init, q7Factory);
-    // The agent sleeps on its rings with `Atomics.waitAsync`, which does not hold Deno's event loop open; an agent in
-    // a Worker holds it through the Worker, an inline one through this timer, until it is closed.
+    // The agent and the host sleep in `Atomics.waitAsync` on words this same thread notifies. Deno (2.9.6) settles
+    // such a wait only while its event loop has something pending, so an inline device holds a timer until closed.
     const keepAlive = setInterval(() => {}, 0x3fff_ffff);
     return new AgentLink(
       new Int32Array(init.doorbells),
@@ -97,7 +97,7 @@ export class AgentLink {
     ring[at + 2] = by;
     ring[at + 3] = this.#sent;
     Atomics.store(ring, DoorbellRing.WRITTEN, ++this.#written);
-    Atomics.notify(ring, DoorbellRing.WRITTEN);
+    if (Atomics.load(ring, DoorbellRing.SLEEPING) !== 0) Atomics.notify(ring, DoorbellRing.WRITTEN);
   }
 
   async #room(): Promise<void> {

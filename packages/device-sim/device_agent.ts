@@ -36,6 +36,8 @@ export const DoorbellRing = {
   HANDLED: 1,
   /** Non-zero once the agent must stop. */
   STOP: 2,
+  /** 1 while the agent sleeps on WRITTEN: the host notifies only then (a doorbell to a busy agent costs no wake). */
+  SLEEPING: 3,
   HEADER_WORDS: 16,
   ENTRY_WORDS: 4,
   ENTRIES: 4096,
@@ -248,8 +250,13 @@ export class DeviceAgent {
         Atomics.notify(ring, DoorbellRing.HANDLED);
       }
       if (this.#closed || Atomics.load(ring, DoorbellRing.STOP) !== 0) return;
-      const w = Atomics.waitAsync(ring, DoorbellRing.WRITTEN, written);
-      if (w.async) await w.value;
+      // Asleep before the last look at WRITTEN (sequentially consistent with the host's store-then-check).
+      Atomics.store(ring, DoorbellRing.SLEEPING, 1);
+      if (Atomics.load(ring, DoorbellRing.WRITTEN) === written) {
+        const w = Atomics.waitAsync(ring, DoorbellRing.WRITTEN, written);
+        if (w.async) await w.value;
+      }
+      Atomics.store(ring, DoorbellRing.SLEEPING, 0);
     }
   }
 

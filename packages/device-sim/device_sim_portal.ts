@@ -77,7 +77,6 @@ class HostDevice {
   readonly #linkOfNc: AgentLink[] = [];
   readonly trace: DeviceTrace;
   readonly fileIo: FileIoManager[];
-  readonly waiters: number[];
 
   constructor(spec: SiliconSpec, index: number, o: {
     hbmBytes: number;
@@ -100,7 +99,6 @@ class HostDevice {
       onUnmap: (id) => post({ t: "unmap", id }),
     });
     this.regs = Array.from({ length: spec.ncPerDevice }, () => new NcRegisters(spec));
-    this.waiters = this.regs.map(() => 0);
     this.fileIo = this.regs.map((r) => new FileIoManager(r, this.memory));
     this.bar0 = new Bar0(spec, this.regs, {
       semaphoreIncremented: (nc, semaphore, by) => void this.linkOf(nc).doorbell(nc, semaphore, by),
@@ -167,8 +165,6 @@ export class DeviceSimPortal implements Portal {
   readonly #devices: HostDevice[];
   /** Releases the notification waits in progress (close). */
   readonly #abandon = new Set<() => void>();
-  /** Holds the event loop open while a notification wait is pending. */
-  #keepAlive: ReturnType<typeof setInterval> | undefined;
 
   /** Number of simulated devices. */
   get deviceCount(): number {
@@ -289,6 +285,8 @@ export class DeviceSimPortal implements Portal {
     if (regs === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot wait for a notification: NeuronCore ${nc} does not exist`);
     const words = regs.nqWords, at = NqRegister.HEAD >> 2, want = head | 0;
     if (Atomics.load(words, at) !== want || signal?.aborted === true || this.#closed) return;
+    // Counted asleep before the last look at the head: the device notifies only when someone is (NcStatus).
+    Atomics.add(regs.status, NcStatus.HOST_WAITERS, 1);
     // An abort settles this wait at once (a notify reaches an async waiter only on a later task) and also wakes the
     // word, so the abandoned `waitAsync` leaves the word's waiter list instead of lingering until the next record.
     let onAbort!: () => void;
@@ -300,9 +298,6 @@ export class DeviceSimPortal implements Portal {
     });
     signal?.addEventListener("abort", onAbort, { once: true });
     this.#abandon.add(onAbort);
-    // A pending `waitAsync` does not hold Deno's event loop open; a host blocked on its completion wait must.
-    this.#keepAlive ??= setInterval(() => {}, 0x3fff_ffff);
-    d.waiters[nc]++;
     try {
       const aborted = (): boolean => signal?.aborted === true;
       while (Atomics.load(words, at) === want && !aborted() && !this.#closed) {
@@ -310,12 +305,8 @@ export class DeviceSimPortal implements Portal {
         if (w.async && await Promise.race([w.value, abandoned]) === "abandoned") return;
       }
     } finally {
-      d.waiters[nc]--;
+      Atomics.sub(regs.status, NcStatus.HOST_WAITERS, 1);
       this.#abandon.delete(onAbort);
-      if (this.#abandon.size === 0 && this.#keepAlive !== undefined) {
-        clearInterval(this.#keepAlive);
-        this.#keepAlive = undefined;
-      }
       signal?.removeEventListener("abort", onAbort);
     }
   }
@@ -421,8 +412,7 @@ export class DeviceSimPortal implements Portal {
 
   /** Pending `notificationWait` callers of a NeuronCore (leak checks). */
   notificationWaiters(device: number, nc: number): number {
-    this.#regs(device, nc, "count waiters");
-    return this.#devices[device].waiters[nc];
+    return Atomics.load(this.#regs(device, nc, "count waiters").status, NcStatus.HOST_WAITERS);
   }
 
   #sync<T>(f: () => T): Promise<T> {

@@ -84,9 +84,13 @@ export class FileIoManager {
    *
    * @returns The number of entries written.
    */
-  async flush(): Promise<number> {
+  flush(): number | Promise<number> {
     if (this.blockPa === 0 || this.#q7 === undefined || !this.#q7.started) return 0;
-    const staged = await this.#q7.drainStdio();
+    const staged = this.#q7.drainStdio();
+    return staged instanceof Promise ? staged.then((s) => this.#write(s)) : this.#write(staged);
+  }
+
+  #write(staged: ReadonlyArray<{ cpu: number; stream: number; text: string }>): number {
     let written = 0;
     const encoder = new TextEncoder();
     for (const e of staged) {

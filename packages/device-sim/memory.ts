@@ -107,6 +107,16 @@ function viewOf(m: MappedAllocation): SimAllocation {
 }
 
 /**
+ * A private copy of `length` bytes of shared memory at `offset`. `new` + `set` rather than `slice`: slicing a view of a
+ * SharedArrayBuffer takes the element-wise path (256 KiB: 31 µs against 17 µs on Bun, 121 against 29 on Deno).
+ */
+export function copyOut(shared: Uint8Array, offset: number, length: number): Uint8Array {
+  const out = new Uint8Array(length);
+  out.set(shared.subarray(offset, offset + length));
+  return out;
+}
+
+/**
  * The PA → allocation lookup and the byte operations both sides need, over the allocations mapped so far.
  */
 export class MemorySpace {
@@ -153,7 +163,7 @@ export class MemorySpace {
   /** Reads `length` bytes at a device PA (a copy), or `undefined` when no single allocation holds them. */
   readPa(pa: number, length: number): Uint8Array | undefined {
     const r = this.resolve(pa, length);
-    return r === undefined ? undefined : r.allocation.backing.slice(r.offset, r.offset + length);
+    return r === undefined ? undefined : copyOut(r.allocation.backing, r.offset, length);
   }
 
   /**
@@ -178,7 +188,7 @@ export class MemorySpace {
     const key = `${kind}:${r.offset}:${length}`;
     const hit = a.decoded?.get(key);
     if (hit !== undefined && hit.generation === generation) return hit.value as T;
-    const value = decode(a.backing.slice(r.offset, r.offset + length));
+    const value = decode(copyOut(a.backing, r.offset, length));
     (a.decoded ??= new Map()).set(key, { generation, value });
     return value;
   }
@@ -298,7 +308,7 @@ export class DeviceMemoryMap extends MemorySpace {
   read(memory: DeviceMemory, offset: number, length: number): Uint8Array {
     const a = this.#own(memory, "read");
     this.#check(a, offset, length, "read");
-    return a.backing.slice(offset, offset + length);
+    return copyOut(a.backing, offset, length);
   }
 
   /** Bytes and allocation count in use. */

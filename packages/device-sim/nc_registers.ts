@@ -39,6 +39,11 @@ export const NcStatus = {
   STDERR_OVERRUNS: 4,
   /** Runs the sequencer started since the device was made. */
   RUNS: 5,
+  /**
+   * Host threads sleeping on the NQ head (the host's side of the completion eventfd). The device notifies the head
+   * only when there is one: a store of the head with nobody asleep costs no wake-up. Ours.
+   */
+  HOST_WAITERS: 6,
 } as const;
 const STATUS_WORDS = 8;
 

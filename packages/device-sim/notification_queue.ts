@@ -11,7 +11,7 @@
  * @module
  */
 import { encodeNotification, NOTIFICATION_BYTES, type NotificationRecord } from "@nrt/core";
-import { NQ_CAUSE_OVERFLOW, type NcRegisters, NqRegister } from "./nc_registers.ts";
+import { NQ_CAUSE_OVERFLOW, type NcRegisters, NcStatus, NqRegister } from "./nc_registers.ts";
 import type { MemorySpace } from "./memory.ts";
 
 /** What happened to one pushed record. */
@@ -75,7 +75,9 @@ export class NotificationProducer {
     }
     if (head !== this.head) {
       r.setNqRegister(NqRegister.HEAD, head);
-      Atomics.notify(r.nqWords, NqRegister.HEAD >> 2);
+      // Sequentially consistent with the host's increment-then-check in its wait: either it sees the new head or
+      // this sees it asleep.
+      if (Atomics.load(r.status, NcStatus.HOST_WAITERS) > 0) Atomics.notify(r.nqWords, NqRegister.HEAD >> 2);
     }
     return outcome;
   }

@@ -103,6 +103,8 @@ export class Q7Complex {
   #state: "stalled" | "running" | "failed" = "stalled";
   #image: { iram: Uint8Array; dram: Uint8Array } | undefined;
   #cluster: Promise<Q7ClusterPort> | undefined;
+  /** The started cluster (set once `#cluster` resolved, cleared when it stops). */
+  #ready: ClusterHandle | undefined;
   #prepared = new Set<string>();
 
   /**
@@ -165,6 +167,11 @@ export class Q7Complex {
     if (this.#state === "running") this.#setState("stalled");
   }
 
+  /** The started cluster, when there is one: the execute path's synchronous fast path. */
+  get ready(): ClusterHandle | undefined {
+    return this.#ready;
+  }
+
   /** The running cluster, booting it with the released image on first use. */
   cluster(): Promise<ClusterHandle> {
     if (this.#state !== "running" || this.#image === undefined) {
@@ -186,6 +193,10 @@ export class Q7Complex {
         return c;
       })();
       this.#cluster = starting;
+      const prepared = this.#prepared;
+      starting.then((c) => {
+        if (this.#cluster === starting) this.#ready = new ClusterHandle(c, prepared, this.#observer);
+      }, () => {});
       starting.catch(() => {
         if (this.#cluster === starting) this.#cluster = undefined;
       });
@@ -194,7 +205,12 @@ export class Q7Complex {
   }
 
   /** The stdio the kernels wrote since the last drain (empty when the cluster never started). */
-  async drainStdio(): Promise<Array<{ cpu: number; stream: number; text: string }>> {
+  drainStdio(): Array<{ cpu: number; stream: number; text: string }> | Promise<Array<{ cpu: number; stream: number; text: string }>> {
+    if (this.#ready !== undefined) return this.#ready.drainStdio();
+    return this.#drainStarting();
+  }
+
+  async #drainStarting(): Promise<Array<{ cpu: number; stream: number; text: string }>> {
     if (this.#cluster === undefined) return [];
     try {
       return (await this.#cluster).drainStdio();
@@ -212,6 +228,7 @@ export class Q7Complex {
     const c = this.#cluster;
     if (c === undefined) return;
     this.#cluster = undefined;
+    this.#ready = undefined;
     this.#prepared = new Set();
     this.#sbuf.detach();
     this.#event({ nc: this.#nc, kind: "cluster-terminated", detail: cause });
@@ -233,11 +250,15 @@ export class ClusterHandle {
     this.#observer = observer;
   }
 
-  /** Prepares a library once per cluster, keyed by `key`. */
-  async ensureLibrary(key: string, image: () => Uint8Array): Promise<void> {
-    if (this.#prepared.has(key)) return;
-    await this.#cluster.prepare(key, image());
-    this.#prepared.add(key);
+  /** Prepares a library once per cluster, keyed by `key`; synchronous (`undefined`) when it is prepared already. */
+  ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined {
+    if (this.#prepared.has(key)) return undefined;
+    return this.#cluster.prepare(key, image()).then(() => void this.#prepared.add(key));
+  }
+
+  /** The cluster's staged stdio entries. */
+  drainStdio(): Array<{ cpu: number; stream: number; text: string }> {
+    return this.#cluster.drainStdio();
   }
 
   /** Dispatches one op. */

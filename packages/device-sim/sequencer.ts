@@ -122,7 +122,8 @@ interface Run {
 /** The sequencer of one NeuronCore. */
 export class Sequencer {
   readonly #d: SequencerDeps;
-  readonly #queue: StreamEntry[] = [];
+  /** Runs to play, and library stagings, in order: one at a time on the NeuronCore's Q7 cores. */
+  readonly #queue: Array<StreamEntry | { stage: () => Promise<void>; settle: () => void }> = [];
   readonly #runCounts = new Map<number, number>();
   readonly #tables = new Map<string, OpcodeTable>();
   #tableGeneration = 0;
@@ -180,10 +181,65 @@ export class Sequencer {
     const now = this.#d.regs.streamEntry(slot);
     const same = (e: StreamEntry): boolean => now !== undefined && now.pa === e.pa && now.slots === e.slots && now.doorbell === e.doorbell && now.model === e.model;
     for (let i = this.#queue.length - 1; i >= 0; i--) {
-      if (this.#queue[i].slot === slot && !same(this.#queue[i])) this.#queue.splice(i, 1);
+      const q = this.#queue[i];
+      if ("slot" in q && q.slot === slot && !same(q)) this.#queue.splice(i, 1);
     }
     const r = this.#current;
     if (r !== undefined && r.entry.slot === slot && !same(r.entry)) this.#drop(r, "stream halted");
+  }
+
+  /**
+   * The custom-op libraries a stream's EXTENDED_INSTs can reach: those of the opcode table its MODEL_SWITCH names (or
+   * of the swap-table register's). The device prepares them in its Q7 cores when the stream is installed, so the
+   * first execute does not compile them. Best effort: a stream or table it cannot read yields none (the execute then
+   * reports the fault).
+   */
+  librariesOf(entry: StreamEntry): Array<{ key: string; image: () => Uint8Array }> {
+    try {
+      const slots = this.#d.memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream) ?? [];
+      const ms = slots.find((s): s is Extract<Instruction, { op: typeof Opcode.MODEL_SWITCH }> => typeof s !== "number" && s.op === Opcode.MODEL_SWITCH);
+      const pa = ms !== undefined && ms.opcodeTable !== 0 ? ms.opcodeTable : this.#opcodeTablePa;
+      if (pa === 0) return [];
+      const saved = this.#opcodeTablePa;
+      this.#opcodeTablePa = pa;
+      let table: OpcodeTable;
+      try {
+        table = this.#opcodeTable();
+      } finally {
+        this.#opcodeTablePa = saved;
+      }
+      const out = new Map<string, () => Uint8Array>();
+      for (const e of table.entries) {
+        if (e.libBytes === 0) continue;
+        const { libAddr, libBytes } = e;
+        out.set(`${libAddr.toString(16)}:${libBytes}`, () => this.#d.memory.readPa(libAddr, libBytes) ?? new Uint8Array(0));
+      }
+      return [...out].map(([key, image]) => ({ key, image }));
+    } catch {
+      return [];
+    }
+  }
+
+  /**
+   * Stages the libraries of `entry` in `cluster` in the run order (never while an op of another run is on the
+   * cores); resolves once they are prepared (or could not be: the execute reports that).
+   */
+  stageLibraries(entry: StreamEntry, cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined }): Promise<void> {
+    const libs = this.librariesOf(entry);
+    if (libs.length === 0 || this.#stopped) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.#queue.push({
+        stage: async () => {
+          try {
+            for (const lib of libs) await cluster.ensureLibrary(lib.key, lib.image)?.catch(() => {});
+          } finally {
+            resolve();
+          }
+        },
+        settle: resolve,
+      });
+      this.#pumping ??= this.#pump();
+    });
   }
 
   /** Drops the run in progress (no completion); queued runs proceed. Used by the portal's Q7 reset. */
@@ -204,13 +260,13 @@ export class Sequencer {
   /** Stops for good (portal close): queued runs are discarded and the run in progress is dropped. */
   shutdown(): void {
     this.#stopped = true;
-    this.#queue.length = 0;
+    for (const q of this.#queue.splice(0)) if ("settle" in q) q.settle();
     this.dropCurrent();
   }
 
   /** Stdio the Q7 kernels wrote since the last call (the seam for the host-side pool_stdio rings). */
   stdioEntries(): Promise<Array<{ cpu: number; stream: number; text: string }>> {
-    return this.#d.q7.drainStdio();
+    return Promise.resolve(this.#d.q7.drainStdio());
   }
 
   /** Posts one record to the NeuronCore's notification queue: the single exit of every device notification. */
@@ -225,7 +281,10 @@ export class Sequencer {
 
   async #pump(): Promise<void> {
     try {
-      for (let e = this.#queue.shift(); e !== undefined; e = this.#queue.shift()) await this.#run(e);
+      for (let e = this.#queue.shift(); e !== undefined; e = this.#queue.shift()) {
+        if ("stage" in e) await e.stage().catch(() => {});
+        else await this.#run(e);
+      }
     } finally {
       this.#pumping = undefined;
     }
@@ -363,7 +422,8 @@ export class Sequencer {
     if (totalCpus !== 1 && totalCpus !== 8) {
       throw new SequencerFault(TpbFaultMask.OPCODE, `Opcode 0x${opcode.toString(16)} declares total_cpus ${entry.totalCpus}, expected 1 or 8`);
     }
-    const started = await Promise.race([q7.cluster().catch((e: unknown) => e as Error), run.dropped]);
+    // The cluster is started at load (stream install); only a first op after a Q7 reset waits for it.
+    const started = q7.ready ?? await Promise.race([q7.cluster().catch((e: unknown) => e as Error), run.dropped]);
     if (started === DROPPED) return;
     if (started instanceof Error) throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot start the Q7 cluster: ${started.message}`);
     let key = "";
@@ -374,10 +434,13 @@ export class Sequencer {
           (() => {
             throw new SequencerFault(TpbFaultMask.OPCODE, `Library of opcode 0x${opcode.toString(16)} at 0x${entry.libAddr.toString(16)} is not in device memory`);
           })();
-      const prepared = await Promise.race([started.ensureLibrary(key, image).catch((e: unknown) => e as Error), run.dropped]);
-      if (prepared === DROPPED) return;
-      if (prepared instanceof SequencerFault) throw prepared;
-      if (prepared instanceof Error) throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot prepare library ${key}: ${prepared.message}`);
+      const preparing = started.ensureLibrary(key, image);
+      if (preparing !== undefined) {
+        const prepared = await Promise.race([preparing.catch((e: unknown) => e as Error), run.dropped]);
+        if (prepared === DROPPED) return;
+        if (prepared instanceof SequencerFault) throw prepared;
+        if (prepared instanceof Error) throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot prepare library ${key}: ${prepared.message}`);
+      }
     }
     const args = run.args ?? { inputs: [], outputs: [], ints: [] };
     const op = { key, fn: entry.name, totalCpus: totalCpus as 1 | 8, args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] } };
@@ -393,7 +456,8 @@ export class Sequencer {
       run.dispatch = undefined;
       if (joined === DROPPED) return;
       // The file-IO manager moves the op's printf output to the host rings before any record of this run.
-      await this.#d.fileIo?.flush().catch(() => 0);
+      const flushing = this.#d.fileIo?.flush();
+      if (flushing instanceof Promise) await flushing.catch(() => 0);
       const atJoin = this.#fire(run, "join");
       if (atJoin !== undefined) await atJoin;
       const failed = joined.filter((c) => c.ran && c.status !== "ok");

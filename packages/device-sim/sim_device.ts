@@ -172,10 +172,14 @@ export class SimDevice {
    */
   async streamTableWritten(nc: number, slot: number): Promise<void> {
     const unit = this.unit(nc);
-    const installed = unit.regs.streamEntry(slot) !== undefined;
-    if (installed) unit.sequencer.resetDmaEngines();
+    const entry = unit.regs.streamEntry(slot);
+    if (entry !== undefined) unit.sequencer.resetDmaEngines();
     unit.sequencer.streamWritten(slot);
-    if (installed && unit.q7.state === "running") await unit.q7.cluster().catch(() => {});
+    if (entry === undefined || unit.q7.state !== "running") return;
+    const cluster = await unit.q7.cluster().catch(() => undefined);
+    if (cluster === undefined) return;
+    // The stream's libraries go into the cores now (the load path stages them), not at its first EXTENDED_INST.
+    await unit.sequencer.stageLibraries(entry, cluster);
   }
 
   /** Terminates the NeuronCore's Q7 Workers and drops the stream blocked on them (no completion). */

@@ -90,8 +90,17 @@ export const MB_STDIO_READ = 9;
 export const MB_FN_NAME_LEN = 10;
 /** A scratch word the cores' commit fences read-modify-write. */
 export const MB_FENCE = 11;
-/** First of 8 per-core doorbell words: core c parks on word MB_DOORBELL + c. */
+/**
+ * The doorbell words: core 0 parks on MB_DOORBELL, cores 1–7 on MB_DOORBELL + 1. A one-core op rings core 0's word;
+ * an 8-core op rings both, waking the seven others with one notify (one futex wake instead of seven: on a 2-CPU
+ * machine each separate wake preempted the dispatcher). Ours.
+ */
 export const MB_DOORBELL = 16;
+
+/** The doorbell word core `cpu` parks on. */
+export function doorbellWord(cpu: number): number {
+  return cpu === 0 ? MB_DOORBELL : MB_DOORBELL + 1;
+}
 /**
  * First of 8 per-core counters of messages the cluster posted to the core's Worker (incremented before each
  * `postMessage`). A core whose counter is ahead of the messages it handled returns to its event loop instead of

@@ -24,7 +24,7 @@
 import {
   ARG_INPUTS, ARG_INTS, ARG_OUTPUTS, ARGS, CMD_EXIT, CMD_RUN, CMD_YIELD, CORE_STATUS, CORE_STATUS_BYTES, CS,
   DESC, DESC_BYTES, Dtype, FN_NAME, FN_NAME_MAX, IMAGE_BASE, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MAX_INTS,
-  MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, MB_DOORBELL, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_POSTED, MB_SEQ,
+  MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, doorbellWord, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_POSTED, MB_SEQ,
   MB_STDIO_READ, MB_STDIO_WRITE, MB_TOTAL_CPUS, PAGE_BYTES, Q7_CORES, SBUF_BASE, Status, STATUS_NAMES,
   STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING, WORKER_LAYOUT,
 } from "./_abi.ts";
@@ -330,10 +330,7 @@ export class Q7Cluster {
     const i32 = this.#i32;
     Atomics.store(i32, MB_KILL, 1);
     Atomics.store(i32, MB_CMD, CMD_EXIT);
-    for (let cpu = 0; cpu < Q7_CORES; cpu++) {
-      Atomics.add(i32, MB_DOORBELL + cpu, 1);
-      Atomics.notify(i32, MB_DOORBELL + cpu);
-    }
+    this.#ring(Q7_CORES);
     for (const worker of this.#workers) worker.terminate();
     const error = new Error("Q7 cluster was terminated");
     for (const queue of this.#replies) for (const pending of queue.splice(0)) pending.reject(error);
@@ -343,6 +340,17 @@ export class Q7Cluster {
   /** Same as {@linkcode Q7Cluster.terminate}. */
   [Symbol.dispose](): void {
     this.terminate();
+  }
+
+  /** Rings core 0's doorbell word and, for more than one core, the shared word of cores 1–7 (`doorbellWord`). */
+  #ring(cores: number): void {
+    const i32 = this.#i32;
+    if (cores > 1) {
+      Atomics.add(i32, doorbellWord(1), 1);
+      Atomics.notify(i32, doorbellWord(1));
+    }
+    Atomics.add(i32, doorbellWord(0), 1);
+    Atomics.notify(i32, doorbellWord(0));
   }
 
   #enter(what: string): void {
@@ -372,10 +380,7 @@ export class Q7Cluster {
     const pending = this.#workers.map((_, cpu) => this.#request(cpu, { type: "load", slot, module }));
     // Parked cores only see messages after returning to their event loop: ring CMD_YIELD.
     Atomics.store(this.#i32, MB_CMD, CMD_YIELD);
-    for (let cpu = 0; cpu < Q7_CORES; cpu++) {
-      Atomics.add(this.#i32, MB_DOORBELL + cpu, 1);
-      Atomics.notify(this.#i32, MB_DOORBELL + cpu);
-    }
+    this.#ring(Q7_CORES);
     const replies = await Promise.all(pending);
     const failed = replies.find((r) => r.error !== undefined);
     if (failed) throw new Error(`${context}: ${failed.error}`);
@@ -445,10 +450,7 @@ export class Q7Cluster {
     Atomics.store(i32, MB_DONE, 0);
     Atomics.store(i32, MB_CMD, CMD_RUN);
     // The doorbell: wake exactly the participating cores (seed: spmd-teardown §1.1 — total_cpus is the fan-out).
-    for (let cpu = 0; cpu < totalCpus; cpu++) {
-      Atomics.add(i32, MB_DOORBELL + cpu, 1);
-      Atomics.notify(i32, MB_DOORBELL + cpu, 1);
-    }
+    this.#ring(totalCpus);
     // The join: the last participant stores this op's sequence number in MB_COMPLETE and notifies. A wake-up is
     // only a hint — the previous op's last core may notify after the host already saw its store (and moved on to
     // this op), so completion is the stored value equal to `seq`, re-checked after every wake.

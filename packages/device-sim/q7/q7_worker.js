@@ -166,7 +166,7 @@ function runOp() {
  * posted a message this core has not handled yet (MB_POSTED), or closes the Worker on CMD_EXIT.
  */
 function park() {
-  const bell = L.MB_DOORBELL + cpu;
+  const bell = cpu === 0 ? L.MB_DOORBELL : L.MB_DOORBELL + 1; // _abi.ts doorbellWord
   const posted = L.MB_POSTED + cpu;
   for (;;) {
     if (Atomics.load(i32, posted) !== handled) return; // a message is on its way: let this task end
@@ -233,7 +233,7 @@ globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
     i32 = new Int32Array(memory.buffer, L.MAILBOX, (memory.buffer.byteLength - L.MAILBOX) >> 2);
     u8 = new Uint8Array(memory.buffer);
     view = new DataView(memory.buffer);
-    lastBell = Atomics.load(i32, L.MB_DOORBELL + cpu);
+    lastBell = Atomics.load(i32, cpu === 0 ? L.MB_DOORBELL : L.MB_DOORBELL + 1);
     lastSeq = Atomics.load(i32, L.MB_SEQ);
     replyThenPark({ type: "ready" });
   } else if (msg.type === "load") {
