@@ -6,7 +6,9 @@
  * - inputs: A, B, C (optional). A and B follow MatMul: rank >= 1, leading (batch) dimensions broadcast, a 1-D A is a
  *   row and a 1-D B a column. C broadcasts (numpy, unidirectionally) to Y.
  * - attributes: `transA`, `transB` (0 or 1: transpose the last two dimensions of A or B; not for 1-D), `alpha`,
- *   `beta` (floats, default 1), `activation` and `activation_params` (see _lower_activation.ts).
+ *   `beta` (floats, default 1), `activation` and `activation_params` (see _lower_activation.ts), `permA`, `permB`
+ *   (a permutation of the stored input's axes, as Transpose's `perm`: the operand is the input transposed by it, read
+ *   in place through strides; applied before `transA`/`transB`).
  * - output: Y, float32, the MatMul shape.
  *
  * @module
@@ -40,48 +42,57 @@ export interface GemmOptions {
   readonly beta: number;
   /** Activation code and its two parameters. */
   readonly act: readonly [number, number, number];
+  /** The stored A transposed by this permutation is the operand (Transpose's `perm`). */
+  readonly permA?: readonly number[];
+  /** The same for B. */
+  readonly permB?: readonly number[];
 }
 
-/** A matrix operand: its batch shape, the two matrix dims after op(), and their strides. */
+/** A matrix operand: its batch shape and strides, the two matrix dims after op(), and their strides. */
 interface Operand {
   batch: number[];
+  strides: number[];
   rows: number;
   cols: number;
   rowStride: number;
   colStride: number;
-  matrix: number;
 }
 
-function operand(node: OpNode, v: OpValue, trans: boolean, vector: "row" | "column"): Operand {
-  const s = v.shape;
+/** The operand `v` (transposed by `perm` first when given, then its last two axes swapped when `trans`). */
+function operand(node: OpNode, v: OpValue, trans: boolean, vector: "row" | "column", perm?: readonly number[]): Operand {
+  const stored = v.shape, own = stridesOf(stored);
+  if (perm !== undefined && (perm.length !== stored.length || [...perm].sort((x, y) => x - y).some((p, i) => p !== i))) {
+    throw new UnsupportedOpError(node, `perm [${perm}] is not a permutation of the ${stored.length} axes of "${v.name}"`);
+  }
+  const s = perm === undefined ? stored : perm.map((p) => stored[p]);
+  const st = perm === undefined ? own : perm.map((p) => own[p]);
   if (s.length === 0) throw new UnsupportedOpError(node, `"${v.name}" is a scalar`);
   if (s.length === 1) {
     if (trans) throw new UnsupportedOpError(node, `"${v.name}" is 1-D and cannot be transposed`);
     return vector === "row"
-      ? { batch: [], rows: 1, cols: s[0], rowStride: s[0], colStride: 1, matrix: s[0] }
-      : { batch: [], rows: s[0], cols: 1, rowStride: 1, colStride: 1, matrix: s[0] };
+      ? { batch: [], strides: [], rows: 1, cols: s[0], rowStride: s[0], colStride: 1 }
+      : { batch: [], strides: [], rows: s[0], cols: 1, rowStride: 1, colStride: 1 };
   }
-  const r = s[s.length - 2], c = s[s.length - 1];
+  const r = s[s.length - 2], c = s[s.length - 1], sr = st[st.length - 2], sc = st[st.length - 1];
   return {
     batch: s.slice(0, -2),
+    strides: st.slice(0, -2),
     rows: trans ? c : r,
     cols: trans ? r : c,
-    rowStride: trans ? 1 : c,
-    colStride: trans ? c : 1,
-    matrix: r * c,
+    rowStride: trans ? sc : sr,
+    colStride: trans ? sr : sc,
   };
 }
 
 /** Batch strides (elements) of an operand broadcast to `batch`. */
-function batchStrides(node: OpNode, own: readonly number[], matrix: number, batch: readonly number[]): number[] {
-  const s = stridesOf(own);
-  const lead = batch.length - own.length;
+function batchStrides(node: OpNode, x: Operand, batch: readonly number[]): number[] {
+  const lead = batch.length - x.batch.length;
   return batch.map((n, d) => {
     if (d < lead) return 0;
-    const m = own[d - lead];
-    if (m === n && m !== 1) return s[d - lead] * matrix;
+    const m = x.batch[d - lead];
+    if (m === n && m !== 1) return x.strides[d - lead];
     if (m === 1) return 0;
-    throw new UnsupportedOpError(node, `batch shape [${own}] does not broadcast to [${batch}]`);
+    throw new UnsupportedOpError(node, `batch shape [${x.batch}] does not broadcast to [${batch}]`);
   });
 }
 
@@ -94,7 +105,7 @@ export function gemmCall(
   y: OpValue,
   o: GemmOptions,
 ): KernelCall {
-  const A = operand(node, a, o.transA, "row"), B = operand(node, b, o.transB, "column");
+  const A = operand(node, a, o.transA, "row", o.permA), B = operand(node, b, o.transB, "column", o.permB);
   if (A.cols !== B.rows) throw new UnsupportedOpError(node, `inner dimensions ${A.cols} and ${B.rows} differ`);
   const m = A.rows, n = B.cols, k = A.cols;
   const rank = Math.max(A.batch.length, B.batch.length);
@@ -130,11 +141,7 @@ export function gemmCall(
   }
   const layout = mergeLayout({
     dims: batch,
-    strides: [
-      batchStrides(node, A.batch, A.matrix, batch),
-      batchStrides(node, B.batch, B.matrix, batch),
-      cBatch,
-    ],
+    strides: [batchStrides(node, A, batch), batchStrides(node, B, batch), cBatch],
   });
   if (layout.dims.length > 2) {
     throw new UnsupportedOpError(
@@ -230,10 +237,18 @@ const fusedGemmRule: LoweringRule = {
   domain: "nrt",
   opType: "FusedGemm",
   dtypes: ["float32"],
-  attributes: { transA: "0, 1", transB: "0, 1", alpha: "any", beta: "any", ...ACTIVATION_ATTRIBUTES },
-  notes: "Gemm or MatMul + bias Add + activation; batched like MatMul, C broadcast to Y",
+  attributes: {
+    transA: "0, 1",
+    transB: "0, 1",
+    alpha: "any",
+    beta: "any",
+    ...ACTIVATION_ATTRIBUTES,
+    permA: "a permutation of A's axes",
+    permB: "a permutation of B's axes",
+  },
+  notes: "Gemm or MatMul + bias Add + activation, Transposes of A and B read in place; batched like MatMul, C broadcast to Y",
   lower(node) {
-    const at = new Attributes(node, ["transA", "transB", "alpha", "beta", "activation", "activation_params"]);
+    const at = new Attributes(node, ["transA", "transB", "alpha", "beta", "activation", "activation_params", "permA", "permB"]);
     arity(node, [2, 3]);
     const a = input(node, 0), b = input(node, 1), c = optionalInput(node, 2), y = output(node, 0);
     dtype(node, a, ["float32"]);
@@ -244,6 +259,8 @@ const fusedGemmRule: LoweringRule = {
       alpha: at.float("alpha", 1),
       beta: at.float("beta", 1),
       act: epilogue(node, at),
+      permA: at.ints("permA"),
+      permB: at.ints("permB"),
     })];
   },
 };

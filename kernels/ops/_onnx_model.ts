@@ -13,6 +13,22 @@ const { onnx: O } = onnx;
 ort.env.wasm.numThreads = 1;
 ort.env.logLevel = "error";
 
+/**
+ * The Web `Worker` the device simulator starts its agents with. onnxruntime-web's Emscripten module, on the Node
+ * path Bun and Deno take, assigns `node:worker_threads`' `Worker` to `globalThis.Worker` when its first session
+ * loads; a runtime initialised after that in the same process (a test file that runs later) would hang.
+ */
+const WEB_WORKER = globalThis.Worker;
+
+/** An onnxruntime-web session (1 thread, wasm) that leaves `globalThis.Worker` as it found it. */
+export async function ortSession(model: Uint8Array): Promise<ort.InferenceSession> {
+  try {
+    return await ort.InferenceSession.create(model);
+  } finally {
+    globalThis.Worker = WEB_WORKER;
+  }
+}
+
 /** A typed attribute, as ONNX stores it. */
 export type Attr = { f: number } | { i: number } | { s: string } | { ints: number[] } | { floats: number[] };
 
@@ -183,7 +199,7 @@ export async function runOrt(
   outputs: readonly string[],
   opset = 21,
 ): Promise<Record<string, ort.Tensor>> {
-  const session = await ort.InferenceSession.create(onnxModel(nodes, inputs, outputs, opset));
+  const session = await ortSession(onnxModel(nodes, inputs, outputs, opset));
   try {
     return await session.run(ortFeeds(inputs));
   } finally {

@@ -47,6 +47,7 @@ import { CONCAT_RULES } from "./_lower_concat.ts";
 export { BinaryOp, CompareOp } from "./_lower_elementwise.ts";
 export { Activation, UnaryOp } from "./_lower_activation.ts";
 export { ReduceKind } from "./_lower_reduce.ts";
+export { callWork } from "./_work.ts";
 
 /** One supported op: its domain, type, element types and attributes (with the values supported). */
 export interface SupportedOp {

@@ -11,7 +11,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The benchmarks, in the order they run. */
-export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "guard"];
+export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "guard", "onnx"];
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 

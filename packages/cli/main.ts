@@ -40,6 +40,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   demo: { usage: "nrt demo", summary: "Run the reference kernels on the simulated device and check the results", run: () => runDemo() },
   inspect: { usage: "nrt inspect FILE [--json]", summary: "Show a NEFF's header, hash, graphs, members, signature and custom-op libraries", run: (a) => runInspect(a, io) },
   run: { usage: "nrt run FILE --input NAME=FILE.json ... [--json]", summary: "Execute a NEFF on the embedded simulator and print its outputs", run: (a) => runModel(a) },
+  compile: { usage: "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]", summary: "Compile an ONNX model into a custom-op NEFF of op-library kernels (docs/onnx.md)", run: async (a) => (await import("./compile_command.ts")).runCompile(a) },
   pack: { usage: "nrt pack MANIFEST(.json|.yaml) -o OUT.neff", summary: "Build a custom-op NEFF from a manifest (compiles AssemblyScript sources)", run: (a) => runPack(a) },
   devices: { usage: "nrt devices [--arch A] [--json]", summary: "List the (simulated) devices: generation, NeuronCores, memory", run: (a) => runDevices(a) },
   bench: { usage: `nrt bench [${BENCHMARKS.join("|")} ...] [--deno]`, summary: "Run the benchmarks under bench/ and print their ratio tables", run: (a) => runBench(a) },

@@ -39,6 +39,8 @@ import process from "node:process";
 import { createNrtContainer, simulatedSpec } from "./container.ts";
 import { SimDeviceView } from "./sim_device_view.ts";
 import { directoryFiles, ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
+import { onnxFiles } from "./onnx_source.ts";
+import type { CompileTarget } from "./compile_command.ts";
 
 const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
 
@@ -300,7 +302,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   }
   let repository: ModelRepository | undefined;
   try {
-    const files = directoryFiles(dir, { maxFileBytes: config.maxNeffBytes + (1 << 20), warn: (m) => runtime.log.warn(m) });
+    const disk = directoryFiles(dir, { maxFileBytes: config.maxNeffBytes + (1 << 20), warn: (m) => runtime.log.warn(m) });
+    // x.onnx is served as the NEFF it compiles to, cached by content hash (docs/onnx.md).
+    const files = onnxFiles(disk, { target: spec.name as CompileTarget, cache: privateCacheDir(), log: (m) => runtime.log.info(m) });
     repository = new ModelRepository({ runtime, files });
     const names = await repository.scan();
     const failed = await repository.loadAll();

@@ -312,10 +312,14 @@ export class Runtime {
     checkNeffTarget(file.target, this.khal.spec, this.config.allowLegacyNeff);
     const kelf = kelfLoad(file);
     this.#vnc.checkSpan(span);
-    const checkpoint = opts.checkpoint instanceof Map ? opts.checkpoint : new Map(Object.entries(opts.checkpoint ?? {}));
-    const binding = opts.metaneff === undefined
+    const given = opts.checkpoint instanceof Map ? opts.checkpoint : new Map(Object.entries(opts.checkpoint ?? {}));
+    // A NEFF that carries its own metaneff binds its weights from its own checkpoint members; a caller's metaneff
+    // replaces both, a caller's checkpoint entries win over the NEFF's (docs/onnx.md).
+    const metaneff = opts.metaneff ?? kelf.metaneff;
+    const checkpoint = opts.metaneff === undefined ? new Map([...kelf.checkpoint, ...given]) : given;
+    const binding = metaneff === undefined
       ? defaultBinding(kelf.io, kelf.inputCount)
-      : bindMetaneff(kelf.name, kelf.io, kelf.inputCount, opts.metaneff, checkpoint);
+      : bindMetaneff(kelf.name, kelf.io, kelf.inputCount, metaneff, checkpoint);
     if (span > 1 && binding.aliases.size > 0) {
       // Both cores would read the input buffer the other one is overwriting in place.
       throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${kelf.name}": lnc_size ${span} with outputs aliased to inputs is not supported`);

@@ -1,7 +1,7 @@
 /**
  * `compileOnnx`: ONNX model bytes → {@linkcode CompiledOnnxModel}. The pipeline: parse (caps on untrusted
  * input) → resolve input shapes, infer shapes and fold constants → fuse → alias views → lower each node to kernel
- * calls → plan intermediate memory → assemble. Ours.
+ * calls → choose each call's fan-out (8 cores, or 1 for little work) → plan intermediate memory → assemble. Ours.
  *
  * @module
  */
@@ -18,7 +18,7 @@ import { DTYPE_BYTES } from "./dtype.ts";
 import { OnnxCompileError } from "./error.ts";
 import { type FoldedGraph, foldGraph } from "./fold.ts";
 import { fuseGraph, type FusionStats } from "./fuse.ts";
-import { lowerGraph, type Lowering } from "./lower.ts";
+import { type LoweredCall, lowerGraph, type Lowering } from "./lower.ts";
 import { planMemory, type PlanValue } from "./memory_plan.ts";
 import { OP_LIBRARY } from "./op_library.ts";
 import { DEFAULT_LIMITS, type OnnxLimits, parseModel } from "./parse.ts";
@@ -38,7 +38,19 @@ export interface CompileOptions {
   readonly fuse?: boolean;
   /** Largest constant folding may create, in bytes (default 64 MiB); larger results stay runtime ops. */
   readonly maxFoldBytes?: number;
+  /**
+   * Calls whose estimated work (the lowering's `callWork`: multiply-adds, window taps or elements touched) is below
+   * this run on one Q7 core instead of 8: for them the 8-core dispatch and join cost more than the split saves.
+   * Default {@linkcode DEFAULT_SPMD_MIN_WORK}; 0 keeps every call on 8 cores.
+   */
+  readonly spmdMinWork?: number;
 }
+
+/**
+ * The default {@linkcode CompileOptions.spmdMinWork}: 65,536 multiply-adds (or elements) take tens of microseconds
+ * on one core, about what joining 8 simulated cores costs (bench/onnx.ts). Ours.
+ */
+export const DEFAULT_SPMD_MIN_WORK = 1 << 16;
 
 /** Graph outputs that no kernel could write as they stand: constants (copied from a weight) and duplicates. */
 function fixOutputs(g: FoldedGraph): void {
@@ -92,13 +104,14 @@ export function compileOnnx(bytes: Uint8Array, options: CompileOptions = {}): Co
   fixOutputs(g);
   const supported = new Set(lowering.supportedOps);
   const fusion: FusionStats = options.fuse === false
-    ? { gelu: 0, fusedGemm: 0, layerNorm: 0, fusedConv: 0 }
+    ? { gelu: 0, fusedGemm: 0, layerNorm: 0, fusedConv: 0, transposedOperands: 0 }
     : fuseGraph(g, {
       activations: lowering.fusedActivations ?? [],
       gelu: supported.has("Gelu"),
       fusedGemm: supported.has("nrt.FusedGemm"),
       layerNorm: supported.has("nrt.LayerNorm"),
       fusedConv: supported.has("nrt.FusedConv"),
+      gemmTranspose: lowering.fusedGemmPermutes === true,
     });
   const { rootOf, aliased } = aliasViews(g);
   const lowered = lowerGraph(g, lowering, model.opset);
@@ -163,12 +176,16 @@ export function compileOnnx(bytes: Uint8Array, options: CompileOptions = {}): Co
       }
     }
   }
+  const minWork = options.spmdMinWork ?? DEFAULT_SPMD_MIN_WORK;
+  const elementsOf = (name: string) => shapeSize(typeOf(name).shape);
+  const fanOut = (c: LoweredCall): 1 | 8 =>
+    c.totalCpus === 8 && lowering.callWork !== undefined && lowering.callWork(c, elementsOf) < minWork ? 1 : c.totalCpus;
   const calls: CompiledCall[] = lowered.calls.map((c) => ({
     node: c.node,
     opType: c.opType,
     library: c.library,
     fn: c.fn,
-    totalCpus: c.totalCpus,
+    totalCpus: fanOut(c),
     inputs: c.inputs,
     outputs: c.outputs,
     ints: c.ints,
@@ -182,6 +199,7 @@ export function compileOnnx(bytes: Uint8Array, options: CompileOptions = {}): Co
     ...fusion,
     aliased,
     lowered: g.nodes.length,
+    singleCore: calls.filter((c) => c.totalCpus === 1).length,
   };
   return {
     name: model.name,

@@ -112,10 +112,14 @@ export interface CompileStats {
   readonly layerNorm: number;
   /** `nrt.FusedConv` nodes formed. */
   readonly fusedConv: number;
+  /** Transposes fused into a gemm operand (`permA`/`permB`). */
+  readonly transposedOperands: number;
   /** View nodes turned into aliases. */
   readonly aliased: number;
   /** Nodes lowered to kernel calls. */
   readonly lowered: number;
+  /** Calls that run on one core because their work is below `spmdMinWork`. */
+  readonly singleCore: number;
 }
 
 /** The compiled model. */

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import * as ort from "onnxruntime-web";
+import { ortSession } from "../../kernels/ops/_onnx_model.ts";
 import { OpHarness } from "../../kernels/ops/harness.ts";
 import { runCompiled } from "./_run_compiled.ts";
 import {
@@ -43,7 +44,7 @@ async function compare(
   const inputShapes = Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, v.shape]));
   const m = compileOnnx(bytes, { inputShapes, ...options });
   const ours = await runCompiled(harness, m, Object.fromEntries(Object.entries(feeds).map(([k, v]) => [k, v.data])));
-  const session = await ort.InferenceSession.create(bytes);
+  const session = await ortSession(bytes);
   const ref = await session.run(Object.fromEntries(
     Object.entries(feeds).map(([k, v]) => [
       k,

@@ -3,6 +3,8 @@
  * - the decomposed GELU `0.5·x·(1 + erf(x/√2))` → one `Gelu` node;
  * - `MatMul` [+ scalar `Mul`/`Div` as alpha] [+ `Add` of an operand that broadcasts to the product] [+ activation],
  *   and `Gemm` + activation → `nrt.FusedGemm`; `Conv` + activation → `nrt.FusedConv`;
+ * - a `Transpose` feeding an operand of a `MatMul` or `nrt.FusedGemm` → that operand's `permA`/`permB` (the kernel
+ *   reads the transposed operand in place through strides; attention's head transposes);
  * - the decomposed LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add ε, Sqrt, Div, Mul γ [, Add β]) →
  *   `nrt.LayerNorm`.
  * A pattern fuses only when its inner values feed nothing outside it and are not graph outputs. Ours.
@@ -26,6 +28,8 @@ export interface FusionTargets {
   readonly layerNorm: boolean;
   /** Whether to form `nrt.FusedConv` (Conv + activation). */
   readonly fusedConv: boolean;
+  /** Whether `nrt.FusedGemm` takes `permA`/`permB`, so Transposes of its operands fuse into it. */
+  readonly gemmTranspose?: boolean;
 }
 
 /** How many patterns of each kind were fused. */
@@ -38,6 +42,8 @@ export interface FusionStats {
   layerNorm: number;
   /** `nrt.FusedConv` nodes formed. */
   fusedConv: number;
+  /** Transposes read in place by a gemm (`permA`/`permB`). */
+  transposedOperands: number;
 }
 
 class Matcher {
@@ -254,6 +260,36 @@ function fuseGemmsAndConvs(m: Matcher, targets: FusionTargets, stats: FusionStat
   }
 }
 
+/** Transposes that only feed an operand of a MatMul or nrt.FusedGemm become its `permA`/`permB`. */
+function fuseTransposedOperands(m: Matcher, stats: FusionStats): void {
+  for (const n of [...m.g.nodes]) {
+    const gemm = n.domain === "nrt" && n.opType === "FusedGemm";
+    if (m.removed.has(n) || !(gemm || (n.domain === "" && n.opType === "MatMul"))) continue;
+    const attributes = gemm ? { ...n.attributes } : {};
+    const inputs = [...n.inputs], absorbed: IrNode[] = [];
+    (["permA", "permB"] as const).forEach((key, i) => {
+      const t = m.from(inputs[i], "Transpose");
+      const x = t?.inputs[0], xv = m.value(x);
+      if (t === undefined || x === undefined || xv === undefined || attributes[key] !== undefined) return;
+      const perm = attrInts(t, "perm", xv.shape.map((_, d) => xv.shape.length - 1 - d));
+      attributes[key] = perm;
+      inputs[i] = x;
+      absorbed.push(t);
+    });
+    if (absorbed.length === 0) continue;
+    m.replace(n, absorbed, {
+      name: gemm ? n.name : `${n.name}/fused`,
+      domain: "nrt",
+      opType: "FusedGemm",
+      attributes,
+      inputs,
+      outputs: [...n.outputs],
+    });
+    stats.transposedOperands += absorbed.length;
+    if (!gemm) stats.fusedGemm++;
+  }
+}
+
 function fuseLayerNorms(m: Matcher, stats: FusionStats): void {
   for (const mean of [...m.g.nodes]) {
     if (m.removed.has(mean) || mean.opType !== "ReduceMean" || mean.domain !== "") continue;
@@ -320,7 +356,7 @@ function fuseLayerNorms(m: Matcher, stats: FusionStats): void {
  * @returns How many of each pattern were fused.
  */
 export function fuseGraph(g: FoldedGraph, targets: FusionTargets): FusionStats {
-  const stats: FusionStats = { gelu: 0, fusedGemm: 0, layerNorm: 0, fusedConv: 0 };
+  const stats: FusionStats = { gelu: 0, fusedGemm: 0, layerNorm: 0, fusedConv: 0, transposedOperands: 0 };
   if (targets.gelu) {
     const m = new Matcher(g);
     for (const n of [...g.nodes]) {
@@ -347,6 +383,11 @@ export function fuseGraph(g: FoldedGraph, targets: FusionTargets): FusionStats {
   if (targets.fusedGemm || targets.fusedConv) {
     const m = new Matcher(g);
     fuseGemmsAndConvs(m, targets, stats);
+    m.finish();
+  }
+  if (targets.fusedGemm && targets.gemmTranspose) {
+    const m = new Matcher(g);
+    fuseTransposedOperands(m, stats);
     m.finish();
   }
   return stats;

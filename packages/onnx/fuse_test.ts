@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { fakeLowering } from "./_fake_lowering.ts";
 import { cnnModel, mlpModel, transformerModel } from "./_test_models.ts";
 import { compileOnnx } from "./compile.ts";
+import { OP_LIBRARY } from "./op_library.ts";
 import { foldGraph } from "./fold.ts";
 import { fuseGraph, type FusionTargets } from "./fuse.ts";
 import type { IrNode } from "./graph.ts";
@@ -142,6 +143,19 @@ describe("fuseGraph()", () => {
       fusedConv: false,
     });
     expect(kinds(noTargets)).toEqual(["MatMul", "Add", "Relu", "MatMul", "Add", "Relu", "Gemm", "Softmax"]);
+  });
+
+  test("fuseGraph() turns attention's head Transposes into gemm operands read in place", () => {
+    const c = compileOnnx(transformerModel(), { inputShapes: { x: [2, 8, 32] } });
+    // q, kᵀ and v feed the two attention products; the output's Transpose feeds a Reshape and stays a copy.
+    expect(c.stats.transposedOperands).toBe(3);
+    const products = c.calls.filter((k) => k.fn === "gemm" && k.ints[0] * k.ints[1] === 2n * 4n);
+    expect(products).toHaveLength(2);
+    expect(c.calls.filter((k) => k.fn === "strided_copy")).toHaveLength(1);
+    const without = compileOnnx(transformerModel(), { inputShapes: { x: [2, 8, 32] }, lowering: { ...OP_LIBRARY, fusedGemmPermutes: false } });
+    expect(without.stats.transposedOperands).toBe(0);
+    expect(without.calls.filter((k) => k.fn === "strided_copy")).toHaveLength(4);
+    expect(without.calls.length - c.calls.length).toBe(3);
   });
 
   test("compileOnnx() fuses only what the lowering supports", () => {

@@ -30,8 +30,15 @@ export interface Lowering {
    * `"Gelu"`, `"GeluTanh"`, `"Clip"`, …); no activation is fused when absent.
    */
   readonly fusedActivations?: readonly string[];
+  /** Whether `nrt.FusedGemm` takes `permA`/`permB` (operands transposed in place), so Transposes fuse into it. */
+  readonly fusedGemmPermutes?: boolean;
   /** What each op supports (dtypes, attributes, notes), appended to the message when a node is refused. */
   readonly opDetails?: Readonly<Record<string, string>>;
+  /**
+   * The estimated work of a call (multiply-adds or elements touched, `kernels/ops/_work.ts`); with it the compiler
+   * runs calls below `compileOnnx`'s `spmdMinWork` on one core.
+   */
+  readonly callWork?: (call: KernelCall, elementsOf: (name: string) => number) => number;
 }
 
 /** A kernel call with the node it came from. */

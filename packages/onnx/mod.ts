@@ -17,7 +17,7 @@
  *
  * @module
  */
-export { compileOnnx, type CompileOptions } from "./compile.ts";
+export { compileOnnx, type CompileOptions, DEFAULT_SPMD_MIN_WORK } from "./compile.ts";
 export type {
   CompiledCall,
   CompiledOnnxModel,
@@ -29,6 +29,7 @@ export type {
   ValuePlacement,
 } from "./compiled_model.ts";
 export { OnnxCompileError, type OnnxErrorSite } from "./error.ts";
+export { buildOnnxNeff, descriptorShape, type OnnxNeffOptions } from "./onnx_neff.ts";
 export { DEFAULT_LIMITS, type OnnxLimits, OPSET_RANGE } from "./parse.ts";
 export type { Lowering } from "./lower.ts";
 export { OP_LIBRARY } from "./op_library.ts";

@@ -1,10 +1,10 @@
 /**
  * The op library {@linkcode compileOnnx} lowers onto by default: the rules of `kernels/ops/lowering.ts`, their
- * supported-op list and the activations the fused ops take. Ours.
+ * supported-op list, the activations the fused ops take and the work estimate of a call. Ours.
  *
  * @module
  */
-import { Activation, lowerNode, SUPPORTED_OPS } from "../../kernels/ops/lowering.ts";
+import { Activation, callWork, lowerNode, SUPPORTED_OPS } from "../../kernels/ops/lowering.ts";
 import type { Lowering } from "./lower.ts";
 
 const qualified = (
@@ -16,6 +16,8 @@ export const OP_LIBRARY: Lowering = {
   lowerNode: (node) => lowerNode(node),
   supportedOps: SUPPORTED_OPS.map(qualified),
   fusedActivations: Object.keys(Activation).filter((a) => a !== ""),
+  callWork,
+  fusedGemmPermutes: true,
   opDetails: Object.fromEntries(SUPPORTED_OPS.map((op) => {
     const attrs = Object.entries(op.attributes).map(([k, v]) => `${k} (${v})`).join(", ") || "none";
     return [qualified(op), `dtypes ${op.dtypes.join(", ")}; attributes ${attrs}${op.notes ? `; ${op.notes}` : ""}`];

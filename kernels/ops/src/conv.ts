@@ -29,7 +29,8 @@ function buildPanel(
   k0: i32, kc: i32, cols: i32, row: bool, coords: i32, panel: i32,
 ): void {
   const khw = kh * kw;
-  let c = k0 / khw, r = k0 % khw;
+  let c = k0 / khw;
+  const r = k0 % khw;
   let fh = r / kw, fw = r % kw;
   const ih0 = load<i32>(coords), iw0 = load<i32>(coords, 32);
   for (let q = 0; q < kc; q++) {

@@ -170,6 +170,7 @@ const T_I16: i32 = 5;
 const T_U16: i32 = 6;
 const T_I32: i32 = 7;
 const T_U32: i32 = 8;
+// deno-lint-ignore no-unused-vars -- listed for the whole code table; int64 and uint64 are the default case
 const T_I64: i32 = 9;
 const T_U64: i32 = 10;
 const T_F64: i32 = 11;
@@ -256,6 +257,7 @@ const GREATER_OR_EQUAL: i32 = 4;
 const AND: i32 = 5;
 const OR: i32 = 6;
 const XOR: i32 = 7;
+// deno-lint-ignore no-unused-vars -- listed for the whole code table; Not is the default case
 const NOT: i32 = 8; // of A; B is ignored
 
 @inline function compareOp<T>(op: i32, a: T, b: T): bool {

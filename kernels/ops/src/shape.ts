@@ -177,7 +177,7 @@ const PAD_REFLECT: i32 = 2;
     return j < n ? j : period - j;
   }
   // wrap
-  let j = i % n;
+  const j = i % n;
   return j < 0 ? j + n : j;
 }
 

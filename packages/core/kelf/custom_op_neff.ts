@@ -2,7 +2,11 @@
  * A NEFF builder for custom ops: name, inputs/outputs and custom-op calls (library `.wasm`, function, opcode,
  * total_cpus) → a NEFF in the real layout (`../neff/neff_builder.ts`), with our documented custom-op extension:
  * `sg00/Pool.json` lists `ucode_libs` with their function tables `{opcode, name}` plus `cpu_id`/`total_cpus`, the
- * images are tar members, and `sg00/Pool.bin` holds one EXTENDED_INST (0xF0) slot per call.
+ * images are tar members, and `sg00/Pool.bin` holds one EXTENDED_INST (0xF0) slot per call. A multi-op model (a
+ * compiled ONNX graph) may also carry weights, intermediate buffers and views (docs/onnx.md, "What the NEFF
+ * holds"): the weights are inputs the NEFF binds itself as `INPUT_WEIGHT` through its own `metaneff.json` and
+ * `checkpoint/` members, each buffer is a `virtual` var the model allocates at load, and a view (Pool.json
+ * `tensors`) names a byte range of an input, output, weight or buffer as a tensor a call can read or write.
  *
  * Seed: spmd-teardown §1.1 (a library declares cpu_id (must be 0) and total_cpus ∈ {1, 8}), runtime-synthesis §2.3
  * (var_id i == tensor-set ordinal i), §3.3 (EXTENDED_INST 0xF0 hands the op to the Q7 cluster).
@@ -45,8 +49,36 @@ export interface CustomOpCallSpec {
   readonly inputs: readonly string[];
   /** Output tensor names. */
   readonly outputs: readonly string[];
-  /** Scalar arguments. */
-  readonly ints?: readonly number[];
+  /** Scalar arguments (i64; a bigint outside the safe-integer range is written as a decimal string). */
+  readonly ints?: ReadonlyArray<number | bigint>;
+}
+
+/** A weight the NEFF carries: an input bound at load as `INPUT_WEIGHT` from the NEFF's own checkpoint. */
+export interface CustomOpWeightSpec extends CustomOpTensorSpec {
+  /** The data, little-endian, exactly the tensor's byte size. */
+  readonly data: Uint8Array;
+}
+
+/** An intermediate device buffer (a `virtual` var of `def.json`), allocated when the model loads. */
+export interface CustomOpBufferSpec {
+  /** Var name (distinct from every tensor and view name). */
+  readonly name: string;
+  /** Size in bytes. */
+  readonly size: number;
+}
+
+/** A tensor over a byte range of an input, output, weight or buffer; calls may name it like a tensor. */
+export interface CustomOpViewSpec {
+  /** View name. */
+  readonly name: string;
+  /** The input, output, weight or buffer it lies in. */
+  readonly var: string;
+  /** Byte offset in that var. */
+  readonly offset: number;
+  /** NEFF dtype name. */
+  readonly dtype: string;
+  /** Shape (rank at most 4: the kernel ABI's descriptor). */
+  readonly shape: readonly number[];
 }
 
 /** Everything a custom-op NEFF holds. */
@@ -65,10 +97,25 @@ export interface CustomOpModelSpec {
   readonly calls: readonly CustomOpCallSpec[];
   /** Header `lnc_size` (default 1). */
   readonly lncSize?: number;
+  /** Weights, bound at load as `INPUT_WEIGHT` inputs after {@linkcode CustomOpModelSpec.inputs}. */
+  readonly weights?: readonly CustomOpWeightSpec[];
+  /** Intermediate buffers. */
+  readonly buffers?: readonly CustomOpBufferSpec[];
+  /** Views the calls may name besides the inputs, outputs and weights. */
+  readonly views?: readonly CustomOpViewSpec[];
 }
+
+/** The folder of the checkpoint members a NEFF's own metaneff names by `checkpoint_key`. */
+export const CHECKPOINT_DIR = "checkpoint/";
 
 const enc = new TextEncoder();
 const json = (v: unknown): Uint8Array => enc.encode(JSON.stringify(v, null, 2));
+
+/** A scalar argument as JSON: a number when it is exact as one, else its decimal string. */
+function jsonInt(x: number | bigint): number | string {
+  if (typeof x === "number") return x;
+  return x >= BigInt(Number.MIN_SAFE_INTEGER) && x <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(x) : x.toString();
+}
 
 /** Byte size of a tensor spec. */
 export function tensorSpecBytes(t: CustomOpTensorSpec): number {
@@ -96,36 +143,51 @@ export function tensorSpecBytes(t: CustomOpTensorSpec): number {
  */
 export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
   const members = new Map<string, Uint8Array>();
-  const all = [...spec.inputs, ...spec.outputs];
+  const weights = spec.weights ?? [];
+  const inputs = [...spec.inputs, ...weights];
+  const all = [...inputs, ...spec.outputs];
+  const names = new Set<string>();
+  for (const n of [...all, ...(spec.buffers ?? []), ...(spec.views ?? [])].map((t) => t.name)) {
+    if (names.has(n)) throw new RangeError(`Cannot build NEFF "${spec.name}": the name "${n}" is used twice`);
+    names.add(n);
+  }
+  for (const w of weights) {
+    if (w.data.byteLength !== tensorSpecBytes(w)) {
+      throw new RangeError(`Cannot build NEFF "${spec.name}": weight "${w.name}" has ${w.data.byteLength} bytes, its shape needs ${tensorSpecBytes(w)}`);
+    }
+  }
   const vars: Record<string, unknown> = {};
   all.forEach((t, i) => {
-    vars[t.name] = { type: i < spec.inputs.length ? "input" : "output", var_id: i, size: tensorSpecBytes(t), ops: [] };
+    vars[t.name] = { type: i < inputs.length ? "input" : "output", var_id: i, size: tensorSpecBytes(t), ops: [] };
+  });
+  (spec.buffers ?? []).forEach((b, i) => {
+    vars[b.name] = { type: "virtual", var_id: all.length + i, size: b.size, ops: [] };
   });
   const tensorMap: Record<string, unknown> = {};
   all.forEach((t, i) => {
     tensorMap[t.name] = {
       dtype: t.dtype,
-      is_const: false,
-      kind: i < spec.inputs.length ? "input" : "output",
+      is_const: i >= spec.inputs.length && i < inputs.length,
+      kind: i < inputs.length ? "input" : "output",
       tf_shape: [...t.shape],
     };
   });
-  const nIn = spec.inputs.length, nOut = spec.outputs.length;
+  const nIn = inputs.length, nOut = spec.outputs.length;
   const nodes = [
-    ...spec.inputs.map((t) => ({ op: "null", name: t.name, inputs: [], output_names: [t.name], is_param: "0" })),
+    ...inputs.map((t, i) => ({ op: "null", name: t.name, inputs: [], output_names: [t.name], is_param: i < spec.inputs.length ? "0" : "1" })),
     {
       op: "tvm_op",
       name: "sg_custom_op",
       attrs: { func_name: "__kelf", flatten_data: "0", num_inputs: String(nIn), kelf: "kelf-0.json", num_outputs: String(nOut) },
-      inputs: spec.inputs.map((_, i) => [i, 0, 0]),
+      inputs: inputs.map((_, i) => [i, 0, 0]),
       output_names: spec.outputs.map((t) => t.name),
     },
   ];
   const neffJson = {
     nodes,
-    arg_nodes: spec.inputs.map((_, i) => i),
+    arg_nodes: inputs.map((_, i) => i),
     heads: spec.outputs.map((_, i) => [nIn, i, 0]),
-    node_row_ptr: [...spec.inputs.map((_, i) => i), nIn, nIn + nOut],
+    node_row_ptr: [...inputs.map((_, i) => i), nIn, nIn + nOut],
     attrs: {
       shape: ["list_shape", all.map((t) => [...t.shape])],
       storage_id: ["list_int", all.map((_, i) => i)],
@@ -155,8 +217,24 @@ export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
       total_cpus: l.totalCpus,
       functions: l.functions.map((f) => ({ opcode: f.opcode, name: f.name })),
     })),
-    calls: spec.calls.map((c) => ({ opcode: c.opcode, inputs: [...c.inputs], outputs: [...c.outputs], ints: [...(c.ints ?? [])] })),
+    calls: spec.calls.map((c) => ({ opcode: c.opcode, inputs: [...c.inputs], outputs: [...c.outputs], ints: (c.ints ?? []).map(jsonInt) })),
+    ...(spec.views === undefined || spec.views.length === 0 ? {} : {
+      tensors: Object.fromEntries(spec.views.map((v) => [v.name, { var: v.var, offset: v.offset, dtype: v.dtype, shape: [...v.shape] }])),
+    }),
   }));
+  if (weights.length > 0) {
+    // The metaneff binding of runtime-synthesis §2.3, carried inside the NEFF (ours: the seed's rides beside it): the
+    // weights are INPUT_WEIGHT inputs whose checkpoint data are the `checkpoint/` members, so the one file loads.
+    const meta = (t: CustomOpTensorSpec) => ({ name: t.name, shape: [...t.shape], data_type: t.dtype });
+    members.set("metaneff.json", json({
+      input_tensors: [
+        ...spec.inputs.map((t) => ({ ...meta(t), type: "USER_INPUT" })),
+        ...weights.map((w, i) => ({ ...meta(w), type: "INPUT_WEIGHT", checkpoint_key: `w${i}` })),
+      ],
+      output_tensors: spec.outputs.map(meta),
+    }));
+    weights.forEach((w, i) => members.set(`${CHECKPOINT_DIR}w${i}`, w.data));
+  }
   for (const l of spec.libraries) members.set(`sg00/ucode/${l.name}.wasm`, l.wasm);
   const bin = new Uint8Array(64 * spec.calls.length);
   spec.calls.forEach((c, i) => bin.set(encodeInstruction({ op: Opcode.EXTENDED_INST, opcode: c.opcode, call: i }), 64 * i));

@@ -9,7 +9,9 @@
  * `aws_hal_q7_swap_table` broadcasts it), §3.2 (the custom-op lowering `[dma_config ×2][dma_config_size]
  * [LOAD_POOL_ARGUMENT 0x107A][DRAIN 0x10A2][EVENT_SEMAPHORE update_mode 0x13]`), §4.3 (SBUF is validated, not
  * allocated), §4.4 (> 9 libraries: "Exceeded max number of GPSIMD libs"; 1 library: staged once per core and shared;
- * 2..9: staged per model).
+ * 2..9: staged per model). Ours: a multi-op model's intermediate buffers (`virtual` vars) are allocated here, in the
+ * MODEL allocator, and a call's operand may be a view into an I/O tensor or a buffer (docs/onnx.md, "What the NEFF
+ * holds").
  *
  * @module
  */
@@ -47,7 +49,7 @@ export const KERNEL_DTYPE: Readonly<Record<string, number>> = {
   uint64: 10, float64: 11, bool: 12,
 };
 
-/** One I/O slice a core's queue moves: tensor `io`, bytes `[offset, offset + bytes)`. */
+/** One slice a core's queue moves: var `io` (an I/O ordinal, or io.length + a buffer index), bytes `[offset, offset + bytes)`. */
 interface Slice {
   readonly io: number;
   readonly offset: number;
@@ -84,6 +86,8 @@ export interface InstalledModel {
   readonly plans: readonly CallPlan[];
   /** I/O device addresses the rings currently encode. */
   boundPa: number[];
+  /** Device addresses of the model's intermediate buffers (var io.length + i), allocated at load. */
+  readonly bufferPa: readonly number[];
   /** Shared library set used (single-library models), for the ref count. */
   readonly sharedLib?: string;
   /** Stream runs so far (the EXEC_DONE value to expect next is runs + 1). */
@@ -137,6 +141,22 @@ function shares(bytes: number): Array<[number, number]> {
   return out;
 }
 
+/** A call operand: the var it lies in (io index, or io.length + buffer index), where, and how it is described. */
+interface Operand {
+  readonly base: number;
+  readonly offset: number;
+  readonly name: string;
+  readonly dtype: string;
+  readonly shape: readonly number[];
+  readonly size: number;
+}
+
+/** Operand `k` of a call: `io[k]` whole, or view `k - io.length`. */
+function operand(model: KelfModel, k: number): Operand {
+  if (k < model.io.length) return { base: k, offset: 0, ...model.io[k] };
+  return model.views[k - model.io.length];
+}
+
 /**
  * `kbl_model_add`: installs `model` on `tpb`. Every resource it takes is released again if any step fails.
  */
@@ -158,8 +178,8 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     let ringBytes = 0;
     for (const [ci, call] of model.calls.entries()) {
       let at = 0;
-      const place = (io: number) => {
-        const t = model.io[io];
+      const place = (k: number) => {
+        const t = operand(model, k);
         const off = at;
         at += Math.ceil(t.size / 64) * 64;
         return off;
@@ -171,8 +191,8 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
           `Cannot load NEFF "${model.name}": call ${ci} needs ${at} bytes of SBUF, the ${spec.name} core has ${spec.sbufBytesPerCore}`,
         );
       }
-      const desc = (io: number, off: number) => {
-        const t = model.io[io];
+      const desc = (k: number, off: number) => {
+        const t = operand(model, k);
         if (t.shape.length > 4) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${model.name}": tensor "${t.name}" has rank ${t.shape.length} > 4`);
         const dtype = KERNEL_DTYPE[t.dtype];
         if (dtype === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${model.name}": dtype ${t.dtype} of "${t.name}" has no kernel ABI code`);
@@ -185,13 +205,15 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
       }));
       const m2s: Slice[][] = [], s2m: Slice[][] = [], ringOffset: number[] = [];
       for (let c = 0; c < 8; c++) {
-        m2s.push(call.inputs.flatMap((io, k) => {
-          const [o, b] = shares(model.io[io].size)[c];
-          return b > 0 ? [{ io, offset: o, bytes: b, sbuf: sbufPa + inOff[k] + o }] : [];
+        m2s.push(call.inputs.flatMap((op, k) => {
+          const t = operand(model, op);
+          const [o, b] = shares(t.size)[c];
+          return b > 0 ? [{ io: t.base, offset: t.offset + o, bytes: b, sbuf: sbufPa + inOff[k] + o }] : [];
         }));
-        s2m.push(call.outputs.flatMap((io, k) => {
-          const [o, b] = shares(model.io[io].size)[c];
-          return b > 0 ? [{ io, offset: o, bytes: b, sbuf: sbufPa + outOff[k] + o }] : [];
+        s2m.push(call.outputs.flatMap((op, k) => {
+          const t = operand(model, op);
+          const [o, b] = shares(t.size)[c];
+          return b > 0 ? [{ io: t.base, offset: t.offset + o, bytes: b, sbuf: sbufPa + outOff[k] + o }] : [];
         }));
         ringOffset.push(ringBytes);
         ringBytes += (m2s[c].length + s2m[c].length) * DMA_DESCRIPTOR_BYTES;
@@ -199,6 +221,9 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
       plans.push({ m2s, s2m, ringOffset });
     }
     const rings = await allocator.alloc(Math.max(ringBytes, 64), DmaMemUsageType.DMA_DESCRIPTORS);
+    // Intermediate buffers: device memory of the model, booked as scratchpad, freed with the allocator at unload.
+    const bufferPa: number[] = [];
+    for (const b of model.buffers) bufferPa.push((await allocator.alloc(b.size, DmaMemUsageType.SCRATCHPAD)).memory.pa);
 
     // (3) ucode_stage_libs (seed: runtime-synthesis §4.4).
     const libs = model.libraries;
@@ -278,8 +303,8 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     const program: Instruction[] = [];
     program.push({ op: Opcode.MODEL_SWITCH, model: deviceModel, opcodeTable: tableMem.memory.pa });
     for (const [ci, call] of model.calls.entries()) {
-      const inBytes = call.inputs.reduce((a, io) => a + model.io[io].size, 0);
-      const outBytes = call.outputs.reduce((a, io) => a + model.io[io].size, 0);
+      const inBytes = call.inputs.reduce((a, k) => a + operand(model, k).size, 0);
+      const outBytes = call.outputs.reduce((a, k) => a + operand(model, k).size, 0);
       program.push(
         { op: Opcode.DMA_CONFIG, direction: DmaDirection.M2S, queues: 8, ringTable: ringTablePa[2 * ci] },
         { op: Opcode.DMA_CONFIG, direction: DmaDirection.S2M, queues: 8, ringTable: ringTablePa[2 * ci + 1] },
@@ -314,7 +339,7 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     taken.push(() => tpb.streamSlots.delete(slot));
     await khal.streamInstall(target, nc, slot, { pa: streamMem.memory.pa, slots: program.length, doorbell, model: deviceModel });
     installedSlot = slot;
-    return { tpb, deviceModel, allocator, doorbell, completion, streamSlot: slot, rings, plans, boundPa: [], sharedLib: sharedKey, runs: 0 };
+    return { tpb, deviceModel, allocator, doorbell, completion, streamSlot: slot, rings, plans, boundPa: [], bufferPa, sharedLib: sharedKey, runs: 0 };
   } catch (e) {
     // RAII unwind (seed: lifecycle-error-model §2.6: model_free / buf_free / dmem_list_free …).
     if (installedSlot >= 0) await khal.streamRemove(target, nc, installedSlot).catch(() => {});
@@ -405,11 +430,12 @@ export async function kmgrUnstage(s: InstallServices, m: InstalledModel): Promis
 }
 
 /**
- * `kbl_compute_setup`: re-materialises the template DMA rings for this execution's I/O device addresses. Skipped
- * when the addresses are the ones the rings already encode.
+ * `kbl_compute_setup`: re-materialises the template DMA rings for this execution's I/O device addresses (the
+ * model's buffers follow them). Skipped when the addresses are the ones the rings already encode.
  */
-export async function kblComputeSetup(s: InstallServices, m: InstalledModel, ioPa: readonly number[]): Promise<void> {
-  if (m.boundPa.length === ioPa.length && m.boundPa.every((pa, i) => pa === ioPa[i])) return;
+export async function kblComputeSetup(s: InstallServices, m: InstalledModel, io: readonly number[]): Promise<void> {
+  if (m.boundPa.length === io.length && m.boundPa.every((pa, i) => pa === io[i])) return;
+  const ioPa = [...io, ...m.bufferPa];
   const bytes = new Uint8Array(m.rings.memory.bytes);
   const v = new DataView(bytes.buffer);
   const put = (at: number, src: number, dst: number, n: number) => {
@@ -433,5 +459,5 @@ export async function kblComputeSetup(s: InstallServices, m: InstalledModel, ioP
     }
   }
   await s.target.portal.memWrite(m.rings.memory, 0, bytes);
-  m.boundPa = [...ioPa];
+  m.boundPa = [...io];
 }
