@@ -143,7 +143,7 @@ export function gunzipMember(input: Uint8Array, options: GunzipOptions = {}): Gu
   let r: { buffer: Uint8Array; engine: { bytesWritten: number } };
   try {
     // `info` reports how much input the DEFLATE stream took: the trailer follows it.
-    r = zlib.inflateRawSync(input.subarray(h.start), { info: true, maxOutputLength: Math.max(1, cap) }) as unknown as typeof r;
+    r = zlib.inflateRawSync(input.subarray(h.start), { info: true, maxOutputLength: Math.max(1, cap), chunkSize: 1 << 20 }) as unknown as typeof r;
   } catch (e) {
     throw zlibFailure(e, cap);
   }

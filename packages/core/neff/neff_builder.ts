@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { md5 } from "@noble/hashes/legacy.js";
+import { md5 } from "./hash.ts";
 import { gzipMember } from "./gzip.ts";
 import { NEFF_PKG_VERSION_MD5, neffHashField } from "./hash.ts";
 import { NEFF_HEADER_SIZE, writeNeffHeader } from "./header.ts";

@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { md5 } from "@noble/hashes/legacy.js";
+import { md5 } from "../neff/hash.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger, ModelAllocator } from "../dmem/dmem.ts";
 import { NrtError } from "../error.ts";
 import {
