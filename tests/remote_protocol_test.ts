@@ -9,7 +9,7 @@ import { ncBlock, NrtError, NrtStatus } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import {
   BodyReader, DeviceDaemon, type Dialer, type Frame, FrameBuilder, FrameDecoder, HEADER_BYTES, type Link, type LinkEvents, linkPair, Op,
-  RemotePortal, RESPONSE,
+  POSTED, PROTOCOL_VERSION, RemotePortal, RESPONSE,
 } from "../packages/device-sim/remote/mod.ts";
 
 const sims: DeviceSimPortal[] = [];
@@ -138,6 +138,47 @@ describe("RemotePortal() wire format", () => {
   });
 });
 
+describe("RemotePortal() posted writes", () => {
+  test("writes to a held NeuronCore and into an own allocation are posted: no answer, in order; others wait for theirs", async () => {
+    const { connect, sent } = rig();
+    const a = await connect("poster", 601);
+    try {
+      await a.acquireCores(0, [0]);
+      const m = await a.memAlloc({ device: 0, nc: 0, bytes: 64 });
+      sent.length = 0;
+      await a.semaphoreIncrement(0, 0, 3, 2); // held: posted
+      await a.memWrite(m, 0, new Uint8Array([1, 2, 3, 4])); // own allocation: posted
+      await a.barWrite32(0, 0, ncBlock(CAYMAN_SPEC, 0) + CAYMAN_SPEC.csr.semaphoreSet + 4 * 5, 9); // held core's block: posted
+      await a.semaphoreIncrement(0, 1, 3, 1); // not held: answered
+      expect(sent.map((f) => [f.op, f.status])).toEqual([
+        [Op.SEM_INCREMENT, POSTED], [Op.MEM_WRITE, POSTED], [Op.BAR_WRITE32, POSTED], [Op.SEM_INCREMENT, 0],
+      ]);
+      // The posted effects happened, in order, before the answered read that follows them.
+      expect(await a.semaphoreRead(0, 0, 3)).toBe(2);
+      expect(await a.semaphoreRead(0, 0, 5)).toBe(9);
+      expect([...await a.memRead(m, 0, 4)]).toEqual([1, 2, 3, 4]);
+      await a.memFree(m);
+    } finally {
+      await a.close();
+    }
+  });
+
+  test("a posted write the daemon refuses is reported by the client's next call, once", async () => {
+    const { connect } = rig();
+    const a = await connect("poster", 602);
+    try {
+      await a.acquireCores(0, [0]);
+      await a.semaphoreIncrement(0, 0, 1 << 20, 1); // no such semaphore: refused by the daemon, answered with an error
+      const e = await statusOf(a.semaphoreRead(0, 0, 1));
+      expect(e.status).toBe(NrtStatus.NRT_INVALID);
+      expect(e.message).toStartWith("An earlier posted write failed: ");
+      expect(await a.semaphoreRead(0, 0, 1)).toBe(0); // reported once
+    } finally {
+      await a.close();
+    }
+  });
+});
+
 describe("DeviceDaemon() sessions and ownership", () => {
   test("acquireCores() is exclusive per process and the error names the owner with NRT_RESOURCE", async () => {
     const { connect } = rig();
@@ -236,7 +277,7 @@ describe("RemotePortal() failure model", () => {
           for (const f of dec.push(b)) {
             if (hello && f.op === Op.HELLO) {
               hello = false;
-              const reply = new FrameBuilder(f.id, Op.HELLO | RESPONSE, 8).u32(1).u32(1).finish();
+              const reply = new FrameBuilder(f.id, Op.HELLO | RESPONSE, 24).u32(PROTOCOL_VERSION).u32(1).f64(0x10_0000).f64(0x10_0000).finish();
               queueMicrotask(() => events.data(reply));
             }
           }

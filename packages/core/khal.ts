@@ -249,15 +249,15 @@ export abstract class KhalBase implements Khal {
     if (pending === 0) return { records, overflow };
     const start = q.tail % q.capacity;
     const first = Math.min(pending, q.capacity - start);
-    const a = await t.portal.memRead(q.ring, start * NOTIFICATION_BYTES, first * NOTIFICATION_BYTES);
-    for (let i = 0; i < first; i++) records.push(decodeNotification(a, i * NOTIFICATION_BYTES));
-    if (first < pending) {
-      const b = await t.portal.memRead(q.ring, 0, (pending - first) * NOTIFICATION_BYTES);
-      for (let i = 0; i < pending - first; i++) records.push(decodeNotification(b, i * NOTIFICATION_BYTES));
-    }
+    // Issued back to back and awaited together (a remote portal pipelines them), in the order their effects must
+    // have: the records are read before the new tail frees their slots, and the cause after.
+    const reads = [t.portal.memRead(q.ring, start * NOTIFICATION_BYTES, first * NOTIFICATION_BYTES)];
+    if (first < pending) reads.push(t.portal.memRead(q.ring, 0, (pending - first) * NOTIFICATION_BYTES));
     q.tail = (q.tail + pending) >>> 0;
-    await t.portal.barWrite32(t.device, 0, base + 16, q.tail);
-    const cause = await t.portal.barRead32(t.device, 0, base + 20);
+    const tail = t.portal.barWrite32(t.device, 0, base + 16, q.tail);
+    const causeRead = t.portal.barRead32(t.device, 0, base + 20);
+    const [chunks, , cause] = await Promise.all([Promise.all(reads), tail, causeRead]);
+    for (const chunk of chunks) for (let i = 0; i < chunk.byteLength / NOTIFICATION_BYTES; i++) records.push(decodeNotification(chunk, i * NOTIFICATION_BYTES));
     // aws_hal_intc_read_cause, then acknowledge: the overflow bit is sticky until the host writes 0.
     if ((cause & 1) === 1) await t.portal.barWrite32(t.device, 0, base + 20, 0);
     return { records, overflow: overflow || (cause & 1) === 1 };

@@ -110,8 +110,9 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
 /** `exec_request_progress_one_step`: drains the NQ and the stdio rings once and classifies what the NQ held. */
 async function progressOneStep(s: ExecServices, ctx: ProcessErrorsContext, req: ExecRequestState, m: InstalledModel, expected: number): Promise<ErpStep> {
   const tpb = m.tpb;
-  const { records, overflow } = await s.khal.nqRead(s.target, tpb.nc, tpb.nq!);
-  await poolStdioBlockDrain(s, tpb.stdio);
+  // The NQ drain and the stdio drain of one step, in flight together (independent rings; a remote portal pipelines
+  // their reads).
+  const [{ records, overflow }] = await Promise.all([s.khal.nqRead(s.target, tpb.nc, tpb.nq!), poolStdioBlockDrain(s, tpb.stdio)]);
   let done = false;
   for (const r of records) {
     if (r.kind === NotificationKind.EXEC_DONE && r.model === (m.deviceModel & 0xffff) && r.value === expected) done = true;

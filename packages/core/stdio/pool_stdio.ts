@@ -265,8 +265,13 @@ export async function poolStdioQueueAvailableCount(
  *
  * @returns The drained texts, oldest first.
  */
-export async function poolStdioQueueConsumeAllEntries(s: PoolStdioDrainServices, sb: PoolStdioBlock, q: PoolStdioQueue): Promise<string[]> {
-  const { pending: n, lost, write } = await poolStdioQueueAvailableCount(s, q);
+export async function poolStdioQueueConsumeAllEntries(
+  s: PoolStdioDrainServices,
+  sb: PoolStdioBlock,
+  q: PoolStdioQueue,
+  available?: { write: number; pending: number; lost: number },
+): Promise<string[]> {
+  const { pending: n, lost, write } = available ?? await poolStdioQueueAvailableCount(s, q);
   if (n === 0) return [];
   const cap = q.queueSizeEntries;
   const stream = q.streamTag === PoolStdioStreamTag.STDOUT ? "stdout" : "stderr";
@@ -318,11 +323,15 @@ export async function poolStdioQueueConsumeAllEntries(s: PoolStdioDrainServices,
 export async function poolStdioBlockDrain(s: PoolStdioDrainServices, sb: PoolStdioBlock | undefined): Promise<Array<{ tag: PoolStdioStreamTag; text: string }>> {
   const out: Array<{ tag: PoolStdioStreamTag; text: string }> = [];
   if (sb === undefined || !sb.initialized) return out;
+  const queues: PoolStdioQueue[] = [];
   for (let i = 0; i < POOL_STDIO_SLOTS; i++) {
-    for (const q of [sb.stdoutQueues[i], sb.stderrQueues[i]]) {
-      if (q === undefined || !q.initialized) continue;
-      for (const text of await poolStdioQueueConsumeAllEntries(s, sb, q)) out.push({ tag: q.streamTag, text });
-    }
+    for (const q of [sb.stdoutQueues[i], sb.stderrQueues[i]]) if (q !== undefined && q.initialized) queues.push(q);
+  }
+  // Every write index is read at once (a remote portal pipelines the reads); the queues are then consumed in order.
+  const available = await Promise.all(queues.map((q) => poolStdioQueueAvailableCount(s, q)));
+  for (const [k, q] of queues.entries()) {
+    if (available[k].pending === 0) continue;
+    for (const text of await poolStdioQueueConsumeAllEntries(s, sb, q, available[k])) out.push({ tag: q.streamTag, text });
   }
   return out;
 }

@@ -20,7 +20,7 @@
 import { type DeviceMemory, ncBlock, NrtError, NrtStatus, type Portal, type SiliconSpec } from "@nrt/core";
 import { type CoreGrant, CoreOwnership, describeOwner } from "./core_ownership.ts";
 import type { Link, LinkEvents } from "./link.ts";
-import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, Op, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
+import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, Op, POSTED, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
 
 /** Options of {@linkcode DeviceDaemon}. */
 export interface DeviceDaemonOptions {
@@ -201,8 +201,10 @@ export class DeviceDaemon {
     } catch (e) {
       result = Promise.reject(e);
     }
+    // A posted write is answered only when it fails.
+    const posted = f.status === POSTED;
     result.then(
-      (frame) => !s.closed && s.link.send(frame),
+      (frame) => !s.closed && !posted && s.link.send(frame),
       (e: unknown) => !s.closed && s.link.send(errorFrame(f, e)),
     );
   }
@@ -222,7 +224,7 @@ export class DeviceDaemon {
       s.name = r.text();
       s.hello = true;
       this.#log(`${describeOwner(s)} connected (session ${s.id})`);
-      return Promise.resolve(ok(8).u32(PROTOCOL_VERSION).u32(s.id).finish());
+      return Promise.resolve(ok(24).u32(PROTOCOL_VERSION).u32(s.id).f64(this.#spec.csr.ncBlockBase).f64(this.#spec.csr.ncBlockStride).finish());
     }
     if (!s.hello) throw new NrtError(NrtStatus.NRT_INVALID, "Cannot serve a request before HELLO");
     switch (f.op) {

@@ -6,7 +6,8 @@
  * +0  u32  length of everything after this field (8 + body)
  * +4  u32  request id (chosen by the client; a response echoes it)
  * +8  u8   opcode (a response sets bit 7: RESPONSE | opcode)
- * +9  u8   status: 0 = ok, 1 = error (responses only; requests send 0)
+ * +9  u8   status: 0 = ok, 1 = error (responses); a request sends 0, or POSTED (1) for a write whose success is not
+ *           answered (a posted write, as on PCIe: only a failure comes back, and the client reports it at its next call)
  * +10 u16  reserved, 0
  * +12 ...  body: fixed fields, then (for bulk operations) the raw bytes up to the end of the frame
  * ```
@@ -24,7 +25,10 @@
  */
 
 /** Protocol version carried in HELLO; a daemon refuses a client of another version. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
+
+/** The status byte of a request the daemon answers only when it fails (a posted write). Ours. */
+export const POSTED = 1;
 
 /** Bytes of the frame header, the length prefix included. */
 export const HEADER_BYTES = 12;
@@ -37,7 +41,10 @@ export const RESPONSE = 0x80;
 
 /** One opcode per Portal operation, plus the session operations. */
 export const Op = {
-  /** `u32 version, u32 pid, UTF-8 name` → `u32 version, u32 session id`. */
+  /**
+   * `u32 version, u32 pid, UTF-8 name` → `u32 version, u32 session id, f64 NeuronCore block base, f64 block stride`
+   * (the BAR0 geometry, so the client can tell which NeuronCore a BAR write addresses).
+   */
   HELLO: 0x01,
   /** Orderly goodbye: the daemon reclaims everything the session holds, then answers. */
   BYE: 0x02,

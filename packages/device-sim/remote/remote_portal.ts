@@ -4,6 +4,11 @@
  * of `protocol.ts`. Requests are pipelined: each carries an id and the caller may issue the next before the
  * previous answered; the daemon starts them in order.
  *
+ * Writes to a NeuronCore this client holds (`acquireCores`, as `nrt_init` does) and into its own allocations are
+ * posted: sent without waiting for an answer, in order with everything else, the daemon answering only a failure,
+ * which the client's next call reports. A write it cannot vouch for waits for the daemon's answer (ours: the
+ * driver ABI's BAR writes are posted on PCIe; a refusal must still name the process that holds a core at once).
+ *
  * Failure model (the daemon stopping must never hang the host):
  * - when the connection ends, every pending request fails at once with `NrtError(NRT_HW_ERROR)` "device portal
  *   disconnected", and every pending {@linkcode RemotePortal.notificationWait} resolves, so the host's poll re-reads
@@ -19,7 +24,7 @@
  */
 import { type DeviceMemory, type MemAllocRequest, NrtError, NrtStatus, type Portal, type PortalDeviceInfo, type TpbArchType } from "@nrt/core";
 import type { Dialer, Link } from "./link.ts";
-import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, LOCATION_CODE, Op, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
+import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, LOCATION_CODE, Op, POSTED, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
 
 /** How a client identifies itself to the daemon (shown in the ownership error of another process). */
 export interface RemoteIdentity {
@@ -78,6 +83,14 @@ export class RemotePortal implements Portal {
   /** The daemon's session id for this connection. */
   session = 0;
   readonly #pending = new Map<number, Pending>();
+  /** NeuronCores this client acquired (`device:nc`): writes to them are posted. */
+  readonly #held = new Set<string>();
+  /** This session's allocations (id → bytes): writes inside them are posted. */
+  readonly #mine = new Map<number, number>();
+  /** The daemon's BAR0 geometry (HELLO). */
+  #bar: { base: number; stride: number } | undefined;
+  /** A posted write the daemon refused (and its request id), reported by the next call sent after it. */
+  #postedFailure: { readonly id: number; readonly error: NrtError } | undefined;
   readonly #timeoutMs: number;
   #link!: Link;
   #nextId = 1;
@@ -121,6 +134,7 @@ export class RemotePortal implements Portal {
       );
       r.u32();
       portal.session = r.u32();
+      portal.#bar = { base: r.f64(), stride: r.f64() };
     } catch (e) {
       portal.#link.close();
       throw e;
@@ -157,14 +171,15 @@ export class RemotePortal implements Portal {
     return new BodyReader(await this.#request("read a CSR", this.#frame(Op.BAR_READ32, 12).u32(device).u32(bar).u32(offset).finish())).u32();
   }
 
-  /** Writes one 32-bit CSR. */
+  /** Writes one 32-bit CSR (posted on a NeuronCore this client holds). */
   async barWrite32(device: number, bar: number, offset: number, value: number): Promise<void> {
-    await this.#request("write a CSR", this.#frame(Op.BAR_WRITE32, 16).u32(device).u32(bar).u32(offset).word(value).finish());
+    await this.#write("write a CSR", this.#barNc(device, bar, offset, 4), this.#frame(Op.BAR_WRITE32, 16).u32(device).u32(bar).u32(offset).word(value).finish());
   }
 
-  /** Bulk programmed-IO write; the data crosses as raw bytes. */
+  /** Bulk programmed-IO write; the data crosses as raw bytes (posted on a NeuronCore this client holds). */
   async barWrite(device: number, bar: number, offset: number, data: Uint8Array): Promise<void> {
-    await this.#request("write BAR words", this.#frame(Op.BAR_WRITE, 12, data.byteLength).u32(device).u32(bar).u32(offset).finish(data));
+    const frame = this.#frame(Op.BAR_WRITE, 12, data.byteLength).u32(device).u32(bar).u32(offset).finish(data);
+    await this.#write("write BAR words", this.#barNc(device, bar, offset, data.byteLength), frame);
   }
 
   /** Allocates device memory, owned by this client's session (freed by the daemon if the client goes away). */
@@ -173,17 +188,25 @@ export class RemotePortal implements Portal {
       .u32(request.device).u32(request.nc).f64(request.bytes).f64(request.align ?? 0).u8(LOCATION_CODE[request.location ?? "hbm"] ?? 0xff)
       .finish();
     const r = new BodyReader(await this.#request("allocate device memory", frame));
-    return { id: r.u32(), device: r.u32(), nc: r.u32(), pa: r.f64(), bytes: r.f64(), location: r.u8() === 1 ? "host" : "hbm" };
+    const m: DeviceMemory = { id: r.u32(), device: r.u32(), nc: r.u32(), pa: r.f64(), bytes: r.f64(), location: r.u8() === 1 ? "host" : "hbm" };
+    this.#mine.set(m.id, m.bytes);
+    return m;
   }
 
   /** Frees device memory. */
   async memFree(memory: DeviceMemory): Promise<void> {
     await this.#request("free device memory", this.#frame(Op.MEM_FREE, 4).u32(memory.id).finish());
+    this.#mine.delete(memory.id);
   }
 
-  /** Copies host bytes into device memory (raw bytes on the wire). */
+  /** Copies host bytes into device memory (raw bytes on the wire; posted into this client's own allocation). */
   async memWrite(memory: DeviceMemory, offset: number, data: Uint8Array): Promise<void> {
-    await this.#request("write device memory", this.#frame(Op.MEM_WRITE, 12, data.byteLength).u32(memory.id).f64(offset).finish(data));
+    const frame = this.#frame(Op.MEM_WRITE, 12, data.byteLength).u32(memory.id).f64(offset).finish(data);
+    // Posted only when the daemon cannot refuse it for a reason the caller must see at once: an allocation of this
+    // session, and a range inside it.
+    const bytes = this.#mine.get(memory.id);
+    const inside = bytes !== undefined && Number.isSafeInteger(offset) && offset >= 0 && offset + data.byteLength <= bytes;
+    await this.#write("write device memory", inside, frame);
   }
 
   /** Copies device memory out (raw bytes on the wire). */
@@ -191,9 +214,9 @@ export class RemotePortal implements Portal {
     return await this.#request("read device memory", this.#frame(Op.MEM_READ, 20).u32(memory.id).f64(offset).f64(length).finish());
   }
 
-  /** Adds to a semaphore (the doorbell). */
+  /** Adds to a semaphore (the doorbell; posted on a NeuronCore this client holds). */
   async semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
-    await this.#request("increment a semaphore", this.#frame(Op.SEM_INCREMENT, 16).u32(device).u32(nc).u32(semaphore).word(value).finish());
+    await this.#write("increment a semaphore", this.#holds(device, nc), this.#frame(Op.SEM_INCREMENT, 16).u32(device).u32(nc).u32(semaphore).word(value).finish());
   }
 
   /** Reads a semaphore. */
@@ -201,9 +224,9 @@ export class RemotePortal implements Portal {
     return new BodyReader(await this.#request("read a semaphore", this.#frame(Op.SEM_READ, 12).u32(device).u32(nc).u32(semaphore).finish())).u32();
   }
 
-  /** Sets a semaphore. */
+  /** Sets a semaphore (posted on a NeuronCore this client holds). */
   async semaphoreSet(device: number, nc: number, semaphore: number, value: number): Promise<void> {
-    await this.#request("set a semaphore", this.#frame(Op.SEM_SET, 16).u32(device).u32(nc).u32(semaphore).word(value).finish());
+    await this.#write("set a semaphore", this.#holds(device, nc), this.#frame(Op.SEM_SET, 16).u32(device).u32(nc).u32(semaphore).word(value).finish());
   }
 
   /**
@@ -251,10 +274,13 @@ export class RemotePortal implements Portal {
    */
   async acquireCores(device: number, cores: readonly number[]): Promise<void> {
     await this.#request("acquire NeuronCores", this.#coreList(Op.ACQUIRE_CORES, device, cores));
+    for (const nc of cores) this.#held.add(`${device}:${nc}`);
   }
 
   /** Releases NeuronCores this process holds (`NEURON_IOCTL_CRWL_NC_RANGE_UNMARK`). */
   async releaseCores(device: number, cores: readonly number[]): Promise<void> {
+    // No longer held: later writes to these cores wait for the daemon's answer again.
+    for (const nc of cores) this.#held.delete(`${device}:${nc}`);
     await this.#request("release NeuronCores", this.#coreList(Op.RELEASE_CORES, device, cores));
   }
 
@@ -293,8 +319,44 @@ export class RemotePortal implements Portal {
     return b.finish();
   }
 
+  /** Whether this client holds NeuronCore `nc` of `device`. */
+  #holds(device: number, nc: number): boolean {
+    return this.#held.has(`${device}:${nc}`);
+  }
+
+  /** Whether a BAR0 write of `length` bytes at `offset` stays inside one NeuronCore's block that this client holds. */
+  #barNc(device: number, bar: number, offset: number, length: number): boolean {
+    const g = this.#bar;
+    if (g === undefined || bar !== 0 || !Number.isSafeInteger(offset) || offset < g.base || length <= 0) return false;
+    const nc = Math.floor((offset - g.base) / g.stride);
+    return Math.floor((offset + length - 1 - g.base) / g.stride) === nc && this.#holds(device, nc);
+  }
+
+  /**
+   * A write: posted (sent with {@linkcode POSTED}, settled at once, a failure reported by the next call) when
+   * `posted`, else a request answered by the daemon. Posted writes take effect in order with every other request.
+   */
+  #write(what: string, posted: boolean, frame: Uint8Array): Promise<unknown> {
+    if (!posted) return this.#request(what, frame);
+    if (this.#state !== "open") return Promise.reject(this.#unusable(what));
+    const failed = this.#takePostedFailure();
+    if (failed !== undefined) return Promise.reject(failed);
+    frame[9] = POSTED;
+    this.#link.send(frame);
+    return Promise.resolve();
+  }
+
+  /** The failure of an earlier posted write, once. */
+  #takePostedFailure(): NrtError | undefined {
+    const e = this.#postedFailure;
+    this.#postedFailure = undefined;
+    return e?.error;
+  }
+
   #request(what: string, frame: Uint8Array): Promise<Uint8Array> {
     if (this.#state !== "open") return Promise.reject(this.#unusable(what));
+    const failed = this.#takePostedFailure();
+    if (failed !== undefined) return Promise.reject(failed);
     const id = new DataView(frame.buffer).getUint32(4, true);
     return new Promise<Uint8Array>((resolve, reject) => {
       const p: Pending = { what, resolve, reject };
@@ -313,7 +375,25 @@ export class RemotePortal implements Portal {
   #receive(f: Frame): void {
     if ((f.op & RESPONSE) === 0) return; // the daemon sends only answers
     const p = this.#pending.get(f.id);
-    if (p === undefined) return; // a cancelled wait's late answer
+    if (p === undefined) {
+      // A cancelled wait's late answer, or the failure of a posted write: the next call reports that.
+      if (f.status !== 0 && this.#postedFailure === undefined) {
+        const r = new BodyReader(f.body);
+        const status = r.u32() as NrtStatus;
+        r.u8();
+        this.#postedFailure = { id: f.id, error: new NrtError(status, `An earlier posted write failed: ${r.text()}`) };
+      }
+      return;
+    }
+    // The daemon answers in order: a posted write that failed before this request was sent is reported by it.
+    const failed = this.#postedFailure;
+    if (failed !== undefined && failed.id < f.id && p.wait === undefined) {
+      this.#pending.delete(f.id);
+      if (p.timer !== undefined) clearTimeout(p.timer);
+      this.#postedFailure = undefined;
+      p.reject(failed.error);
+      return;
+    }
     this.#pending.delete(f.id);
     if (p.timer !== undefined) clearTimeout(p.timer);
     if (f.status === 0) {
