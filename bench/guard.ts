@@ -17,11 +17,10 @@
 import { readFileSync } from "node:fs";
 import { DESC, DESC_BYTES, Dtype, KILL_FLAG_ADDR, SBUF_BASE } from "../packages/device-sim/q7/_abi.ts";
 import { GUARD_INTERVAL, guardLoops } from "../packages/device-sim/q7/_loop_guard.ts";
-import { median, RUNS } from "./_timing.ts";
+import { emit, median, RUNS } from "./_timing.ts";
 
 const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env ?? {};
 const STOPS = Number(env.STOPS ?? 5);
-const runtime = (globalThis as { Bun?: unknown }).Bun ? "bun" : "deno";
 const kernel = (n: string) => new Uint8Array(readFileSync(new URL(`../kernels/wasm/${n}.wasm`, import.meta.url)));
 
 const N = (1 << 20) / 4;
@@ -135,13 +134,14 @@ for (const b of BUILDS.slice(1)) {
   stops.push(median(xs));
 }
 
-console.log(
+emit(
+  "guard",
   `Loop guard: vector_add 1 MiB (float32, ${N} elements) on one core (main thread, shared memory), ` +
-    `median of ${RUNS} interleaved calls; spin stop time median of ${STOPS} (${runtime})`,
-);
-console.table(BUILDS.map((b, k) => ({
+    `median of ${RUNS} interleaved calls; spin stop time median of ${STOPS}`,
+  BUILDS.map((b, k) => ({
   build: b.name,
   vector_add_us: Math.round(us[k]),
   ratio_to_raw: +(us[k] / us[0]).toFixed(2),
   spin_stop_ms: k === 0 ? "never" : +stops[k - 1].toFixed(2),
-})));
+})),
+);

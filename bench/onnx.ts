@@ -25,7 +25,7 @@ import process from "node:process";
 import { readOpLibraries } from "../packages/cli/compile_command.ts";
 import { ortSession } from "../kernels/ops/_onnx_model.ts";
 import { cnnModel, denseMlpModel, randomInput, transformerModel, vggModel } from "../packages/onnx/_test_models.ts";
-import { median, RUNS } from "./_timing.ts";
+import { emit, median, RUNS } from "./_timing.ts";
 
 ort.env.wasm.numThreads = 1;
 
@@ -110,10 +110,5 @@ try {
   await rt.close();
   await container.resolve(Portal).close();
 }
-const runtime = (globalThis as { Bun?: unknown }).Bun !== undefined ? "bun" : "deno";
-if (process.argv.includes("--json")) console.log(JSON.stringify({ runtime, runs: RUNS * ROUNDS, rows }));
-else {
-  console.log(`compiled ONNX on the simulated device vs onnxruntime-web (wasm, 1 thread), median of ${RUNS * ROUNDS} runs each (${runtime})`);
-  console.table(rows);
-}
+emit("onnx", `compiled ONNX on the simulated device vs onnxruntime-web (wasm, 1 thread), median of ${RUNS * ROUNDS} runs each`, rows);
 process.exit(0);

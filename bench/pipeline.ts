@@ -11,6 +11,7 @@ import "reflect-metadata";
 import { MemoryLogger, type NrtaRequest, Portal, Runtime, type Tensor, TensorPlacement, TensorSet } from "@nrt/core";
 import { createNrtContainer } from "@nrt/cli";
 import { oneOpNeff } from "../tests/_kernels.ts";
+import { emit } from "./_timing.ts";
 
 const env = (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env ?? {};
 const BATCHES = Number(env.BATCHES ?? 200);
@@ -90,10 +91,12 @@ try {
   const best = (xs: number[]) => Math.min(...xs);
   const mb = (BATCHES * 3 * N * 4) / 2 ** 20;
   const row = (name: string, ms: number) => ({ mode: name, ms: +ms.toFixed(1), batches_per_s: +((BATCHES / ms) * 1000).toFixed(0), MiB_per_s: +((mb / ms) * 1000).toFixed(0) });
-  console.table([row("nrt_execute (sync)", best(times.sync)), row("nrta_* pipeline", best(times.nrta))]);
-  console.log(
-    `nrta pipeline / sync throughput: ${(best(times.sync) / best(times.nrta)).toFixed(2)}× ` +
-      `(${BATCHES} batches of 2 × ${(N * 4) / 1024} KiB in + ${(N * 4) / 1024} KiB out, ${SETS} buffer sets, best of ${ROUNDS})`,
+  const ratio = +(best(times.sync) / best(times.nrta)).toFixed(2);
+  emit(
+    "pipeline",
+    `nrta_* pipeline vs nrt_execute (sync): ${BATCHES} batches of 2 × ${(N * 4) / 1024} KiB in + ${(N * 4) / 1024} KiB out, ` +
+      `${SETS} buffer sets, best of ${ROUNDS}; throughput ratio ${ratio}×`,
+    [{ ...row("nrt_execute (sync)", best(times.sync)), ratio: 1 }, { ...row("nrta_* pipeline", best(times.nrta)), ratio }],
   );
 } finally {
   await rt.close();

@@ -22,7 +22,7 @@ import { container, type DependencyContainer } from "tsyringe";
 import { connectDeviceDaemon } from "../packages/cli/transports.ts";
 import type { RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
-import { RUNS, timeUs } from "./_timing.ts";
+import { emit, RUNS, timeUs } from "./_timing.ts";
 
 
 
@@ -103,8 +103,7 @@ try {
   const [csrLocal, bulkLocal] = await portalTimes(sim);
   const [csrRemote, bulkRemote] = await portalTimes(remote);
   const row = (name: string, a: number, b: number) => ({ case: name, in_process_us: Math.round(a), remote_us: Math.round(b), ratio: +(b / a).toFixed(2) });
-  console.log(`nrt_execute on the remote backend (daemon process, Unix socket) vs in-process, median of ${RUNS} runs each (${(globalThis as { Bun?: unknown }).Bun ? "bun" : "deno"})`);
-  console.table([
+  emit("portal", `nrt_execute on the remote backend (daemon process, Unix socket) vs in-process, median of ${RUNS} runs each`, [
     row("execute noop", inProcess[0], overSocket[0]),
     row("execute vector_add 1 MiB", inProcess[1], overSocket[1]),
     row("barRead32 round trip", csrLocal, csrRemote),

@@ -1,5 +1,5 @@
 /**
- * `nrt bench [NAME…] [--deno]`: runs the benchmarks under `bench/` (exec, pipeline, portal, http, guard), one process each,
+ * `nrt bench [NAME…] [--deno] [--json]`: runs the benchmarks under `bench/`, one process each,
  * with a progress line per benchmark, and passes their ratio tables through. Every benchmark measures its two sides
  * in the same run, so the ratios are comparable on a noisy machine; absolute times are not.
  *
@@ -11,7 +11,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 /** The benchmarks, in the order they run. */
-export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "guard", "onnx"];
+export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "guard", "neff", "idle", "onnx"];
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -20,29 +20,58 @@ function runtimeBin(deno: boolean): string {
   return existsSync(bin) ? bin : deno ? "deno" : "bun";
 }
 
-/** Runs the named benchmarks (all by default); exit 0 when every one succeeded, 1 otherwise, 2 on a usage error. */
-export async function runBench(args: string[], err: (s: string) => void = console.error): Promise<number> {
+/**
+ * Runs the named benchmarks (all by default); exit 0 when every one succeeded, 1 otherwise, 2 on a usage error. With
+ * `--json` each benchmark runs with `--json` and prints one JSON line per table; this prints one JSON document on
+ * stdout, `{"runtime", "benchmarks": [{"bench", "ok", "tables": [{"title", "rows"}], "text"?}]}`, where `text` holds
+ * the output of a benchmark that printed no table as JSON.
+ */
+export async function runBench(args: string[], err: (s: string) => void = console.error, out: (s: string) => void = console.log): Promise<number> {
   const deno = args.includes("--deno");
+  const json = args.includes("--json");
   const names = args.filter((a) => !a.startsWith("--"));
   const unknown = names.filter((n) => !BENCHMARKS.includes(n));
-  if (unknown.length > 0) {
-    err(`nrt bench: unknown benchmark ${unknown.join(", ")}; choose from ${BENCHMARKS.join(", ")}`);
+  const badFlag = args.filter((a) => a.startsWith("--") && a !== "--deno" && a !== "--json");
+  if (unknown.length > 0 || badFlag.length > 0) {
+    err(unknown.length > 0 ? `nrt bench: unknown benchmark ${unknown.join(", ")}; choose from ${BENCHMARKS.join(", ")}` : `nrt bench: unknown option ${badFlag[0]}`);
     return 2;
   }
   const todo = names.length > 0 ? names : [...BENCHMARKS];
+  const report: Array<{ bench: string; ok: boolean; tables: Array<{ title: string; rows: unknown[] }>; text?: string }> = [];
   let failed = 0;
   for (const [i, name] of todo.entries()) {
     err(`nrt bench: running ${name} (${i + 1}/${todo.length}) on ${deno ? "Deno" : "Bun"}…`);
     const script = join(root, "bench", `${name}.ts`);
-    const argv = deno ? ["run", "-A", script] : [script];
+    const argv = [...(deno ? ["run", "-A", script] : [script]), ...(json ? ["--json"] : [])];
     const started = performance.now();
+    let captured = "";
     const code = await new Promise<number>((resolve) => {
-      const child = spawn(runtimeBin(deno), argv, { stdio: "inherit", cwd: root });
+      const child = spawn(runtimeBin(deno), argv, { stdio: ["ignore", json ? "pipe" : "inherit", "inherit"], cwd: root });
+      child.stdout?.on("data", (d: Uint8Array) => (captured += String(d)));
       child.on("exit", (c) => resolve(c ?? 1));
       child.on("error", () => resolve(1));
     });
     err(`nrt bench: ${name} ${code === 0 ? "done" : `failed (exit ${code})`} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     if (code !== 0) failed++;
+    if (json) {
+      const tables: Array<{ title: string; rows: unknown[] }> = [];
+      const text: string[] = [];
+      for (const line of captured.split("\n")) {
+        if (line.trim() === "") continue;
+        try {
+          const t = JSON.parse(line) as { title?: unknown; rows?: unknown };
+          if (typeof t.title === "string" && Array.isArray(t.rows)) {
+            tables.push({ title: t.title, rows: t.rows });
+            continue;
+          }
+        } catch {
+          // not a table line
+        }
+        text.push(line);
+      }
+      report.push({ bench: name, ok: code === 0, tables, ...(text.length > 0 ? { text: text.join("\n") } : {}) });
+    }
   }
+  if (json) out(JSON.stringify({ runtime: deno ? "deno" : "bun", benchmarks: report }, null, 2));
   return failed === 0 ? 0 : 1;
 }

@@ -43,7 +43,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   compile: { usage: "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]", summary: "Compile an ONNX model into a custom-op NEFF of op-library kernels (docs/onnx.md)", run: async (a) => (await import("./compile_command.ts")).runCompile(a) },
   pack: { usage: "nrt pack MANIFEST(.json|.yaml) -o OUT.neff", summary: "Build a custom-op NEFF from a manifest (compiles AssemblyScript sources)", run: (a) => runPack(a) },
   devices: { usage: "nrt devices [--arch A] [--json]", summary: "List the (simulated) devices: generation, NeuronCores, memory", run: (a) => runDevices(a) },
-  bench: { usage: `nrt bench [${BENCHMARKS.join("|")} ...] [--deno]`, summary: "Run the benchmarks under bench/ and print their ratio tables", run: (a) => runBench(a) },
+  bench: { usage: `nrt bench [${BENCHMARKS.join("|")} ...] [--deno] [--json]`, summary: "Run the benchmarks under bench/ and print their ratio tables (--json: one JSON document)", run: (a) => runBench(a) },
   "device-sim": { usage: DEVICE_SIM_USAGE.split("\n")[0].replace(/^Usage: /, ""), summary: "Run the simulated device as a daemon shared by runtime processes", run: (a) => runDeviceDaemon(a) },
 };
 

@@ -378,6 +378,14 @@ export class DeviceSimPortal implements Portal {
     return { stdout: io.queue(1), stderr: io.queue(2) };
   }
 
+  /**
+   * A NeuronCore's register file as the host maps it: memory-mapped BAR0, read and written synchronously, shared with
+   * the device's agent (tests and tools; the runtime goes through the Portal calls).
+   */
+  mappedRegisters(device: number, nc: number): NcRegisters {
+    return this.#regs(device, nc, "map the registers");
+  }
+
   /** Whether a NeuronCore's Q7 cores are busy with the op of the run in progress (e.g. a kernel in an endless loop). */
   q7Busy(device: number, nc: number): boolean {
     return Atomics.load(this.#regs(device, nc, "read Q7 state").status, NcStatus.Q7_BUSY) !== 0;

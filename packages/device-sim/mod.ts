@@ -25,6 +25,7 @@ export { registerDeviceSim } from "./register.ts";
 export { defaultQ7Factory } from "./q7_factory.ts";
 export { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";
 export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES } from "./bar0.ts";
+export { type NcRegisters, NcStatus } from "./nc_registers.ts";
 export type { QueueBytes } from "./dma_engine.ts";
 export type {
   Q7BootEvent,

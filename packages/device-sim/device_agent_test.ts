@@ -1,0 +1,84 @@
+import { describe, expect, test } from "bun:test";
+import { encodeInstruction, NotificationKind, Opcode } from "@nrt/core";
+import { NcStatus, NqRegister } from "./nc_registers.ts";
+import { DoorbellRing } from "./device_agent.ts";
+import { TestHost } from "./_testing.ts";
+import type { DeviceAgentMode } from "./device_sim_portal.ts";
+
+const DOORBELL = 5;
+const program = [
+  { op: Opcode.NOTIFY, kind: NotificationKind.HW_ERROR, value: 0x77 },
+  { op: Opcode.NOTIFY, kind: NotificationKind.EXEC_DONE, value: 0 },
+] as const;
+
+/** The NQ head word of NeuronCore 0, read straight from the registers the host maps (as MMIO: synchronously). */
+function headWord(h: TestHost): Int32Array {
+  return h.portal.mappedRegisters(0, 0).nqWords;
+}
+
+describe("the device agent", () => {
+  test("in its own Worker, the device runs a stream to completion while the host thread is blocked", async () => {
+    const h = new TestHost({ hbmBytes: 1 << 24, agents: "device" });
+    try {
+      await h.attachNq(8);
+      await h.installStream([...program], DOORBELL);
+      const head = headWord(h);
+      const before = Atomics.load(head, NqRegister.HEAD >> 2);
+      await h.portal.semaphoreIncrement(0, 0, DOORBELL, 1);
+      // The host's thread never yields here: only an agent on another thread can move the head meanwhile.
+      const deadline = performance.now() + 10_000;
+      let seen = before;
+      while (seen - before < 2 && performance.now() < deadline) seen = Atomics.load(head, NqRegister.HEAD >> 2);
+      expect(seen - before).toBe(2);
+      expect((await h.read()).records.map((r) => [r.kind, r.value])).toEqual([[NotificationKind.HW_ERROR, 0x77], [NotificationKind.EXEC_DONE, 1]]);
+    } finally {
+      await h.portal.close();
+    }
+  }, 30_000);
+
+  for (const agents of ["device", "core", "inline"] as const satisfies readonly DeviceAgentMode[]) {
+    test(`(${agents}) a doorbell rung right after mapping and installing a stream, without waiting for the device, runs it from the new memory`, async () => {
+      const h = new TestHost({ hbmBytes: 1 << 24, agents }, 1);
+      try {
+        await h.attachNq(8);
+        // The allocation's map and the stream-table write are control messages; the doorbell carries how many were
+        // sent, so the agent plays it only after both, even though the host does not wait for them here.
+        const bytes = new Uint8Array(program.length * 64);
+        program.forEach((ins, i) => bytes.set(encodeInstruction(ins), i * 64));
+        const m = await h.put(bytes);
+        const installing = h.khal.streamInstall(h.target, 1, 0, { pa: m.pa, slots: program.length, doorbell: DOORBELL, model: 9 });
+        const ringing = h.portal.semaphoreIncrement(0, 1, DOORBELL, 1);
+        await Promise.all([installing, ringing]);
+        await h.portal.whenIdle(0, 1);
+        expect((await h.read()).records.map((r) => [r.kind, r.model])).toEqual([[NotificationKind.HW_ERROR, 9], [NotificationKind.EXEC_DONE, 9]]);
+        expect(await h.portal.semaphoreRead(0, 1, DOORBELL)).toBe(0);
+      } finally {
+        await h.portal.close();
+      }
+    }, 30_000);
+  }
+
+  test("a host that is not asleep on the head is not notified; one that is, is woken", async () => {
+    const h = new TestHost({ hbmBytes: 1 << 24 });
+    try {
+      await h.attachNq(8);
+      await h.installStream([...program], DOORBELL);
+      const regs = h.portal.mappedRegisters(0, 0);
+      expect(Atomics.load(regs.status, NcStatus.HOST_WAITERS)).toBe(0);
+      const waiting = h.portal.notificationWait(0, 0, 0);
+      expect(Atomics.load(regs.status, NcStatus.HOST_WAITERS)).toBe(1);
+      expect(h.portal.notificationWaiters(0, 0)).toBe(1);
+      await h.portal.semaphoreIncrement(0, 0, DOORBELL, 1);
+      await waiting;
+      expect(h.portal.notificationWaiters(0, 0)).toBe(0);
+      expect(Atomics.load(regs.status, NcStatus.HOST_WAITERS)).toBe(0);
+    } finally {
+      await h.portal.close();
+    }
+  }, 30_000);
+
+  test("the doorbell ring's header words keep their places (WRITTEN 0, HANDLED 1, STOP 2, SLEEPING 3; 16 header words, 4 per entry)", () => {
+    expect([DoorbellRing.WRITTEN, DoorbellRing.HANDLED, DoorbellRing.STOP, DoorbellRing.SLEEPING]).toEqual([0, 1, 2, 3]);
+    expect([DoorbellRing.HEADER_WORDS, DoorbellRing.ENTRY_WORDS]).toEqual([16, 4]);
+  });
+});
