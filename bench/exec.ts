@@ -20,8 +20,8 @@
 import "reflect-metadata";
 import { availableParallelism } from "node:os";
 import { readFileSync } from "node:fs";
-import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DeviceAgentMode } from "@nrt/device-sim";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { BareWorkers, DATA_BASE } from "./_bare_workers.ts";
@@ -39,18 +39,18 @@ const inputData = (n: number) => new Uint8Array(new Float32Array(n).fill(1.5).bu
 /** A runtime on the simulated device with one model of `c` loaded on `cpus` Q7 cores; `first` is its first execute. */
 async function withModel<T>(c: Case, cpus: 1 | 8, agents: DeviceAgentMode, f: (execute: () => Promise<void>, first: number) => Promise<T>): Promise<T> {
   const container = createNrtContainer({ agents });
-  const rt = await Runtime.init({ container, visibleCores: [0, 1], logger: new MemoryLogger() });
+  const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], logger: new MemoryLogger() });
   try {
     const names = ["a", "b"].slice(0, c.ins);
     const f32 = (name: string) => ({ name, dtype: "float32", shape: [c.n] });
     const model = await rt.load(oneOpNeff(c.lib, c.fn, names.map(f32), [f32("out")], cpus));
     const ins = new TensorSet(), outs = new TensorSet();
     for (const n of names) {
-      const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, n);
+      const t = await rt.allocateTensor({ size: c.n * 4, name: n });
       await t.write(inputData(c.n));
       ins.add(n, t);
     }
-    outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, "out"));
+    outs.add("out", await rt.allocateTensor({ size: c.n * 4, name: "out" }));
     const execute = () => model.execute(ins, outs);
     const t0 = performance.now();
     await execute();
@@ -61,7 +61,7 @@ async function withModel<T>(c: Case, cpus: 1 | 8, agents: DeviceAgentMode, f: (e
     return await f(execute, first);
   } finally {
     await rt.close();
-    await container.resolve(Portal).close();
+    await container.resolve(PortalToken).close();
   }
 }
 
@@ -109,7 +109,7 @@ emit("exec", `SPMD: vector_add 1 MiB on 8 Q7 cores vs 1 (${CPUS} CPUs), median o
 const firsts = [];
 {
   const container = createNrtContainer();
-  const rt = await Runtime.init({ container, visibleCores: [0, 1], logger: new MemoryLogger() });
+  const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], logger: new MemoryLogger() });
   try {
     for (const c of CASES) {
       const names = ["a", "b"].slice(0, c.ins);
@@ -117,11 +117,11 @@ const firsts = [];
       const neff = oneOpNeff(c.lib, c.fn, names.map(f32), [f32("out")]);
       const ins = new TensorSet(), outs = new TensorSet();
       for (const n of names) {
-        const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, n);
+        const t = await rt.allocateTensor({ size: c.n * 4, name: n });
         await t.write(inputData(c.n));
         ins.add(n, t);
       }
-      outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, c.n * 4, "out"));
+      outs.add("out", await rt.allocateTensor({ size: c.n * 4, name: "out" }));
       const samples: number[] = [];
       let steady = 0;
       for (let round = 0; round < 11; round++) {
@@ -137,7 +137,7 @@ const firsts = [];
     }
   } finally {
     await rt.close();
-    await container.resolve(Portal).close();
+    await container.resolve(PortalToken).close();
   }
 }
 emit("exec", "First execute after a load in a running runtime (median of 10 loads) vs the steady median", firsts);

@@ -20,8 +20,8 @@
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman";
-import { createNrtContainer } from "@nrt/cli";
-import { buildCustomOpNeff, MemoryLogger, Portal, Runtime } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
+import { buildCustomOpNeff, MemoryLogger, Runtime } from "@nrt/core";
 import { createInferenceApp, filesFromMap, ModelRepository } from "@nrt/http-api";
 import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
@@ -312,7 +312,7 @@ async function measure(): Promise<Measurement> {
     calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
   });
   const container = createNrtContainer();
-  const runtime = await Runtime.init({ container, logger: new MemoryLogger() });
+  const runtime = await Runtime.init({ ...nrtPlugins(container), logger: new MemoryLogger() });
   const config = new TextEncoder().encode(JSON.stringify({ vnc: 0, instances }));
   const repository = new ModelRepository({ runtime, files: filesFromMap({ "relu.neff": neff, "relu.json": config }) });
   await repository.scan();
@@ -397,7 +397,7 @@ async function measure(): Promise<Measurement> {
     await bareRest.stop();
     await repository.close();
     await runtime.close();
-    await container.resolve(Portal).close();
+    await container.resolve(PortalToken).close();
   }
 }
 

@@ -10,8 +10,8 @@
  * @module
  */
 import { CAYMAN_SPEC } from "@nrt/arch-cayman";
-import { createNrtContainer } from "@nrt/cli";
-import { buildCustomOpNeff, MemoryLogger, Portal, Runtime } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
+import { buildCustomOpNeff, MemoryLogger, Runtime } from "@nrt/core";
 import { createInferenceApp, filesFromMap, ModelRepository } from "@nrt/http-api";
 import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
@@ -69,7 +69,7 @@ async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: Lo
     calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
   });
   const container = createNrtContainer({ agents: (process.env.AGENTS ?? "device") as "device" });
-  const runtime = await Runtime.init({ container, logger: new MemoryLogger() });
+  const runtime = await Runtime.init({ ...nrtPlugins(container), logger: new MemoryLogger() });
   const files = filesFromMap({ "relu.neff": neff, "relu.json": new TextEncoder().encode(JSON.stringify({ vnc: 0, instances })) });
   const repository = new ModelRepository({ runtime, files });
   await repository.scan();
@@ -102,7 +102,7 @@ async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: Lo
     await bareServer.stop();
     await repository.close();
     await runtime.close();
-    await container.resolve(Portal).close();
+    await container.resolve(PortalToken).close();
   }
 }
 

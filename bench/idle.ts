@@ -10,8 +10,8 @@
  */
 import "reflect-metadata";
 import process from "node:process";
-import { MemoryLogger, Portal, Runtime } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, Runtime } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { emit } from "./_timing.ts";
 
 const MiB = 1024 * 1024;
@@ -25,10 +25,10 @@ const rss = async (): Promise<number> => {
 
 const before = await rss();
 const container = createNrtContainer({ arch: "trn2" });
-const rt = await Runtime.init({ container, logger: new MemoryLogger() });
+const rt = await Runtime.init({ ...nrtPlugins(container), logger: new MemoryLogger() });
 const idle = await rss();
 await rt.close();
-await container.resolve(Portal).close();
+await container.resolve(PortalToken).close();
 const after = await rss();
 emit("idle", "Resident memory of an idle simulated Trn2 device (nothing loaded)", [
   { process_before_MiB: +before.toFixed(1), with_idle_device_MiB: +idle.toFixed(1), device_MiB: +(idle - before).toFixed(1), after_close_MiB: +after.toFixed(1), goal_MiB: 100 },

@@ -17,8 +17,8 @@
  * @module
  */
 import "reflect-metadata";
-import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { buildOnnxNeff, compileOnnx, OnnxBuilder } from "@nrt/onnx";
 import * as ort from "onnxruntime-web";
 import process from "node:process";
@@ -48,7 +48,7 @@ const CASES = [
 
 const libraries = await readOpLibraries(["activation", "conv", "elementwise", "linalg", "norm", "reduce", "shape"]);
 const container = createNrtContainer();
-const rt = await Runtime.init({ container, visibleCores: [0, 1], logger: new MemoryLogger() });
+const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], logger: new MemoryLogger() });
 const rows: Array<Record<string, string | number>> = [];
 try {
   for (const c of CASES) {
@@ -58,8 +58,8 @@ try {
     const xBytes = new Uint8Array(x.buffer);
     const out = model.outputs[0];
     const ins = new TensorSet(), outs = new TensorSet();
-    ins.add("x", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, x.byteLength, "x"));
-    outs.add(out.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, out.size, out.name));
+    ins.add("x", await rt.allocateTensor({ location: "host", vnc: model.vnc, size: x.byteLength, name: "x" }));
+    outs.add(out.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: out.size, name: out.name }));
     let result: Uint8Array = new Uint8Array(0);
     const nrt = async () => {
       await ins.get("x").write(xBytes);
@@ -108,7 +108,7 @@ try {
   }
 } finally {
   await rt.close();
-  await container.resolve(Portal).close();
+  await container.resolve(PortalToken).close();
 }
 emit("onnx", `compiled ONNX on the simulated device vs onnxruntime-web (wasm, 1 thread), median of ${RUNS * ROUNDS} runs each`, rows);
 process.exit(0);

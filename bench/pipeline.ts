@@ -8,8 +8,8 @@
  * @module
  */
 import "reflect-metadata";
-import { MemoryLogger, type NrtaRequest, Portal, Runtime, type Tensor, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, type NrtaRequest, Runtime, type Tensor, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { emit } from "./_timing.ts";
 
@@ -20,7 +20,7 @@ const SETS = Number(env.SETS ?? 3);
 const ROUNDS = 3;
 
 const container = createNrtContainer();
-const rt = await Runtime.init({ container, visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
 try {
   const f32 = (name: string) => ({ name, dtype: "float32", shape: [N] });
   const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a"), f32("b")], [f32("out")]));
@@ -31,7 +31,7 @@ try {
   }));
   const sets: Array<{ a: Tensor; b: Tensor; out: Tensor; ins: TensorSet; outs: TensorSet }> = [];
   for (let s = 0; s < SETS; s++) {
-    const [a, b, out] = await Promise.all(["a", "b", "out"].map((n) => rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, N * 4, `${n}${s}`)));
+    const [a, b, out] = await Promise.all(["a", "b", "out"].map((n) => rt.allocateTensor({ size: N * 4, name: `${n}${s}` })));
     const ins = new TensorSet(), outs = new TensorSet();
     ins.add("a", a);
     ins.add("b", b);
@@ -100,5 +100,5 @@ try {
   );
 } finally {
   await rt.close();
-  await container.resolve(Portal).close();
+  await container.resolve(PortalToken).close();
 }

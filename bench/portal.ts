@@ -11,8 +11,7 @@
  * @module
  */
 import "reflect-metadata";
-import { registerCayman } from "@nrt/arch-cayman";
-import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { MemoryLogger, Portal, Runtime, TensorSet } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -23,6 +22,8 @@ import { connectDeviceDaemon } from "../packages/cli/transports.ts";
 import type { RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { emit, RUNS, timeUs } from "./_timing.ts";
+import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
+import { cayman } from "@nrt/arch-cayman";
 
 
 
@@ -30,9 +31,9 @@ const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, { name: "vector_add"
 
 /** Median execute time (µs) of each case on the portal registered in `c`. */
 async function executeTimes(c: DependencyContainer): Promise<number[]> {
-  const portal = c.resolve<Portal>(Portal);
+  const portal = c.resolve(PortalToken);
   await portal.acquireCores?.(0, [0, 1]);
-  const rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+  const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
   const out: number[] = [];
   try {
     for (const k of CASES) {
@@ -41,11 +42,11 @@ async function executeTimes(c: DependencyContainer): Promise<number[]> {
       const model = await rt.load(oneOpNeff(k.name, k.fn, names.map(f32), [f32("out")]));
       const ins = new TensorSet(), outs = new TensorSet();
       for (const n of names) {
-        const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, k.n * 4, n);
+        const t = await rt.allocateTensor({ size: k.n * 4, name: n });
         await t.write(new Uint8Array(new Float32Array(k.n).fill(1.5).buffer));
         ins.add(n, t);
       }
-      outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, k.n * 4, "out"));
+      outs.add("out", await rt.allocateTensor({ size: k.n * 4, name: "out" }));
       out.push(await timeUs(() => model.execute(ins, outs)));
       await model.unload();
     }
@@ -74,8 +75,8 @@ async function portalTimes(p: Portal): Promise<[number, number]> {
 
 const sim = new DeviceSimPortal();
 const local = container.createChildContainer();
-registerCayman(local);
-local.register(Portal, { useValue: sim });
+local.register(ArchPackToken, { useValue: cayman });
+local.register(PortalToken, { useValue: sim });
 
 const dir = mkdtempSync(join(tmpdir(), "nrt-bench-"));
 const sock = join(dir, "d.sock");
@@ -95,8 +96,8 @@ try {
   });
   remote = await connectDeviceDaemon({ path: sock }, { name: "bench/portal.ts" });
   const rc = container.createChildContainer();
-  registerCayman(rc);
-  rc.register(Portal, { useValue: remote });
+  rc.register(ArchPackToken, { useValue: cayman });
+  rc.register(PortalToken, { useValue: remote });
 
   const inProcess = await executeTimes(local);
   const overSocket = await executeTimes(rc);

@@ -5,10 +5,9 @@
  *
  * @module
  */
-import {
-  type Model, NrtApi, nrt_get_status_as_str, NrtStatus, Portal, type Ref, type Tensor, TensorPlacement, type TensorSet,
-} from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { type Model, NrtApi, NrtStatus, type Ref, type Tensor, TensorPlacement, type TensorSet } from "@nrt/core";
+import { nrt_get_status_as_str } from "@nrt/core";
+import { createNrtContainer, PortalToken, nrtPlugins } from "@nrt/cli";
 import { readFile } from "node:fs/promises";
 import { oneOpNeffBytes } from "./_neff.ts";
 
@@ -25,7 +24,7 @@ export async function main(log: (s: string) => void = console.log): Promise<Reco
   // A custom Pool image is accepted only before nrt_init (seed: runtime-synthesis §2.1); it replaces the stock one.
   check("nrt_set_pool_eng_ucode", api.nrt_set_pool_eng_ucode({ iram: new Uint8Array(stock), dram: new Uint8Array(16) }));
   const container = createNrtContainer();
-  check("nrt_init", await api.nrt_init({ container, visibleCores: [0, 1] }));
+  check("nrt_init", await api.nrt_init({ ...nrtPlugins(container), visibleCores: [0, 1] }));
   log(`nrt_set_pool_eng_ucode again: ${api.nrt_set_pool_eng_ucode({ iram: new Uint8Array(stock), dram: new Uint8Array(16) })} (13: initialised)`);
   try {
     const model: Ref<Model> = {};
@@ -45,7 +44,7 @@ export async function main(log: (s: string) => void = console.log): Promise<Reco
     check("nrt_unload", await api.nrt_unload(model.value!));
   } finally {
     check("nrt_close", await api.nrt_close());
-    await container.resolve(Portal).close();
+    await container.resolve(PortalToken).close();
   }
   return steps;
 }

@@ -5,24 +5,24 @@
  *
  * @module
  */
-import { MemoryLogger, NrtError, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, NrtError, Runtime, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DeviceSimPortal } from "@nrt/device-sim";
 import { oneOpNeffBytes } from "./_neff.ts";
 
 /** Returns the status of each of the four executions: healthy, faulted, poisoned, and after reload. */
 export async function main(log: (s: string) => void = console.log): Promise<number[]> {
   const container = createNrtContainer();
-  const sim = container.resolve(Portal) as unknown as DeviceSimPortal;
+  const sim = container.resolve(PortalToken) as unknown as DeviceSimPortal;
   const logger = new MemoryLogger();
-  const rt = await Runtime.init({ container, visibleCores: [0, 1], logger });
+  const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], logger });
   const statuses: number[] = [];
   try {
     const neff = await oneOpNeffBytes("relu", "relu", 64);
     let model = await rt.load(neff);
     const ins = new TensorSet(), outs = new TensorSet();
-    ins.add("x", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 256, "x"));
-    outs.add("y", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 256, "y"));
+    ins.add("x", await rt.allocateTensor({ location: "host", size: 256, name: "x" }));
+    outs.add("y", await rt.allocateTensor({ location: "host", size: 256, name: "y" }));
     const run = async (what: string) => {
       const status = await model.execute(ins, outs).then(() => 0, (e) => (e instanceof NrtError ? e.status : -1));
       statuses.push(status);

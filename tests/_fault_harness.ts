@@ -1,14 +1,11 @@
 /** Shared set-up of the fault and stdio tests: a traced simulated Cayman device, a runtime on a virtual clock. */
-import "reflect-metadata";
-import { registerCayman } from "@nrt/arch-cayman";
-import { MARIANA_SPEC, registerMariana } from "@nrt/arch-mariana";
-import { registerSunda, SUNDA_SPEC } from "@nrt/arch-sunda";
-import {
-  type Clock, type Model, MemoryLogger, NrtError, NrtStatus, Portal, Runtime, TensorPlacement, TensorSet, TracingPortal, VirtualClock,
-} from "@nrt/core";
+import { mariana, MARIANA_SPEC } from "@nrt/arch-mariana";
+import { sunda, SUNDA_SPEC } from "@nrt/arch-sunda";
+import { type Clock, MemoryLogger, type Model, NrtError, NrtStatus, Runtime, TensorSet, VirtualClock } from "@nrt/core";
+import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal, type FaultSpec } from "@nrt/device-sim";
-import { container } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
+import { cayman } from "@nrt/arch-cayman";
 
 /** One runtime over one simulated device. */
 export interface Harness {
@@ -50,13 +47,13 @@ export async function harness(o: HarnessOptions = {}): Promise<Harness> {
   const sim = new DeviceSimPortal(arch === "sunda" ? { spec: SUNDA_SPEC } : arch === "mariana" ? { spec: MARIANA_SPEC } : {});
   opened.push(sim);
   const trace = new TracingPortal(sim);
-  const c = container.createChildContainer();
-  ({ sunda: registerSunda, cayman: registerCayman, mariana: registerMariana })[arch](c);
-  c.register(Portal, { useValue: trace });
   const log = new MemoryLogger();
   const clock = new VirtualClock();
+  // The portal stays open for the harness (a test reads the simulator after close); `opened` closes it.
   const rt = await Runtime.init({
-    container: c,
+    portal: trace,
+    archPacks: [{ sunda, cayman, mariana }[arch]],
+    ownsPortal: false,
     visibleCores: o.visibleCores ?? [0, 1],
     virtualCoreSize: o.virtualCoreSize ?? 1,
     execTimeoutSeconds: o.execTimeoutSeconds ?? 30,
@@ -82,11 +79,11 @@ export async function load(rt: Runtime, neff: Uint8Array, vnc: number): Promise<
   const model = await rt.load(neff, vnc);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const t of model.inputs) {
-    const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, vnc, t.size, t.name);
+    const x = await rt.allocateTensor({ location: "host", vnc: vnc, size: t.size, name: t.name });
     await x.write(new Uint8Array(Float32Array.from({ length: t.size / 4 }, (_, i) => i - 8).buffer));
     ins.add(t.name, x);
   }
-  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, vnc, t.size, t.name));
+  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: vnc, size: t.size, name: t.name }));
   return { model, ins, outs };
 }
 

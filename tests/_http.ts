@@ -2,8 +2,8 @@
  * Test helpers for the REST server: a runtime on the simulated device, a repository of small test models, the
  * app, and a teardown that closes everything (so no Q7 Worker outlives a test file).
  */
-import { type CustomOpTensorSpec, MemoryLogger, Portal, Runtime, type RuntimeInitOptions } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { type CustomOpTensorSpec, MemoryLogger, Runtime, type RuntimeInitOptions } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { createInferenceApp, filesFromMap, type InferenceLimits, InferenceMetrics, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
 import type { Hono } from "hono";
 import { oneOpNeff } from "./_kernels.ts";
@@ -13,7 +13,8 @@ const t = (name: string, dtype: string, shape: number[]): CustomOpTensorSpec => 
 /**
  * The test models: `relu` (x FP32 [8]), `add` (a, b FP32 [16] → out), `cpu_map` (x FP32 [16] → y INT32 [16], each
  * element the id of the core that wrote it), `mixed` (a no-op kernel over every datatype family, for the
- * datatype plumbing) and `trap` (faults.wasm `trap`: executing it fails and poisons the model).
+ * datatype plumbing) and `trap` (faults.wasm `trap`: executing it fails and poisons the model; its `trap.json` turns
+ * the warm-up off).
  */
 export function testModels(): Record<string, Uint8Array> {
   return {
@@ -28,6 +29,8 @@ export function testModels(): Record<string, Uint8Array> {
       1,
     ),
     "trap.neff": oneOpNeff("faults", "trap", [t("x", "float32", [4])], [t("y", "float32", [4])]),
+    // Every execution of trap faults, so it is served without a warm-up (which would poison it before it serves).
+    "trap.json": new TextEncoder().encode(JSON.stringify({ warmup: false })),
   };
 }
 
@@ -61,7 +64,7 @@ export async function httpFixture(options: {
 } = {}): Promise<HttpFixture> {
   const container = createNrtContainer();
   const logger = new MemoryLogger();
-  const runtime = await Runtime.init({ logger, ...options.runtime, container });
+  const runtime = await Runtime.init({ logger, ...options.runtime, ...nrtPlugins(container) });
   const files = options.files ?? testModels();
   const repoFiles = filesFromMap(files);
   const repository = new ModelRepository({ runtime, files: options.wrapFiles?.(repoFiles) ?? repoFiles, maxQueue: options.maxQueue });
@@ -82,7 +85,7 @@ export async function httpFixture(options: {
         await repository.close();
         await runtime.close();
       } finally {
-        await container.resolve(Portal).close();
+        await container.resolve(PortalToken).close();
       }
     },
   };

@@ -7,12 +7,13 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import "reflect-metadata";
-import { registerCayman } from "@nrt/arch-cayman";
-import { registerMariana } from "@nrt/arch-mariana";
-import { registerSunda } from "@nrt/arch-sunda";
 import { container, type DependencyContainer } from "tsyringe";
-import { registerRemotePortal, type RemotePortal } from "../packages/device-sim/remote/mod.ts";
+import { type RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { connectDeviceDaemon, parseAddress } from "../packages/cli/transports.ts";
+import { ArchPackToken, PortalToken } from "@nrt/cli";
+import { sunda } from "@nrt/arch-sunda";
+import { cayman } from "@nrt/arch-cayman";
+import { mariana } from "@nrt/arch-mariana";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 /** The Bun binary of the workspace. */
@@ -106,9 +107,9 @@ export async function startDaemon(where: { socket: string } | { port: 0 }, extra
 export async function remoteContainer(address: string, name = "nrt-test"): Promise<{ c: DependencyContainer; portal: RemotePortal }> {
   const portal = await connectDeviceDaemon(parseAddress(address), { name, requestTimeoutMs: 20_000 });
   const c = container.createChildContainer();
-  registerSunda(c);
-  registerCayman(c);
-  registerMariana(c);
-  registerRemotePortal(c, portal);
+  c.register(ArchPackToken, { useValue: sunda });
+  c.register(ArchPackToken, { useValue: cayman });
+  c.register(ArchPackToken, { useValue: mariana });
+  c.register(PortalToken, { useValue: portal });
   return { c, portal };
 }

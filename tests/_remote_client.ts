@@ -5,9 +5,10 @@
  * closes and prints `{"event":"done"}`. A failure prints `{"event":"error","status":…,"message":…}` and exits 1.
  */
 import "reflect-metadata";
-import { envFromProcess, MemoryLogger, NrtError, Runtime, resolveRuntimeConfig, TensorPlacement, TensorSet } from "@nrt/core";
+import { envFromProcess, MemoryLogger, NrtError, resolveRuntimeConfig, Runtime, TensorSet } from "@nrt/core";
 import { oneOpNeff } from "./_kernels.ts";
 import { remoteContainer } from "./_remote.ts";
+import { nrtPlugins } from "@nrt/cli";
 
 const arg = (flag: string) => {
   const i = process.argv.indexOf(flag);
@@ -24,20 +25,19 @@ try {
   const env = envFromProcess();
   const visible = resolveRuntimeConfig({}, env).visibleCores ?? [0, 1];
   stage = "init";
-  // What Runtime.init does once runtime.ts calls Portal.acquireCores (idempotent for the same process).
-  await portal.acquireCores(0, visible);
-  const rt = await Runtime.init({ container: c, env, logger: new MemoryLogger() });
+  // Runtime.init acquires the visible cores (Portal.acquireCores, the driver's core range mark).
+  const rt = await Runtime.init({ ...nrtPlugins(c), env, logger: new MemoryLogger() });
   stage = "load";
   const f32 = (nm: string) => ({ name: nm, dtype: "float32", shape: [n] });
   const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a"), f32("b")], [f32("out")]));
   const ins = new TensorSet(), outs = new TensorSet();
   const seed = Number(arg("--seed") ?? 1);
   for (const t of model.inputs) {
-    const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, t.size, t.name);
+    const x = await rt.allocateTensor({ location: "host", size: t.size, name: t.name });
     await x.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i * seed).buffer));
     ins.add(t.name, x);
   }
-  outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, n * 4, "out"));
+  outs.add("out", await rt.allocateTensor({ location: "host", size: n * 4, name: "out" }));
   stage = "execute";
   await model.execute(ins, outs);
   const out = new Float32Array((await outs.get("out").read()).slice().buffer);
@@ -49,9 +49,7 @@ try {
   stage = "teardown";
   await model.execute(ins, outs); // the cores still work after the others came and went
   await model.unload();
-  await rt.close();
-  await portal.releaseCores(0, visible);
-  await portal.close();
+  await rt.close(); // releases the cores and closes the portal it owns
   say({ event: "done" });
   process.exit(0);
 } catch (e) {

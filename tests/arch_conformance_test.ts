@@ -1,13 +1,14 @@
 /**
- * Runs the arch-pack conformance suite (`packages/core/khal_contract.ts`) for Sunda, Cayman and Mariana, each on
+ * Runs the arch-pack conformance suite (`@nrt/core/testing`'s `khalContract`) for Sunda, Cayman and Mariana, each on
  * the simulator built from its own spec (ARCHITECTURE §3: "one conformance suite runs against every driver").
  */
-import { CaymanKhal } from "@nrt/arch-cayman";
-import { MarianaKhal } from "@nrt/arch-mariana";
-import { SundaKhal } from "@nrt/arch-sunda";
-import type { SiliconSpec } from "@nrt/core";
+import { describe, expect, test } from "bun:test";
+import { cayman } from "@nrt/arch-cayman";
+import { mariana } from "@nrt/arch-mariana";
+import { sunda } from "@nrt/arch-sunda";
+import type { SiliconSpec } from "@nrt/core/hal";
+import { khalContract, type KhalContractSubject } from "@nrt/core/testing";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { khalContract, type KhalContractSubject } from "../packages/core/khal_contract.ts";
 import { kernel } from "./_kernels.ts";
 
 function simulator(spec: SiliconSpec): Promise<KhalContractSubject> {
@@ -23,6 +24,6 @@ function simulator(spec: SiliconSpec): Promise<KhalContractSubject> {
 
 const options = { kernel: (name: string) => Promise.resolve(kernel(name)) };
 
-khalContract("sunda", () => new SundaKhal(), simulator, [], options);
-khalContract("cayman", () => new CaymanKhal(), simulator, [], options);
-khalContract("mariana", () => new MarianaKhal(), simulator, [], options);
+khalContract({ describe, test, expect }, "sunda", () => sunda, simulator, [], options);
+khalContract({ describe, test, expect }, "cayman", () => cayman, simulator, [], options);
+khalContract({ describe, test, expect }, "mariana", () => mariana, simulator, [], options);

@@ -3,16 +3,12 @@
  * the seed's `v2_error_get_infer_error_subtype` (lifecycle-error-model §4.5), plus the 12-entry text tables.
  */
 import { describe, expect, test } from "bun:test";
-import {
-  CAYMAN_DEFAULT_ISA_ERROR_TEXT, CAYMAN_ERROR_SUBTYPES, CAYMAN_ISA_ERRORS, CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, CaymanKhal,
-} from "@nrt/arch-cayman";
-import {
-  MARIANA_DEFAULT_ISA_ERROR_TEXT, MARIANA_ERROR_SUBTYPES, MARIANA_ISA_ERRORS, MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, MarianaKhal,
-} from "@nrt/arch-mariana";
-import {
-  SUNDA_DEFAULT_ISA_ERROR_TEXT, SUNDA_ERROR_SUBTYPES, SUNDA_ISA_ERRORS, SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, SundaKhal,
-} from "@nrt/arch-sunda";
-import { type Khal, NotificationKind, notificationWord } from "@nrt/core";
+import { CAYMAN_DEFAULT_ISA_ERROR_TEXT, CAYMAN_ERROR_SUBTYPES, CAYMAN_ISA_ERRORS, CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, cayman } from "@nrt/arch-cayman";
+import { MARIANA_DEFAULT_ISA_ERROR_TEXT, MARIANA_ERROR_SUBTYPES, MARIANA_ISA_ERRORS, MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, mariana } from "@nrt/arch-mariana";
+import { SUNDA_DEFAULT_ISA_ERROR_TEXT, SUNDA_ERROR_SUBTYPES, SUNDA_ISA_ERRORS, SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, sunda } from "@nrt/arch-sunda";
+import type { Khal } from "@nrt/core/hal";
+import { NotificationKind, notificationWord } from "@nrt/core/isa";
+import { createKhal } from "@nrt/core/hal";
 
 interface Pack {
   readonly khal: string;
@@ -25,9 +21,9 @@ interface Pack {
 }
 
 const PACKS: readonly Pack[] = [
-  { khal: "SundaKhal", make: () => new SundaKhal(), dveMask: SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: SUNDA_ERROR_SUBTYPES, texts: SUNDA_ISA_ERRORS, fallback: SUNDA_DEFAULT_ISA_ERROR_TEXT },
-  { khal: "CaymanKhal", make: () => new CaymanKhal(), dveMask: CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: CAYMAN_ERROR_SUBTYPES, texts: CAYMAN_ISA_ERRORS, fallback: CAYMAN_DEFAULT_ISA_ERROR_TEXT },
-  { khal: "MarianaKhal", make: () => new MarianaKhal(), dveMask: MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: MARIANA_ERROR_SUBTYPES, texts: MARIANA_ISA_ERRORS, fallback: MARIANA_DEFAULT_ISA_ERROR_TEXT },
+  { khal: "SundaKhal", make: () => createKhal(sunda), dveMask: SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: SUNDA_ERROR_SUBTYPES, texts: SUNDA_ISA_ERRORS, fallback: SUNDA_DEFAULT_ISA_ERROR_TEXT },
+  { khal: "CaymanKhal", make: () => createKhal(cayman), dveMask: CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: CAYMAN_ERROR_SUBTYPES, texts: CAYMAN_ISA_ERRORS, fallback: CAYMAN_DEFAULT_ISA_ERROR_TEXT },
+  { khal: "MarianaKhal", make: () => createKhal(mariana), dveMask: MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: MARIANA_ERROR_SUBTYPES, texts: MARIANA_ISA_ERRORS, fallback: MARIANA_DEFAULT_ISA_ERROR_TEXT },
 ];
 
 /** The mask sweep: zero, all ones, every single bit, the seed's constants and their complements, some mixtures. */

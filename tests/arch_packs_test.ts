@@ -7,7 +7,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import * as cayman from "@nrt/arch-cayman";
 import * as mariana from "@nrt/arch-mariana";
 import * as sunda from "@nrt/arch-sunda";
-import { type Khal, ncBlock, type SiliconSpec, TpbArchType, TracingPortal } from "@nrt/core";
+import { createKhal, type Khal, ncBlock, type SiliconSpec, TpbArchType } from "@nrt/core/hal";
+import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { readdirSync, readFileSync } from "node:fs";
 import { kernel } from "./_kernels.ts";
@@ -18,9 +19,9 @@ afterAll(async () => {
 });
 
 const PACKS = [
-  { name: "sunda", mod: sunda as Record<string, unknown>, spec: sunda.SUNDA_SPEC, khal: (): Khal => new sunda.SundaKhal(), stock: sunda.sundaStockPoolUcode, arch: 2 },
-  { name: "cayman", mod: cayman as Record<string, unknown>, spec: cayman.CAYMAN_SPEC, khal: (): Khal => new cayman.CaymanKhal(), stock: cayman.caymanStockPoolUcode, arch: 3 },
-  { name: "mariana", mod: mariana as Record<string, unknown>, spec: mariana.MARIANA_SPEC, khal: (): Khal => new mariana.MarianaKhal(), stock: mariana.marianaStockPoolUcode, arch: 4 },
+  { name: "sunda", mod: sunda as Record<string, unknown>, spec: sunda.SUNDA_SPEC, khal: (): Khal => createKhal(sunda.sunda), arch: 2 },
+  { name: "cayman", mod: cayman as Record<string, unknown>, spec: cayman.CAYMAN_SPEC, khal: (): Khal => createKhal(cayman.cayman), arch: 3 },
+  { name: "mariana", mod: mariana as Record<string, unknown>, spec: mariana.MARIANA_SPEC, khal: (): Khal => createKhal(mariana.mariana), arch: 4 },
 ] as const;
 
 const GiB = 1024 ** 3, MiB = 1024 ** 2;
@@ -29,7 +30,7 @@ const dir = (name: string) => new URL(`../packages/arch-${name}/`, import.meta.u
 describe("arch packs mirror each other", () => {
   test("the three packs hold the same file names", () => {
     const files = PACKS.map((p) => readdirSync(dir(p.name)).filter((f) => !f.endsWith("_test.ts")).sort());
-    expect(files[0]).toEqual(["README.md", "deno.json", "error_tables.ts", "khal.ts", "mod.ts", "package.json", "register.ts", "spec.ts", "stock_ucode.ts"]);
+    expect(files[0]).toEqual(["README.md", "deno.json", "error_tables.ts", "mod.ts", "pack.ts", "package.json", "spec.ts"]);
     expect(files[1]).toEqual(files[0]);
     expect(files[2]).toEqual(files[0]);
   });
@@ -40,8 +41,8 @@ describe("arch packs mirror each other", () => {
     expect(s).toEqual(c);
     expect(m).toEqual(c);
     expect(s).toEqual([
-      "<arch>ErrorSubtype", "<arch>IsaErrorText", "<arch>Khal", "<arch>StockPoolUcode", "<arch>_DEFAULT_ISA_ERROR_TEXT", "<arch>_ERROR_SUBTYPES",
-      "<arch>_ERROR_TABLES", "<arch>_ISA_ERRORS", "<arch>_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", "<arch>_SPEC", "register<arch>",
+      "<arch>", "<arch>ErrorSubtype", "<arch>IsaErrorText", "<arch>_DEFAULT_ISA_ERROR_TEXT", "<arch>_ERROR_SUBTYPES",
+      "<arch>_ERROR_TABLES", "<arch>_ISA_ERRORS", "<arch>_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", "<arch>_SPEC",
     ].sort());
   });
 
@@ -57,8 +58,8 @@ describe("arch packs mirror each other", () => {
   });
 
   for (const p of PACKS) {
-    test(`${p.name} stock_ucode.ts IRAM equals kernels/wasm/stock_pool.wasm and DRAM word 0 is arch id ${p.arch}`, () => {
-      const image = p.stock();
+    test(`${p.name}'s stock Pool image: IRAM equals kernels/wasm/stock_pool.wasm and DRAM word 0 is arch id ${p.arch}`, () => {
+      const image = p.khal().stockPoolUcode();
       expect(Array.from(image.iram)).toEqual(Array.from(kernel("stock_pool")));
       expect(image.dram.byteLength).toBe(16);
       expect(new DataView(image.dram.buffer).getUint32(0, true)).toBe(p.arch);
@@ -135,7 +136,7 @@ describe("arch pack specs", () => {
 describe("per-arch run-stall release (seed runtime-synthesis §2.1)", () => {
   for (const p of PACKS) {
     const host = p.spec.runStallRelease === "host-csr";
-    test(`${p.khal().constructor.name}.q7HoldRunStall() and q7ReleaseRunStall() ${host ? "write 0xFF then 0x00 to CSR 0x3000" : "write nothing"}`, async () => {
+    test(`${p.name}: q7HoldRunStall() and q7ReleaseRunStall() ${host ? "write 0xFF then 0x00 to CSR 0x3000" : "write nothing"}`, async () => {
       const sim = new DeviceSimPortal({ spec: p.spec });
       opened.push(sim);
       const trace = new TracingPortal(sim);

@@ -5,16 +5,16 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { CAYMAN_SPEC, registerCayman } from "@nrt/arch-cayman";
-import { MARIANA_SPEC, registerMariana } from "@nrt/arch-mariana";
-import { registerSunda, SUNDA_SPEC } from "@nrt/arch-sunda";
-import {
-  type CustomOpTensorSpec, MemoryLogger, ncBlock, Portal, Runtime, type RuntimeInitOptions, type SiliconSpec, type TraceEntry, TensorPlacement,
-  TensorSet, TracingPortal,
-} from "@nrt/core";
+import { CAYMAN_SPEC, cayman } from "@nrt/arch-cayman";
+import { MARIANA_SPEC, mariana } from "@nrt/arch-mariana";
+import { SUNDA_SPEC, sunda } from "@nrt/arch-sunda";
+import { type CustomOpTensorSpec, MemoryLogger, Runtime, type RuntimeInitOptions, TensorSet } from "@nrt/core";
+import { ncBlock, type SiliconSpec } from "@nrt/core/hal";
+import { type TraceEntry, TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { container } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
+import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
 
 const opened: DeviceSimPortal[] = [];
 // Each simulated device owns Q7 Workers: close the portals so no Worker outlives the file.
@@ -30,11 +30,11 @@ function setup(spec: SiliconSpec, agents?: "inline") {
   opened.push(sim);
   const trace = new TracingPortal(sim);
   const c = container.createChildContainer();
-  registerSunda(c);
-  registerCayman(c);
-  registerMariana(c);
-  c.register(Portal, { useValue: trace });
-  return { c, sim, trace, init: (o: Partial<RuntimeInitOptions> = {}) => Runtime.init({ container: c, logger: new MemoryLogger(), ...o }) };
+  c.register(ArchPackToken, { useValue: sunda });
+  c.register(ArchPackToken, { useValue: cayman });
+  c.register(ArchPackToken, { useValue: mariana });
+  c.register(PortalToken, { useValue: trace });
+  return { c, sim, trace, init: (o: Partial<RuntimeInitOptions> = {}) => Runtime.init({ ...nrtPlugins(c), logger: new MemoryLogger(), ...o }) };
 }
 
 const f32 = (name: string, shape: number[]): CustomOpTensorSpec => ({ name, dtype: "float32", shape });
@@ -46,11 +46,11 @@ async function run(rt: Runtime, neff: Uint8Array, inputs: Record<string, Uint8Ar
   const model = await rt.load(neff, vnc);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const t of model.inputs) {
-    const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, vnc, t.size, t.name);
+    const x = await rt.allocateTensor({ vnc: vnc, size: t.size, name: t.name });
     await x.write(inputs[t.name]);
     ins.add(t.name, x);
   }
-  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, vnc, t.size, t.name));
+  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ vnc: vnc, size: t.size, name: t.name }));
   await model.execute(ins, outs);
   const out = [];
   for (const t of model.outputs) out.push(await outs.get(t.name).read());
@@ -114,7 +114,7 @@ describe("one NEFF, three generations", () => {
       const { init } = setup(spec);
       const rt = await init();
       try {
-        expect(rt.khal.spec).toBe(spec);
+        expect(rt.spec).toBe(spec);
         const outs = [];
         for (const w of workload(spec.name)) outs.push(await run(rt, w.neff, w.inputs));
         results.push(outs);

@@ -4,14 +4,15 @@
  * an empty poll `NRT_QUEUE_EMPTY`; `nrt_register_async_exec_callback` and `nrt_async_drain_queued_execs`.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { type AsyncExecCompletion, KmgrExecMode, MemoryLogger, type Model, NrtApi, NrtError, NrtStatus, Portal, type Ref, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { type AsyncExecCompletion, MemoryLogger, type Model, NrtApi, NrtError, NrtStatus, type Ref, Runtime, TensorSet } from "@nrt/core";
+import { KmgrExecMode } from "../packages/core/state.ts";
+import { createNrtContainer, PortalToken, nrtPlugins } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 
 const containers: DependencyContainer[] = [];
 afterAll(async () => {
-  for (const c of containers.splice(0)) await c.resolve(Portal).close();
+  for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
 
 const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
@@ -25,17 +26,17 @@ function container(): DependencyContainer {
 }
 
 async function init(depth: number): Promise<Runtime> {
-  return await Runtime.init({ container: container(), visibleCores: [0, 1], virtualCoreSize: 1, asyncExecMaxInflightRequests: depth, logger: new MemoryLogger() });
+  return await Runtime.init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, asyncExecMaxInflightRequests: depth, logger: new MemoryLogger() });
 }
 
 async function addIo(rt: Runtime, model: Model, shift = 0) {
   const ins = new TensorSet(), outs = new TensorSet();
   for (const name of ["a", "b"]) {
-    const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, model.vnc, N * 4, name);
+    const t = await rt.allocateTensor({ vnc: model.vnc, size: N * 4, name });
     await t.write(new Uint8Array(Float32Array.from({ length: N }, (_, i) => (name === "a" ? i : shift)).buffer));
     ins.add(name, t);
   }
-  outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, model.vnc, N * 4, "out"));
+  outs.add("out", await rt.allocateTensor({ vnc: model.vnc, size: N * 4, name: "out" }));
   return { ins, outs };
 }
 
@@ -118,7 +119,7 @@ describe("async execution (NRT_2.0.0, KMGR_EXEC_MODE_ASYNC)", () => {
 
   test("nrt_execute queues and returns at once; nrt_register_async_exec_callback and nrt_async_drain_queued_execs", async () => {
     const api = new NrtApi();
-    expect(await api.nrt_init({ container: container(), visibleCores: [0, 1], virtualCoreSize: 1, asyncExecMaxInflightRequests: 2, logger: new MemoryLogger() }))
+    expect(await api.nrt_init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, asyncExecMaxInflightRequests: 2, logger: new MemoryLogger() }))
       .toBe(NrtStatus.NRT_SUCCESS);
     try {
       const rt = api.runtime!;

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readNeff } from "@nrt/core";
 import { KERNEL_FLAGS } from "../packages/cli/kernel_compiler.ts";
+import { UsageError } from "../packages/cli/command_args.ts";
 import { packManifest, parseManifest, runPack } from "../packages/cli/pack.ts";
 import { runNrt as capture } from "./_cli.ts";
 // @ts-ignore: a plain JS build script without types
@@ -43,7 +44,7 @@ describe("nrt pack", () => {
     expect(() => parseManifest('{"name": "x", "inputs": [], "outputs": [], "libraries": [{"name": "a", "functions": [{"opcode": 1, "name": "f"}]}], "calls": []}', "m.json"))
       .toThrow('library "a" needs exactly one of "wasm" and "source"');
     expect(() => parseManifest("{", "m.json")).toThrow("is not valid JSON");
-    expect(await runPack([], () => {}, () => {})).toBe(2);
+    await expect(runPack([], () => {}, () => {})).rejects.toThrow(new UsageError("Cannot parse nrt pack arguments: MANIFEST is missing"));
   }, 60_000);
 
   test("a kernel that does not compile is refused with the compiler's diagnostics", async () => {

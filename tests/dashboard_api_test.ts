@@ -4,8 +4,8 @@
  * `admin`, working with it.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { type CustomOpTensorSpec, LogLevel, MemoryLogger, Portal, Runtime } from "@nrt/core";
-import { createNrtContainer, parseServeArgs, SimDeviceView, startServer } from "@nrt/cli";
+import { type CustomOpTensorSpec, LogLevel, MemoryLogger, Runtime } from "@nrt/core";
+import { createNrtContainer, parseServeArgs, SimDeviceView, startServer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { createInferenceApp, DashboardMonitor, type DashboardState, filesFromMap, ModelRepository } from "@nrt/http-api";
 import type { Hono } from "hono";
@@ -31,10 +31,10 @@ interface Server {
 async function server(admin: boolean): Promise<Server> {
   const sim = new SimDeviceView();
   const container = createNrtContainer();
-  const portal = container.resolve(Portal) as DeviceSimPortal;
+  const portal = container.resolve(PortalToken) as DeviceSimPortal;
   sim.attach(portal);
   const monitor = new DashboardMonitor();
-  const runtime = await Runtime.init({ container, logger: monitor.wrapLogger(new MemoryLogger(LogLevel.ERROR)), onExecution: monitor.onExecution });
+  const runtime = await Runtime.init({ ...nrtPlugins(container), logger: monitor.wrapLogger(new MemoryLogger(LogLevel.ERROR)), onExecution: monitor.onExecution });
   const files = { ...testModels(), "hello.neff": oneOpNeff("faults", "printf", [f32("x", 64)], [f32("y", 64)], 1, [2]) };
   const repository = new ModelRepository({ runtime, files: filesFromMap(files) });
   await repository.scan();

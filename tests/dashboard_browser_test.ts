@@ -62,16 +62,19 @@ describe("dashboard in headless Chromium", () => {
       const booked = await page.locator("#memory-chart").getAttribute("data-booked-bytes");
       await shot("initial");
 
-      // An inference: the counters, the model's row, the memory chart (its staging tensors) and the Q7 cores follow.
+      // An inference: the counters, the model's row, the memory chart (its staging tensors, booked at warm-up) and the Q7 cores follow.
       expect(await infer("relu", relu)).toBe(200);
       expect(await infer("hello", hello)).toBe(200);
       await textIs("#status-completed", String(completed + 2));
       await textIs('#models tr[data-key="m-relu"] .ok', "1");
-      await page.waitForFunction((b) => document.querySelector("#memory-chart")?.getAttribute("data-booked-bytes") !== b, booked, { timeout: DEADLINE_MS });
+      // The pooled staging tensors were booked by the warm-up execute before the model was ready, so the chart
+      // already shows them and an inference books nothing more.
+      expect(Number(booked)).toBeGreaterThan(0);
       expect(await page.locator('#memory-chart rect[data-category="tensors"]').count()).toBe(1);
+      expect(await page.locator("#memory-chart").getAttribute("data-booked-bytes")).toBe(booked);
       await page.locator(`#cores li[data-key="nc-${nc}"] .q7 li[data-state="idle"]`, { hasText: "relu" }).first().waitFor({ timeout: DEADLINE_MS });
       expect(await page.locator(`#cores li[data-key="nc-${nc}"] .q7 li`).count()).toBe(8);
-      await page.locator("#log li.stdout", { hasText: "line 1 from core 0" }).waitFor({ timeout: DEADLINE_MS });
+      await page.locator("#log li.stdout", { hasText: "line 1 from core 0" }).last().waitFor({ timeout: DEADLINE_MS });
       expect(await text('#models tr[data-key="m-relu"] .mean')).toMatch(/^[0-9.]+ (µs|ms)$/);
       await shot("after-inference", true);
 

@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { NotificationKind, NrtStatus, TpbErrorId, TpbErrorMask } from "@nrt/core";
+import { NrtStatus } from "@nrt/core";
+import { NotificationKind, TpbErrorId, TpbErrorMask } from "@nrt/core/isa";
 import { exec, harness, load, opened, RELU_NEFF } from "./_fault_harness.ts";
 import { oneOpNeff } from "./_kernels.ts";
 

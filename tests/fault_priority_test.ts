@@ -1,12 +1,14 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { CAYMAN_SPEC, CaymanKhal } from "@nrt/arch-cayman";
-import {
-  DmaEngineState, dmaEngineStateAddr, ErpStep, ExecFatalStatus, execRequestInitState, execRequestProcessErrors, isErrorRecord, MemoryLogger,
-  type NcErrorScan, NrtStatus,
-} from "@nrt/core";
+import { CAYMAN_SPEC, cayman } from "@nrt/arch-cayman";
+import { MemoryLogger, NrtStatus } from "@nrt/core";
+import { DmaEngineState, dmaEngineStateAddr } from "@nrt/core/isa";
+import { execRequestInitState, execRequestProcessErrors, type NcErrorScan } from "../packages/core/kmgr/exec_request.ts";
+import { isErrorRecord } from "../packages/core/notification/notification_consume.ts";
+import { ErpStep, ExecFatalStatus } from "../packages/core/state.ts";
 import { buildCustomOpNeff } from "@nrt/core";
 import { exec, execHung, FAULT_CASES, harness, load, opened, RELU_NEFF } from "./_fault_harness.ts";
 import { kernel } from "./_kernels.ts";
+import { createKhal } from "@nrt/core/hal";
 
 afterAll(async () => {
   for (const p of opened.splice(0)) await p.close();
@@ -51,7 +53,7 @@ describe("nrt_get_status_priority across the NeuronCores of one request (seed li
       await h.rt.close();
     }
 
-    const khal = new CaymanKhal();
+    const khal = createKhal(cayman);
     let pairs = 0;
     for (const [a, sa] of scans) {
       for (const [b, sb] of scans) {
@@ -70,7 +72,7 @@ describe("nrt_get_status_priority across the NeuronCores of one request (seed li
   }, 60_000);
 
   test("exec_fatal_status is bool[2][7]: several causes may be flagged on one NeuronCore, and per NeuronCore", () => {
-    const khal = new CaymanKhal();
+    const khal = createKhal(cayman);
     const req = execRequestInitState();
     const oob = { code: 0x0a, mask: 0x2, engine: 2, q7: 1, kind: 0, model: 1, value: 4, aux: 0 };
     execRequestProcessErrors({ khal, device: 0, modelName: "m", timeoutMs: 1000, log: new MemoryLogger() }, req, [
@@ -127,7 +129,7 @@ describe("ExecRequestState.fatal", () => {
   test("a soft 1004 outranks a fatal 1006 by the seed's priority, yet the request is flagged fatal", () => {
     const req = execRequestInitState();
     const rec = (code: number, mask: number) => ({ code, mask, engine: 2, q7: 0xff, kind: 0, model: 1, value: 0, aux: 0 });
-    const step = execRequestProcessErrors({ khal: new CaymanKhal(), device: 0, modelName: "m", timeoutMs: 1, log: new MemoryLogger() }, req, [
+    const step = execRequestProcessErrors({ khal: createKhal(cayman), device: 0, modelName: "m", timeoutMs: 1, log: new MemoryLogger() }, req, [
       { nc: 0, records: [rec(0x09, 0x8000)] },
       { nc: 1, records: [rec(0x0a, 0x2)] },
     ]);

@@ -1,10 +1,12 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { registerCayman } from "@nrt/arch-cayman";
-import { MemoryLogger, NrtError, Portal, Runtime, TensorPlacement, TensorSet, TracingPortal } from "@nrt/core";
+import { MemoryLogger, NrtError, Runtime, TensorSet } from "@nrt/core";
+import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { container } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
+import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
+import { cayman } from "@nrt/arch-cayman";
 
 const sim = new DeviceSimPortal();
 afterAll(() => sim.close());
@@ -13,16 +15,16 @@ describe("fail-stop with executions queued behind a fault (seed lifecycle-error-
   test("an execution queued behind the faulting one returns the poison status without ringing the halted stream", async () => {
     const trace = new TracingPortal(sim);
     const c = container.createChildContainer();
-    registerCayman(c);
-    c.register(Portal, { useValue: trace });
-    const rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+    c.register(ArchPackToken, { useValue: cayman });
+    c.register(PortalToken, { useValue: trace });
+    const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
     try {
       const f32 = (name: string) => ({ name, dtype: "float32", shape: [8] });
       const bad = await rt.load(oneOpNeff("faults", "trap", [f32("x")], [f32("y")]));
       const good = await rt.load(oneOpNeff("relu", "relu", [f32("x")], [f32("y")]));
       const ins = new TensorSet(), outs = new TensorSet();
-      ins.add("x", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 32, "x"));
-      outs.add("y", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 32, "y"));
+      ins.add("x", await rt.allocateTensor({ location: "host", size: 32, name: "x" }));
+      outs.add("y", await rt.allocateTensor({ location: "host", size: 32, name: "y" }));
       trace.clear();
       const results = await Promise.allSettled([bad.execute(ins, outs), bad.execute(ins, outs), good.execute(ins, outs)]);
       const [first, second, third] = results;

@@ -10,13 +10,7 @@ import { VirtualClock } from "@nrt/core";
 import { loadSync } from "@grpc/proto-loader";
 import { connect } from "node:net";
 import { networkInterfaces } from "node:os";
-import {
-  createGrpcInferenceServer,
-  DEFAULT_GRPC_HOST,
-  DEFAULT_GRPC_LIMITS,
-  type GrpcInferenceServer,
-  type GrpcLimits,
-} from "../packages/grpc-api/mod.ts";
+import { createGrpcInferenceServer, DEFAULT_GRPC_HOST, DEFAULT_GRPC_LIMITS, type GrpcInferenceServer, type GrpcLimits } from "../packages/grpc-api/mod.ts";
 import { bytesOf, Code, failure, FIXTURE_PROTO, type OipClient, oipClient } from "./_grpc_client.ts";
 import { type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
@@ -95,7 +89,7 @@ describe("gRPC limits and lifecycle", () => {
         "relu.neff": relu,
         "relu.json": enc({ vnc: 0 }),
         "spin.neff": spin,
-        "spin.json": enc({ vnc: 1, maxQueue: 1 }),
+        "spin.json": enc({ vnc: 1, maxQueue: 1, warmup: false }), // spin never ends on its own: no warm-up
       },
       runtime: { clock, execTimeoutSeconds: TIMEOUT_MS / 1000 },
     });

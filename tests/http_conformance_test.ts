@@ -65,6 +65,7 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
       platform: "neuron",
       inputs: [{ name: "x", datatype: "FP32", shape: [8] }],
       outputs: [{ name: "y", datatype: "FP32", shape: [8] }],
+      instances: [{ name: "relu_0", vnc: 3, ready: true }],
     });
     const mixed = await (await call("/v2/models/mixed/versions/1")).json();
     expect(mixed.inputs.map((t: { datatype: string }) => t.datatype)).toEqual(["FP16", "BF16", "INT32", "BOOL", "UINT8", "INT64"]);

@@ -37,7 +37,7 @@ describe("REST model repository", () => {
     const { "relu.neff": relu, "add.neff": add } = testModels();
     const spin = oneOpNeff("faults", "spin", [{ name: "x", dtype: "float32", shape: [4] }], [{ name: "y", dtype: "float32", shape: [4] }]);
     fx = await httpFixture({
-      files: { "relu.neff": relu, "add.neff": add, "spin.neff": spin, "spin.json": enc({ vnc: 3, maxQueue: 1 }) },
+      files: { "relu.neff": relu, "add.neff": add, "spin.neff": spin, "spin.json": enc({ vnc: 3, maxQueue: 1, warmup: false }) },
       runtime: { clock, execTimeoutSeconds: TIMEOUT_MS / 1000 },
       wrapFiles: (f) => ({
         list: f.list,
@@ -153,7 +153,7 @@ describe("REST model repository", () => {
     await fx.app.request("/v2/repository/index", { method: "POST" });
     const bad = await fx.app.request("/v2/repository/models/bad/load", control());
     expect(bad.status).toBe(400);
-    expect((await bad.json()).error).toBe('Cannot load model "bad": bad.json "instances" must be an integer from 1 to 64');
+    expect((await bad.json()).error).toBe('Cannot load model "bad": bad.json "instances" must be an integer from 1 to 64 or "per-core"');
     fx.files["bad.json"] = enc({ vnc: 9 });
     const far = await fx.app.request("/v2/repository/models/bad/load", control());
     expect(far.status).toBe(503);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { buildCustomOpNeff, MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { buildCustomOpNeff, MemoryLogger, Runtime, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DeviceSimPortal } from "@nrt/device-sim";
 import type { DependencyContainer } from "tsyringe";
 import { kernel, oneOpNeff } from "./_kernels.ts";
@@ -11,11 +11,11 @@ let c: DependencyContainer;
 let rt: Runtime;
 beforeAll(async () => {
   c = createNrtContainer();
-  rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+  rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
 });
 afterAll(async () => {
   await rt.close();
-  await c.resolve(Portal).close();
+  await c.resolve(PortalToken).close();
 });
 
 let seed = 12345;
@@ -23,15 +23,15 @@ const rand = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32) * 2 - 
 const f32s = (n: number) => Float32Array.from({ length: n }, rand);
 const spec = (name: string, shape: number[], dtype = "float32") => ({ name, dtype, shape });
 
-async function run(neff: Uint8Array, inputs: Record<string, Float32Array>, placement = TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE) {
+async function run(neff: Uint8Array, inputs: Record<string, Float32Array>, location: "device" | "host" = "device") {
   const model = await rt.load(neff);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const t of model.inputs) {
-    const x = await rt.allocateTensor(placement, 0, t.size, t.name);
+    const x = await rt.allocateTensor({ location, size: t.size, name: t.name });
     await x.write(new Uint8Array(inputs[t.name].buffer));
     ins.add(t.name, x);
   }
-  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(placement, 0, t.size, t.name));
+  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location, size: t.size, name: t.name }));
   await model.execute(ins, outs);
   const out: Record<string, Uint8Array> = {};
   for (const t of model.outputs) out[t.name] = (await outs.get(t.name).read()).slice();
@@ -54,7 +54,7 @@ describe("reference kernels end to end on the simulated Cayman device", () => {
       const add = new Float32Array((await run(oneOpNeff("vector_add", "vector_add", [spec("a", [n]), spec("b", [n])], [spec("o", [n])]), { a, b })).o.buffer);
       for (let i = 0; i < n; i += Math.max(1, n >> 12)) expect(add[i]).toBe(Math.fround(a[i] + b[i]));
       expect(add[n - 1]).toBe(Math.fround(a[n - 1] + b[n - 1]));
-      const r = new Float32Array((await run(oneOpNeff("relu", "relu", [spec("a", [n])], [spec("o", [n])]), { a }, TensorPlacement.NRT_TENSOR_PLACEMENT_HOST)).o.buffer);
+      const r = new Float32Array((await run(oneOpNeff("relu", "relu", [spec("a", [n])], [spec("o", [n])]), { a }, "host")).o.buffer);
       expect(r.every((v, i) => v === Math.max(0, a[i]))).toBe(true);
     }, 60_000);
   }
@@ -92,7 +92,7 @@ describe("reference kernels end to end on the simulated Cayman device", () => {
 
   test("cpu_map shows all 8 Q7 cores took their share, and the DMA queues moved 1/8 each", async () => {
     const n = 8000;
-    const portal = c.resolve(Portal) as unknown as DeviceSimPortal;
+    const portal = c.resolve(PortalToken) as unknown as DeviceSimPortal;
     const got = new Int32Array((await run(oneOpNeff("cpu_map", "cpu_map", [spec("x", [n])], [spec("id", [n], "int32")]), { x: f32s(n) })).id.buffer);
     const counts = new Array(8).fill(0);
     for (const v of got) counts[v]++;
@@ -145,7 +145,7 @@ describe("metaneff binding (seed runtime-synthesis §2.3)", () => {
     expect(model.inputs.map((t) => t.name)).toEqual(["input0"]);
     expect(model.outputs.map((t) => t.name)).toEqual(["output0"]);
     const x = f32s(n);
-    const tx = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, "input0");
+    const tx = await rt.allocateTensor({ size: n * 4, name: "input0" });
     await tx.write(new Uint8Array(x.buffer));
     const ins = new TensorSet();
     ins.add("input0", tx);
@@ -162,7 +162,7 @@ describe("metaneff binding (seed runtime-synthesis §2.3)", () => {
   test("a metaneff that disagrees with the NEFF or misses a checkpoint key is NRT_INVALID and leaks nothing", async () => {
     const n = 8;
     const neff = oneOpNeff("relu", "relu", [spec("x", [n])], [spec("y", [n])]);
-    const portal = c.resolve(Portal);
+    const portal = c.resolve(PortalToken);
     const before = (await portal.memUsage(0)).allocations;
     const bad = [
       { input_tensors: [{ name: "a", shape: [n + 1], data_type: "float32" }], output_tensors: [{ name: "b", shape: [n], data_type: "float32" }] },

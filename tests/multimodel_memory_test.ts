@@ -3,14 +3,15 @@
  * per-core totals, `nrt_get_vnc_memory_stats`, out-of-memory on a small simulated HBM, and the ulib staging policy.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { buildCustomOpNeff, DmaMemUsageType, MemoryLogger, NrtApi, NrtError, NrtStatus, Portal, type Ref, Runtime, TensorPlacement, TensorSet, type VncMemoryStats } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { buildCustomOpNeff, MemoryLogger, NrtApi, NrtError, NrtStatus, type Ref, Runtime, TensorSet, type NrtVncMemoryStats } from "@nrt/core";
+import { DmaMemUsageType } from "../packages/core/dmem/dmem.ts";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { kernel, oneOpNeff } from "./_kernels.ts";
 
 const containers: DependencyContainer[] = [];
 afterAll(async () => {
-  for (const c of containers.splice(0)) await c.resolve(Portal).close();
+  for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
 
 const MiB = 1 << 20;
@@ -40,19 +41,19 @@ async function init(hbmBytes?: number) {
   const container = createNrtContainer({ hbmBytes });
   containers.push(container);
   const log = new MemoryLogger();
-  const rt = await Runtime.init({ container, visibleCores: [0, 1], virtualCoreSize: 1, logger: log });
-  return { rt, log, sim: container.resolve(Portal) };
+  const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], virtualCoreSize: 1, logger: log });
+  return { rt, log, sim: container.resolve(PortalToken) };
 }
 
 async function runAdd(rt: Runtime, vnc = 0): Promise<Float32Array> {
   const model = await rt.load(ADD, vnc);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const name of ["a", "b"]) {
-    const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, vnc, N * 4, name);
+    const t = await rt.allocateTensor({ vnc: vnc, size: N * 4, name });
     await t.write(new Uint8Array(Float32Array.from({ length: N }, (_, i) => (name === "a" ? i : 100)).buffer));
     ins.add(name, t);
   }
-  outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, vnc, N * 4, "out"));
+  outs.add("out", await rt.allocateTensor({ vnc: vnc, size: N * 4, name: "out" }));
   await model.execute(ins, outs);
   const out = new Float32Array((await outs.get("out").read()).slice().buffer);
   for (const s of [ins, outs]) for (const k of s.names()) await s.get(k).free();
@@ -64,35 +65,37 @@ describe("dmem (seed runtime-synthesis §4.3)", () => {
   test("every allocation is booked under a category; the per-core totals and nrt_get_vnc_memory_stats agree", async () => {
     const { rt } = await init();
     try {
-      const row = rt.ledger.usage(0, 0);
+      const core0 = () => rt.memory().cores.find((c) => c.nc === 0)!;
+      const row = core0().byUsage;
       expect(row[DmaMemUsageType.NOTIFICATIONS]).toBeGreaterThan(0);
       expect(row[DmaMemUsageType.POOL_STDIO]).toBeGreaterThan(0);
       const model = await rt.load(ADD);
-      const after = rt.ledger.usage(0, 0);
+      const after = core0().byUsage;
       for (const k of [DmaMemUsageType.DMA_DESCRIPTORS, DmaMemUsageType.UCODE_TABLE, DmaMemUsageType.ARG_TABLES, DmaMemUsageType.INSTRUCTIONS, DmaMemUsageType.UCODE_LIBS]) {
         expect(after[k]).toBeGreaterThan(0);
       }
       let sum = 0;
+      expect(after.length).toBe(22);
       for (let k = 0; k < 22; k++) sum += after[k];
-      expect(after[22]).toBe(sum);
-      expect(rt.memoryStats(0)).toEqual({ bytes_used: after[22], bytes_limit: 96 * 1024 * MiB });
+      expect(core0().total).toBe(sum);
+      expect(rt.memoryStats(0)).toEqual({ bytesUsed: sum, bytesLimit: 96 * 1024 * MiB });
       const api = new NrtApi();
-      const stats: Ref<VncMemoryStats> = {};
+      const stats: Ref<NrtVncMemoryStats> = {};
       expect(api.nrt_get_vnc_memory_stats(0, stats)).toBe(NrtStatus.NRT_UNINITIALIZED);
       await model.unload();
     } finally {
       await rt.close();
     }
-    expect(rt.ledger.deviceTotal(0)).toBe(0);
+    expect(rt.memory().total).toBe(0);
   }, 30_000);
 
   test("out of memory on a 4 MiB HBM returns NRT_RESOURCE, logs the usage per category, leaves nothing half-loaded, and a smaller load succeeds", async () => {
     const { rt, log, sim } = await init(4 * MiB);
     try {
-      expect(rt.memoryStats(0).bytes_limit).toBe(4 * MiB);
+      expect(rt.memoryStats(0).bytesLimit).toBe(4 * MiB);
       // Leave 1.5 MiB of HBM free; the big model stages two 1 MiB libraries.
-      const filler = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 1, 4 * MiB - rt.ledger.hbmUsed(0) - 1.5 * MiB, "filler");
-      const before = { booked: rt.ledger.deviceTotal(0), portal: await sim.memUsage(0), events: rt.events.length };
+      const filler = await rt.allocateTensor({ vnc: 1, size: 4 * MiB - rt.memory().hbmUsed - 1.5 * MiB, name: "filler" });
+      const before = { booked: rt.memory().total, portal: await sim.memUsage(0), events: rt.events.list().length };
       const e = await rt.load(multiLibNeff(2, MiB)).catch((x) => x);
       expect(e).toBeInstanceOf(NrtError);
       expect(e.status).toBe(NrtStatus.NRT_RESOURCE);
@@ -104,7 +107,7 @@ describe("dmem (seed runtime-synthesis §4.3)", () => {
       expect(lines).toMatch(/NC 1 usage: .*tensors=\d+/);
       expect(lines).toContain(`of ${4 * MiB} bytes`);
       // Nothing half-loaded: same bytes booked, same device allocations, no resident model, the vNC released.
-      expect(rt.ledger.deviceTotal(0)).toBe(before.booked);
+      expect(rt.memory().total).toBe(before.booked);
       expect(await sim.memUsage(0)).toEqual(before.portal);
       expect(rt.cores()[0].models).toEqual([]);
       expect(Array.from(await runAdd(rt))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
@@ -112,7 +115,7 @@ describe("dmem (seed runtime-synthesis §4.3)", () => {
     } finally {
       await rt.close();
     }
-    expect(rt.ledger.deviceTotal(0)).toBe(0);
+    expect(rt.memory().total).toBe(0);
   }, 30_000);
 });
 
@@ -122,28 +125,28 @@ describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
     const image = kernel("vector_add").byteLength;
     try {
       const m1 = await rt.load(ADD), m2 = await rt.load(ADD);
-      expect(rt.events.filter((e) => e === "ucode_stage_libs nc=0 shared vector_add")).toHaveLength(1);
-      expect(rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+      expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=0 shared vector_add")).toHaveLength(1);
+      expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
       const m3 = await rt.load(ADD, 1);
-      expect(rt.events.filter((e) => e === "ucode_stage_libs nc=1 shared vector_add")).toHaveLength(1);
-      expect(rt.ledger.usage(0, 1)[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+      expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=1 shared vector_add")).toHaveLength(1);
+      expect(rt.memory().cores.find((c) => c.nc === 1)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
       for (const m of [m1, m2, m3]) await m.unload();
       // Cached per core until close (ucode_free_lib_set), not freed with the last model.
-      expect(rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+      expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
       // The cached set still serves a new model on that core.
       expect(Array.from(await runAdd(rt, 1))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
     } finally {
       await rt.close();
     }
-    expect(rt.events.filter((e) => e.startsWith("ucode_free_lib_set"))).toEqual(["ucode_free_lib_set nc=0", "ucode_free_lib_set nc=1"]);
-    expect(rt.ledger.deviceTotal(0)).toBe(0);
+    expect(rt.events.list().filter((e) => e.startsWith("ucode_free_lib_set"))).toEqual(["ucode_free_lib_set nc=0", "ucode_free_lib_set nc=1"]);
+    expect(rt.memory().total).toBe(0);
   }, 30_000);
 
   test("concurrent loads of a new single-library model on one core stage it exactly once", async () => {
     const { rt } = await init();
     try {
       const models = await Promise.all(Array.from({ length: 8 }, () => rt.load(ADD)));
-      expect(rt.events.filter((e) => e.startsWith("ucode_stage_libs nc=0 shared"))).toHaveLength(1);
+      expect(rt.events.list().filter((e) => e.startsWith("ucode_stage_libs nc=0 shared"))).toHaveLength(1);
       for (const m of models) await m.unload();
     } finally {
       await rt.close();
@@ -153,21 +156,21 @@ describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
   test("2..9 libraries are staged per model, and more than 9 are refused with Exceeded max number of GPSIMD libs", async () => {
     const { rt } = await init();
     try {
-      const base = rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS];
+      const base = rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS];
       const two = [await rt.load(multiLibNeff(2)), await rt.load(multiLibNeff(2))];
-      expect(rt.events.filter((e) => e.startsWith("ucode_stage_libs nc=0 model"))).toHaveLength(4);
+      expect(rt.events.list().filter((e) => e.startsWith("ucode_stage_libs nc=0 model"))).toHaveLength(4);
       const perModel = kernel("vector_add").byteLength + 257;
-      expect(rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS]).toBe(base + 2 * perModel);
+      expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(base + 2 * perModel);
       const nine = await rt.load(multiLibNeff(9));
       const e = await rt.load(multiLibNeff(10)).catch((x) => x);
       expect(e).toBeInstanceOf(NrtError);
       expect(e.message).toContain("Exceeded max number of GPSIMD libs");
       for (const m of [...two, nine]) await m.unload();
       // Per-model sets go with their models.
-      expect(rt.ledger.usage(0, 0)[DmaMemUsageType.UCODE_LIBS]).toBe(base);
+      expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(base);
     } finally {
       await rt.close();
     }
-    expect(rt.ledger.deviceTotal(0)).toBe(0);
+    expect(rt.memory().total).toBe(0);
   }, 30_000);
 });

@@ -4,15 +4,15 @@
  * placement view.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { type ExecutionEvent, MemoryLogger, type Model, NrtError, NrtStatus, Portal, Runtime, type RuntimeOptions, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { type ExecutionEvent, MemoryLogger, type Model, NrtError, NrtStatus, Runtime, type RuntimeOptions, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 
 const containers: DependencyContainer[] = [];
 // Each simulated device owns Q7 Workers: close the portals so no Worker outlives the file.
 afterAll(async () => {
-  for (const c of containers.splice(0)) await c.resolve(Portal).close();
+  for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
 
 const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
@@ -25,18 +25,18 @@ const floats = (b: Uint8Array) => new Float32Array(b.slice().buffer);
 async function init(options: RuntimeOptions & { onExecution?: (e: ExecutionEvent) => void } = {}): Promise<Runtime> {
   const container = createNrtContainer();
   containers.push(container);
-  return await Runtime.init({ container, visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger(), ...options });
+  return await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger(), ...options });
 }
 
 /** Host tensors for `model`, inputs filled from `data`. */
 async function io(rt: Runtime, model: Model, data: Record<string, Float32Array>) {
   const ins = new TensorSet(), outs = new TensorSet();
   for (const t of model.inputs) {
-    const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, t.size, t.name);
+    const x = await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name });
     await x.write(bytes(data[t.name]));
     ins.add(t.name, x);
   }
-  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, t.size, t.name));
+  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
   const free = async () => {
     for (const s of [ins, outs]) for (const k of s.names()) await s.get(k).free();
   };
@@ -65,7 +65,7 @@ describe("multi-model NeuronCores (seed runtime-synthesis §4.1, §4.2)", () => 
     } finally {
       await rt.close();
     }
-    expect(rt.ledger.deviceTotal(0)).toBe(0);
+    expect(rt.memory().total).toBe(0);
   }, 30_000);
 
   test("64 concurrent executions on one core never overlap and complete in FIFO order with increasing sequence ids", async () => {
@@ -101,7 +101,7 @@ describe("multi-model NeuronCores (seed runtime-synthesis §4.1, §4.2)", () => 
       const a = Float32Array.from({ length: N }, (_, i) => i * 0.25), b = Float32Array.from({ length: N }, (_, i) => 7 - i);
       const expected = Array.from(a, (v, i) => Math.fround(v + b[i]));
       const warm = await rt.load(ADD); // keeps the shared library staged: the ledger baseline below includes it
-      const baseline = rt.ledger.deviceTotal(0);
+      const baseline = rt.memory().total;
       const tally = { ok: 0, invalidHandle: 0 };
       const start = performance.now();
       for (let cycle = 0; cycle < 1000; cycle++) {
@@ -144,7 +144,7 @@ describe("multi-model NeuronCores (seed runtime-synthesis §4.1, §4.2)", () => 
         // The unload completed only after every execution that held a reference had finished.
         expect(unloadedAt).toBe(outcomes.length);
         await bufs.free();
-        expect(rt.ledger.deviceTotal(0)).toBe(baseline);
+        expect(rt.memory().total).toBe(baseline);
       }
       console.log(`unload-during-execute: 1000 cycles in ${(performance.now() - start).toFixed(0)} ms (${tally.ok} ok, ${tally.invalidHandle} NRT_INVALID_HANDLE)`);
       expect(tally.ok).toBeGreaterThan(0);
@@ -153,7 +153,7 @@ describe("multi-model NeuronCores (seed runtime-synthesis §4.1, §4.2)", () => 
     } finally {
       await rt.close();
     }
-    expect(rt.ledger.deviceTotal(0)).toBe(0);
+    expect(rt.memory().total).toBe(0);
   }, 120_000);
 
   test("Runtime.unload() removes the model from lookup first, then waits for its last reference", async () => {

@@ -8,14 +8,14 @@
  * iterations, and at zero after close.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { MemoryLogger, type Model, NrtError, NrtStatus, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, type Model, NrtError, NrtStatus, Runtime, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 
 const containers: DependencyContainer[] = [];
 afterAll(async () => {
-  for (const c of containers.splice(0)) await c.resolve(Portal).close();
+  for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
 
 const TASKS = 32;
@@ -31,7 +31,7 @@ describe("stress (issue 6 acceptance)", () => {
   test(`${TASKS} concurrent tasks × ${ITERATIONS} load/unload iterations mixed with executions keep the ledger exact`, async () => {
     const container = createNrtContainer();
     containers.push(container);
-    const rt = await Runtime.init({ container, visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
     let seed = 42;
     const random = () => {
       seed = (seed * 1103515245 + 12345) >>> 0;
@@ -49,18 +49,18 @@ describe("stress (issue 6 acceptance)", () => {
         for (const vnc of [0, 1]) {
           const ins = new TensorSet(), outs = new TensorSet();
           for (const [name, data] of [["a", a], ["b", b]] as const) {
-            const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, vnc, N * 4, name);
+            const t = await rt.allocateTensor({ location: "host", vnc: vnc, size: N * 4, name });
             await t.write(new Uint8Array(data.buffer.slice(0)));
             ins.add(name, t);
           }
-          outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, vnc, N * 4, "out"));
+          outs.add("out", await rt.allocateTensor({ location: "host", vnc: vnc, size: N * 4, name: "out" }));
           perVnc.push({ ins, outs });
         }
         return perVnc;
       }));
       // Warm both cores so the shared library sets (cached until close, seed §4.4) are in the baseline.
       for (const vnc of [0, 1]) for (const neff of [ADD, RELU]) await (await rt.load(neff, vnc)).unload();
-      const baseline = rt.ledger.deviceTotal(0);
+      const baseline = rt.memory().total;
       const execute = async (task: number, m: { model: Model; kind: "add" | "relu" }, own: boolean) => {
         const io = tasks[task][m.model.vnc];
         try {
@@ -98,7 +98,7 @@ describe("stress (issue 6 acceptance)", () => {
           }
         }));
         expect(problems.slice(0, 10)).toEqual([]);
-        expect(rt.ledger.deviceTotal(0)).toBe(baseline);
+        expect(rt.memory().total).toBe(baseline);
         expect(rt.cores().every((c) => c.models.length === 0)).toBe(true);
       }
       const took = performance.now() - started;
@@ -111,7 +111,7 @@ describe("stress (issue 6 acceptance)", () => {
     } finally {
       await rt.close();
     }
-    expect(rt.ledger.deviceTotal(0)).toBe(0);
-    expect((await container.resolve(Portal).memUsage(0)).allocations).toBe(0);
+    expect(rt.memory().total).toBe(0);
+    expect((await container.resolve(PortalToken).memUsage(0)).allocations).toBe(0);
   }, 120_000);
 });

@@ -5,14 +5,13 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { registerCayman } from "@nrt/arch-cayman";
-import {
-  buildCustomOpNeff, type ExecutionEvent, MemoryLogger, type Model, NrtApi, NrtError, NrtStatus, Portal, type Ref, Runtime, type RuntimeOptions,
-  TensorPlacement, TensorSet, TracingPortal,
-} from "@nrt/core";
+import { buildCustomOpNeff, type ExecutionEvent, MemoryLogger, type Model, NrtApi, NrtError, NrtStatus, type Ref, Runtime, type RuntimeOptions, TensorSet } from "@nrt/core";
+import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { container } from "tsyringe";
 import { kernel, oneOpNeff } from "./_kernels.ts";
+import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
+import { cayman } from "@nrt/arch-cayman";
 
 const opened: DeviceSimPortal[] = [];
 afterAll(async () => {
@@ -38,25 +37,25 @@ function setup() {
   opened.push(sim);
   const trace = new TracingPortal(sim);
   const c = container.createChildContainer();
-  registerCayman(c);
-  c.register(Portal, { useValue: trace });
+  c.register(ArchPackToken, { useValue: cayman });
+  c.register(PortalToken, { useValue: trace });
   return { c, trace, sim };
 }
 
 async function init(options: RuntimeOptions & { onExecution?: (e: ExecutionEvent) => void; env?: Record<string, string> } = {}) {
   const { c, trace } = setup();
-  const rt = await Runtime.init({ container: c, logger: new MemoryLogger(), ...options });
+  const rt = await Runtime.init({ ...nrtPlugins(c), logger: new MemoryLogger(), ...options });
   return { rt, trace, container: c };
 }
 
 async function addIo(rt: Runtime, model: Model) {
   const ins = new TensorSet(), outs = new TensorSet();
   for (const name of ["a", "b"]) {
-    const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, N * 4, name);
+    const t = await rt.allocateTensor({ location: "host", vnc: model.vnc, size: N * 4, name });
     await t.write(new Uint8Array(Float32Array.from({ length: N }, (_, i) => (name === "a" ? i : 0.5)).buffer));
     ins.add(name, t);
   }
-  outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, N * 4, "out"));
+  outs.add("out", await rt.allocateTensor({ location: "host", vnc: model.vnc, size: N * 4, name: "out" }));
   return { ins, outs };
 }
 
@@ -66,7 +65,7 @@ describe("logical cores (seed runtime-synthesis §4.5)", () => {
     const n: Ref<number> = {};
     expect(api.nrt_get_total_nc_count(n)).toBe(NrtStatus.NRT_UNINITIALIZED);
     const { c } = setup();
-    expect(await api.nrt_init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() })).toBe(NrtStatus.NRT_SUCCESS);
+    expect(await api.nrt_init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() })).toBe(NrtStatus.NRT_SUCCESS);
     const counts = () => {
       const out: number[] = [];
       for (const f of [api.nrt_get_total_nc_count, api.nrt_get_visible_nc_count, api.nrt_get_total_vnc_count, api.nrt_get_visible_vnc_count]) {
@@ -79,7 +78,7 @@ describe("logical cores (seed runtime-synthesis §4.5)", () => {
     await api.nrt_close();
     expect(api.nrt_get_visible_vnc_count(n)).toBe(NrtStatus.NRT_CLOSED);
     const api1 = new NrtApi();
-    await api1.nrt_init({ container: setup().c, env: { NEURON_RT_VISIBLE_CORES: "0-3", NEURON_RT_VIRTUAL_CORE_SIZE: "1" }, logger: new MemoryLogger() });
+    await api1.nrt_init({ ...nrtPlugins(setup().c), env: { NEURON_RT_VISIBLE_CORES: "0-3", NEURON_RT_VIRTUAL_CORE_SIZE: "1" }, logger: new MemoryLogger() });
     expect(api1.nrt_get_total_vnc_count(n)).toBe(NrtStatus.NRT_SUCCESS);
     expect(n.value).toBe(8);
     expect(api1.nrt_get_visible_vnc_count(n)).toBe(NrtStatus.NRT_SUCCESS);
@@ -88,7 +87,7 @@ describe("logical cores (seed runtime-synthesis §4.5)", () => {
   }, 30_000);
 
   test("visible cores that split a logical core are refused naming NEURON_RT_VISIBLE_CORES", async () => {
-    const e = await Runtime.init({ container: setup().c, visibleCores: [1, 2], logger: new MemoryLogger() }).catch((x) => x);
+    const e = await Runtime.init({ ...nrtPlugins(setup().c), visibleCores: [1, 2], logger: new MemoryLogger() }).catch((x) => x);
     expect(e).toBeInstanceOf(NrtError);
     expect(e.status).toBe(NrtStatus.NRT_INVALID);
     expect(e.message).toContain("NEURON_RT_VISIBLE_CORES");
@@ -104,16 +103,16 @@ describe("logical cores (seed runtime-synthesis §4.5)", () => {
       expect(e.message).toBe("Insufficient number of pncs, required: 4, available: 2");
       // An lnc_size-2 NEFF on logical cores of one physical core.
       const { rt: rt1 } = await init({ visibleCores: [0, 1], virtualCoreSize: 1 });
-      const before = rt1.ledger.deviceTotal(0);
+      const before = rt1.memory().total;
       const e2 = await rt1.load(lnc2("vector_add", "vector_add")).catch((x) => x);
       expect(e2.status).toBe(NrtStatus.NRT_LOAD_NOT_ENOUGH_NC);
       expect(e2.message).toBe("Insufficient number of pncs, required: 2, available: 1");
-      expect(rt1.ledger.deviceTotal(0)).toBe(before);
+      expect(rt1.memory().total).toBe(before);
       // The reservation was released: both logical cores still take a model.
       await rt1.load(ADD, 0);
       await rt1.load(ADD, 1);
       await rt1.close();
-      await api.nrt_init({ container: setup().c, visibleCores: [0, 1], logger: new MemoryLogger() });
+      await api.nrt_init({ ...nrtPlugins(setup().c), visibleCores: [0, 1], logger: new MemoryLogger() });
       expect(await api.nrt_load(ADD, 1, 1, {})).toBe(NrtStatus.NRT_LOAD_NOT_ENOUGH_NC);
       expect(await api.nrt_load(ADD, 0, 1, {})).toBe(NrtStatus.NRT_SUCCESS);
     } finally {
@@ -152,7 +151,7 @@ describe("logical cores (seed runtime-synthesis §4.5)", () => {
     } finally {
       await rt.close();
     }
-    expect(rt.ledger.deviceTotal(0)).toBe(0);
+    expect(rt.memory().total).toBe(0);
   }, 30_000);
 });
 
@@ -167,7 +166,7 @@ describe("placement", () => {
       const cores = rt.cores();
       expect(cores.map((c) => [c.vnc, c.ncs, c.models.length])).toEqual([[0, [0], 2], [1, [1], 2], [2, [2], 2], [3, [3], 2]]);
       expect(cores[2].models[0]).toEqual({ handle: pinned.handle, name: "vector_add.neff", ncs: [2] });
-      for (const c of cores) expect(c.memory.bytes_used).toBe(rt.ledger.coreTotal(0, c.ncs[0]));
+      for (const c of cores) expect(c.memory.bytesUsed).toBe(rt.memory().cores.find((m) => m.nc === c.ncs[0])!.total);
       await pinned.unload();
       expect((await rt.load(ADD, { vnc: "auto" })).vnc).toBe(2);
     } finally {

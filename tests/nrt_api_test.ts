@@ -1,23 +1,20 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import {
-  type Model, NrtApi, NrtStatus, Portal, type Ref, type Tensor, TensorPlacement, type TensorSet, type NrtTensorInfoArray,
-  MemoryLogger,
-} from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, type Model, NrtApi, NrtStatus, type NrtTensorInfoArray, type Ref, type Tensor, TensorPlacement, type TensorSet } from "@nrt/core";
+import { createNrtContainer, PortalToken, nrtPlugins } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { kernel, oneOpNeff } from "./_kernels.ts";
 
 const containers: DependencyContainer[] = [];
 afterAll(async () => {
-  for (const c of containers.splice(0)) await c.resolve(Portal).close();
+  for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
 function container(): DependencyContainer {
   const c = createNrtContainer();
   containers.push(c);
   return c;
 }
-const opts = () => ({ container: container(), visibleCores: [0, 1], logger: new MemoryLogger() });
+const opts = () => ({ ...nrtPlugins(container()), visibleCores: [0, 1], logger: new MemoryLogger() });
 const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
 const bytesOf = (xs: number[]) => new Uint8Array(Float32Array.from(xs).buffer);
 

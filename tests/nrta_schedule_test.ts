@@ -3,17 +3,15 @@
  * execution-unit queues per logical core, completion queries, the error tracker, and copies overlapping compute.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import {
-  MemoryLogger, type Model, NRTA_SEQ_NUM_MAX, NrtApi, type NrtaError, NrtaErrorTracker, nrtaSeq, nrtaSeqNum, nrtaSeqXu, NrtaXu, NrtError, NrtStatus,
-  Portal, type Ref, Runtime, TensorPlacement, TensorSet,
-} from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, type Model, NrtApi, NrtaXu, NrtError, NrtStatus, type Ref, Runtime, TensorSet } from "@nrt/core";
+import { NRTA_SEQ_NUM_MAX, type NrtaError, NrtaErrorTracker, nrtaSeq, nrtaSeqNum, nrtaSeqXu } from "../packages/core/nrta/nrta.ts";
+import { createNrtContainer, PortalToken, nrtPlugins } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 
 const containers: DependencyContainer[] = [];
 afterAll(async () => {
-  for (const c of containers.splice(0)) await c.resolve(Portal).close();
+  for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
 
 const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
@@ -30,8 +28,8 @@ function container(): DependencyContainer {
 
 async function deviceIo(rt: Runtime, model: Model) {
   const ins = new TensorSet(), outs = new TensorSet();
-  for (const name of ["a", "b"]) ins.add(name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, model.vnc, N * 4, name));
-  outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, model.vnc, N * 4, "out"));
+  for (const name of ["a", "b"]) ins.add(name, await rt.allocateTensor({ vnc: model.vnc, size: N * 4, name }));
+  outs.add("out", await rt.allocateTensor({ vnc: model.vnc, size: N * 4, name: "out" }));
   return { ins, outs };
 }
 
@@ -44,7 +42,7 @@ describe("nrta_* (NRT_3.0.0)", () => {
   });
 
   test("a write → execute → read chain runs in order and each unit counts its own sequence numbers", async () => {
-    const rt = await Runtime.init({ container: container(), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
     try {
       const model = await rt.load(ADD);
       const { ins, outs } = await deviceIo(rt, model);
@@ -80,11 +78,11 @@ describe("nrta_* (NRT_3.0.0)", () => {
   }, 30_000);
 
   test("host → device writes on the TENSOR_WRITE unit complete while an execution is still running", async () => {
-    const rt = await Runtime.init({ container: container(), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
     try {
       const model = await rt.load(ADD);
       const { ins, outs } = await deviceIo(rt, model);
-      const spare = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, N * 4, "next");
+      const spare = await rt.allocateTensor({ size: N * 4, name: "next" });
       const order: string[] = [];
       const x = rt.nrta.executeSchedule(rt.prepareExecution(model, ins, outs));
       const w = rt.nrta.tensorWrite(spare, bytesOf((i) => i));
@@ -101,7 +99,7 @@ describe("nrta_* (NRT_3.0.0)", () => {
     const api = new NrtApi();
     const seq: Ref<bigint> = {};
     expect(api.nrta_is_completed(1n, {})).toBe(NrtStatus.NRT_UNINITIALIZED);
-    await api.nrt_init({ container: container(), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    await api.nrt_init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
     try {
       const rt = api.runtime!;
       const trap: Ref<Model> = {}, ok: Ref<Model> = {};

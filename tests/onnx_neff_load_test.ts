@@ -5,18 +5,8 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import {
-  buildCustomOpNeff,
-  buildNeff,
-  type CustomOpModelSpec,
-  MemoryLogger,
-  NrtError,
-  NrtStatus,
-  Portal,
-  readNeff,
-  Runtime,
-} from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { buildCustomOpNeff, buildNeff, type CustomOpModelSpec, MemoryLogger, NrtError, NrtStatus, readNeff, Runtime } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { execute, f32, OP_LIBRARIES } from "./onnx_testing.ts";
 
@@ -24,11 +14,11 @@ let c: DependencyContainer;
 let rt: Runtime;
 beforeAll(async () => {
   c = createNrtContainer();
-  rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+  rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
 });
 afterAll(async () => {
   await rt.close();
-  await c.resolve(Portal).close();
+  await c.resolve(PortalToken).close();
 });
 
 const f32Bits = (v: number): bigint => new BigInt64Array(new Float64Array([v]).buffer)[0];
@@ -85,7 +75,7 @@ function patchMember(neff: Uint8Array, member: string, edit: (json: Record<strin
 
 /** Loading `neff` is NRT_INVALID with a message matching `why`, and the device memory is what it was. */
 async function refused(neff: Uint8Array, why: RegExp, options: Parameters<Runtime["load"]>[1] = {}): Promise<void> {
-  const before = rt.memoryStats(0).bytes_used;
+  const before = rt.memoryStats(0).bytesUsed;
   let err: unknown;
   try {
     await (await rt.load(neff, options)).unload();
@@ -95,7 +85,7 @@ async function refused(neff: Uint8Array, why: RegExp, options: Parameters<Runtim
   expect(err).toBeInstanceOf(NrtError);
   expect((err as NrtError).status).toBe(NrtStatus.NRT_INVALID);
   expect((err as NrtError).message).toMatch(why);
-  expect(rt.memoryStats(0).bytes_used).toBe(before);
+  expect(rt.memoryStats(0).bytesUsed).toBe(before);
 }
 
 describe("multi-op custom-op NEFFs at load", () => {

@@ -5,33 +5,24 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { DmaMemUsageType, MemoryLogger, Portal, readNeff, Runtime } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, readNeff, Runtime } from "@nrt/core";
+import { DmaMemUsageType } from "../packages/core/dmem/dmem.ts";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { buildOnnxNeff, type CompiledOnnxModel, compileOnnx, type CompileOptions, OnnxBuilder, OnnxCompileError } from "@nrt/onnx";
 import { prng } from "../packages/core/_testing.ts";
 import type { DependencyContainer } from "tsyringe";
-import {
-  cnnModel,
-  denseMlpModel,
-  miscOpsModel,
-  mlpModel,
-  randomInput,
-  randomTensor,
-  transformerModel,
-  unsupportedOpModel,
-  vggModel,
-} from "../packages/onnx/_test_models.ts";
+import { cnnModel, denseMlpModel, miscOpsModel, mlpModel, randomInput, randomTensor, transformerModel, unsupportedOpModel, vggModel } from "../packages/onnx/_test_models.ts";
 import { execute, f32, type Feed, maxRelError, OP_LIBRARIES, runOrt } from "./onnx_testing.ts";
 
 let c: DependencyContainer;
 let rt: Runtime;
 beforeAll(async () => {
   c = createNrtContainer();
-  rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+  rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
 });
 afterAll(async () => {
   await rt.close();
-  await c.resolve(Portal).close();
+  await c.resolve(PortalToken).close();
 });
 
 /** Compiles `onnx` for the feeds' shapes and builds its NEFF. */
@@ -138,9 +129,9 @@ describe("a compiled ONNX model as a NEFF", () => {
     expect(compiled.buffers.length).toBeGreaterThan(0);
     expect(compiled.memory.plannedBytes).toBeLessThan(compiled.memory.naiveBytes); // lifetimes that do not overlap share
     const nc = rt.cores()[0].ncs[0];
-    const scratch = () => rt.ledger.usage(0, nc)[DmaMemUsageType.SCRATCHPAD];
-    const tensors = () => rt.ledger.usage(0, nc)[DmaMemUsageType.TENSORS];
-    const before = rt.memoryStats(0).bytes_used, scratch0 = scratch(), tensors0 = tensors();
+    const scratch = () => rt.memory().cores.find((c) => c.nc === nc)!.byUsage[DmaMemUsageType.SCRATCHPAD];
+    const tensors = () => rt.memory().cores.find((c) => c.nc === nc)!.byUsage[DmaMemUsageType.TENSORS];
+    const before = rt.memoryStats(0).bytesUsed, scratch0 = scratch(), tensors0 = tensors();
     const model = await rt.load(neff);
     try {
       expect(scratch() - scratch0).toBe(compiled.memory.plannedBytes);
@@ -155,7 +146,7 @@ describe("a compiled ONNX model as a NEFF", () => {
       await model.unload();
     }
     expect(scratch()).toBe(scratch0);
-    expect(rt.memoryStats(0).bytes_used).toBe(before);
+    expect(rt.memoryStats(0).bytesUsed).toBe(before);
   }, 60_000);
 
   test("an unsupported op is refused at compile time naming the node, the op and what is supported", () => {

@@ -47,6 +47,7 @@ describe("nrt serve with ONNX models", () => {
         platform: "neuron",
         inputs: [{ name: "x", datatype: "FP32", shape: [2, 16] }],
         outputs: [{ name: "probs", datatype: "FP32", shape: [2, 10] }],
+        instances: [{ name: "mlp_0", vnc: expect.any(Number), ready: true }],
       });
       expect((await (await fetch(`${server.url}/v2/models/cnn`)).json()).inputs).toEqual([{ name: "x", datatype: "FP32", shape: [1, 3, 16, 16] }]);
       const index = await (await fetch(`${server.url}/v2/repository/index`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).json();

@@ -3,7 +3,7 @@
  * NEFF through the public runtime API, and the comparison the issue's tolerances are stated in.
  */
 import { expect } from "bun:test";
-import { type Model, type Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { type Model, type Runtime, TensorSet } from "@nrt/core";
 import * as ort from "onnxruntime-web";
 import { readOpLibraries } from "../packages/cli/compile_command.ts";
 // Sessions that put back the Web Worker onnxruntime-web replaces (the simulator needs it).
@@ -50,11 +50,11 @@ export async function execute(rt: Runtime, model: Model, feeds: Readonly<Record<
     for (const t of model.inputs) {
       const f = feeds[t.name];
       if (f === undefined) throw new RangeError(`Feed "${t.name}" is missing`);
-      const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, t.size, t.name);
+      const x = await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name });
       ins.add(t.name, x);
       await x.write(new Uint8Array(f.data.buffer, f.data.byteOffset, f.data.byteLength));
     }
-    for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, t.size, t.name));
+    for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
     await model.execute(ins, outs);
     const result: Record<string, Uint8Array> = {};
     for (const t of model.outputs) result[t.name] = (await outs.get(t.name).read()).slice();

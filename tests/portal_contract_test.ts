@@ -2,12 +2,14 @@
  * Runs the Portal conformance suite (`packages/core/portal_contract.ts`) for the embedded simulator of each
  * generation, bare and behind the tracing decorator (seed: runtime-synthesis §1.2 layer 4).
  */
+import { describe, expect, test } from "bun:test";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman";
 import { MARIANA_SPEC } from "@nrt/arch-mariana";
 import { SUNDA_SPEC } from "@nrt/arch-sunda";
-import { type SiliconSpec, TracingPortal } from "@nrt/core";
+import type { SiliconSpec } from "@nrt/core/hal";
+import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { portalContract, type PortalContractSubject } from "../packages/core/portal_contract.ts";
+import { portalContract, type PortalContractSubject } from "@nrt/core/testing";
 
 function simulator(spec: SiliconSpec, traced: boolean): () => Promise<PortalContractSubject> {
   return () => {
@@ -21,7 +23,7 @@ function simulator(spec: SiliconSpec, traced: boolean): () => Promise<PortalCont
   };
 }
 
-portalContract("DeviceSimPortal", simulator(CAYMAN_SPEC, false));
-portalContract("TracingPortal(DeviceSimPortal)", simulator(CAYMAN_SPEC, true));
-portalContract("DeviceSimPortal sunda", simulator(SUNDA_SPEC, false));
-portalContract("DeviceSimPortal mariana", simulator(MARIANA_SPEC, false));
+portalContract({ describe, test, expect }, "DeviceSimPortal", simulator(CAYMAN_SPEC, false));
+portalContract({ describe, test, expect }, "TracingPortal(DeviceSimPortal)", simulator(CAYMAN_SPEC, true));
+portalContract({ describe, test, expect }, "DeviceSimPortal sunda", simulator(SUNDA_SPEC, false));
+portalContract({ describe, test, expect }, "DeviceSimPortal mariana", simulator(MARIANA_SPEC, false));

@@ -4,13 +4,13 @@
  * over a Unix socket and over loopback TCP — the same cases the embedded simulator passes
  * (tests/portal_contract_test.ts), no skips.
  */
-import { afterAll } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman";
 import { MARIANA_SPEC } from "@nrt/arch-mariana";
 import { SUNDA_SPEC } from "@nrt/arch-sunda";
-import type { SiliconSpec } from "@nrt/core";
+import type { SiliconSpec } from "@nrt/core/hal";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { portalContract, type PortalContractSubject } from "../packages/core/portal_contract.ts";
+import { portalContract, type PortalContractSubject } from "@nrt/core/testing";
 import { DeviceDaemon, linkPair, RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { connectDeviceDaemon, parseAddress } from "../packages/cli/transports.ts";
 import { type DaemonProc, startDaemon, tempDir } from "./_remote.ts";
@@ -33,9 +33,9 @@ function inMemory(spec: SiliconSpec): () => Promise<PortalContractSubject> {
   };
 }
 
-portalContract("RemotePortal over memory", inMemory(CAYMAN_SPEC));
-portalContract("RemotePortal over memory sunda", inMemory(SUNDA_SPEC));
-portalContract("RemotePortal over memory mariana", inMemory(MARIANA_SPEC));
+portalContract({ describe, test, expect }, "RemotePortal over memory", inMemory(CAYMAN_SPEC));
+portalContract({ describe, test, expect }, "RemotePortal over memory sunda", inMemory(SUNDA_SPEC));
+portalContract({ describe, test, expect }, "RemotePortal over memory mariana", inMemory(MARIANA_SPEC));
 
 // One daemon process per transport, shared by the cases; each case is a fresh connection (a fresh session whose
 // leftovers the daemon reclaims when it closes).
@@ -55,5 +55,5 @@ function overProcess(where: "unix" | "tcp"): () => Promise<PortalContractSubject
   };
 }
 
-portalContract("RemotePortal over a Unix socket to nrt device-sim", overProcess("unix"));
-portalContract("RemotePortal over loopback TCP to nrt device-sim", overProcess("tcp"));
+portalContract({ describe, test, expect }, "RemotePortal over a Unix socket to nrt device-sim", overProcess("unix"));
+portalContract({ describe, test, expect }, "RemotePortal over loopback TCP to nrt device-sim", overProcess("tcp"));

@@ -5,12 +5,13 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { registerCayman } from "@nrt/arch-cayman";
-import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { container, type DependencyContainer } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 import { type DaemonProc, remoteContainer, startDaemon } from "./_remote.ts";
+import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
+import { cayman } from "@nrt/arch-cayman";
 
 const n = 1 << 16;
 const f32 = (name: string) => ({ name, dtype: "float32", shape: [n] });
@@ -25,18 +26,18 @@ afterAll(async () => {
 
 /** The end-to-end body: returns what it observed. */
 async function endToEnd(c: DependencyContainer) {
-  const portal = c.resolve<Portal>(Portal);
+  const portal = c.resolve(PortalToken);
   const before = await portal.memUsage(0);
   await portal.acquireCores?.(0, [2, 3]); // what nrt_init does for NEURON_RT_VISIBLE_CORES=2-3 once wired
-  const rt = await Runtime.init({ container: c, visibleCores: [2, 3], logger: new MemoryLogger() });
+  const rt = await Runtime.init({ ...nrtPlugins(c), ownsPortal: false, visibleCores: [2, 3], logger: new MemoryLogger() });
   const model = await rt.load(NEFF);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const [k, name] of ["a", "b"].entries()) {
-    const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, n * 4, name);
+    const t = await rt.allocateTensor({ location: "host", size: n * 4, name });
     await t.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i * (k + 1)).buffer));
     ins.add(name, t);
   }
-  outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, n * 4, "out"));
+  outs.add("out", await rt.allocateTensor({ location: "host", size: n * 4, name: "out" }));
   await model.execute(ins, outs);
   await model.execute(ins, outs);
   const out = new Float32Array((await outs.get("out").read()).slice().buffer);
@@ -54,8 +55,8 @@ describe("end to end on both backends", () => {
     const sim = new DeviceSimPortal();
     sims.push(sim);
     const c = container.createChildContainer();
-    registerCayman(c);
-    c.register(Portal, { useValue: sim });
+    c.register(ArchPackToken, { useValue: cayman });
+    c.register(PortalToken, { useValue: sim });
     const r = await endToEnd(c);
     expect(r.out).toEqual(expected);
     expect(r.after).toEqual(r.before);

@@ -6,21 +6,22 @@
  */
 import { describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { MemoryLogger, NrtError, NrtStatus, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { MemoryLogger, NrtError, NrtStatus, Runtime, TensorSet } from "@nrt/core";
 import { oneOpNeff } from "./_kernels.ts";
 import { type Proc, remoteContainer, startDaemon, tempDir, until } from "./_remote.ts";
 import { connectDeviceDaemon, parseAddress } from "../packages/cli/transports.ts";
+import { nrtPlugins } from "@nrt/cli";
 
 const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
 
 async function io(rt: Runtime, n: number) {
   const ins = new TensorSet(), outs = new TensorSet();
   for (const name of ["a", "b"]) {
-    const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, n * 4, name);
+    const t = await rt.allocateTensor({ location: "host", size: n * 4, name });
     await t.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i).buffer));
     ins.add(name, t);
   }
-  outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, n * 4, "out"));
+  outs.add("out", await rt.allocateTensor({ location: "host", size: n * 4, name: "out" }));
   return { ins, outs };
 }
 
@@ -35,10 +36,10 @@ describe("device daemon failures", () => {
       const { c, portal } = await remoteContainer(d1.address, "victim");
       await portal.acquireCores(0, [0, 1]);
       // A 600 s execution budget: only the connection loss can end this execution quickly.
-      const rt = await Runtime.init({ container: c, visibleCores: [0, 1], execTimeoutSeconds: 600, logger: new MemoryLogger() });
+      const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], execTimeoutSeconds: 600, logger: new MemoryLogger() });
       const spin = await rt.load(oneOpNeff("faults", "spin", [f32("x", 64)], [f32("y", 64)]));
-      const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 256, "x");
-      const y = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 256, "y");
+      const x = await rt.allocateTensor({ location: "host", size: 256, name: "x" });
+      const y = await rt.allocateTensor({ location: "host", size: 256, name: "y" });
       const xs = new TensorSet(), ys = new TensorSet();
       xs.add("x", x);
       ys.add("y", y);
@@ -54,7 +55,7 @@ describe("device daemon failures", () => {
       expect([NrtStatus.NRT_HW_ERROR, NrtStatus.NRT_TIMEOUT]).toContain((e as NrtError).status);
       expect(took).toBeLessThan(3_000);
       // Every later call fails the same way, at once.
-      const later = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, 64, "z").then(() => undefined, (x: unknown) => x);
+      const later = await rt.allocateTensor({ size: 64, name: "z" }).then(() => undefined, (x: unknown) => x);
       expect((later as NrtError).status).toBe(NrtStatus.NRT_HW_ERROR);
       expect((later as NrtError).message).toContain("device portal disconnected");
       await rt.close().catch(() => {}); // nrt_close on a dead device: the teardown's device writes fail
@@ -65,7 +66,7 @@ describe("device daemon failures", () => {
       const again = await remoteContainer(d2.address, "victim again");
       try {
         await again.portal.acquireCores(0, [0, 1]);
-        const rt2 = await Runtime.init({ container: again.c, visibleCores: [0, 1], logger: new MemoryLogger() });
+        const rt2 = await Runtime.init({ ...nrtPlugins(again.c), visibleCores: [0, 1], logger: new MemoryLogger() });
         const add = await rt2.load(oneOpNeff("vector_add", "vector_add", [f32("a", 256), f32("b", 256)], [f32("out", 256)]));
         const { ins, outs } = await io(rt2, 256);
         await add.execute(ins, outs);

@@ -1,18 +1,18 @@
 import { describe, expect, test } from "bun:test";
-import { MemoryLogger, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { oneOpNeff } from "./_kernels.ts";
 
 const f32 = (n: number) => ({ dtype: "float32", shape: [n] });
 
 async function withRuntime(fn: (rt: Runtime) => Promise<void>): Promise<void> {
   const container = createNrtContainer();
-  const rt = await Runtime.init({ container, visibleCores: [0, 1], logger: new MemoryLogger() });
+  const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], logger: new MemoryLogger() });
   try {
     await fn(rt);
   } finally {
     await rt.close();
-    await container.resolve(Portal).close(); // terminates the simulated device's Q7 Workers
+    await container.resolve(PortalToken).close(); // terminates the simulated device's Q7 Workers
   }
 }
 
@@ -23,9 +23,9 @@ describe("spine", () => {
       const model = await rt.load(oneOpNeff("vector_add", "vector_add", [{ name: "a", ...f32(n) }, { name: "b", ...f32(n) }], [{ name: "out", ...f32(n) }]));
       const a = Float32Array.from({ length: n }, (_, i) => i * 0.5), b = Float32Array.from({ length: n }, (_, i) => 1000 - i);
       const ins = new TensorSet(), outs = new TensorSet();
-      const ta = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, "a");
-      const tb = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, "b");
-      const to = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, "out");
+      const ta = await rt.allocateTensor({ size: n * 4, name: "a" });
+      const tb = await rt.allocateTensor({ size: n * 4, name: "b" });
+      const to = await rt.allocateTensor({ size: n * 4, name: "out" });
       await ta.write(new Uint8Array(a.buffer));
       await tb.write(new Uint8Array(b.buffer));
       ins.add("a", ta);

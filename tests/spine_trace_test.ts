@@ -1,13 +1,14 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { CAYMAN_SPEC, registerCayman } from "@nrt/arch-cayman";
-import {
-  MemoryLogger, NrtError, NrtStatus, Portal, readNeff, Runtime, TensorPlacement, TensorSet, TracingPortal, UCODE_TOO_BIG,
-} from "@nrt/core";
+import { CAYMAN_SPEC, cayman } from "@nrt/arch-cayman";
+import { MemoryLogger, NrtError, NrtStatus, Portal, readNeff, Runtime, TensorSet } from "@nrt/core";
+import { UCODE_TOO_BIG } from "@nrt/core/hal";
+import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { readFileSync } from "node:fs";
 import { container } from "tsyringe";
 import { kernel, oneOpNeff } from "./_kernels.ts";
+import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
 
 const spec = CAYMAN_SPEC;
 const opened: DeviceSimPortal[] = [];
@@ -21,8 +22,8 @@ function setup() {
   const sim = new DeviceSimPortal();
   const trace = new TracingPortal(sim);
   const c = container.createChildContainer();
-  registerCayman(c);
-  c.register(Portal, { useValue: trace });
+  c.register(ArchPackToken, { useValue: cayman });
+  c.register(PortalToken, { useValue: trace });
   opened.push(sim);
   return { c, trace, sim };
 }
@@ -31,18 +32,18 @@ async function runOnce(rt: Runtime, neff: Uint8Array, n: number) {
   const model = await rt.load(neff);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const t of model.inputs) {
-    const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, t.size, t.name);
+    const x = await rt.allocateTensor({ location: "host", size: t.size, name: t.name });
     await x.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i).buffer));
     ins.add(t.name, x);
   }
-  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, t.size, t.name));
+  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", size: t.size, name: t.name }));
   return { model, ins, outs };
 }
 
 describe("spine traces (seed runtime-synthesis §2.1, §3.3; spmd-teardown §2.2, §6)", () => {
   test("nrt_init writes, per Q7 core, DRAM before IRAM on all 8 cores, and releases CSR 0x3000 0xFF → 0x00", async () => {
     const { c, trace } = setup();
-    const rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
     try {
       for (const nc of [0, 1]) {
         const base = nc * spec.csr.ncBlockStride;
@@ -62,7 +63,7 @@ describe("spine traces (seed runtime-synthesis §2.1, §3.3; spmd-teardown §2.2
 
   test("nrt_load makes one swap-table call per NeuronCore; nrt_execute rings exactly one semaphore increment", async () => {
     const { c, trace } = setup();
-    const rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
     try {
       const n = 4096;
       trace.clear();
@@ -87,14 +88,14 @@ describe("spine traces (seed runtime-synthesis §2.1, §3.3; spmd-teardown §2.2
   test("a custom Pool image registered before init replaces the stock one silently; too big fails init", async () => {
     const { c, trace } = setup();
     const custom = { iram: kernel("noop"), dram: new Uint8Array(32).fill(7) };
-    const rt = await Runtime.init({ container: c, visibleCores: [0], virtualCoreSize: 1, poolUcode: custom, logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0], virtualCoreSize: 1, poolUcode: custom, logger: new MemoryLogger() });
     const iramWrites = trace.entries.filter((e) => e.op === "barWrite" && e.target >= spec.csr.q7Iram && e.target < spec.csr.q7Iram + 8 * spec.csr.q7IramStride);
     expect(iramWrites.length).toBe(8);
     expect(iramWrites.every((e) => e.value === custom.iram.byteLength)).toBe(true);
     await rt.close();
     const big = { iram: new Uint8Array(spec.q7IramBytes + 1), dram: new Uint8Array(4) };
     const s2 = setup();
-    const err = await Runtime.init({ container: s2.c, visibleCores: [0], virtualCoreSize: 1, poolUcode: big, logger: new MemoryLogger() }).catch((e) => e);
+    const err = await Runtime.init({ ...nrtPlugins(s2.c), visibleCores: [0], virtualCoreSize: 1, poolUcode: big, logger: new MemoryLogger() }).catch((e) => e);
     expect(err).toBeInstanceOf(NrtError);
     expect(String(err.message)).toContain(UCODE_TOO_BIG);
     expect((await s2.sim.memUsage(0)).allocations).toBe(0);
@@ -102,11 +103,11 @@ describe("spine traces (seed runtime-synthesis §2.1, §3.3; spmd-teardown §2.2
 
   test("nrt_close destroys 5 NX then 8 Q7 cores per NeuronCore in the seed's order, also for total_cpus = 1", async () => {
     const { c } = setup();
-    const rt = await Runtime.init({ container: c, visibleCores: [0, 1], logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
     await rt.load(oneOpNeff("reduce_sum", "sum_all", [f32("x", 64)], [f32("s", 1)], 1));
     await rt.close();
     for (const nc of [0, 1]) {
-      const ev = rt.events.filter((e) => e.includes(`nc=${nc}`) && /destroy|halt|free_lib/.test(e)).map((e) => e.replace(` nc=${nc}`, "").replace(/ users=\d+/, ""));
+      const ev = rt.events.list().filter((e) => e.includes(`nc=${nc}`) && /destroy|halt|free_lib/.test(e)).map((e) => e.replace(` nc=${nc}`, "").replace(/ users=\d+/, ""));
       const order = ev.map((e) => e.split(" ")[0]);
       const nx = ev.filter((e) => e.startsWith("ucode_core_destroy NX")).length;
       const q7 = ev.filter((e) => e.startsWith("ucode_core_destroy Q7")).length;
@@ -120,13 +121,13 @@ describe("spine traces (seed runtime-synthesis §2.1, §3.3; spmd-teardown §2.2
       expect(idx("ucode_free_lib_set")).toBeGreaterThan(idx("pool_stdio_block_destroy"));
       expect(idx("model_db_destroy")).toBeGreaterThan(idx("ucode_free_lib_set"));
     }
-    expect((await (c.resolve(Portal) as Portal).memUsage(0)).allocations).toBe(0);
+    expect((await (c.resolve(PortalToken) as Portal).memUsage(0)).allocations).toBe(0);
     await expect(rt.load(new Uint8Array(2000))).rejects.toMatchObject({ status: NrtStatus.NRT_CLOSED });
   }, 30_000);
 
   test("KELF refuses total_cpus 4 and cpu_id 1; staging refuses 10 libraries; nothing stays allocated", async () => {
     const { c, sim } = setup();
-    const rt = await Runtime.init({ container: c, visibleCores: [0], virtualCoreSize: 1, logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0], virtualCoreSize: 1, logger: new MemoryLogger() });
     try {
       const before = (await sim.memUsage(0)).allocations;
       const bad4 = oneOpNeff("vector_add", "vector_add", [f32("a", 8), f32("b", 8)], [f32("o", 8)], 4);
@@ -161,7 +162,7 @@ describe("spine traces (seed runtime-synthesis §2.1, §3.3; spmd-teardown §2.2
 
   test("a real compiler NEFF is refused at load naming the engine, slot and opcode", async () => {
     const { c, sim } = setup();
-    const rt = await Runtime.init({ container: c, visibleCores: [0], virtualCoreSize: 1, logger: new MemoryLogger() });
+    const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0], virtualCoreSize: 1, logger: new MemoryLogger() });
     try {
       const bytes = new Uint8Array(readFileSync(new URL("../../shared/fixtures/neff/matmul_small.neff", import.meta.url)));
       expect(readNeff(bytes).target).toBe("cayman");

@@ -1,10 +1,12 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { CaymanKhal } from "@nrt/arch-cayman";
-import {
-  DmemLedger, MemoryLogger, POOL_STDIO_BLOCK_BYTES, POOL_STDIO_DESCRIPTOR_BYTES, POOL_STDIO_MAGIC, POOL_STDIO_STDERR_BASE, POOL_STDIO_STDOUT_BASE,
-  poolStdioBlockDestroy, poolStdioBlockDrain, poolStdioBlockInit, type PoolStdioQueue, PoolStdioStreamTag, TracingPortal,
-} from "@nrt/core";
+import { MemoryLogger } from "@nrt/core";
+import { POOL_STDIO_BLOCK_BYTES, POOL_STDIO_DESCRIPTOR_BYTES, POOL_STDIO_MAGIC, POOL_STDIO_STDERR_BASE, POOL_STDIO_STDOUT_BASE, PoolStdioStreamTag } from "@nrt/core/isa";
+import { TracingPortal } from "@nrt/core/portal";
+import { DmemLedger } from "../packages/core/dmem/dmem.ts";
+import { poolStdioBlockDestroy, poolStdioBlockDrain, poolStdioBlockInit, type PoolStdioQueue } from "../packages/core/stdio/pool_stdio.ts";
 import { DeviceSimPortal } from "@nrt/device-sim";
+import { createKhal } from "@nrt/core/hal";
+import { cayman } from "@nrt/arch-cayman";
 
 const opened: DeviceSimPortal[] = [];
 afterAll(async () => {
@@ -17,7 +19,7 @@ function setup() {
   const portal = new TracingPortal(sim);
   const log = new MemoryLogger();
   const ledger = new DmemLedger(portal, log, 1 << 30);
-  const s = { khal: new CaymanKhal(), target: { portal, device: 0 }, ledger, log };
+  const s = { khal: createKhal(cayman), target: { portal, device: 0 }, ledger, log };
   return { sim, portal, log, ledger, s };
 }
 

@@ -1,9 +1,8 @@
 /**
- * A third-party arch pack for nrt, kept outside the workspace packages: it uses only the public APIs of
- * `@nrt/core` (the `Khal` token, `KhalBase`, `SiliconSpec`) and `@nrt/device-sim`. See `README.md` and `main.ts`.
+ * A third-party arch pack for nrt, kept outside the workspace packages: plain data that `@nrt/core/hal`'s
+ * `createKhal` turns into a HAL, passed to `Runtime.init` beside the shipped packs. See `README.md` and `main.ts`.
  *
  * @module
  */
 export { MAVERICK_ARCH, MAVERICK_SPEC } from "./spec.ts";
-export { MaverickKhal } from "./khal.ts";
-export { registerMaverick } from "./register.ts";
+export { maverick } from "./pack.ts";

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { SiliconSpec, TpbArchType } from "@nrt/core";
+import type { SiliconSpec, TpbArchType } from "@nrt/core/hal";
 
 /** The example's `al_hal_tpb_arch_type`: outside the seed's enum {2, 3, 4}, hence the cast. */
 export const MAVERICK_ARCH = 5 as TpbArchType;

@@ -14,19 +14,7 @@
  * @module
  */
 import { type KernelCall, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
-import {
-  arity,
-  Attributes,
-  call,
-  dtype,
-  f64Bits,
-  input,
-  ints,
-  type LoweringRule,
-  optionalInput,
-  output,
-  sameDtype,
-} from "./_lower_util.ts";
+import { arity, Attributes, call, dtype, f64Bits, input, ints, type LoweringRule, optionalInput, output, sameDtype } from "./_lower_util.ts";
 import { mergeLayout, stridesOf } from "./_lower_layout.ts";
 import { ACTIVATION_ATTRIBUTES, epilogue } from "./_lower_activation.ts";
 

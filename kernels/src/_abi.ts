@@ -37,34 +37,35 @@ export declare function dram_addr_to_soc_addr(addr: i32): i32;
 @external("env", "q7_write")
 export declare function q7_write(stream: i32, ptr: i32, len: i32): void;
 
-// Tensor descriptor layout: 32 bytes, little-endian u32 fields.
-export const DESC_ADDR: i32 = 0;
-export const DESC_BYTES: i32 = 4;
-export const DESC_DTYPE: i32 = 8;
-export const DESC_RANK: i32 = 12;
-export const DESC_DIMS: i32 = 16;
+// Tensor descriptor layout: 32 bytes, little-endian u32 fields (`@nrt/core/isa`'s TensorDescField; the kernels are
+// AssemblyScript and cannot import it, so tests/kernel_abi_layout_test.ts holds the two equal).
+export const DESC_FIELD_ADDR: i32 = 0;
+export const DESC_FIELD_BYTES: i32 = 4;
+export const DESC_FIELD_DTYPE: i32 = 8;
+export const DESC_FIELD_RANK: i32 = 12;
+export const DESC_FIELD_DIMS: i32 = 16;
 
 /** The first local DRAM address; dram_addr_to_soc_addr maps it to the start of this core's slice. */
 export const LOCAL_DRAM: i32 = 0x80000;
 
 /** Data address of the tensor described at `desc`. */
 @inline export function tensorData(desc: i32): i32 {
-  return load<i32>(desc, DESC_ADDR);
+  return load<i32>(desc, DESC_FIELD_ADDR);
 }
 
 /** Byte size of the tensor described at `desc`. */
 @inline export function tensorBytes(desc: i32): i32 {
-  return load<i32>(desc, DESC_BYTES);
+  return load<i32>(desc, DESC_FIELD_BYTES);
 }
 
 /** Rank (0..4) of the tensor described at `desc`. */
 @inline export function tensorRank(desc: i32): i32 {
-  return load<i32>(desc, DESC_RANK);
+  return load<i32>(desc, DESC_FIELD_RANK);
 }
 
 /** Dimension `i` of the tensor described at `desc`. */
 @inline export function tensorDim(desc: i32, i: i32): i32 {
-  return load<i32>(desc + (i << 2), DESC_DIMS);
+  return load<i32>(desc + (i << 2), DESC_FIELD_DIMS);
 }
 
 /** Element count from rank and dims (a rank-0 tensor holds one element). */

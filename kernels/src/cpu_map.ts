@@ -1,9 +1,6 @@
 // cpu_map: writes each core's id over its share of an int32 output shaped like the input, so a test can see
 // exactly which elements each core owned. Only the input's element count (from rank and dims) matters.
-import {
-  customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id,
-  shareEnd, shareStart, tensorBytes, tensorData, tensorElements,
-} from "./_abi";
+import { customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id, shareEnd, shareStart, tensorBytes, tensorData, tensorElements } from "./_abi";
 
 export function cpu_map(): void {
   const x = customop_next_tensor();

@@ -1,9 +1,6 @@
 // faults: adversarial kernels for the simulator's error paths — a trap, an out-of-bounds load, an endless loop,
 // a DRAM-window violation, and a printf flood.
-import {
-  LOCAL_DRAM, customop_cleanup, customop_next_int, customop_total_cpus, dram_addr_to_soc_addr, get_cpu_id,
-  q7_write,
-} from "./_abi";
+import { LOCAL_DRAM, customop_cleanup, customop_next_int, customop_total_cpus, dram_addr_to_soc_addr, get_cpu_id, q7_write } from "./_abi";
 
 /** Executes `unreachable`. */
 export function trap(): void {

@@ -1,9 +1,6 @@
 // matmul: C[M, N] = A[M, K] · B[K, N] over float32, each core taking its share of the rows of C.
 // Each dot product accumulates in float64 and is rounded once.
-import {
-  customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id,
-  shareEnd, shareStart, tensorData, tensorDim,
-} from "./_abi";
+import { customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id, shareEnd, shareStart, tensorData, tensorDim } from "./_abi";
 
 export function matmul(): void {
   const a = customop_next_tensor();

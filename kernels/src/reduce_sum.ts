@@ -1,8 +1,6 @@
 // sum_all: a total_cpus = 1 library — core 0 sums the whole float32 input (in float64, in index order) into a
 // one-element float32 output.
-import {
-  customop_cleanup, customop_next_tensor, customop_return_tensor, get_cpu_id, tensorBytes, tensorData,
-} from "./_abi";
+import { customop_cleanup, customop_next_tensor, customop_return_tensor, get_cpu_id, tensorBytes, tensorData } from "./_abi";
 
 export function sum_all(): void {
   const x = customop_next_tensor();

@@ -1,8 +1,5 @@
 // relu: y = max(x, 0) over float32 (a NaN stays NaN, -0 becomes +0).
-import {
-  customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id,
-  shareEnd, shareStart, tensorBytes, tensorData,
-} from "./_abi";
+import { customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id, shareEnd, shareStart, tensorBytes, tensorData } from "./_abi";
 
 export function relu(): void {
   const x = customop_next_tensor();

@@ -1,9 +1,6 @@
 // softmax_rows: y[r, :] = exp(x[r, :] - max) / sum(exp(x[r, :] - max)) over a float32 [rows, cols] tensor,
 // each core taking its share of the rows. Exponentials and the row sum are computed in float64.
-import {
-  customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id,
-  shareEnd, shareStart, tensorData, tensorDim, tensorRank,
-} from "./_abi";
+import { customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id, shareEnd, shareStart, tensorData, tensorDim, tensorRank } from "./_abi";
 
 const LOG2E: f64 = 1.4426950408889634;
 const LN2_HI: f64 = 6.93147180369123816490e-01;

@@ -1,8 +1,5 @@
 // vector_add: c = a + b over float32, each core adding its share of the elements.
-import {
-  customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id,
-  shareEnd, shareStart, tensorBytes, tensorData,
-} from "./_abi";
+import { customop_cleanup, customop_next_tensor, customop_return_tensor, customop_total_cpus, get_cpu_id, shareEnd, shareStart, tensorBytes, tensorData } from "./_abi";
 
 export function vector_add(): void {
   const a = customop_next_tensor();

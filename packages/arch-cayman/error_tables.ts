@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "@nrt/core";
+import { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "@nrt/core/hal";
 
 /**
  * Cayman's counterpart of the seed's `SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK` (spelling kept so the three packs'

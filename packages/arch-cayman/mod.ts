@@ -1,6 +1,7 @@
 /**
- * `@nrt/arch-cayman`: the NC-v3 (Trn2) arch pack — silicon spec, HAL, error tables, stock Pool ucode and its
- * registration function. The files and exported names mirror `@nrt/arch-sunda` and `@nrt/arch-mariana` one for one.
+ * `@nrt/arch-cayman`: the NC-v3 (Trn2) arch pack, as data — its silicon spec and error tables, which
+ * `@nrt/core/hal`'s `createKhal` turns into the HAL.
+ * The files and exported names mirror `@nrt/arch-sunda` and `@nrt/arch-mariana` one for one.
  *
  * Seed: runtime-synthesis §1.2 (layer 3b, the per-arch HAL), §2.1, §4.5; lifecycle-error-model §2.6, §4.5.
  *
@@ -13,7 +14,7 @@
  * @module
  */
 export { CAYMAN_SPEC } from "./spec.ts";
-export { CaymanKhal } from "./khal.ts";
+export { cayman } from "./pack.ts";
 export {
   CAYMAN_DEFAULT_ISA_ERROR_TEXT,
   CAYMAN_ERROR_TABLES,
@@ -23,5 +24,3 @@ export {
   caymanErrorSubtype,
   caymanIsaErrorText,
 } from "./error_tables.ts";
-export { caymanStockPoolUcode } from "./stock_ucode.ts";
-export { registerCayman } from "./register.ts";

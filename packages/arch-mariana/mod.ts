@@ -1,6 +1,7 @@
 /**
- * `@nrt/arch-mariana`: the NC-v4 arch pack — silicon spec, HAL, error tables, stock Pool ucode and its
- * registration function. The files and exported names mirror `@nrt/arch-sunda` and `@nrt/arch-cayman` one for one.
+ * `@nrt/arch-mariana`: the NC-v4 arch pack, as data — its silicon spec and error tables, which
+ * `@nrt/core/hal`'s `createKhal` turns into the HAL.
+ * The files and exported names mirror `@nrt/arch-sunda` and `@nrt/arch-cayman` one for one.
  *
  * Seed: runtime-synthesis §1.2 (layer 3b, the per-arch HAL), §2.1, §4.5; lifecycle-error-model §2.6, §4.5.
  *
@@ -13,7 +14,7 @@
  * @module
  */
 export { MARIANA_SPEC } from "./spec.ts";
-export { MarianaKhal } from "./khal.ts";
+export { mariana } from "./pack.ts";
 export {
   MARIANA_DEFAULT_ISA_ERROR_TEXT,
   MARIANA_ERROR_TABLES,
@@ -23,5 +24,3 @@ export {
   marianaErrorSubtype,
   marianaIsaErrorText,
 } from "./error_tables.ts";
-export { marianaStockPoolUcode } from "./stock_ucode.ts";
-export { registerMariana } from "./register.ts";

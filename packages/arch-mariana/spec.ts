@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { type SiliconSpec, TpbArchType } from "@nrt/core";
+import { type SiliconSpec, TpbArchType } from "@nrt/core/hal";
 
 const GiB = 1024 ** 3;
 const MiB = 1024 ** 2;

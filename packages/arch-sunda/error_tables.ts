@@ -13,7 +13,7 @@
  *
  * @module
  */
-import { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "@nrt/core";
+import { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "@nrt/core/hal";
 
 /**
  * `SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK` (@0x9e0420; the seed's spelling is kept so the name can be found). The

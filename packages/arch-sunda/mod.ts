@@ -1,6 +1,7 @@
 /**
- * `@nrt/arch-sunda`: the NC-v2 (Trn1, Inf2) arch pack — silicon spec, HAL, error tables, stock Pool ucode and its
- * registration function. The files and exported names mirror `@nrt/arch-cayman` and `@nrt/arch-mariana` one for one.
+ * `@nrt/arch-sunda`: the NC-v2 (Trn1, Inf2) arch pack, as data — its silicon spec and error tables, which
+ * `@nrt/core/hal`'s `createKhal` turns into the HAL.
+ * The files and exported names mirror `@nrt/arch-cayman` and `@nrt/arch-mariana` one for one.
  *
  * Seed: runtime-synthesis §1.2 (layer 3b, the per-arch HAL), §2.1, §4.5; lifecycle-error-model §2.6, §4.5.
  *
@@ -13,7 +14,7 @@
  * @module
  */
 export { SUNDA_SPEC } from "./spec.ts";
-export { SundaKhal } from "./khal.ts";
+export { sunda } from "./pack.ts";
 export {
   SUNDA_DEFAULT_ISA_ERROR_TEXT,
   SUNDA_ERROR_TABLES,
@@ -23,5 +24,3 @@ export {
   sundaErrorSubtype,
   sundaIsaErrorText,
 } from "./error_tables.ts";
-export { sundaStockPoolUcode } from "./stock_ucode.ts";
-export { registerSunda } from "./register.ts";

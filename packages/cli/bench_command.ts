@@ -1,5 +1,5 @@
 /**
- * `nrt bench [NAME…] [--deno] [--json]`: runs the benchmarks under `bench/`, one process each,
+ * `nrt bench [NAME…] [--deno] [--json]` (ours): runs the benchmarks under `bench/`, one process each,
  * with a progress line per benchmark, and passes their ratio tables through. Every benchmark measures its two sides
  * in the same run, so the ratios are comparable on a noisy machine; absolute times are not.
  *
@@ -9,9 +9,22 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
 
 /** The benchmarks, in the order they run. */
 export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "guard", "neff", "idle", "onnx"];
+
+/** How `nrt bench` is called. */
+export const BENCH_COMMAND = {
+  name: "bench",
+  usage: `nrt bench [${BENCHMARKS.join("|")} ...] [--deno] [--json]`,
+  summary: "Run the benchmarks under bench/ (all, or the ones named), one process each, and print their ratio tables.",
+  options: {
+    deno: { type: "boolean", description: "run them on Deno (default: Bun)" },
+    json: { type: "boolean", description: 'print one JSON document, {"runtime", "benchmarks": [...]}' },
+  },
+  positionals: { min: 0, max: Infinity, name: "benchmarks" },
+} as const satisfies CommandSpec;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -21,21 +34,27 @@ function runtimeBin(deno: boolean): string {
 }
 
 /**
- * Runs the named benchmarks (all by default); exit 0 when every one succeeded, 1 otherwise, 2 on a usage error. With
+ * Runs the named benchmarks (all by default). With
  * `--json` each benchmark runs with `--json` and prints one JSON line per table; this prints one JSON document on
  * stdout, `{"runtime", "benchmarks": [{"bench", "ok", "tables": [{"title", "rows"}], "text"?}]}`, where `text` holds
  * the output of a benchmark that printed no table as JSON.
+ *
+ * @param args The arguments after `bench`.
+ * @param err Where the progress lines go.
+ * @param out Where `--help` and the `--json` document go.
+ * @returns 0 when every benchmark succeeded, else 1.
+ * @throws {UsageError} For an unknown benchmark or option.
  */
-export async function runBench(args: string[], err: (s: string) => void = console.error, out: (s: string) => void = console.log): Promise<number> {
-  const deno = args.includes("--deno");
-  const json = args.includes("--json");
-  const names = args.filter((a) => !a.startsWith("--"));
-  const unknown = names.filter((n) => !BENCHMARKS.includes(n));
-  const badFlag = args.filter((a) => a.startsWith("--") && a !== "--deno" && a !== "--json");
-  if (unknown.length > 0 || badFlag.length > 0) {
-    err(unknown.length > 0 ? `nrt bench: unknown benchmark ${unknown.join(", ")}; choose from ${BENCHMARKS.join(", ")}` : `nrt bench: unknown option ${badFlag[0]}`);
-    return 2;
+export async function runBench(args: readonly string[], err: (s: string) => void = console.error, out: (s: string) => void = console.log): Promise<number> {
+  const { help, values, positionals: names } = parseCommandArgs(BENCH_COMMAND, args);
+  if (help) {
+    out(formatHelp(BENCH_COMMAND));
+    return 0;
   }
+  const deno = values.deno === true;
+  const json = values.json === true;
+  const unknown = names.filter((n) => !BENCHMARKS.includes(n));
+  if (unknown.length > 0) throw usageError(BENCH_COMMAND, `unknown benchmark ${unknown.join(", ")}; choose from ${BENCHMARKS.join(", ")}`);
   const todo = names.length > 0 ? names : [...BENCHMARKS];
   const report: Array<{ bench: string; ok: boolean; tables: Array<{ title: string; rows: unknown[] }>; text?: string }> = [];
   let failed = 0;

@@ -12,6 +12,7 @@ import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { UsageError } from "./serve.ts";
 
+
 /** The usage line of `nrt compile`. */
 export const COMPILE_USAGE = "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]";
 

@@ -8,6 +8,7 @@ import { parseCompileArgs } from "./compile_command.ts";
 import { mlpModel, randomInput, unsupportedOpModel } from "../onnx/_test_models.ts";
 import { maxRelError, runOrt } from "../../tests/onnx_testing.ts";
 
+
 /** Exit code, stdout and stderr of `nrt ...args`, run in-process. */
 async function nrt(args: string[]): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = [], err: string[] = [];

@@ -1,31 +1,38 @@
 /**
- * The composition root's container: the embedded simulator as the portal and every arch pack side by side. The
- * runtime picks the pack matching the arch the portal reports (seed: runtime-synthesis §1.2, "per-arch fn-pointers
- * filled at init"); what the simulator simulates is chosen here, from `spec`, `arch`, or `NRT_ARCH`.
+ * The composition root: the one place a DI container (tsyringe) assembles the plug-ins by name — the arch packs
+ * side by side under {@linkcode ArchPackToken}, and one device backend under {@linkcode PortalToken} (the embedded
+ * simulator by default; `nrt serve --device` puts the remote daemon there). Library packages take their
+ * dependencies as arguments; only this file and the entry points resolve from a container.
+ *
+ * The runtime picks the pack matching the arch the portal reports (seed: runtime-synthesis §1.2, "per-arch
+ * fn-pointers filled at init"); what the simulator simulates is chosen here, from `spec`, `arch`, or `NRT_ARCH`,
+ * resolved against the registered packs' names and instance families.
  *
  * @module
  */
 import "reflect-metadata";
-import { CAYMAN_SPEC, registerCayman } from "@nrt/arch-cayman";
-import { MARIANA_SPEC, registerMariana } from "@nrt/arch-mariana";
-import { registerSunda, SUNDA_SPEC } from "@nrt/arch-sunda";
-import { type NrtArch, type NrtArchName, resolveRuntimeConfig, type SiliconSpec } from "@nrt/core";
-import { type DeviceAgentMode, type Q7ClusterFactory, registerDeviceSim } from "@nrt/device-sim";
-import { container as root, type DependencyContainer } from "tsyringe";
+import { cayman } from "@nrt/arch-cayman";
+import { mariana } from "@nrt/arch-mariana";
+import { sunda } from "@nrt/arch-sunda";
+import { type ArchPack, NrtError, NrtStatus, type Portal, resolveRuntimeConfig, Runtime, type RuntimeInitOptions } from "@nrt/core";
+import type { SiliconSpec } from "@nrt/core/hal";
+import { type DeviceAgentMode, DeviceSimPortal, type Q7ClusterFactory } from "@nrt/device-sim";
+import { container as root, type DependencyContainer, type InjectionToken } from "tsyringe";
 
-/** The silicon spec of each architecture the simulator can model. */
-export const SIMULATED_SPECS: Readonly<Record<NrtArch, SiliconSpec>> = Object.freeze({
-  sunda: SUNDA_SPEC,
-  cayman: CAYMAN_SPEC,
-  mariana: MARIANA_SPEC,
-});
+/** Token of the device backend. */
+export const PortalToken: InjectionToken<Portal> = "Portal";
+/** Token of the arch packs (one registration per pack). */
+export const ArchPackToken: InjectionToken<ArchPack> = "ArchPack";
+
+/** The generations this distribution ships, oldest first. */
+export const SHIPPED_ARCH_PACKS: readonly ArchPack[] = Object.freeze([sunda, cayman, mariana]);
 
 /** Options of {@linkcode createNrtContainer}. */
 export interface NrtContainerOptions {
   /** The silicon the simulator models; wins over {@linkcode NrtContainerOptions.arch} and `NRT_ARCH`. */
   readonly spec?: SiliconSpec;
-  /** The architecture the simulator models (`sunda`, `cayman`, `mariana`, or `trn1`/`inf2`/`trn2`); wins over `NRT_ARCH`. */
-  readonly arch?: NrtArchName;
+  /** The generation the simulator models: a pack name or instance family (`cayman`, `trn2`); wins over `NRT_ARCH`. */
+  readonly arch?: string;
   /** The environment to read `NRT_ARCH` from (pass `envFromProcess()` at an entry point). */
   readonly env?: Record<string, string | undefined>;
   /** Override of the simulated HBM size (out-of-memory tests). */
@@ -34,41 +41,76 @@ export interface NrtContainerOptions {
   readonly agents?: DeviceAgentMode;
   /** Creates the simulated Q7 clusters of an inline device (tests substitute fakes; implies `agents: "inline"`). */
   readonly q7Factory?: Q7ClusterFactory;
+  /** Arch packs beside the shipped ones (a fourth generation, say). */
+  readonly archPacks?: readonly ArchPack[];
+  /** A device backend instead of the embedded simulator (the remote daemon). */
+  readonly portal?: Portal;
+}
+
+/**
+ * The pack whose spec name or instance family is `name` (case-insensitive), among `packs`.
+ *
+ * @throws {NrtError} `NRT_INVALID` listing the names the packs answer to.
+ */
+export function archPackNamed(name: string, packs: readonly ArchPack[] = SHIPPED_ARCH_PACKS): ArchPack {
+  const n = name.trim().toLowerCase();
+  const pack = packs.find((p) => p.spec.name.toLowerCase() === n || p.spec.instances.some((i) => i.toLowerCase() === n));
+  if (pack === undefined) {
+    const names = packs.flatMap((p) => [p.spec.name, ...p.spec.instances]).join(", ");
+    throw new NrtError(NrtStatus.NRT_INVALID, `Unknown architecture "${name}": expected one of ${names}`);
+  }
+  return pack;
 }
 
 /**
  * The spec the simulator should model: `options.spec`, else `options.arch`, else the environment's `NRT_ARCH`, else
  * Cayman.
  *
- * @param options The container options.
- * @returns The chosen spec.
- * @throws {NrtError} `NRT_INVALID` when `arch` or `NRT_ARCH` names no architecture.
+ * @throws {NrtError} `NRT_INVALID` when `arch` or `NRT_ARCH` names no registered generation.
  */
 export function simulatedSpec(options: NrtContainerOptions = {}): SiliconSpec {
   if (options.spec !== undefined) return options.spec;
   const arch = resolveRuntimeConfig({ arch: options.arch }, { NRT_ARCH: options.env?.NRT_ARCH }).arch ?? "cayman";
-  return SIMULATED_SPECS[arch];
+  return archPackNamed(arch, [...SHIPPED_ARCH_PACKS, ...(options.archPacks ?? [])]).spec;
 }
 
 /**
- * A child container with the device simulator and the three arch packs registered.
- *
- * @param options What to simulate.
- * @returns The container; the caller closes its `Portal` when done.
+ * A child container with every arch pack and a device backend registered: the embedded simulator (modelling
+ * {@linkcode simulatedSpec}) unless `options.portal` is given.
  *
  * @example Simulate a Trn1 (Sunda) device
  * ```ts ignore
- * import { createNrtContainer } from "@nrt/cli";
+ * import { createNrtContainer, nrtPlugins } from "@nrt/cli";
  * import { Runtime } from "@nrt/core";
- * const rt = await Runtime.init({ container: createNrtContainer({ arch: "trn1" }) });
- * console.log(rt.khal.spec.name); // "sunda"
+ * await using rt = await Runtime.init(nrtPlugins(createNrtContainer({ arch: "trn1" })));
+ * console.log(rt.spec.name); // "sunda"
  * ```
  */
 export function createNrtContainer(options: NrtContainerOptions = {}): DependencyContainer {
   const c = root.createChildContainer();
-  registerSunda(c);
-  registerCayman(c);
-  registerMariana(c);
-  registerDeviceSim(c, { spec: simulatedSpec(options), hbmBytes: options.hbmBytes, agents: options.agents, q7Factory: options.q7Factory });
+  for (const pack of [...SHIPPED_ARCH_PACKS, ...(options.archPacks ?? [])]) c.register(ArchPackToken, { useValue: pack });
+  const portal = options.portal ??
+    new DeviceSimPortal({ spec: simulatedSpec(options), hbmBytes: options.hbmBytes, agents: options.agents, q7Factory: options.q7Factory });
+  c.register(PortalToken, { useValue: portal });
   return c;
+}
+
+/** The runtime's plug-ins as {@linkcode Runtime.init} takes them: the container's portal and all its arch packs. */
+export function nrtPlugins(container: DependencyContainer): Pick<RuntimeInitOptions, "portal" | "archPacks"> {
+  return { portal: container.resolve(PortalToken), archPacks: container.isRegistered(ArchPackToken, true) ? container.resolveAll(ArchPackToken) : [] };
+}
+
+/**
+ * A runtime on the composition root's plug-ins (by default the embedded simulator and the shipped packs). It owns
+ * the portal: `close()` (or `await using`) closes it.
+ *
+ * @example
+ * ```ts ignore
+ * await using rt = await createNrtRuntime({ arch: "mariana" });
+ * ```
+ */
+export async function createNrtRuntime(
+  options: NrtContainerOptions & Omit<RuntimeInitOptions, "portal" | "archPacks"> = {},
+): Promise<Runtime> {
+  return await Runtime.init({ ...options, ...nrtPlugins(createNrtContainer(options)) });
 }

@@ -1,20 +1,41 @@
 /**
- * `nrt demo`: the quick-start job. Builds custom-op NEFFs from the reference kernels, runs them on the embedded
+ * `nrt demo` (ours): the quick-start job. Builds custom-op NEFFs from the reference kernels, runs them on the embedded
  * simulated Cayman device (8 Q7 cores SPMD) and checks every result against a plain TypeScript reference.
  *
  * @module
  */
-import { buildCustomOpNeff, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { buildCustomOpNeff, Runtime, TensorSet } from "@nrt/core";
 import { readFile } from "node:fs/promises";
-import { createNrtContainer } from "./container.ts";
+import { type CommandSpec, formatHelp, parseCommandArgs } from "./command_args.ts";
+import { createNrtContainer, nrtPlugins, PortalToken } from "./container.ts";
 
 const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
 
-/** Runs the demo; returns the exit code. */
-export async function runDemo(log: (s: string) => void = console.log): Promise<number> {
+/** How `nrt demo` is called. */
+export const DEMO_COMMAND = {
+  name: "demo",
+  usage: "nrt demo",
+  summary: "Run the reference kernels (vector_add, relu) on 8 simulated Q7 cores and check every result.",
+  options: {},
+  positionals: { min: 0, max: 0, name: "arguments" },
+} as const satisfies CommandSpec;
+
+/**
+ * Runs the demo.
+ *
+ * @param args The arguments after `demo` (only `--help`).
+ * @param log Where the lines go.
+ * @returns 0 when every result matches the reference, else 1.
+ * @throws {UsageError} For any option but `--help`, or an argument.
+ */
+export async function runDemo(args: readonly string[] = [], log: (s: string) => void = console.log): Promise<number> {
+  if (parseCommandArgs(DEMO_COMMAND, args).help) {
+    log(formatHelp(DEMO_COMMAND));
+    return 0;
+  }
   const container = createNrtContainer();
-  const rt = await Runtime.init({ container, visibleCores: [0, 1] });
-  log(`nrt: ${rt.khal.spec.name} (${rt.khal.spec.generation}) device with ${rt.device.ncCount} NeuronCores, simulated; ${rt.visibleVncCount} logical core(s) visible`);
+  const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1] });
+  log(`nrt: ${rt.spec.name} (${rt.spec.generation}) device with ${rt.device.ncCount} NeuronCores, simulated; ${rt.visibleVncCount} logical core(s) visible`);
   let bad = 0;
   try {
     const n = 1 << 18;
@@ -27,7 +48,7 @@ export async function runDemo(log: (s: string) => void = console.log): Promise<n
       const names = ["a", "b"].slice(0, c.ins);
       const model = await rt.load(buildCustomOpNeff({
         name: `${c.fn}.neff`,
-        target: rt.khal.spec.name,
+        target: rt.spec.name,
         inputs: names.map((name) => ({ name, dtype: "float32", shape: [n] })),
         outputs: [{ name: "out", dtype: "float32", shape: [n] }],
         libraries: [{ name: c.lib, wasm, totalCpus: 8, functions: [{ opcode: 1, name: c.fn }] }],
@@ -36,11 +57,11 @@ export async function runDemo(log: (s: string) => void = console.log): Promise<n
       const xs = names.map(() => Float32Array.from({ length: n }, () => Math.fround(Math.random() * 2 - 1)));
       const ins = new TensorSet(), outs = new TensorSet();
       for (const [k, name] of names.entries()) {
-        const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, name);
+        const t = await rt.allocateTensor({ size: n * 4, name });
         await t.write(new Uint8Array(xs[k].buffer));
         ins.add(name, t);
       }
-      const out = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, "out");
+      const out = await rt.allocateTensor({ size: n * 4, name: "out" });
       outs.add("out", out);
       const t0 = performance.now();
       const runs = 20;
@@ -55,7 +76,7 @@ export async function runDemo(log: (s: string) => void = console.log): Promise<n
     }
   } finally {
     await rt.close();
-    await container.resolve(Portal).close();
+    await container.resolve(PortalToken).close();
   }
   log(bad === 0 ? "nrt: all results correct" : "nrt: results differ from the reference");
   return bad === 0 ? 0 : 1;

@@ -1,29 +1,35 @@
 /**
- * `nrt device-sim`: runs the simulated device as its own process, serving it to runtime processes over a Unix
+ * `nrt device-sim` (ours): runs the simulated device as its own process, serving it to runtime processes over a Unix
  * socket or a loopback TCP port (the `remote` portal backend connects to it). Prints one line
  * `nrt device-sim: listening on ADDRESS` once it accepts connections (with the real port for `--port 0`), then
  * logs sessions and reclamations; SIGINT/SIGTERM stop it cleanly.
  *
- * Run directly (`bun packages/cli/device_daemon.ts --socket /tmp/nrt.sock`) or as `nrt device-sim …` once the
- * command is wired into `main.ts`.
+ * Run as `nrt device-sim …`, or directly: `bun packages/cli/device_daemon.ts --socket /tmp/nrt.sock`.
  *
  * @module
  */
 import { DeviceSimPortal } from "@nrt/device-sim";
-import type { NrtArchName } from "@nrt/core";
 import { DeviceDaemon } from "../device-sim/remote/mod.ts";
 import { simulatedSpec } from "./container.ts";
+import { type CommandSpec, formatHelp, parseCommandArgs, parseIntegerOption, UsageError, usageError } from "./command_args.ts";
 import { listenSocket, type SocketAddress, type SocketListener } from "./transports.ts";
+import { commandLineArgs, exit, waitForSignal } from "./platform.ts";
 
-/** Usage of the `device-sim` command. */
-export const DEVICE_SIM_USAGE = `Usage: nrt device-sim (--socket PATH | --port P [--host 127.0.0.1]) [--arch A] [--devices N] [--hbm-bytes B]
-
-Runs the simulated Neuron device as a daemon shared by runtime processes (the "remote" portal backend).
-  --socket PATH    listen on a Unix socket
-  --port P         listen on TCP port P of the loopback host (0: the OS picks; the line printed names it)
-  --arch A         sunda (trn1/inf2), cayman (trn2, default) or mariana
-  --devices N      simulated devices (default 1)
-  --hbm-bytes B    HBM per device (default: the generation's)`;
+/** How `nrt device-sim` is called. */
+export const DEVICE_SIM_COMMAND = {
+  name: "device-sim",
+  usage: "nrt device-sim (--socket PATH | --port P [--host 127.0.0.1]) [--arch A] [--devices N] [--hbm-bytes B]",
+  summary: 'Run the simulated Neuron device as a daemon shared by runtime processes (the "remote" portal backend).',
+  options: {
+    socket: { type: "string", value: "PATH", description: "listen on a Unix socket" },
+    port: { type: "string", value: "P", description: "listen on TCP port P of the loopback host (0: the OS picks; the line printed names it)" },
+    host: { type: "string", value: "H", description: "the loopback address to bind with --port (default 127.0.0.1)" },
+    arch: { type: "string", value: "A", description: "sunda (trn1/inf2), cayman (trn2, default) or mariana" },
+    devices: { type: "string", value: "N", description: "simulated devices (default 1)" },
+    "hbm-bytes": { type: "string", value: "B", description: "HBM per device (default: the generation's)" },
+  },
+  positionals: { min: 0, max: 0, name: "arguments" },
+} as const satisfies CommandSpec;
 
 /** A running daemon. */
 export interface RunningDeviceDaemon {
@@ -42,7 +48,7 @@ export interface DeviceDaemonCliOptions {
   /** Where to listen. */
   readonly address: SocketAddress;
   /** Architecture to simulate. */
-  readonly arch?: NrtArchName;
+  readonly arch?: string;
   /** Simulated devices. */
   readonly devices?: number;
   /** HBM bytes per device. */
@@ -54,32 +60,26 @@ export interface DeviceDaemonCliOptions {
 /**
  * Parses the command line of `nrt device-sim`.
  *
- * @throws {TypeError} On a missing or malformed option.
+ * @param args The arguments after `device-sim`.
+ * @returns The options, or `undefined` when `--help` was asked for.
+ * @throws {UsageError} On an unknown option, a missing or malformed value, both or neither of `--socket` and
+ * `--port`, or a `--host` that is not a loopback address.
  */
-export function parseDeviceDaemonArgs(args: readonly string[]): DeviceDaemonCliOptions {
-  const value = (flag: string) => {
-    const i = args.indexOf(flag);
-    if (i < 0) return undefined;
-    const v = args[i + 1];
-    if (v === undefined || v.startsWith("--")) throw new TypeError(`nrt device-sim: ${flag} needs a value`);
-    return v;
-  };
-  const int = (flag: string) => {
-    const v = value(flag);
-    if (v === undefined) return undefined;
-    const n = Number(v);
-    if (!Number.isSafeInteger(n) || n < 0) throw new TypeError(`nrt device-sim: ${flag} ${v} is not a non-negative integer`);
-    return n;
-  };
-  const socket = value("--socket"), port = int("--port"), host = value("--host") ?? "127.0.0.1";
-  if ((socket === undefined) === (port === undefined)) throw new TypeError("nrt device-sim: give exactly one of --socket PATH and --port P");
-  if (port !== undefined && port > 65535) throw new TypeError(`nrt device-sim: --port ${port} is out of range`);
-  if (!/^(127\.\d+\.\d+\.\d+|localhost|::1)$/.test(host)) throw new TypeError(`nrt device-sim: --host ${host} is not a loopback address`);
+export function parseDeviceDaemonArgs(args: readonly string[]): DeviceDaemonCliOptions | undefined {
+  const { help, values: v } = parseCommandArgs(DEVICE_SIM_COMMAND, args);
+  if (help) return undefined;
+  const int = (flag: string, text: string | undefined, min: number, max: number) =>
+    text === undefined ? undefined : parseIntegerOption(DEVICE_SIM_COMMAND, flag, text, min, max);
+  const port = int("--port", v.port, 0, 65535);
+  if ((v.socket === undefined) === (port === undefined)) throw usageError(DEVICE_SIM_COMMAND, "give exactly one of --socket PATH and --port P");
+  if (v.host !== undefined && v.socket !== undefined) throw usageError(DEVICE_SIM_COMMAND, "--host goes with --port, not --socket");
+  const host = v.host ?? "127.0.0.1";
+  if (!/^(127\.\d+\.\d+\.\d+|localhost|::1)$/.test(host)) throw usageError(DEVICE_SIM_COMMAND, `--host ${host} is not a loopback address`);
   return {
-    address: socket !== undefined ? { path: socket } : { port: port!, hostname: host },
-    arch: value("--arch") as NrtArchName | undefined,
-    devices: int("--devices"),
-    hbmBytes: int("--hbm-bytes"),
+    address: v.socket !== undefined ? { path: v.socket } : { port: port!, hostname: host },
+    arch: v.arch,
+    devices: int("--devices", v.devices, 1, Number.MAX_SAFE_INTEGER),
+    hbmBytes: int("--hbm-bytes", v["hbm-bytes"], 1, Number.MAX_SAFE_INTEGER),
   };
 }
 
@@ -110,36 +110,32 @@ export async function startDeviceDaemon(options: DeviceDaemonCliOptions): Promis
 }
 
 /**
- * The `device-sim` command: runs until SIGINT/SIGTERM; returns the exit code.
+ * The `device-sim` command: runs until SIGINT/SIGTERM.
  *
  * @param args The arguments after `device-sim`.
+ * @param log Where the listening line and `--help` go.
+ * @returns 0 once stopped.
+ * @throws {UsageError} For a malformed command line (see {@linkcode parseDeviceDaemonArgs}).
  */
-export async function runDeviceDaemon(args: readonly string[]): Promise<number> {
-  if (args.includes("--help") || args.includes("-h")) {
-    console.log(DEVICE_SIM_USAGE);
+export async function runDeviceDaemon(args: readonly string[], log: (s: string) => void = console.log): Promise<number> {
+  const options = parseDeviceDaemonArgs(args);
+  if (options === undefined) {
+    log(formatHelp(DEVICE_SIM_COMMAND));
     return 0;
-  }
-  let options: DeviceDaemonCliOptions;
-  try {
-    options = parseDeviceDaemonArgs(args);
-  } catch (e) {
-    console.error(`${(e as Error).message}\n${DEVICE_SIM_USAGE}`);
-    return 2;
   }
   const running = await startDeviceDaemon(options);
   const spec = running.sim.spec;
-  console.log(`nrt device-sim: listening on ${running.listener.address} (${spec.name}, ${spec.ncPerDevice} NeuronCores per device)`);
-  const proc = (globalThis as unknown as { process: { once(sig: string, f: () => void): void } }).process;
-  await new Promise<void>((resolve) => {
-    proc.once("SIGINT", resolve);
-    proc.once("SIGTERM", resolve);
-  });
+  const stopSignal = waitForSignal(); // handlers in place before the line that tells a supervisor it may signal
+  log(`nrt device-sim: listening on ${running.listener.address} (${spec.name}, ${spec.ncPerDevice} NeuronCores per device)`);
+  await stopSignal;
   await running.stop();
   return 0;
 }
 
 if (import.meta.main) {
-  const args = (globalThis as { Bun?: unknown }).Bun ? process.argv.slice(2) : (globalThis as unknown as { Deno: { args: string[] } }).Deno.args;
-  const code = await runDeviceDaemon(args[0] === "device-sim" ? args.slice(1) : args);
-  process.exit(code);
+  const args = commandLineArgs();
+  exit(await runDeviceDaemon(args[0] === "device-sim" ? args.slice(1) : args).catch((e) => {
+    console.error(e instanceof Error ? e.message : String(e));
+    return e instanceof UsageError ? 2 : 1;
+  }));
 }

@@ -1,11 +1,24 @@
 /**
- * `nrt devices [--arch A] [--json]`: the devices the portal reports — generation, NeuronCores, HBM, SBUF, Q7 cores —
+ * `nrt devices [--arch A] [--json]` (ours): the devices the portal reports — generation, NeuronCores, HBM, SBUF, Q7 cores —
  * for the embedded simulator (the arch comes from `--arch`, then `NRT_ARCH`, then Cayman).
  *
  * @module
  */
-import { envFromProcess, Khal, Portal, resolveRuntimeConfig } from "@nrt/core";
-import { createNrtContainer } from "./container.ts";
+import { envFromProcess, resolveRuntimeConfig } from "@nrt/core";
+import { type CommandSpec, formatHelp, parseCommandArgs } from "./command_args.ts";
+import { ArchPackToken, createNrtContainer, PortalToken } from "./container.ts";
+
+/** How `nrt devices` is called. */
+export const DEVICES_COMMAND = {
+  name: "devices",
+  usage: "nrt devices [--arch A] [--json]",
+  summary: "List the (simulated) devices: generation, NeuronCores, memory.",
+  options: {
+    arch: { type: "string", value: "A", description: "the generation to simulate: a pack name or instance family such as cayman or trn2 (default: NRT_ARCH, else cayman)" },
+    json: { type: "boolean", description: 'print one JSON document, {"devices": [...]}' },
+  },
+  positionals: { min: 0, max: 0, name: "arguments" },
+} as const satisfies CommandSpec;
 
 /** One row of the listing. */
 export interface DeviceRow {
@@ -33,11 +46,11 @@ export interface DeviceRow {
 
 /** Lists the devices of a freshly created container. */
 export async function listDevices(arch?: string): Promise<DeviceRow[]> {
-  const config = resolveRuntimeConfig(arch === undefined ? {} : { arch: arch as never }, envFromProcess());
+  const config = resolveRuntimeConfig(arch === undefined ? {} : { arch }, envFromProcess());
   const c = createNrtContainer({ arch: config.arch });
-  const portal = c.resolve(Portal);
+  const portal = c.resolve(PortalToken);
   try {
-    const packs = c.resolveAll(Khal);
+    const packs = c.resolveAll(ArchPackToken);
     return (await portal.devices()).map((d) => {
       const spec = packs.find((k) => k.spec.arch === d.arch)?.spec;
       return {
@@ -60,11 +73,23 @@ export async function listDevices(arch?: string): Promise<DeviceRow[]> {
 
 const GiB = 1024 ** 3;
 
-/** `nrt devices`: exit 0, or 2 on a usage error. */
-export async function runDevices(args: string[], log: (s: string) => void = console.log): Promise<number> {
-  const a = args.indexOf("--arch");
-  const rows = await listDevices(a >= 0 ? args[a + 1] : undefined);
-  if (args.includes("--json")) {
+/**
+ * `nrt devices`: prints one line per device, or with `--json` one JSON document.
+ *
+ * @param args The arguments after `devices`.
+ * @param log Where the listing goes.
+ * @returns 0.
+ * @throws {UsageError} For an unknown option, `--arch` without a value, or an argument.
+ * @throws {NrtError} `NRT_INVALID` when `--arch` names no generation.
+ */
+export async function runDevices(args: readonly string[], log: (s: string) => void = console.log): Promise<number> {
+  const { help, values } = parseCommandArgs(DEVICES_COMMAND, args);
+  if (help) {
+    log(formatHelp(DEVICES_COMMAND));
+    return 0;
+  }
+  const rows = await listDevices(values.arch);
+  if (values.json === true) {
     log(JSON.stringify({ devices: rows }));
     return 0;
   }

@@ -4,7 +4,9 @@
  *
  * @module
  */
-import { envFromProcess, NrtError, readNeff, resolveRuntimeConfig, toHex } from "@nrt/core";
+import { envFromProcess, NrtError, readNeff, resolveRuntimeConfig } from "@nrt/core";
+import { toHex } from "@nrt/core/neff";
+import { type CommandSpec, formatHelp, parseCommandArgs, UsageError } from "./command_args.ts";
 
 /** One tensor of the signature. */
 export interface InspectTensor {
@@ -205,14 +207,23 @@ export interface InspectIo {
   stderr(s: string): void;
 }
 
-const USAGE = "Usage: nrt inspect FILE [--json]\n";
+/** How `nrt inspect` is called. */
+export const INSPECT_COMMAND = {
+  name: "inspect",
+  usage: "nrt inspect FILE [--json]",
+  summary: "Show a NEFF's header, hash, graphs, members, signature and custom-op libraries.",
+  options: {
+    json: { type: "boolean", description: "print the report as one JSON document" },
+  },
+  positionals: { min: 1, max: 1, name: "FILE" },
+} as const satisfies CommandSpec;
 
 /**
- * `nrt inspect FILE [--json]`.
+ * `nrt inspect FILE [--json]`. Everything it prints goes through `io`, usage errors included.
  *
  * @param args The arguments after `inspect`.
  * @param io File reading and output.
- * @returns The exit code: 0 success, 1 the file could not be read as a NEFF, 2 usage error.
+ * @returns The exit code: 0 success (or `--help`), 1 the file could not be read as a NEFF, 2 usage error.
  *
  * @example Run from a Deno entry point
  * ```ts
@@ -224,14 +235,21 @@ const USAGE = "Usage: nrt inspect FILE [--json]\n";
  * });
  * ```
  */
-export async function runInspect(args: string[], io: InspectIo): Promise<number> {
-  const json = args.includes("--json");
-  const rest = args.filter((a) => a !== "--json");
-  if (rest.length !== 1 || rest[0].startsWith("-")) {
-    io.stderr(USAGE);
+export async function runInspect(args: readonly string[], io: InspectIo): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseCommandArgs(INSPECT_COMMAND, args);
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    io.stderr(`${e.message}\nUsage: ${INSPECT_COMMAND.usage}\n`);
     return 2;
   }
-  const path = rest[0];
+  if (parsed.help) {
+    io.stdout(`${formatHelp(INSPECT_COMMAND)}\n`);
+    return 0;
+  }
+  const json = parsed.values.json === true;
+  const path = parsed.positionals[0];
   let bytes: Uint8Array;
   try {
     bytes = await io.readFile(path);

@@ -1,50 +1,56 @@
 /**
- * The `nrt` command (composition root). Every command answers `--help`; data commands take `--json`; exit codes
- * are 0 (done), 1 (the work failed, message on stderr) and 2 (usage error).
+ * The `nrt` command (ours; the composition root). Every command answers `--help`; data commands take `--json`;
+ * exit codes are 0 (done), 1 (the work failed, message on stderr) and 2 (usage error, message and usage line on
+ * stderr).
  *
  * @module
  */
 import { readFile } from "node:fs/promises";
-import { BENCHMARKS, runBench } from "./bench_command.ts";
-import { runDemo } from "./demo.ts";
-import { DEVICE_SIM_USAGE, runDeviceDaemon } from "./device_daemon.ts";
-import { runDevices } from "./devices.ts";
-import { runInspect } from "./inspect.ts";
-import { runPack } from "./pack.ts";
-import { runModel } from "./run_model.ts";
-import { runServe, UsageError } from "./serve.ts";
+import { BENCH_COMMAND, runBench } from "./bench_command.ts";
+import { type CommandSpec, formatHelp, helpRequested, UsageError } from "./command_args.ts";
+import { DEMO_COMMAND, runDemo } from "./demo.ts";
+import { DEVICE_SIM_COMMAND, runDeviceDaemon } from "./device_daemon.ts";
+import { DEVICES_COMMAND, runDevices } from "./devices.ts";
+import { INSPECT_COMMAND, runInspect } from "./inspect.ts";
+import { PACK_COMMAND, runPack } from "./pack.ts";
+import { commandLineArgs, exit } from "./platform.ts";
+import { RUN_COMMAND, runModel } from "./run_model.ts";
+import { runServe, SERVE_SUMMARY, SERVE_USAGE, UsageError as ServeUsageError } from "./serve.ts";
 
 /** One command of the `nrt` tool. */
 interface Command {
   readonly usage: string;
   readonly summary: string;
+  /** The whole `--help` text of a command with a {@linkcode CommandSpec}; such a command answers `--help` itself. */
+  readonly help?: string;
   readonly run: (args: string[]) => Promise<number>;
+}
+
+/** A command whose arguments are parsed by its {@linkcode CommandSpec}. */
+function specified(spec: CommandSpec, run: (args: string[]) => Promise<number>): Command {
+  return { usage: spec.usage, summary: spec.summary, help: formatHelp(spec), run };
 }
 
 const io = {
   readFile: async (p: string) => new Uint8Array(await readFile(p)),
-  stdout: (s: string) => console.log(s),
-  stderr: (s: string) => console.error(s),
+  stdout: (s: string) => console.log(s.replace(/\n$/, "")),
+  stderr: (s: string) => console.error(s.replace(/\n$/, "")),
 };
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   serve: {
-    usage: "nrt serve --models DIR [--arch A] [--port P] [--host H] [--max-body BYTES] [--demo]\n" +
-      "          [--admin [--admin-token-file FILE]] [--model-control none|explicit] [--allowed-host NAME ...]",
-    summary: "Serve the NEFFs of DIR over the Open Inference Protocol v2 (REST) on the simulated device;\n" +
-      "--demo writes the demo models first (npm start); --admin enables the dashboard's operator actions behind\n" +
-      "a per-start token (refused on a non-loopback host without --admin-token-file); --model-control explicit\n" +
-      "allows repository load/unload with that token (docs/security.md)",
+    usage: SERVE_USAGE,
+    summary: SERVE_SUMMARY,
     run: (a) => runServe(a),
   },
-  demo: { usage: "nrt demo", summary: "Run the reference kernels on the simulated device and check the results", run: () => runDemo() },
-  inspect: { usage: "nrt inspect FILE [--json]", summary: "Show a NEFF's header, hash, graphs, members, signature and custom-op libraries", run: (a) => runInspect(a, io) },
-  run: { usage: "nrt run FILE --input NAME=FILE.json ... [--json]", summary: "Execute a NEFF on the embedded simulator and print its outputs", run: (a) => runModel(a) },
+  demo: specified(DEMO_COMMAND, (a) => runDemo(a)),
+  inspect: specified(INSPECT_COMMAND, (a) => runInspect(a, io)),
+  run: specified(RUN_COMMAND, (a) => runModel(a)),
   compile: { usage: "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]", summary: "Compile an ONNX model into a custom-op NEFF of op-library kernels (docs/onnx.md)", run: async (a) => (await import("./compile_command.ts")).runCompile(a) },
-  pack: { usage: "nrt pack MANIFEST(.json|.yaml) -o OUT.neff", summary: "Build a custom-op NEFF from a manifest (compiles AssemblyScript sources)", run: (a) => runPack(a) },
-  devices: { usage: "nrt devices [--arch A] [--json]", summary: "List the (simulated) devices: generation, NeuronCores, memory", run: (a) => runDevices(a) },
-  bench: { usage: `nrt bench [${BENCHMARKS.join("|")} ...] [--deno] [--json]`, summary: "Run the benchmarks under bench/ and print their ratio tables (--json: one JSON document)", run: (a) => runBench(a) },
-  "device-sim": { usage: DEVICE_SIM_USAGE.split("\n")[0].replace(/^Usage: /, ""), summary: "Run the simulated device as a daemon shared by runtime processes", run: (a) => runDeviceDaemon(a) },
+  pack: specified(PACK_COMMAND, (a) => runPack(a)),
+  devices: specified(DEVICES_COMMAND, (a) => runDevices(a)),
+  bench: specified(BENCH_COMMAND, (a) => runBench(a)),
+  "device-sim": specified(DEVICE_SIM_COMMAND, (a) => runDeviceDaemon(a)),
 };
 
 function usage(): string {
@@ -52,14 +58,24 @@ function usage(): string {
   return `Usage: nrt <command> [options]   (nrt <command> --help for one command)\n\nCommands:\n${lines.join("\n")}\n`;
 }
 
-/** Runs the command line; returns the exit code. */
+/**
+ * Runs the command line.
+ *
+ * @param args The arguments after `nrt`.
+ * @returns The exit code: 0 done, 1 the work failed (message on stderr), 2 usage error (message and usage on
+ * stderr).
+ */
 export async function main(args: string[]): Promise<number> {
   const [cmd, ...rest] = args;
   if (cmd === undefined || cmd === "help" || cmd === "--help" || cmd === "-h") {
     const which = cmd === "help" ? rest[0] : undefined;
-    if (which !== undefined && COMMANDS[which] !== undefined) {
-      console.log(`Usage: ${COMMANDS[which].usage}\n\n${COMMANDS[which].summary}`);
-      return 0;
+    if (which !== undefined) {
+      if (Object.hasOwn(COMMANDS, which)) {
+        console.log(helpText(COMMANDS[which]));
+        return 0;
+      }
+      console.error(`nrt: unknown command "${which}"\n${usage()}`);
+      return 2;
     }
     (cmd === undefined ? console.error : console.log)(usage());
     return cmd === undefined ? 2 : 0;
@@ -69,21 +85,28 @@ export async function main(args: string[]): Promise<number> {
     console.error(`nrt: unknown command "${cmd}"\n${usage()}`);
     return 2;
   }
-  if (rest.includes("--help") || rest.includes("-h")) {
-    console.log(cmd === "device-sim" ? DEVICE_SIM_USAGE : `Usage: ${command.usage}\n\n${command.summary}`);
+  // A command with a spec answers --help from its own parser; the others are answered here.
+  if (command.help === undefined && helpRequested(rest)) {
+    console.log(helpText(command));
     return 0;
   }
   try {
     return await command.run(rest);
   } catch (e) {
+    if (e instanceof UsageError || e instanceof ServeUsageError) {
+      console.error(`${e.message}\nUsage: ${command.usage}`);
+      return 2;
+    }
     console.error(`nrt ${cmd}: ${e instanceof Error ? e.message : String(e)}`);
-    return e instanceof UsageError ? 2 : 1;
+    return 1;
   }
 }
 
+function helpText(command: Command): string {
+  return command.help ?? `Usage: ${command.usage}\n\n${command.summary}`;
+}
+
 if (import.meta.main) {
-  const g = globalThis as { Deno?: { args: string[] }; process?: { argv: string[]; exit(code: number): never } };
-  const code = await main(g.Deno ? g.Deno.args : g.process!.argv.slice(2));
-  // The simulator's Q7 Workers may keep the event loop alive; the command is done.
-  g.process ? g.process.exit(code) : (globalThis as unknown as { Deno: { exit(c: number): never } }).Deno.exit(code);
+  // exit: the simulator's Q7 Workers may keep the event loop alive; the command is done.
+  exit(await main(commandLineArgs()));
 }

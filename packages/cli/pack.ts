@@ -1,5 +1,5 @@
 /**
- * `nrt pack MANIFEST -o OUT.neff`: builds a custom-op NEFF from a small JSON or YAML manifest — model name, target
+ * `nrt pack MANIFEST -o OUT.neff` (ours): builds a custom-op NEFF from a small JSON or YAML manifest — model name, target
  * arch, inputs/outputs, libraries (a `.wasm`, or AssemblyScript `source` compiled here with the kernel ABI flags),
  * function tables and calls. The NEFF layout and the custom-op extension are described in `docs/neff.md`.
  *
@@ -9,7 +9,19 @@ import { buildCustomOpNeff, type CustomOpLibrarySpec, NrtError, NrtStatus } from
 import { readFile, writeFile } from "node:fs/promises";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { parse as parseYaml } from "yaml";
+import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
 import { compileKernel } from "./kernel_compiler.ts";
+
+/** How `nrt pack` is called. */
+export const PACK_COMMAND = {
+  name: "pack",
+  usage: "nrt pack MANIFEST(.json|.yaml) -o OUT.neff",
+  summary: "Build a custom-op NEFF from a manifest, compiling its AssemblyScript kernel sources (docs/kernels.md).",
+  options: {
+    out: { type: "string", short: "o", value: "OUT.neff", description: "where the NEFF is written (required)" },
+  },
+  positionals: { min: 1, max: 1, name: "MANIFEST" },
+} as const satisfies CommandSpec;
 
 /** The manifest, as written by the user. */
 export interface PackManifest {
@@ -60,7 +72,13 @@ export function parseManifest(text: string, path: string): PackManifest {
 
 /** Turns a manifest into NEFF bytes; `progress` receives a line for work that takes a while (compiling). */
 export async function packManifest(path: string, progress: (line: string) => void = () => {}): Promise<Uint8Array> {
-  const m = parseManifest(await readFile(path, "utf8"), path);
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot pack manifest: ${path} cannot be read: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+  }
+  const m = parseManifest(text, path);
   const base = dirname(resolve(path));
   const at = (p: string) => (isAbsolute(p) ? p : join(base, p));
   const libraries: CustomOpLibrarySpec[] = [];
@@ -84,18 +102,26 @@ export async function packManifest(path: string, progress: (line: string) => voi
   });
 }
 
-/** `nrt pack MANIFEST -o OUT.neff`: exit 0 written, 1 failure, 2 usage. */
-export async function runPack(args: string[], log: (s: string) => void = console.log, err: (s: string) => void = console.error): Promise<number> {
-  const o = args.indexOf("-o") >= 0 ? args.indexOf("-o") : args.indexOf("--out");
-  const out = o >= 0 ? args[o + 1] : undefined;
-  const manifest = args.find((a, i) => !a.startsWith("-") && i !== o + 1);
-  if (manifest === undefined || out === undefined) {
-    err("Usage: nrt pack MANIFEST(.json|.yaml) -o OUT.neff");
-    return 2;
+/**
+ * `nrt pack MANIFEST -o OUT.neff`: packs the manifest and writes the NEFF.
+ *
+ * @param args The arguments after `pack`.
+ * @param log Where the summary line goes.
+ * @param err Where progress lines go (compiling).
+ * @returns 0.
+ * @throws {UsageError} For a missing MANIFEST or `-o`, an extra argument or an unknown option.
+ * @throws {NrtError} `NRT_INVALID` for a manifest that cannot be packed.
+ */
+export async function runPack(args: readonly string[], log: (s: string) => void = console.log, err: (s: string) => void = console.error): Promise<number> {
+  const { help, values, positionals } = parseCommandArgs(PACK_COMMAND, args);
+  if (help) {
+    log(formatHelp(PACK_COMMAND));
+    return 0;
   }
+  if (values.out === undefined) throw usageError(PACK_COMMAND, "-o OUT.neff is required");
   const started = performance.now();
-  const bytes = await packManifest(manifest, err);
-  await writeFile(out, bytes);
-  log(`${out}: ${bytes.byteLength} bytes (${Math.round(performance.now() - started)} ms)`);
+  const bytes = await packManifest(positionals[0], err);
+  await writeFile(values.out, bytes);
+  log(`${values.out}: ${bytes.byteLength} bytes (${Math.round(performance.now() - started)} ms)`);
   return 0;
 }

@@ -1,51 +1,112 @@
 /**
- * `nrt run FILE.neff --input NAME=FILE.json … [--json]`: executes a NEFF on the embedded simulator and prints its
- * outputs. Inputs are JSON arrays (nested arrays are flattened row-major) of the input's dtype.
+ * `nrt run FILE.neff --input NAME=FILE.json … [--json]` (ours): executes a NEFF on the embedded simulator and prints
+ * its outputs. Inputs are JSON arrays (nested arrays are flattened row-major) of the input's dtype.
  *
  * @module
  */
-import { envFromProcess, NrtError, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { envFromProcess, NrtError, NrtStatus, Runtime, TensorSet } from "@nrt/core";
 import { readFile } from "node:fs/promises";
-import { createNrtContainer } from "./container.ts";
+import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
+import { createNrtContainer, nrtPlugins, PortalToken } from "./container.ts";
 
-const DTYPE_ARRAYS: Record<string, { new (b: ArrayBuffer): ArrayLike<number> & { buffer: ArrayBufferLike } } | undefined> = {
+/** How `nrt run` is called. */
+export const RUN_COMMAND = {
+  name: "run",
+  usage: "nrt run FILE.neff [--input NAME=FILE.json ...] [--json]",
+  summary: "Execute a NEFF on the embedded simulator and print its outputs. Each input is a JSON array of numbers\n" +
+    "(nested arrays are read row-major), one per element of the input's shape.",
+  options: {
+    input: { type: "string", multiple: true, value: "NAME=FILE.json", description: "the values of input NAME" },
+    json: { type: "boolean", description: 'print one JSON document, {"model", "outputs": {NAME: [...]}}' },
+  },
+  positionals: { min: 1, max: 1, name: "FILE.neff" },
+} as const satisfies CommandSpec;
+
+type NumberArray = ArrayLike<number> & { [k: number]: number; readonly buffer: ArrayBufferLike; readonly BYTES_PER_ELEMENT: number };
+const DTYPE_ARRAYS: Readonly<Record<string, { new (b: ArrayBuffer): NumberArray } | undefined>> = {
   float32: Float32Array, float64: Float64Array, int32: Int32Array, uint32: Uint32Array, int16: Int16Array,
   uint16: Uint16Array, int8: Int8Array, uint8: Uint8Array,
 };
 
-/** `nrt run`: exit 0, 1 on a failure, 2 on a usage error. */
-export async function runModel(args: string[]): Promise<number> {
-  const file = args.find((a) => !a.startsWith("--") && !a.includes("="));
-  if (file === undefined) {
-    console.error("nrt run: a NEFF file is required\nUsage: nrt run FILE.neff --input NAME=FILE.json ... [--json]");
-    return 2;
-  }
-  const json = args.includes("--json");
+/** Reads `--input NAME=FILE` arguments into a map from input name to file. */
+function inputFiles(specs: readonly string[]): Map<string, string> {
   const inputs = new Map<string, string>();
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === "--input" && args[i + 1]?.includes("=")) {
-      const [k, v] = args[++i].split("=", 2);
-      inputs.set(k, v);
-    }
+  for (const spec of specs) {
+    const m = /^([^=]+)=(.+)$/.exec(spec);
+    if (m === null) throw usageError(RUN_COMMAND, `--input ${spec} is not NAME=FILE.json`);
+    if (inputs.has(m[1])) throw usageError(RUN_COMMAND, `--input names "${m[1]}" twice`);
+    inputs.set(m[1], m[2]);
+  }
+  return inputs;
+}
+
+/** The bytes of one input: the numbers of a JSON file, checked against the tensor's element count and dtype. */
+async function inputBytes(model: string, t: { name: string; dtype: string; size: number }, file: string): Promise<Uint8Array> {
+  const cannot = (why: string, cause?: unknown) => new NrtError(NrtStatus.NRT_INVALID, `Cannot run ${model}: input "${t.name}" ${why}`, { cause });
+  const Ctor = DTYPE_ARRAYS[t.dtype];
+  if (Ctor === undefined) throw cannot(`has dtype ${t.dtype}, which --input cannot read`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(file, "utf8"));
+  } catch (e) {
+    throw cannot(`cannot be read from ${file}: ${e instanceof Error ? e.message : String(e)}`, e);
+  }
+  const values = Array.isArray(parsed) ? parsed.flat(Infinity) : [parsed];
+  const arr = new Ctor(new ArrayBuffer(t.size));
+  if (values.length !== arr.length) throw cannot(`needs ${arr.length} numbers; ${file} holds ${values.length}`);
+  const integral = !(arr instanceof Float32Array || arr instanceof Float64Array);
+  values.forEach((v, k) => {
+    if (typeof v !== "number") throw cannot(`needs numbers; ${file} holds ${JSON.stringify(v)} at index ${k}`);
+    arr[k] = v;
+    if (integral && arr[k] !== v) throw cannot(`is ${t.dtype}; ${file} holds ${v} at index ${k}`);
+  });
+  return new Uint8Array(arr.buffer);
+}
+
+/**
+ * `nrt run`: loads a NEFF on the embedded simulator, executes it once with the given inputs and prints the outputs.
+ *
+ * @param args The arguments after `run`.
+ * @param log Where the outputs go.
+ * @returns 0.
+ * @throws {UsageError} For a missing or extra FILE, an unknown option, or an `--input` that is not NAME=FILE.
+ * @throws {NrtError} `NRT_INVALID` when an input is missing, unknown to the model, unreadable or of the wrong size;
+ * the runtime's status when the load or the execution fails.
+ */
+export async function runModel(args: readonly string[], log: (s: string) => void = console.log): Promise<number> {
+  const { help, values, positionals } = parseCommandArgs(RUN_COMMAND, args);
+  if (help) {
+    log(formatHelp(RUN_COMMAND));
+    return 0;
+  }
+  const file = positionals[0];
+  const inputs = inputFiles(values.input ?? []);
+  let neff: Uint8Array;
+  try {
+    neff = new Uint8Array(await readFile(file));
+  } catch (e) {
+    throw new Error(`Cannot run ${file}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   }
   const container = createNrtContainer({ env: envFromProcess() });
-  const rt = await Runtime.init({ container, env: envFromProcess() });
+  const rt = await Runtime.init({ ...nrtPlugins(container), env: envFromProcess() });
   try {
-    const model = await rt.load(new Uint8Array(await readFile(file)));
+    const model = await rt.load(neff);
+    const known = new Set(model.inputs.map((t) => t.name));
+    for (const name of inputs.keys()) {
+      if (!known.has(name)) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot run ${file}: the model has no input "${name}"; its inputs are ${[...known].join(", ")}`);
+      }
+    }
     const ins = new TensorSet(), outs = new TensorSet();
     for (const t of model.inputs) {
       const src = inputs.get(t.name);
-      if (src === undefined) throw new NrtError(2, `Input "${t.name}" is missing: pass --input ${t.name}=FILE.json`);
-      const Ctor = DTYPE_ARRAYS[t.dtype];
-      if (Ctor === undefined) throw new NrtError(2, `Input "${t.name}" has dtype ${t.dtype}, which --input cannot read`);
-      const values = (JSON.parse(await readFile(src, "utf8")) as unknown[]).flat(8) as number[];
-      const arr = new Ctor(new ArrayBuffer(t.size)) as unknown as number[];
-      values.forEach((v, k) => (arr[k] = v));
-      const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, t.size, t.name);
-      await x.write(new Uint8Array((arr as unknown as { buffer: ArrayBuffer }).buffer));
+      if (src === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot run ${file}: input "${t.name}" is missing; pass --input ${t.name}=FILE.json`);
+      const bytes = await inputBytes(file, t, src);
+      const x = await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name });
+      await x.write(bytes);
       ins.add(t.name, x);
     }
-    for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, model.vnc, t.size, t.name));
+    for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
     await model.execute(ins, outs);
     const result: Record<string, number[]> = {};
     for (const t of model.outputs) {
@@ -53,11 +114,10 @@ export async function runModel(args: string[]): Promise<number> {
       const bytes = await outs.get(t.name).read();
       result[t.name] = Array.from(new Ctor(bytes.slice().buffer as ArrayBuffer));
     }
-    console.log(json ? JSON.stringify({ model: model.name, outputs: result }) : Object.entries(result).map(([k, v]) => `${k}: ${v.join(" ")}`).join("\n"));
+    log(values.json === true ? JSON.stringify({ model: model.name, outputs: result }) : Object.entries(result).map(([k, v]) => `${k}: ${v.join(" ")}`).join("\n"));
     return 0;
   } finally {
     await rt.close();
-    await container.resolve(Portal).close(); // the simulated device's Q7 Workers
+    await container.resolve(PortalToken).close(); // the simulated device's Q7 Workers
   }
 }
-

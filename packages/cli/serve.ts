@@ -1,63 +1,89 @@
 /**
- * `nrt serve`: the REST inference server's composition root. It builds the runtime on the embedded simulated
- * device, scans a model repository directory, and hands the `@nrt/http-api` app to `Bun.serve` or `Deno.serve` —
- * the only place that knows about either. With `--demo` (what `npm start` runs) it first writes demo models built
- * from the reference kernels into the repository directory. It also serves the live device dashboard (`GET /`,
- * docs/dashboard.md): the runtime's executions and log are tapped through a `DashboardMonitor` (`onExecution` and a
- * logger that tees to the console and the dashboard's ring), the Q7 cores and the fault API through a
- * {@linkcode SimDeviceView}; `--admin` turns on its operator actions. SIGINT/SIGTERM shut it down gracefully: end
- * the dashboard's event streams, stop accepting, finish in-flight requests, unload, `nrt_close`, close the portal.
+ * `nrt serve`: the inference server's composition root. It brings up the runtime on the embedded simulated device
+ * (or on a device daemon's, `--device unix:PATH`), reads a model repository folder in its flat or Triton-style layout
+ * (`--model-name` for a single model's folder, as KServe writes it), serves the Open Inference Protocol over REST
+ * (`@nrt/http-api` on `Bun.serve` or `Deno.serve`) and over gRPC (`@nrt/grpc-api`, `--grpc-port`), both on the same
+ * repository and counters. With `--demo` (what `npm start` runs) it first writes demo models built from the reference
+ * kernels. It also serves the live device dashboard (`GET /`, docs/dashboard.md): executions and the log are tapped
+ * through a `DashboardMonitor`, the Q7 cores and the fault API through a {@linkcode SimDeviceView}; `--admin` turns
+ * on its operator actions and, with `--model-control explicit`, repository load, unload and upload.
+ *
+ * SIGINT/SIGTERM drain it: both listeners stop accepting (a request on a connection kept alive gets 503), the
+ * requests and calls in flight finish up to `--drain-timeout`, then the ones still queued are refused, the models
+ * unload (after the executions running), the runtime closes (`nrt_close`) and the process exits 0. Ours
+ * (docs/rest-api.md, "Shutdown").
  *
  * @module
  */
-import {
-  buildCustomOpNeff,
-  createConsoleLogger,
-  type CustomOpTensorSpec,
-  envFromProcess,
-  type NeffTensor,
-  type NrtArchName,
-  Portal,
-  resolveRuntimeConfig,
-  Runtime,
-} from "@nrt/core";
+import { createConsoleLogger, envFromProcess, type Portal, resolveRuntimeConfig, Runtime } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import {
-  createInferenceApp,
-  DashboardMonitor,
-  DEFAULT_LIMITS,
-  dtypeInfo,
-  type ModelControlMode,
-  ModelRepository,
-  type RepositoryFiles,
-} from "@nrt/http-api";
-import { readFile } from "node:fs/promises";
-import { parseArgs } from "node:util";
-import { adminToken, defaultAdminTokenFile, newAdminToken, writeAdminToken } from "./admin_token.ts";
+import { createGrpcInferenceServer, DEFAULT_GRPC_PORT, type GrpcInferenceServer } from "@nrt/grpc-api";
+import { createInferenceApp, DashboardMonitor, DEFAULT_LIMITS, filesFromMap, InferenceMetrics, isValidModelName, type ModelControlMode, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
 import { join } from "node:path";
 import process from "node:process";
-import { createNrtContainer, simulatedSpec } from "./container.ts";
-import { SimDeviceView } from "./sim_device_view.ts";
-import { directoryFiles, ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
-import { onnxFiles } from "./onnx_source.ts";
+import { parseArgs } from "node:util";
+import { adminToken, defaultAdminTokenFile, newAdminToken, writeAdminToken } from "./admin_token.ts";
 import type { CompileTarget } from "./compile_command.ts";
+import { createNrtContainer, simulatedSpec, nrtPlugins, PortalToken } from "./container.ts";
+import { DrainGate } from "./http_listener.ts";
+import { serveHttp } from "./platform.ts";
+import { onnxFiles, type OnnxFilesOptions } from "./onnx_source.ts";
+import { ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
+import { layoutFiles } from "./repository_layout.ts";
+import { buildDemoModels, exampleRequest } from "./serve_demo.ts";
+import { SimDeviceView } from "./sim_device_view.ts";
+import { connectDeviceDaemon, formatAddress, parseAddress } from "./transports.ts";
 
-const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
+export { buildDemoModels } from "./serve_demo.ts";
+
+/** The usage line of `nrt serve`. */
+export const SERVE_USAGE: string =
+  "nrt serve --models DIR [--model-name NAME] [--arch A | --device ADDRESS] [--host H] [--port P] [--grpc-port P]\n" +
+  "          [--max-body BYTES] [--drain-timeout S] [--demo] [--admin [--admin-token-file FILE]]\n" +
+  "          [--model-control none|explicit] [--allowed-host NAME ...]";
+
+/** What `nrt serve` does, under its usage line. */
+export const SERVE_SUMMARY: string =
+  "Serve the models of DIR over the Open Inference Protocol v2, REST on --port (default 8000) and gRPC on\n" +
+  "--grpc-port (default 8001, 0: off), on the simulated device (or a device daemon's: --device unix:PATH).\n" +
+  "DIR holds <name>.neff / <name>.onnx files or Triton-style <name>/<version>/model.neff folders; --model-name\n" +
+  "names the single model of a folder holding <version>/model.neff. --demo writes the demo models first\n" +
+  "(npm start); --admin enables the dashboard's operator actions behind a per-start token (refused on a\n" +
+  "non-loopback host without --admin-token-file); --model-control explicit allows repository load, unload and\n" +
+  "upload with that token (docs/security.md). SIGTERM drains: in-flight requests get --drain-timeout seconds\n" +
+  "(default 25) before the server unloads and exits 0";
+
+/** Seconds a shutdown lets the requests in flight finish, by default (within Kubernetes' 30-second grace period). */
+export const DEFAULT_DRAIN_SECONDS = 25;
 
 /** Options of {@linkcode startServer}. */
 export interface ServeOptions {
-  /** The repository directory (default with `demo`: `nrt-demo-models/<arch>` in the temp directory). */
+  /** The repository directory (default with `demo`: a private cache folder). */
   readonly models?: string;
+  /** The model whose files are at the top of `models` (`<version>/model.neff`, `model.neff`, `config.json`). */
+  readonly modelName?: string;
   /** Silicon to simulate: `sunda`, `cayman`, `mariana` or `trn1`/`inf2`/`trn2` (default: `NRT_ARCH`, else `cayman`). */
   readonly arch?: string;
-  /** Port (default 8000; 0 picks a free one). */
+  /**
+   * The device: absent for the embedded simulator, or the address of a device daemon (`nrt device-sim`):
+   * `unix:PATH`, a path, `HOST:PORT` on a loopback host, or `PORT`.
+   */
+  readonly device?: string;
+  /** REST port (default 8000; 0 picks a free one). */
   readonly port?: number;
-  /** Interface to bind (default `127.0.0.1`). */
+  /**
+   * gRPC port: a number (0 picks a free one), or `"off"`. Absent: no gRPC server — `nrt serve` passes 8001 unless
+   * `--grpc-port` says otherwise, and `--grpc-port 0` is `"off"`.
+   */
+  readonly grpcPort?: number | "off";
+  /** Interface both protocols bind (default `127.0.0.1`). */
   readonly host?: string;
-  /** Write the demo models into the repository first (those that are absent). */
+  /** Write the demo models into the repository first. */
   readonly demo?: boolean;
-  /** Body size limit in bytes (default 64 MiB). */
+  /** Body size limit in bytes (default 64 MiB); also the largest gRPC message. */
   readonly maxBodyBytes?: number;
+  /** Seconds a shutdown lets in-flight requests finish before it refuses the queued ones (default 25). */
+  readonly drainTimeoutSeconds?: number;
   /**
    * Enable the dashboard's operator actions (load/unload models, inject and clear faults) behind a per-start bearer
    * token (`--admin`). Refused on a non-loopback host unless {@linkcode ServeOptions.adminTokenFile} is given.
@@ -73,111 +99,33 @@ export interface ServeOptions {
   readonly log?: (line: string) => void;
 }
 
+/** What a shutdown did. */
+export interface ShutdownReport {
+  /** Requests and calls still running when the drain deadline passed (0 when all finished in time). */
+  readonly unfinished: number;
+  /** Queued requests refused at the deadline. */
+  readonly refused: number;
+}
+
 /** A running server. */
 export interface RunningServer {
   /** `http://host:port`. */
   readonly url: string;
-  /** The port bound. */
+  /** The REST port bound. */
   readonly port: number;
+  /** The gRPC port bound, when gRPC is on. */
+  readonly grpcPort: number | undefined;
   /** A request that works against the server, as a `curl` command line. */
   readonly curl: string;
   /** The same request, for a client: path and body (`undefined` for a GET). */
   readonly example: { readonly path: string; readonly body: string | undefined };
   /** The admin token of this start (with `admin`). */
   readonly adminToken?: string;
-  /** Graceful shutdown: stop accepting, finish in-flight requests, unload, close the runtime and the portal. */
-  close(): Promise<void>;
-}
-
-interface Listener {
-  readonly port: number;
-  stop(): Promise<void>;
-}
-
-type Fetch = (req: Request) => Response | Promise<Response>;
-
-interface BunServer {
-  port: number;
-  stop(): Promise<void>;
-  timeout(req: Request, seconds: number): void;
-}
-interface BunLike {
-  serve(o: {
-    hostname: string;
-    port: number;
-    fetch: (req: Request, server: BunServer) => Response | Promise<Response>;
-    error: (e: Error) => Response;
-    maxRequestBodySize: number;
-    idleTimeout: number;
-    development: boolean;
-  }): BunServer;
-}
-interface DenoLike {
-  serve(
-    o: { hostname: string; port: number; onListen(addr: { port: number }): void; onError(e: unknown): Response },
-    fetch: Fetch,
-  ): { shutdown(): Promise<void>; finished: Promise<void> };
-}
-
-/** What {@linkcode listen} needs besides the app. */
-interface ListenOptions {
-  readonly host: string;
-  readonly port: number;
-  /** Seconds a request may take before the connection is dropped (0: no limit). */
-  readonly requestTimeoutSeconds: number;
-}
-
-/** The answer when something escapes the app: JSON, never the runtime's own error page. */
-const internalError = (): Response =>
-  new Response(JSON.stringify({ error: "Cannot answer the request: internal server error" }), {
-    status: 500,
-    headers: { "content-type": "application/json" },
-  });
-
-/**
- * Binds `fetch` with the runtime's own server: the one place that names `Bun.serve` and `Deno.serve`.
- *
- * Bun: `development: false` (its development error page shows stack, cwd and source), bodies are limited by the
- * app (Bun's own limit answers an empty 413, so it is set out of the way), and every request may run for
- * `requestTimeoutSeconds` instead of Bun's 10-second idle timeout, which would drop a request still executing
- * (`NEURON_RT_EXEC_TIMEOUT` defaults to 30 s). Idle keep-alive connections still close after 30 s.
- */
-function listen(fetch: Fetch, o: ListenOptions): Promise<Listener> {
-  const g = globalThis as unknown as { Bun?: BunLike; Deno?: DenoLike };
-  if (g.Bun !== undefined) {
-    const s = g.Bun.serve({
-      hostname: o.host,
-      port: o.port,
-      fetch: (req, server) => {
-        // Bun's per-request timeout takes whole seconds up to 255; 0 disables it.
-        server.timeout(req, o.requestTimeoutSeconds > 255 ? 0 : o.requestTimeoutSeconds);
-        // Without a usable Host (HTTP/1.0, empty, malformed) Bun gives a bare path as the URL; give the app an
-        // absolute one naming this server, and keep the Host header as sent for the app's checks.
-        if (req.url.startsWith("/")) {
-          const authority = o.host.includes(":") && !o.host.startsWith("[") ? `[${o.host}]` : o.host;
-          return fetch(new Request(`http://${authority}:${s.port}${req.url}`, req));
-        }
-        return fetch(req);
-      },
-      error: internalError,
-      maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-      idleTimeout: 30,
-      development: false,
-    });
-    return Promise.resolve({ port: s.port, stop: () => s.stop() });
-  }
-  if (g.Deno !== undefined) {
-    const deno = g.Deno;
-    return new Promise((resolve) => {
-      const s = deno.serve({
-        hostname: o.host,
-        port: o.port,
-        onListen: (a) => resolve({ port: a.port, stop: () => s.shutdown() }),
-        onError: internalError,
-      }, fetch);
-    });
-  }
-  return Promise.reject(new Error("Cannot serve: neither Bun.serve nor Deno.serve is available; run with bun or deno"));
+  /**
+   * Graceful shutdown: stop accepting on both protocols, let the requests in flight finish up to the drain deadline,
+   * refuse the ones still queued, unload, close the runtime and the device.
+   */
+  close(): Promise<ShutdownReport>;
 }
 
 /** Whether `host` is a loopback address or name (where only local processes can connect). */
@@ -195,71 +143,111 @@ export class UsageError extends Error {
   }
 }
 
-const f32 = (name: string, shape: number[]): CustomOpTensorSpec => ({ name, dtype: "float32", shape });
+/** The runtime on its device, and what closes the device. */
+interface Device {
+  readonly runtime: Runtime;
+  readonly portal: Portal;
+  /** The simulator, when it is embedded (the dashboard's device view reads it). */
+  readonly sim: DeviceSimPortal | undefined;
+}
 
-/**
- * The demo models, built from the reference kernels: `vector_add` (a, b FP32 [1024]), `relu` (x FP32 [8]),
- * `softmax` (x FP32 [2, 4], by rows) and `matmul` (a [4, 4] · b [4, 4]).
- *
- * @param target The NEFF target (`cayman`).
- * @returns NEFF bytes by file name.
- */
-export async function buildDemoModels(target: string): Promise<Record<string, Uint8Array>> {
-  const models: Array<{ name: string; lib: string; fn: string; inputs: CustomOpTensorSpec[]; outputs: CustomOpTensorSpec[] }> = [
-    { name: "vector_add", lib: "vector_add", fn: "vector_add", inputs: [f32("a", [1024]), f32("b", [1024])], outputs: [f32("out", [1024])] },
-    { name: "relu", lib: "relu", fn: "relu", inputs: [f32("x", [8])], outputs: [f32("y", [8])] },
-    { name: "softmax", lib: "softmax", fn: "softmax_rows", inputs: [f32("x", [2, 4])], outputs: [f32("y", [2, 4])] },
-    { name: "matmul", lib: "matmul", fn: "matmul", inputs: [f32("a", [4, 4]), f32("b", [4, 4])], outputs: [f32("c", [4, 4])] },
-  ];
-  const out: Record<string, Uint8Array> = {};
-  for (const m of models) {
-    const wasm = new Uint8Array(await readFile(new URL(`${m.lib}.wasm`, KERNELS)));
-    out[`${m.name}.neff`] = buildCustomOpNeff({
-      name: `${m.name}.neff`,
-      target,
-      inputs: m.inputs,
-      outputs: m.outputs,
-      libraries: [{ name: m.lib, wasm, totalCpus: 8, functions: [{ opcode: 1, name: m.fn }] }],
-      calls: [{ opcode: 1, inputs: m.inputs.map((t) => t.name), outputs: m.outputs.map((t) => t.name) }],
-    });
+/** Connects to a device daemon, retrying while it starts (a sidecar may come up after the server), for `waitMs`. */
+async function connectDaemon(address: string, waitMs: number, log: (line: string) => void) {
+  let parsed;
+  try {
+    parsed = parseAddress(address);
+  } catch (e) {
+    throw new UsageError(`Cannot parse nrt serve arguments: --device ${address}: ${e instanceof Error ? e.message : String(e)}`);
   }
-  return out;
+  if ("port" in parsed && !isLoopbackHost(parsed.hostname ?? "127.0.0.1")) {
+    throw new UsageError(`Cannot use the device daemon at ${address}: it is not on a loopback address (the daemon serves local processes only)`);
+  }
+  const deadline = Date.now() + waitMs;
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await connectDeviceDaemon(parsed, { name: "nrt serve" });
+    } catch (e) {
+      if (Date.now() >= deadline) {
+        throw new Error(`Cannot connect to the device daemon at ${formatAddress(parsed)}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      }
+      if (attempt === 1) log(`nrt: waiting for the device daemon at ${formatAddress(parsed)}`);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
 }
 
-/** A small JSON example input for a tensor, or `undefined` when it has no JSON form. */
-function exampleData(t: NeffTensor): Array<number | boolean> | undefined {
-  const info = dtypeInfo(t.dtype);
-  if (info === undefined || !info.json) return undefined;
-  const n = t.shape.reduce((a, b) => a * b, 1);
-  return Array.from({ length: n }, (_, i) => {
-    if (info.datatype === "BOOL") return i % 2 === 0;
-    if (info.datatype.startsWith("UINT")) return i % 7;
-    return (i % 7) - 3;
-  });
-}
-
-/** The request `curl` shows: an inference of the smallest JSON-capable model, else server metadata. */
-function exampleRequest(models: ReadonlyArray<{ name: string; inputs: readonly NeffTensor[] }>): { path: string; body: string | undefined } {
-  const size = (m: { inputs: readonly NeffTensor[] }): number => m.inputs.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
-  const usable = models.filter((m) => size(m) <= 64 && m.inputs.every((t) => exampleData(t) !== undefined)).sort((a, b) => size(a) - size(b));
-  const m = usable[0];
-  if (m === undefined) return { path: models.length > 0 ? `/v2/models/${models[0].name}` : "/v2", body: undefined };
-  const inputs = m.inputs.map((t) => ({ name: t.name, shape: t.shape, datatype: dtypeInfo(t.dtype)!.datatype, data: exampleData(t) }));
-  return { path: `/v2/models/${m.name}/infer`, body: JSON.stringify({ inputs }) };
+/** Brings up the runtime on the embedded simulator or on a device daemon. */
+async function openDevice(options: ServeOptions, monitor: DashboardMonitor, log: (line: string) => void): Promise<Device> {
+  const env = envFromProcess();
+  const config = resolveRuntimeConfig({}, env);
+  const containerOptions = { arch: options.arch, env };
+  simulatedSpec(containerOptions); // throws NRT_INVALID for an unknown --arch
+  const container = createNrtContainer(containerOptions);
+  let portal: Portal = container.resolve(PortalToken);
+  if (options.device !== undefined) {
+    // The embedded simulator the container made is not used: the daemon is the device.
+    await portal.close();
+    portal = await connectDaemon(options.device, 60_000, log);
+    container.register(PortalToken, { useValue: portal });
+  }
+  try {
+    const logger = monitor.wrapLogger(createConsoleLogger(config.logLevel));
+    const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution: monitor.onExecution });
+    return { runtime, portal, sim: portal instanceof DeviceSimPortal ? portal : undefined };
+  } catch (e) {
+    await portal.close();
+    throw e;
+  }
 }
 
 /**
- * Starts the server: runtime, repository (scanned and loaded), app, listener.
+ * The private folder compiled ONNX models are cached in, or `undefined` (no disk cache, a warning) when it cannot be
+ * made — a container with a read-only root filesystem and no home, for one.
+ */
+async function onnxCache(runtime: Runtime): Promise<string | undefined> {
+  const cache = privateCacheDir();
+  try {
+    await ensurePrivateDir(join(cache, "onnx"), cache);
+    return cache;
+  } catch (e) {
+    runtime.log.warn(`ONNX models are compiled at every load: cannot use the cache folder ${cache}: ${e instanceof Error ? e.message : String(e)}`);
+    return undefined;
+  }
+}
+
+/**
+ * The repository's files: the folder's layouts, `.onnx` served as the NEFF it compiles to (cached by content hash,
+ * docs/onnx.md), uploads written in the model's layout and ONNX uploads compiled the same way.
+ */
+async function repositoryFiles(dir: string, options: ServeOptions, target: CompileTarget, runtime: Runtime): Promise<RepositoryFiles> {
+  const disk = layoutFiles(dir, {
+    modelName: options.modelName,
+    maxFileBytes: runtime.config.maxNeffBytes + (1 << 20),
+    warn: (m) => runtime.log.warn(m),
+  });
+  const onnx: OnnxFilesOptions = { target, cache: await onnxCache(runtime), log: (m) => runtime.log.info(m) };
+  const served = onnxFiles(disk, onnx);
+  return {
+    list: served.list,
+    read: served.read,
+    version: disk.version,
+    write: disk.write,
+    compile: async (model, bytes, config) => {
+      const one = onnxFiles(filesFromMap({ [`${model}.onnx`]: bytes, ...(config === undefined ? {} : { [`${model}.json`]: config }) }), onnx);
+      return { neff: (await one.read(`${model}.neff`))!, config: await one.read(`${model}.json`) };
+    },
+  };
+}
+
+/**
+ * Starts the server: runtime, repository (scanned, loaded, warmed up), the REST app and listener, the gRPC server.
  *
  * @param options Where the models are, what to simulate, where to listen.
  * @returns The running server.
+ * @throws {UsageError} For options that contradict each other.
  */
 export async function startServer(options: ServeOptions = {}): Promise<RunningServer> {
   const log = options.log ?? ((s: string) => console.log(s));
-  const env = envFromProcess();
-  const config = resolveRuntimeConfig({}, env);
-  const containerOptions = { arch: options.arch as NrtArchName | undefined, env };
-  const spec = simulatedSpec(containerOptions); // throws NRT_INVALID for an unknown --arch
   const host = options.host ?? "127.0.0.1";
   const loopback = isLoopbackHost(host);
   if (options.admin === true && !loopback && options.adminTokenFile === undefined) {
@@ -271,43 +259,41 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   if (options.adminTokenFile !== undefined && options.admin !== true) throw new UsageError("Cannot serve: --admin-token-file needs --admin");
   const modelControl = options.modelControl ?? "none";
   if (modelControl === "explicit" && options.admin !== true) {
-    throw new UsageError("Cannot serve: --model-control explicit needs --admin (its token authorizes load and unload)");
+    throw new UsageError("Cannot serve: --model-control explicit needs --admin (its token authorizes load, unload and upload)");
   }
-  // Demo NEFFs name their target, so each simulated generation gets its own folder, private to this user.
-  let dir = options.models;
-  if (dir === undefined && options.demo) {
-    const cache = privateCacheDir();
-    dir = join(cache, "demo-models", spec.name);
-    await ensurePrivateDir(dir, cache);
+  if (options.device !== undefined && options.arch !== undefined) {
+    throw new UsageError("Cannot serve: --arch and --device exclude each other (the device daemon simulates its own generation)");
   }
-  if (dir === undefined) throw new UsageError("Cannot serve: --models DIR is required (or --demo)");
-  if (options.demo) await writeModels(dir, await buildDemoModels(spec.name));
+  if (options.modelName !== undefined && !isValidModelName(options.modelName)) {
+    throw new UsageError(`Cannot serve: --model-name ${JSON.stringify(options.modelName.slice(0, 128))} is not a model name (1 to 128 of A-Z a-z 0-9 _ . -, no leading dot)`);
+  }
+  if (options.models === undefined && options.demo !== true) throw new UsageError("Cannot serve: --models DIR is required (or --demo)");
+  const drainMs = (options.drainTimeoutSeconds ?? DEFAULT_DRAIN_SECONDS) * 1000;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes;
   // The admin token: made (or read from --admin-token-file) before anything listens.
   let token: string | undefined;
   if (options.admin === true) token = options.adminTokenFile === undefined ? newAdminToken() : (await adminToken(options.adminTokenFile)).token;
   // The dashboard's taps: executions and the log (kernel printf arrives at INFO/WARNING), Q7 dispatches and faults.
   const monitor = new DashboardMonitor();
-  const sim = new SimDeviceView();
-  const container = createNrtContainer(containerOptions);
-  const portal = container.resolve(Portal);
-  if (portal instanceof DeviceSimPortal) sim.attach(portal);
-  let runtime: Runtime;
-  try {
-    const logger = monitor.wrapLogger(createConsoleLogger(config.logLevel));
-    runtime = await Runtime.init({ container, env, logger, onExecution: monitor.onExecution });
-  } catch (e) {
-    await portal.close();
-    throw e;
-  }
+  const { runtime, portal, sim } = await openDevice(options, monitor, log);
+  const view = new SimDeviceView();
+  if (sim !== undefined) view.attach(sim);
+  const arch = runtime.spec.name as CompileTarget;
   let repository: ModelRepository | undefined;
+  let grpc: GrpcInferenceServer | undefined;
   try {
-    const disk = directoryFiles(dir, { maxFileBytes: config.maxNeffBytes + (1 << 20), warn: (m) => runtime.log.warn(m) });
-    // x.onnx is served as the NEFF it compiles to, cached by content hash (docs/onnx.md).
-    const files = onnxFiles(disk, { target: spec.name as CompileTarget, cache: privateCacheDir(), log: (m) => runtime.log.info(m) });
-    repository = new ModelRepository({ runtime, files });
+    // Demo NEFFs name their target, so each simulated generation gets its own folder, private to this user.
+    let dir = options.models;
+    if (dir === undefined) {
+      const cache = privateCacheDir();
+      dir = join(cache, "demo-models", arch);
+      await ensurePrivateDir(dir, cache);
+    }
+    if (options.demo) await writeModels(dir, await buildDemoModels(arch));
+    repository = new ModelRepository({ runtime, files: await repositoryFiles(dir, options, arch, runtime) });
     const names = await repository.scan();
     const failed = await repository.loadAll();
+    const metrics = new InferenceMetrics(); // one set for both protocols
     // The Host names this server answers: on a loopback bind only its own (DNS rebinding), plus --allowed-host.
     let port = options.port ?? 8000;
     const allowedHosts = (): readonly string[] | undefined => {
@@ -320,14 +306,26 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const app = createInferenceApp({
       runtime,
       repository,
+      metrics,
       limits: { maxBodyBytes },
-      dashboard: { monitor, deviceView: sim.view, faults: sim.faults },
+      dashboard: { monitor, deviceView: view.view, faults: view.faults },
       adminToken: token,
       modelControl,
       allowedHosts,
     });
-    const server = await listen(app.fetch, { host, port, requestTimeoutSeconds: runtime.config.execTimeoutSeconds + 30 });
+    const gate = new DrainGate(app.fetch);
+    const server = await serveHttp(gate.fetch, { host, port, requestTimeoutSeconds: runtime.config.execTimeoutSeconds + 30 });
     port = server.port;
+    let grpcPort: number | undefined;
+    if (options.grpcPort !== undefined && options.grpcPort !== "off") {
+      grpc = createGrpcInferenceServer({ runtime, repository, metrics, limits: { maxReceiveMessageBytes: maxBodyBytes } });
+      try {
+        grpcPort = (await grpc.listen(host, options.grpcPort)).port;
+      } catch (e) {
+        await server.stop(true);
+        throw e;
+      }
+    }
     // The default token file is named after the port, which only now is known (--port 0).
     const tokenFile = options.adminTokenFile ?? (token === undefined ? undefined : defaultAdminTokenFile(port));
     if (token !== undefined && options.adminTokenFile === undefined) await writeAdminToken(tokenFile!, token);
@@ -335,10 +333,12 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const example = exampleRequest(ready);
     const curlHost = host === "127.0.0.1" || host === "0.0.0.0" || host === "::" ? "localhost" : host;
     const curl = `curl -s ${curlHost}:${port}${example.path}` + (example.body === undefined ? "" : ` -d '${example.body}'`);
-    const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
-    log(`nrt: ${names.length - failed.size} of ${names.length} model(s) from ${dir} ready on the simulated ${spec.name} device` +
-      ` (${runtime.visibleVncCount} logical cores)`);
+    const bracketed = host.includes(":") ? `[${host}]` : host;
+    const url = `http://${bracketed}:${port}`;
+    const where = sim !== undefined ? `the simulated ${arch} device` : `the ${arch} device of the daemon at ${options.device}`;
+    log(`nrt: ${names.length - failed.size} of ${names.length} model(s) from ${dir} ready on ${where} (${runtime.visibleVncCount} logical cores)`);
     log(`nrt: listening on ${url}`);
+    if (grpcPort !== undefined) log(`nrt: gRPC (inference.GRPCInferenceService) on ${bracketed}:${grpcPort}`);
     if (token !== undefined) {
       log(`nrt: operator actions on; the admin token is in ${tokenFile} (mode 600); send it as "Authorization: Bearer <token>"`);
       log(`nrt: dashboard at ${url}/#token=${token}`);
@@ -347,27 +347,49 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     }
     if (modelControl === "explicit") log("nrt: model control explicit: POST /v2/repository/models/<m>/load|unload with the admin token");
     log(`try: ${curl}`);
-    let closing: Promise<void> | undefined;
+    let closing: Promise<ShutdownReport> | undefined;
     const repo = repository;
+    const rpc = grpc;
+    const shutdown = async (): Promise<ShutdownReport> => {
+      // Stop accepting: new requests (also on kept-alive connections) and calls are refused from here on.
+      gate.close();
+      monitor.close(); // ends the dashboard's event streams, which the listener's stop would wait for
+      // The listener stays open while the drain runs: a request on a kept-alive connection gets its 503 (and every
+      // answer from here on closes its connection) instead of a reset from a listener closing idle connections.
+      const grpcDrain = rpc?.drain(drainMs);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<"deadline">((r) => (timer = setTimeout(() => r("deadline"), drainMs)));
+      const ended = await Promise.race([Promise.all([gate.idle(), grpcDrain]).then(() => "done" as const), deadline]);
+      clearTimeout(timer);
+      let refused = 0;
+      const unfinished = ended === "done" ? 0 : gate.active + (rpc?.activeCalls ?? 0);
+      if (ended === "deadline") {
+        // Requests still queued are refused; running executions cannot be stopped halfway and finish.
+        refused = repo.refuseQueued("the server is shutting down");
+        await server.stop(true);
+      }
+      try {
+        await grpcDrain;
+        await server.stop();
+        await repo.close();
+      } finally {
+        await rpc?.close();
+        await runtime.close();
+        await portal.close();
+      }
+      return { unfinished, refused };
+    };
     return {
       url,
       port,
+      grpcPort,
       curl,
       example,
       adminToken: token,
-      close: () =>
-        closing ??= (async () => {
-          monitor.close(); // ends the dashboard's event streams, which the listener's stop would wait for
-          await server.stop();
-          try {
-            await repo.close();
-          } finally {
-            await runtime.close();
-            await portal.close();
-          }
-        })(),
+      close: () => closing ??= shutdown(),
     };
   } catch (e) {
+    await grpc?.close().catch(() => {});
     await repository?.close().catch(() => {});
     await runtime.close().catch(() => {});
     await portal.close();
@@ -375,7 +397,13 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   }
 }
 
-/** Parses `nrt serve` arguments (`node:util` `parseArgs`). */
+/**
+ * Parses `nrt serve` arguments (`node:util` `parseArgs`).
+ *
+ * @param args The arguments after `serve`.
+ * @returns The options given (defaults are applied by {@linkcode runServe}); `--grpc-port 0` is `grpcPort: "off"`.
+ * @throws {UsageError} For an unknown option, a missing value or a value out of range.
+ */
 export function parseServeArgs(args: readonly string[]): ServeOptions {
   let parsed;
   try {
@@ -385,10 +413,14 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
       allowPositionals: false,
       options: {
         models: { type: "string" },
+        "model-name": { type: "string" },
         arch: { type: "string" },
+        device: { type: "string" },
         port: { type: "string" },
+        "grpc-port": { type: "string" },
         host: { type: "string" },
         "max-body": { type: "string" },
+        "drain-timeout": { type: "string" },
         demo: { type: "boolean" },
         admin: { type: "boolean" },
         "admin-token-file": { type: "string" },
@@ -407,10 +439,22 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
   };
   const o: { -readonly [K in keyof ServeOptions]: ServeOptions[K] } = {};
   if (v.models !== undefined) o.models = v.models;
+  if (v["model-name"] !== undefined) {
+    if (!isValidModelName(v["model-name"])) {
+      throw new UsageError(`Cannot parse nrt serve arguments: --model-name ${JSON.stringify(v["model-name"].slice(0, 128))} is not a model name (1 to 128 of A-Z a-z 0-9 _ . -, no leading dot)`);
+    }
+    o.modelName = v["model-name"];
+  }
   if (v.arch !== undefined) o.arch = v.arch;
+  if (v.device !== undefined && v.device !== "sim") o.device = v.device;
   if (v.port !== undefined) o.port = int("port", v.port, 0, 65535);
+  if (v["grpc-port"] !== undefined) {
+    const p = int("grpc-port", v["grpc-port"], 0, 65535);
+    o.grpcPort = p === 0 ? "off" : p;
+  }
   if (v.host !== undefined) o.host = v.host;
   if (v["max-body"] !== undefined) o.maxBodyBytes = int("max-body", v["max-body"], 1, Number.MAX_SAFE_INTEGER);
+  if (v["drain-timeout"] !== undefined) o.drainTimeoutSeconds = int("drain-timeout", v["drain-timeout"], 0, 3600);
   if (v.demo === true) o.demo = true;
   if (v.admin === true) o.admin = true;
   if (v["admin-token-file"] !== undefined) o.adminTokenFile = v["admin-token-file"];
@@ -423,14 +467,19 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
   return o;
 }
 
-/** Runs `nrt serve` until SIGINT or SIGTERM; returns the exit code. */
+/** Runs `nrt serve` until SIGINT or SIGTERM, then drains; returns the exit code. */
 export async function runServe(args: readonly string[]): Promise<number> {
-  const server = await startServer(parseServeArgs(args));
+  const options = parseServeArgs(args);
+  const server = await startServer({ ...options, grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT });
   const signal = await new Promise<string>((resolve) => {
     for (const s of ["SIGINT", "SIGTERM"] as const) process.once(s, () => resolve(s));
   });
-  console.log(`nrt: ${signal}: finishing in-flight requests and shutting down`);
-  await server.close();
+  const seconds = options.drainTimeoutSeconds ?? DEFAULT_DRAIN_SECONDS;
+  console.log(`nrt: ${signal}: draining; refusing new requests, finishing those in flight (up to ${seconds} s)`);
+  const report = await server.close();
+  if (report.unfinished > 0) {
+    console.log(`nrt: ${report.unfinished} request(s) still running at the deadline finished; ${report.refused} queued request(s) refused`);
+  }
   console.log("nrt: stopped");
   return 0;
 }

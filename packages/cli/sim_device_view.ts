@@ -11,6 +11,7 @@
  *
  * @module
  */
+
 import type { DeviceSimPortal, FaultSpec } from "@nrt/device-sim";
 import type { DeviceView, FaultControl, FaultView, Q7CoreView } from "@nrt/http-api";
 
@@ -20,7 +21,7 @@ import type { DeviceView, FaultControl, FaultView, Q7CoreView } from "@nrt/http-
  * @example Wire it into `nrt serve`'s composition root
  * ```ts ignore
  * const sim = new SimDeviceView();
- * sim.attach(container.resolve(Portal) as DeviceSimPortal);
+ * sim.attach(container.resolve(PortalToken) as DeviceSimPortal);
  * createInferenceApp({ runtime, repository, dashboard: { deviceView: sim.view, faults: sim.faults } });
  * ```
  */

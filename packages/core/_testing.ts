@@ -8,17 +8,7 @@ import { expect } from "bun:test";
 import { NrtError } from "./error.ts";
 import { NrtStatus } from "./status.ts";
 
-/** mulberry32: a small seeded PRNG returning floats in [0, 1). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { prng } from "./exports/testing.ts";
 
 /** Runs `fn`, which must throw an `NrtError` with `NRT_INVALID`, and returns its message. */
 export function invalidMessage(fn: () => unknown): string {

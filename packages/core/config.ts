@@ -21,11 +21,7 @@ import { DEFAULT_MAX_DECOMPRESSED_BYTES } from "./neff/gzip.ts";
 import { type LogLevel, LogLevel as LogLevels, type LogLevelName, parseLogLevel } from "./log.ts";
 import { NrtStatus } from "./status.ts";
 
-/** A NeuronCore architecture the runtime (and its simulator) knows: one per `arch-*` package. */
-export type NrtArch = "sunda" | "cayman" | "mariana";
 
-/** An {@linkcode NrtArch}, or an instance family that implies one: `trn1` and `inf2` are Sunda, `trn2` is Cayman. */
-export type NrtArchName = NrtArch | "trn1" | "inf2" | "trn2";
 
 /**
  * The configuration knobs as code sets them. Every field is optional; a field that is set overrides the matching
@@ -50,8 +46,11 @@ export interface RuntimeOptions {
   gpsimdStdoutQueueSizeBytes?: number;
   /** `NEURON_RT_ALLOW_LEGACY_NEFF`: accept NEFF versions older than the runtime supports by default. */
   allowLegacyNeff?: boolean;
-  /** `NRT_ARCH`: the architecture the simulator models. */
-  arch?: NrtArchName;
+  /**
+   * `NRT_ARCH`: the generation a simulated device models — an arch pack's name or one of its instance families
+   * (`cayman`, `trn2`); the composition root resolves it against the packs it registers.
+   */
+  arch?: string;
   /** `NRT_NEFF_MAX_BYTES` (ours): the largest decompressed NEFF payload `load` accepts, in bytes. */
   maxNeffBytes?: number;
 }
@@ -79,7 +78,7 @@ export interface RuntimeConfig {
   /** Whether NEFF versions older than the default supported range are accepted. */
   readonly allowLegacyNeff: boolean;
   /** The architecture the simulator models; `undefined` lets the composition root choose. */
-  readonly arch: NrtArch | undefined;
+  readonly arch: string | undefined;
   /** The largest decompressed NEFF payload (and summed archive members) `load` accepts, in bytes. */
   readonly maxNeffBytes: number;
 }
@@ -122,14 +121,6 @@ const INT_MAX = 0x7fff_ffff;
  */
 const MAX_CORES = 1024;
 
-const ARCH_BY_NAME: Readonly<Record<string, NrtArch>> = {
-  sunda: "sunda",
-  cayman: "cayman",
-  mariana: "mariana",
-  trn1: "sunda",
-  inf2: "sunda",
-  trn2: "cayman",
-};
 
 type Fail = (expected: string) => never;
 
@@ -287,11 +278,11 @@ const GPSIMD_STDOUT = integerKnob(
 
 const ALLOW_LEGACY_NEFF = booleanKnob("allowLegacyNeff", "NEURON_RT_ALLOW_LEGACY_NEFF");
 
-const ARCH_TEXT = "sunda, cayman, mariana, trn1, inf2 or trn2";
-const ARCH: Knob<"arch", NrtArch> = {
+const ARCH_TEXT = "a generation name such as cayman or trn2 (letters, digits and dashes)";
+const ARCH: Knob<"arch", string> = {
   option: "arch",
   variable: "NRT_ARCH",
-  fromText: (text, fail) => (Object.hasOwn(ARCH_BY_NAME, text.toLowerCase()) ? ARCH_BY_NAME[text.toLowerCase()]! : fail(ARCH_TEXT)),
+  fromText: (text, fail) => (/^[a-z0-9][a-z0-9-]{0,63}$/i.test(text.trim()) ? text.trim().toLowerCase() : fail(ARCH_TEXT)),
   fromOption: (value, fail) => typeof value === "string" ? ARCH.fromText(value, fail) : fail(ARCH_TEXT),
 };
 

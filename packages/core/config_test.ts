@@ -99,9 +99,11 @@ const GOOD_ENV: [string, string, Partial<RuntimeConfig>][] = [
   ["NRT_ARCH", "sunda", { arch: "sunda" }],
   ["NRT_ARCH", "cayman", { arch: "cayman" }],
   ["NRT_ARCH", "mariana", { arch: "mariana" }],
-  ["NRT_ARCH", "trn1", { arch: "sunda" }],
-  ["NRT_ARCH", "inf2", { arch: "sunda" }],
-  ["NRT_ARCH", "TRN2", { arch: "cayman" }],
+  // Core does not know the generations: it keeps the name (lower case); the composition root resolves it.
+  ["NRT_ARCH", "trn1", { arch: "trn1" }],
+  ["NRT_ARCH", "inf2", { arch: "inf2" }],
+  ["NRT_ARCH", "TRN2", { arch: "trn2" }],
+  ["NRT_ARCH", "next-gen", { arch: "next-gen" }],
   ["NRT_NEFF_MAX_BYTES", "1048576", { maxNeffBytes: 1048576 }],
   ["NRT_NEFF_MAX_BYTES", "104857600", { maxNeffBytes: 104857600 }],
 ];
@@ -164,9 +166,9 @@ const BAD_ENV: [string, string][] = [
   ["NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES", "64k"],
   ["NEURON_RT_ALLOW_LEGACY_NEFF", "on"],
   ["NEURON_RT_ALLOW_LEGACY_NEFF", "-1"],
-  ["NRT_ARCH", "trn3"],
-  ["NRT_ARCH", "x86"],
-  ["NRT_ARCH", "toString"],
+  ["NRT_ARCH", "trn 3"],
+  ["NRT_ARCH", "x86/64"],
+  ["NRT_ARCH", "-cayman"],
 ];
 
 describe("resolveRuntimeConfig() reads each variable", () => {
@@ -201,7 +203,7 @@ describe("resolveRuntimeConfig() rejects a bad variable", () => {
       ["NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS", "x", "an integer from 0 (synchronous) to 2147483647"],
       ["NEURON_RT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES", "x", "0 (off) or a power of two from 256 to 131072"],
       ["NEURON_RT_ALLOW_LEGACY_NEFF", "x", "0, 1, true or false"],
-      ["NRT_ARCH", "x", "sunda, cayman, mariana, trn1, inf2 or trn2"],
+      ["NRT_ARCH", "x y", "a generation name such as cayman or trn2 (letters, digits and dashes)"],
       ["NEURON_RT_VISIBLE_CORES", "2000", "core indices from 0 to 1023"],
     ];
     for (const [variable, text, expected] of cases) {
@@ -238,7 +240,7 @@ const GOOD_OPTIONS: [keyof RuntimeOptions, unknown, Partial<RuntimeConfig>][] = 
   ["gpsimdStdoutQueueSizeBytes", 1024, { gpsimdStdoutQueueSizeBytes: 1024 }],
   ["allowLegacyNeff", true, { allowLegacyNeff: true }],
   ["arch", "mariana", { arch: "mariana" }],
-  ["arch", "trn2", { arch: "cayman" }],
+  ["arch", "trn2", { arch: "trn2" }],
 ];
 
 /** [option, value] pairs that must be rejected. */
@@ -278,7 +280,7 @@ const BAD_OPTIONS: [keyof RuntimeOptions, unknown][] = [
   ["gpsimdStdoutQueueSizeBytes", 3000],
   ["gpsimdStdoutQueueSizeBytes", 262144],
   ["allowLegacyNeff", "false"],
-  ["arch", "trn3"],
+  ["arch", "trn 3"],
   ["arch", 1],
   ["arch", null],
 ];

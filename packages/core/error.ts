@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { nrtStatusName, type NrtStatus } from "./status.ts";
+import { NrtInitState } from "./state.ts";
+import { NrtStatus, nrtStatusName } from "./status.ts";
 
 /** Options for {@linkcode NrtError}. */
 export interface NrtErrorOptions {
@@ -45,4 +46,26 @@ export class NrtError extends Error {
 /** Whether `e` is an {@linkcode NrtError} with the given status. */
 export function isNrtError(e: unknown, status?: NrtStatus): e is NrtError {
   return e instanceof NrtError && (status === undefined || e.status === status);
+}
+
+/**
+ * The `NrtStatus` a failure maps to, the one mapping of the `nrt_*` facade: an `NrtError`'s own status; a
+ * `RangeError` or `TypeError` (a bad argument the idiomatic API refused) is `NRT_INVALID`; anything else is
+ * `NRT_FAILURE`.
+ */
+export function statusOfError(e: unknown): NrtStatus {
+  if (e instanceof NrtError) return e.status;
+  if (e instanceof RangeError || e instanceof TypeError) return NrtStatus.NRT_INVALID;
+  return NrtStatus.NRT_FAILURE;
+}
+
+/**
+ * The one state guard at the top of every runtime entry (seed: lifecycle-error-model §1.1): `NRT_CLOSED` (14) after
+ * `nrt_close`, `NRT_UNINITIALIZED` (13) before `nrt_init`; nothing once initialised.
+ *
+ * @throws {NrtError} 14 or 13.
+ */
+export function guardInitState(state: number): void {
+  if (state === NrtInitState.NRT_STATE_CLOSED) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
+  if (state !== NrtInitState.NRT_STATE_INIT) throw new NrtError(NrtStatus.NRT_UNINITIALIZED, "Runtime is not initialized");
 }

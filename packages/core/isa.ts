@@ -323,6 +323,46 @@ export function decodeRingTableEntry(bytes: Uint8Array, offset: number): RingTab
 export const ARG_HEADER_BYTES = 16;
 /** Bytes per tensor descriptor (the kernel ABI's layout, `docs/kernel-abi.md`). */
 export const TENSOR_DESC_BYTES = 32;
+/** Field offsets of a tensor descriptor (u32, little-endian): data address, byte size, dtype code, rank, 4 dims. */
+export const TensorDescField = { ADDR: 0, BYTES: 4, DTYPE: 8, RANK: 12, DIMS: 16 } as const;
+/** The largest rank a descriptor holds. */
+export const MAX_TENSOR_RANK = 4;
+/** The kernel ABI dtype codes (docs/kernel-abi.md; ours). */
+export const KernelDtype = {
+  float32: 0,
+  float16: 1,
+  bfloat16: 2,
+  int8: 3,
+  uint8: 4,
+  int16: 5,
+  uint16: 6,
+  int32: 7,
+  uint32: 8,
+  int64: 9,
+  uint64: 10,
+  float64: 11,
+  bool: 12,
+} as const;
+/** One kernel ABI dtype code. */
+export type KernelDtype = typeof KernelDtype[keyof typeof KernelDtype];
+
+/** Writes the 32-byte descriptor of `d` at byte `at` of `v` (unused dims are 0). */
+export function encodeTensorDescriptor(d: TensorDescriptor, v: DataView, at: number): void {
+  if (d.dims.length > MAX_TENSOR_RANK) throw new RangeError(`Tensor rank ${d.dims.length} exceeds ${MAX_TENSOR_RANK}`);
+  v.setUint32(at + TensorDescField.ADDR, d.addr >>> 0, true);
+  v.setUint32(at + TensorDescField.BYTES, d.bytes >>> 0, true);
+  v.setUint32(at + TensorDescField.DTYPE, d.dtype, true);
+  v.setUint32(at + TensorDescField.RANK, d.dims.length, true);
+  for (let k = 0; k < MAX_TENSOR_RANK; k++) v.setUint32(at + TensorDescField.DIMS + 4 * k, (d.dims[k] ?? 0) >>> 0, true);
+}
+
+/** Reads the descriptor at byte `at` of `v` (a rank above 4 reads as 4). */
+export function decodeTensorDescriptor(v: DataView, at: number): TensorDescriptor {
+  const rank = Math.min(MAX_TENSOR_RANK, v.getUint32(at + TensorDescField.RANK, true));
+  const dims: number[] = [];
+  for (let k = 0; k < rank; k++) dims.push(v.getUint32(at + TensorDescField.DIMS + 4 * k, true));
+  return { addr: v.getUint32(at + TensorDescField.ADDR, true), bytes: v.getUint32(at + TensorDescField.BYTES, true), dtype: v.getUint32(at + TensorDescField.DTYPE, true), dims };
+}
 
 /** A tensor as the Q7 kernel sees it. */
 export interface TensorDescriptor {
@@ -360,12 +400,7 @@ export function encodeArgTable(t: ArgTable): Uint8Array {
   v.setUint32(8, t.ints.length, true);
   let at = ARG_HEADER_BYTES;
   for (const d of [...t.inputs, ...t.outputs]) {
-    if (d.dims.length > 4) throw new RangeError(`Tensor rank ${d.dims.length} exceeds 4`);
-    v.setUint32(at, d.addr >>> 0, true);
-    v.setUint32(at + 4, d.bytes >>> 0, true);
-    v.setUint32(at + 8, d.dtype, true);
-    v.setUint32(at + 12, d.dims.length, true);
-    d.dims.forEach((n, i) => v.setUint32(at + 16 + 4 * i, n >>> 0, true));
+    encodeTensorDescriptor(d, v, at);
     at += TENSOR_DESC_BYTES;
   }
   for (const x of t.ints) {
@@ -384,10 +419,7 @@ export function decodeArgTable(bytes: Uint8Array): ArgTable {
   const descs: TensorDescriptor[] = [];
   let at = ARG_HEADER_BYTES;
   for (let i = 0; i < ni + no; i++) {
-    const rank = Math.min(4, v.getUint32(at + 12, true));
-    const dims: number[] = [];
-    for (let k = 0; k < rank; k++) dims.push(v.getUint32(at + 16 + 4 * k, true));
-    descs.push({ addr: v.getUint32(at, true), bytes: v.getUint32(at + 4, true), dtype: v.getUint32(at + 8, true), dims });
+    descs.push(decodeTensorDescriptor(v, at));
     at += TENSOR_DESC_BYTES;
   }
   const ints: bigint[] = [];
@@ -513,4 +545,54 @@ export const Q7Map = {
 /** `dram_addr_to_soc_addr` (seed: spmd-teardown §3): the SoC slice index of core `cpu` is `9 + 2·cpu`. */
 export function socSliceBase(cpu: number): number {
   return (9 + 2 * cpu) << 16;
+}
+
+/**
+ * The notification-queue register block of a NeuronCore (byte offsets from `csr.notificationQueue`): the host owns
+ * the ring base and capacity, the device the head, the host the tail; the cause register's bit 0 is the sticky
+ * overflow (lifecycle-error-model §5.3, `aws_hal_intc_read_cause`). The layout is ours; the host HAL and the
+ * simulator both use this one definition.
+ */
+export const NqRegister = { BASE_LO: 0, BASE_HI: 4, CAPACITY: 8, HEAD: 12, TAIL: 16, CAUSE: 20 } as const;
+/** Bytes of the notification-queue register block. */
+export const NQ_REGISTER_BYTES = 24;
+/** The overflow bit of the NQ cause register. */
+export const NQ_CAUSE_OVERFLOW = 1;
+
+/** Bytes of one sequencer stream-table entry. */
+export const STREAM_ENTRY_BYTES = 16;
+
+/** The fields of a stream-table entry: where a stream is, its length, its doorbell and its device model id. */
+export interface StreamEntryFields {
+  /** Device address of the first slot. */
+  readonly pa: number;
+  /** Number of 64-byte slots. */
+  readonly slots: number;
+  /** The doorbell semaphore that releases one run of the stream. */
+  readonly doorbell: number;
+  /** Device-side model id (15 bits) the stream reports in its notifications. */
+  readonly model: number;
+}
+
+/**
+ * Encodes a stream-table entry (ours): u64 pa, u32 slot count, u32 `valid << 31 | model(15) << 16 | doorbell(16)`.
+ *
+ * @returns 16 bytes.
+ */
+export function encodeStreamEntry(e: StreamEntryFields): Uint8Array {
+  const out = new Uint8Array(STREAM_ENTRY_BYTES);
+  const v = new DataView(out.buffer);
+  v.setUint32(0, e.pa >>> 0, true);
+  v.setUint32(4, Math.floor(e.pa / 0x1_0000_0000), true);
+  v.setUint32(8, e.slots >>> 0, true);
+  v.setUint32(12, (0x8000_0000 | ((e.model & 0x7fff) << 16) | (e.doorbell & 0xffff)) >>> 0, true);
+  return out;
+}
+
+/** Decodes a stream-table entry at `offset`, or `undefined` when its valid bit is clear (no stream). */
+export function decodeStreamEntry(bytes: Uint8Array, offset = 0): StreamEntryFields | undefined {
+  const v = new DataView(bytes.buffer, bytes.byteOffset + offset, STREAM_ENTRY_BYTES);
+  const w3 = v.getUint32(12, true);
+  if ((w3 & 0x8000_0000) === 0) return undefined;
+  return { pa: v.getUint32(0, true) + v.getUint32(4, true) * 0x1_0000_0000, slots: v.getUint32(8, true), model: (w3 >>> 16) & 0x7fff, doorbell: w3 & 0xffff };
 }

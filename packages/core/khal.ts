@@ -1,7 +1,8 @@
 /**
- * The `Khal` contract — the `kaena_khal` dispatch table: one interface, one implementation per NeuronCore
- * generation in the arch packs. Register offsets, sizes, run-stall release, error-subtype tables and texts live
- * behind it and nowhere else.
+ * The `Khal` contract — the `kaena_khal` dispatch table — and the one implementation every NeuronCore generation
+ * shares, built from the generation's {@linkcode ArchPack} (its spec, error tables and stock image; an override only
+ * where behaviour really differs). Register offsets, sizes, run-stall release, error-subtype tables and texts come
+ * from the pack and nowhere else.
  *
  * Seed: runtime-synthesis §1.2 layer 3b ("ONE dispatch substrate: global struct kaena_khal whose per-arch
  * fn-pointers are filled at init; every aws_hal_q7_* asserts arch in {Sunda,Cayman,Mariana} then tail-jumps through
@@ -12,13 +13,22 @@
  *
  * @module
  */
-import type { InjectionToken } from "tsyringe";
 import { NrtError } from "./error.ts";
-import { decodeNotification, NOTIFICATION_BYTES, type NotificationRecord } from "./isa.ts";
+import { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "./notification/error_subtype.ts";
+import {
+  decodeNotification,
+  encodeStreamEntry,
+  NOTIFICATION_BYTES,
+  NQ_CAUSE_OVERFLOW,
+  NQ_REGISTER_BYTES,
+  type NotificationRecord,
+  NqRegister,
+  STREAM_ENTRY_BYTES,
+  type StreamEntryFields,
+} from "./isa.ts";
 import type { DeviceMemory, Portal } from "./portal.ts";
 import { ncBlock, type SiliconSpec } from "./silicon_spec.ts";
 import { NrtStatus } from "./status.ts";
-import { TpbArchType } from "./state.ts";
 
 /** A Pool-engine ucode image pair (`nrt_ucode_info`: `{iram, dram}{bin, size}`). */
 export interface UcodeImage {
@@ -46,17 +56,8 @@ export interface NotificationQueue {
   tail: number;
 }
 
-/** An instruction stream registered with a NeuronCore's sequencer. */
-export interface StreamBinding {
-  /** Device address of the first slot. */
-  readonly pa: number;
-  /** Number of 64-byte slots. */
-  readonly slots: number;
-  /** The doorbell semaphore that releases one run of the stream. */
-  readonly doorbell: number;
-  /** Device-side model id the stream reports in its notifications. */
-  readonly model: number;
-}
+/** An instruction stream registered with a NeuronCore's sequencer (the fields of its stream-table entry). */
+export type StreamBinding = StreamEntryFields;
 
 /** The per-generation HAL (`kaena_khal`). */
 export interface Khal {
@@ -102,43 +103,115 @@ export interface Khal {
   stockPoolUcode(): UcodeImage;
 }
 
-/** DI token of the {@linkcode Khal}: every registered arch pack is one registration under it. */
-export const Khal: InjectionToken<Khal> = "Khal";
-
 /** Error from the HAL size gate (seed: runtime-synthesis §2.1, `aws_hal_q7_ucode_eng_init` → -1). */
 export const UCODE_TOO_BIG = "ucode too big!";
 
 /**
- * The spec-driven part of every generation's HAL; an arch pack extends it and overrides the few per-arch
- * behaviours (run-stall release, subtype decode, text tables). Every call asserts the architecture is one of the
- * known `al_hal_tpb_arch_type` values, as the seed's dispatch does.
+ * One NeuronCore generation as data: its silicon spec, its error tables, its stock Pool image, and — only where a
+ * generation really behaves differently from what the spec describes — an override of some HAL calls. Core builds
+ * the HAL from it ({@linkcode createKhal}); a new generation needs a pack, not an edit to core. Ours (the seed's
+ * `kaena_khal` fills its per-arch slots at init; we fill them from data).
  */
-export abstract class KhalBase implements Khal {
-  /** The generation's silicon spec. */
-  abstract readonly spec: SiliconSpec;
+export interface ArchPack {
+  /** The generation's silicon spec (its `name` and `instances` are the names NEFF targets and `NRT_ARCH` may use). */
+  readonly spec: SiliconSpec;
+  /** The generation's error-decode tables (lifecycle-error-model §4.5). */
+  readonly errorTables: ErrorTables;
+  /** The stock Pool image it ships (`ucode_set_q7_ucode_bins`); default {@linkcode stockPoolImage} of `spec.arch`. */
+  readonly stockPoolUcode?: UcodeImage;
+  /** HAL calls that differ from the spec-driven ones, given the spec-driven HAL. */
+  readonly override?: (base: Khal) => Partial<Khal>;
+}
 
-  /** Asserts the spec's arch is known (or registered by a third party) before dispatching. */
-  protected assertArch(): void {
-    const known: number[] = [TpbArchType.AL_HAL_TPB_ARCH_TYPE_SUNDA, TpbArchType.AL_HAL_TPB_ARCH_TYPE_CAYMAN, TpbArchType.AL_HAL_TPB_ARCH_TYPE_MARIANA];
-    if (!known.includes(this.spec.arch) && !this.thirdParty) {
-      throw new NrtError(NrtStatus.NRT_HW_ERROR, `Cannot dispatch HAL call: unknown architecture ${this.spec.arch}`);
-    }
+/**
+ * The stock Pool image of the simulator's Q7 ISA for architecture `arch`: the firmware module every shipped
+ * generation uses (built from `kernels/src/stock_pool.ts`; `tests/arch_packs_test.ts` keeps it byte-identical to
+ * `kernels/wasm/stock_pool.wasm`) and a 16-byte data image whose first u32 is `arch`, which the firmware reports
+ * through `ucode_arch` (seed: lifecycle-error-model §2.6, the arch id check at load). A fresh copy on every call.
+ */
+export function stockPoolImage(arch: number): UcodeImage {
+  const s = atob(STOCK_FIRMWARE_BASE64);
+  const iram = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) iram[i] = s.charCodeAt(i);
+  const dram = new Uint8Array(16);
+  new DataView(dram.buffer).setUint32(0, arch >>> 0, true);
+  return { iram, dram };
+}
+
+const STOCK_FIRMWARE_BASE64 =
+  "AGFzbQEAAAABCAJgAAF/YAAAAikCA2VudhBjdXN0b21vcF9jbGVhbnVwAAEDZW52Bm1lbW9yeQIDAICABAMEAwAAAQcwBA91Y29kZV9hcGlfbGV2ZWwAAgp1Y29kZV9hcmNoAAEEbm9vcAADBm1lbW9yeQIAChMDBwBBACgCAAsEAEEDCwQAEAAL";
+
+/**
+ * Builds a generation's HAL from its pack. The architecture is checked once, here, as the seed's dispatch checks it
+ * on every call (runtime-synthesis §1.2): a pack whose spec does not describe a usable NeuronCore is refused.
+ *
+ * @throws {NrtError} `NRT_INVALID` naming what is wrong with the pack.
+ */
+export function createKhal(pack: ArchPack): Khal {
+  const s = pack.spec;
+  const bad = (why: string): never => {
+    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot use arch pack "${s?.name ?? "?"}": ${why}`);
+  };
+  if (s === undefined || typeof s.name !== "string" || s.name === "") bad("its spec has no name");
+  if (!Number.isInteger(s.arch) || s.arch <= 0) bad(`its al_hal_tpb_arch_type ${s.arch} is not a positive integer`);
+  if (!Number.isInteger(s.ncPerDevice) || s.ncPerDevice < 1) bad(`it has ${s.ncPerDevice} NeuronCores per device`);
+  if (s.runStallRelease === "host-csr" && s.csr.runStall === null) bad("it releases run-stall by a host CSR but has none");
+  const t = pack.errorTables;
+  if (t === undefined || t.subtypes.length !== 12 || t.isaErrors.length !== 12) bad("its error tables do not have 12 entries");
+  const base = new SpecKhal(pack);
+  if (pack.override === undefined) return base;
+  return Object.freeze({ ...bindAll(base), ...pack.override(base) });
+}
+
+/** The HAL's methods bound to `k`, as a plain object (for an override to spread over). */
+function bindAll(k: SpecKhal): Khal {
+  const out: Record<string, unknown> = { spec: k.spec };
+  for (const name of Object.getOwnPropertyNames(SpecKhal.prototype)) {
+    const f = (k as unknown as Record<string, unknown>)[name];
+    if (name !== "constructor" && typeof f === "function") out[name] = (f as (...a: unknown[]) => unknown).bind(k);
+  }
+  return out as unknown as Khal;
+}
+
+/** The spec-driven HAL of every generation: offsets, sizes, release mode and tables all come from the pack. */
+class SpecKhal implements Khal {
+  readonly spec: SiliconSpec;
+  readonly #tables: ErrorTables;
+  readonly #stock: UcodeImage | undefined;
+
+  constructor(pack: ArchPack) {
+    this.spec = pack.spec;
+    this.#tables = pack.errorTables;
+    this.#stock = pack.stockPoolUcode;
   }
 
-  /** Set by third-party packs whose arch is not one of the three seed generations. */
-  protected readonly thirdParty: boolean = false;
+  /**
+   * `aws_hal_*_release_run_stall` (seed: runtime-synthesis §2.1): where run-stall is a host CSR (Cayman, Mariana),
+   * 0xFF → 0x00 releases all 8 Q7 cores at once; where it is not (Sunda, `evt-sem`), the cores come online under
+   * SEQ/SP on the first run and the host writes nothing.
+   */
+  async q7ReleaseRunStall(t: HalTarget, nc: number): Promise<void> {
+    if (this.spec.runStallRelease !== "host-csr") return;
+    await t.portal.barWrite32(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.runStall!, 0x00);
+  }
 
-  /** Per-arch: how the Q7 cores leave run-stall. */
-  abstract q7ReleaseRunStall(t: HalTarget, nc: number): Promise<void>;
-  /** Per-arch: `v2_error_get_infer_error_subtype`. */
-  abstract errorSubtype(record: bigint): number;
-  /** Per-arch: ISA error text table. */
-  abstract isaErrorText(errorId: number): string;
-  /** Per-arch: the stock image. */
-  abstract stockPoolUcode(): UcodeImage;
+  /** `v2_error_get_infer_error_subtype` over the pack's tables. */
+  errorSubtype(record: bigint): number {
+    return decodeInferErrorSubtype(record, this.#tables);
+  }
+
+  /** `v2_infer_error_get_isa_error_text` over the pack's tables. */
+  isaErrorText(errorId: number): string {
+    return isaErrorTextFrom(errorId, this.#tables);
+  }
+
+  /** The stock image (a fresh copy). */
+  stockPoolUcode(): UcodeImage {
+    const s = this.#stock;
+    return s === undefined ? stockPoolImage(this.spec.arch) : { iram: s.iram.slice(), dram: s.dram.slice() };
+  }
 
   async q7UcodeEngInit(t: HalTarget, nc: number, image: UcodeImage): Promise<void> {
-    this.assertArch();
     const s = this.spec;
     if (image.iram.byteLength > s.q7IramBytes || image.dram.byteLength > s.q7DramBytes) {
       throw new NrtError(
@@ -157,33 +230,27 @@ export abstract class KhalBase implements Khal {
   }
 
   async q7HoldRunStall(t: HalTarget, nc: number): Promise<void> {
-    this.assertArch();
     if (this.spec.csr.runStall === null) return;
     await t.portal.barWrite32(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.runStall, 0xff);
   }
 
   async q7SwapTable(t: HalTarget, nc: number, tablePa: number): Promise<void> {
-    this.assertArch();
     await t.portal.barWrite(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.swapTable, u64Bytes(tablePa));
   }
 
   async q7SwapFileIoTable(t: HalTarget, nc: number, blockPa: number): Promise<void> {
-    this.assertArch();
     await t.portal.barWrite(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.swapFileIoTable, u64Bytes(blockPa));
   }
 
   semIncAddr(nc: number, semaphore: number): number {
-    this.assertArch();
-    return ncBlock(this.spec, nc) + this.spec.csr.semaphoreIncrement + 4 * this.checkSem(semaphore);
+    return ncBlock(this.spec, nc) + this.spec.csr.semaphoreIncrement + 4 * this.#checkSem(semaphore);
   }
 
   semReadAddr(nc: number, semaphore: number): number {
-    this.assertArch();
-    return ncBlock(this.spec, nc) + this.spec.csr.semaphoreRead + 4 * this.checkSem(semaphore);
+    return ncBlock(this.spec, nc) + this.spec.csr.semaphoreRead + 4 * this.#checkSem(semaphore);
   }
 
   evtAccelAddr(nc: number, event: number): number {
-    this.assertArch();
     if (!Number.isInteger(event) || event < 0 || event >= this.spec.eventsPerCore) {
       throw new RangeError(`Event ${event} is outside 0..${this.spec.eventsPerCore - 1}`);
     }
@@ -191,52 +258,39 @@ export abstract class KhalBase implements Khal {
   }
 
   dmaQueueOffset(nc: number, engine: number, queue: number, ctl: 0 | 1): number {
-    this.assertArch();
     const c = this.spec.csr;
     return ncBlock(this.spec, nc) + c.dma + engine * c.dmaEngineStride + queue * c.dmaQueueStride + (ctl === 1 ? 0 : 0x20);
   }
 
   async streamInstall(t: HalTarget, nc: number, slot: number, b: StreamBinding): Promise<void> {
-    this.assertArch();
-    const e = new Uint8Array(16);
-    const v = new DataView(e.buffer);
-    v.setUint32(0, b.pa >>> 0, true);
-    v.setUint32(4, Math.floor(b.pa / 0x1_0000_0000), true);
-    v.setUint32(8, b.slots, true);
-    v.setUint32(12, (0x8000_0000 | ((b.model & 0x7fff) << 16) | (b.doorbell & 0xffff)) >>> 0, true);
-    await t.portal.barWrite(t.device, 0, this.streamSlotAddr(nc, slot), e);
+    await t.portal.barWrite(t.device, 0, this.#streamSlotAddr(nc, slot), encodeStreamEntry(b));
   }
 
   async streamRemove(t: HalTarget, nc: number, slot: number): Promise<void> {
-    this.assertArch();
-    await t.portal.barWrite(t.device, 0, this.streamSlotAddr(nc, slot), new Uint8Array(16));
+    await t.portal.barWrite(t.device, 0, this.#streamSlotAddr(nc, slot), new Uint8Array(STREAM_ENTRY_BYTES));
   }
 
   async nqInit(t: HalTarget, nc: number, q: NotificationQueue): Promise<void> {
-    this.assertArch();
     const base = ncBlock(this.spec, nc) + this.spec.csr.notificationQueue;
-    const b = new Uint8Array(24);
+    const b = new Uint8Array(NQ_REGISTER_BYTES);
     const v = new DataView(b.buffer);
-    v.setUint32(0, q.ring.pa >>> 0, true);
-    v.setUint32(4, Math.floor(q.ring.pa / 0x1_0000_0000), true);
-    v.setUint32(8, q.capacity, true);
+    v.setUint32(NqRegister.BASE_LO, q.ring.pa >>> 0, true);
+    v.setUint32(NqRegister.BASE_HI, Math.floor(q.ring.pa / 0x1_0000_0000), true);
+    v.setUint32(NqRegister.CAPACITY, q.capacity, true);
     await t.portal.barWrite(t.device, 0, base, b);
   }
 
   async nqDestroy(t: HalTarget, nc: number): Promise<void> {
-    this.assertArch();
-    await t.portal.barWrite(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.notificationQueue, new Uint8Array(24));
+    await t.portal.barWrite(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.notificationQueue, new Uint8Array(NQ_REGISTER_BYTES));
   }
 
   async nqHead(t: HalTarget, nc: number): Promise<number> {
-    this.assertArch();
-    return await t.portal.barRead32(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.notificationQueue + 12);
+    return await t.portal.barRead32(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.notificationQueue + NqRegister.HEAD);
   }
 
   async nqRead(t: HalTarget, nc: number, q: NotificationQueue): Promise<{ records: NotificationRecord[]; overflow: boolean }> {
-    this.assertArch();
     const base = ncBlock(this.spec, nc) + this.spec.csr.notificationQueue;
-    const head = await t.portal.barRead32(t.device, 0, base + 12);
+    const head = await t.portal.barRead32(t.device, 0, base + NqRegister.HEAD);
     let pending = (head - q.tail) >>> 0;
     let overflow = false;
     if (pending > q.capacity) {
@@ -254,31 +308,30 @@ export abstract class KhalBase implements Khal {
     const reads = [t.portal.memRead(q.ring, start * NOTIFICATION_BYTES, first * NOTIFICATION_BYTES)];
     if (first < pending) reads.push(t.portal.memRead(q.ring, 0, (pending - first) * NOTIFICATION_BYTES));
     q.tail = (q.tail + pending) >>> 0;
-    const tail = t.portal.barWrite32(t.device, 0, base + 16, q.tail);
-    const causeRead = t.portal.barRead32(t.device, 0, base + 20);
+    const tail = t.portal.barWrite32(t.device, 0, base + NqRegister.TAIL, q.tail);
+    const causeRead = t.portal.barRead32(t.device, 0, base + NqRegister.CAUSE);
     const [chunks, , cause] = await Promise.all([Promise.all(reads), tail, causeRead]);
     for (const chunk of chunks) for (let i = 0; i < chunk.byteLength / NOTIFICATION_BYTES; i++) records.push(decodeNotification(chunk, i * NOTIFICATION_BYTES));
     // aws_hal_intc_read_cause, then acknowledge: the overflow bit is sticky until the host writes 0.
-    if ((cause & 1) === 1) await t.portal.barWrite32(t.device, 0, base + 20, 0);
-    return { records, overflow: overflow || (cause & 1) === 1 };
+    if ((cause & NQ_CAUSE_OVERFLOW) !== 0) await t.portal.barWrite32(t.device, 0, base + NqRegister.CAUSE, 0);
+    return { records, overflow: overflow || (cause & NQ_CAUSE_OVERFLOW) !== 0 };
   }
 
   async readEngineIps(t: HalTarget, nc: number): Promise<number[]> {
-    this.assertArch();
     const base = ncBlock(this.spec, nc) + this.spec.csr.engineIp;
     const ips: number[] = [];
     for (let e = 0; e < 5; e++) ips.push(await t.portal.barRead32(t.device, 0, base + 4 * e));
     return ips;
   }
 
-  private streamSlotAddr(nc: number, slot: number): number {
+  #streamSlotAddr(nc: number, slot: number): number {
     if (!Number.isInteger(slot) || slot < 0 || slot >= this.spec.csr.streamSlots) {
       throw new RangeError(`Stream slot ${slot} is outside 0..${this.spec.csr.streamSlots - 1}`);
     }
     return ncBlock(this.spec, nc) + this.spec.csr.streamTable + 16 * slot;
   }
 
-  private checkSem(semaphore: number): number {
+  #checkSem(semaphore: number): number {
     if (!Number.isInteger(semaphore) || semaphore < 0 || semaphore >= this.spec.semaphoresPerCore) {
       throw new RangeError(`Semaphore ${semaphore} is outside 0..${this.spec.semaphoresPerCore - 1}`);
     }

@@ -10,16 +10,16 @@
  * semaphore increment per execute), §4.5 (virtual core size; Sunda forces 1); spmd-teardown §6.2 (the close order);
  * lifecycle-error-model §4.5 (error_id bound 0x0b, 12-entry text table).
  *
- * The cases are declared with `bun:test` (under Deno the workspace maps it to a shim over `node:test`). Like a test
- * file, this module is a composition root: it loads `reflect-metadata` and builds a tsyringe child container per
- * case.
+ * The cases are declared with the test API the caller passes (`describe`, `test`, `expect`); each case inits a
+ * runtime over the pack and a traced portal of its generation.
  *
  * @example Run the suite for a pack (in a `*_test.ts` file)
  * ```ts ignore
- * import { CaymanKhal } from "@nrt/arch-cayman";
+ * import { describe, expect, test } from "bun:test";
+ * import { cayman } from "@nrt/arch-cayman";
  * import { DeviceSimPortal } from "@nrt/device-sim";
- * import { khalContract } from "@nrt/core/khal_contract";
- * khalContract("cayman", () => new CaymanKhal(), async (spec) => {
+ * import { khalContract } from "@nrt/core/testing";
+ * khalContract({ describe, test, expect }, "cayman", () => cayman, async (spec) => {
  *   const sim = new DeviceSimPortal({ spec });
  *   return { portal: sim, spec, close: () => sim.close(), q7Events: () => sim.q7Events() };
  * });
@@ -27,16 +27,13 @@
  *
  * @module
  */
-import "reflect-metadata";
-import { describe, expect, test } from "bun:test";
-import { container as rootContainer } from "tsyringe";
+import { expect, type TestApi, useTestApi } from "./test_api.ts";
 import { NrtError } from "./error.ts";
 import { buildCustomOpNeff, type CustomOpTensorSpec } from "./kelf/custom_op_neff.ts";
-import { Khal } from "./khal.ts";
+import { type ArchPack, createKhal, type Khal } from "./khal.ts";
 import { MemoryLogger } from "./log.ts";
 import type { ContractSkip, PortalContractSubject } from "./portal_contract.ts";
-import { Portal } from "./portal.ts";
-import { Runtime, type RuntimeInitOptions, TensorPlacement, TensorSet } from "./runtime.ts";
+import { Runtime, type RuntimeInitOptions, TensorSet } from "./runtime.ts";
 import { ncBlock, type SiliconSpec } from "./silicon_spec.ts";
 import { NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
@@ -117,11 +114,11 @@ async function runOnce(rt: Runtime, bytes: Uint8Array, inputs: Record<string, Ui
   const model = await rt.load(bytes);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const t of model.inputs) {
-    const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, t.size, t.name);
+    const x = await rt.allocateTensor({ location: "host", size: t.size, name: t.name });
     await x.write(inputs[t.name]);
     ins.add(t.name, x);
   }
-  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, t.size, t.name));
+  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", size: t.size, name: t.name }));
   await model.execute(ins, outs);
   const out: Record<string, Uint8Array> = {};
   for (const t of model.outputs) out[t.name] = await outs.get(t.name).read();
@@ -141,13 +138,13 @@ const BODIES: Readonly<Record<string, Body>> = {
   [KHAL_CONTRACT_CASES[0]]: async (f) => {
     const rt = await f.init();
     try {
-      expect(rt.khal).toBe(f.khal);
+      expect(rt.spec).toBe(f.spec);
       expect(rt.device.arch).toBe(f.spec.arch);
       expect(rt.state).toBe(NrtInitState.NRT_STATE_INIT);
       for (let nc = 0; nc < f.spec.ncPerDevice; nc++) {
-        expect(rt.events.filter((e) => e.startsWith(`ucode_nx_core_create nc=${nc} `)).length).toBe(5);
-        expect(rt.events.filter((e) => e.startsWith(`ucode_pooling_q7_core_create nc=${nc} `)).length).toBe(8);
-        expect(rt.events).toContain(`release_run_stall nc=${nc}`);
+        expect(rt.events.list().filter((e) => e.startsWith(`ucode_nx_core_create nc=${nc} `)).length).toBe(5);
+        expect(rt.events.list().filter((e) => e.startsWith(`ucode_pooling_q7_core_create nc=${nc} `)).length).toBe(8);
+        expect(rt.events.list()).toContain(`release_run_stall nc=${nc}`);
       }
     } finally {
       await rt.close();
@@ -287,11 +284,11 @@ const BODIES: Readonly<Record<string, Body>> = {
       const model = await rt.load(await neff(f, "vector_add", "vector_add", [f32("a", [n]), f32("b", [n])], [f32("out", [n])]));
       const ins = new TensorSet(), outs = new TensorSet();
       for (const name of ["a", "b"]) {
-        const t = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, name);
+        const t = await rt.allocateTensor({ size: n * 4, name });
         await t.write(bytesOf(Float32Array.from({ length: n }, (_, i) => i)));
         ins.add(name, t);
       }
-      outs.add("out", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, "out"));
+      outs.add("out", await rt.allocateTensor({ size: n * 4, name: "out" }));
       const c = f.spec.csr;
       for (let k = 0; k < 3; k++) {
         f.trace.clear();
@@ -325,7 +322,7 @@ const BODIES: Readonly<Record<string, Body>> = {
     await rt.load(await neff(f, "reduce_sum", "sum_all", [f32("x", [64])], [f32("s", [1])], 1));
     await rt.close();
     for (let nc = 0; nc < f.spec.ncPerDevice; nc++) {
-      const ev = rt.events.filter((e) => e.includes(` nc=${nc}`) && /destroy|halt|free_lib/.test(e)).map((e) => e.replace(` nc=${nc}`, ""));
+      const ev = rt.events.list().filter((e) => e.includes(` nc=${nc}`) && /destroy|halt|free_lib/.test(e)).map((e) => e.replace(` nc=${nc}`, ""));
       const order = ev.map((e) => e.split(" ")[0]);
       expect(order[0]).toBe("hw_exec_queue_add_halt_request");
       expect(ev.filter((e) => e.startsWith("ucode_core_destroy NX")).length).toBe(5);
@@ -342,9 +339,9 @@ const BODIES: Readonly<Record<string, Body>> = {
     const rt = await f.init();
     try {
       const before = (await f.trace.memUsage(0)).allocations;
-      const dev = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, 64, "dev");
-      const host = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 64, "host");
-      const virt = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_VIRTUAL, 0, 64, "virt");
+      const dev = await rt.allocateTensor({ size: 64, name: "dev" });
+      const host = await rt.allocateTensor({ location: "host", size: 64, name: "host" });
+      const virt = await rt.allocateTensor({ location: "virtual", size: 64, name: "virt" });
       expect((await f.trace.memUsage(0)).allocations).toBe(before + 1); // only the DEVICE tensor takes device memory
       expect(dev.devicePa).toBeDefined();
       expect(host.devicePa).toBeUndefined();
@@ -408,15 +405,17 @@ async function defaultKernel(name: string): Promise<Uint8Array> {
  * Declares the arch-pack conformance cases for one pack.
  *
  * @param name The pack's name, shown in the `describe` title.
- * @param makeKhal Creates the pack's HAL (a fresh one per case).
+ * @param api The test framework's `describe`, `test` and `expect` (`bun:test`, `@std/testing/bdd` + `@std/expect`…).
+ * @param makePack The pack (its HAL is built with `createKhal` for each case).
  * @param makePortal Creates a backend of the HAL's generation (a fresh one per case; the suite closes it).
  * @param skips Cases this pack does not run, each with its reason (names from {@linkcode KHAL_CONTRACT_CASES}).
  * @param options Where the reference kernels come from.
  * @throws {TypeError} When a skip names a case the suite does not declare.
  */
 export function khalContract(
+  api: TestApi,
   name: string,
-  makeKhal: () => Khal,
+  makePack: () => ArchPack,
   makePortal: (spec: SiliconSpec) => Promise<KhalContractSubject>,
   skips: readonly ContractSkip[] = [],
   options: KhalContractOptions = {},
@@ -431,6 +430,7 @@ export function khalContract(
     if (p === undefined) kernelCache.set(k, p = load(k));
     return p;
   };
+  const { describe, test } = useTestApi(api);
   describe(`khalContract(${name})`, () => {
     for (const c of KHAL_CONTRACT_CASES) {
       const skip = skips.find((s) => s.test === c);
@@ -439,8 +439,9 @@ export function khalContract(
         continue;
       }
       test(c, async () => {
-        const khal = makeKhal();
-        const subject = await makePortal(khal.spec);
+        const pack = makePack();
+        const khal = createKhal(pack);
+        const subject = await makePortal(pack.spec);
         const trace = new TracingPortal(subject.portal);
         const runtimes: Runtime[] = [];
         const fixture: Fixture = {
@@ -450,10 +451,7 @@ export function khalContract(
           trace,
           kernel,
           async init(extra = {}) {
-            const container = rootContainer.createChildContainer();
-            container.register(Khal, { useValue: khal });
-            container.register(Portal, { useValue: trace });
-            const rt = await Runtime.init({ logger: new MemoryLogger(), ...extra, container });
+            const rt = await Runtime.init({ logger: new MemoryLogger(), ...extra, portal: trace, archPacks: [pack], ownsPortal: false });
             runtimes.push(rt);
             return rt;
           },

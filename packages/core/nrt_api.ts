@@ -12,15 +12,14 @@
  *
  * @module
  */
-import type { DependencyContainer } from "tsyringe";
-import { NrtError } from "./error.ts";
+import { guardInitState, NrtError, statusOfError } from "./error.ts";
 import type { UcodeImage } from "./khal.ts";
 import type { MetaNeff } from "./kelf/metaneff.ts";
 import { type NrtaError, NrtaErrorTracker } from "./nrta/nrta.ts";
-import { type Model, Runtime, type RuntimeInitOptions, type VncMemoryStats } from "./runtime.ts";
+import { type Model, Runtime, type RuntimeInitOptions } from "./runtime.ts";
 import { NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
-import type { Tensor, TensorPlacement } from "./tensor.ts";
+import { type Tensor, tensorLocationOf, type TensorPlacement } from "./tensor.ts";
 import { TensorSet } from "./tensor.ts";
 
 /** An out-parameter: the callee fills `value` on success. */
@@ -78,8 +77,16 @@ export interface NrtVersion {
  */
 export type NrtAsyncExecStatusCallback = (params: unknown, modelId: number, vnc: number, jobId: number, status: NrtStatus) => void;
 
-/** Options of {@linkcode NrtApi.nrt_init}: the container is the one thing the C call has no equivalent of. */
-export type NrtInitOptions = Omit<RuntimeInitOptions, "poolUcode"> & { readonly container: DependencyContainer };
+/** `nrt_vnc_memory_stats_t`. */
+export interface NrtVncMemoryStats {
+  /** Bytes booked on the logical core's physical cores. */
+  readonly bytes_used: number;
+  /** The device's HBM bytes. */
+  readonly bytes_limit: number;
+}
+
+/** Options of {@linkcode NrtApi.nrt_init}: the portal and arch packs are what the C call finds in the process. */
+export type NrtInitOptions = Omit<RuntimeInitOptions, "poolUcode">;
 
 /** Runs `f` and turns its outcome into a status. */
 async function status(f: () => Promise<unknown> | unknown): Promise<NrtStatus> {
@@ -87,9 +94,7 @@ async function status(f: () => Promise<unknown> | unknown): Promise<NrtStatus> {
     await f();
     return NrtStatus.NRT_SUCCESS;
   } catch (e) {
-    if (e instanceof NrtError) return e.status;
-    if (e instanceof RangeError || e instanceof TypeError) return NrtStatus.NRT_INVALID;
-    return NrtStatus.NRT_FAILURE;
+    return statusOfError(e);
   }
 }
 
@@ -101,7 +106,7 @@ async function status(f: () => Promise<unknown> | unknown): Promise<NrtStatus> {
  * ```ts ignore
  * const api = new NrtApi();
  * api.nrt_set_pool_eng_ucode({ iram, dram });          // 0 (START)
- * await api.nrt_init({ container });                    // 0
+ * await api.nrt_init({ portal, archPacks: [cayman] });  // 0
  * api.nrt_set_pool_eng_ucode({ iram, dram });          // 13 (0xd: already initialised)
  * const model: Ref<Model> = {};
  * await api.nrt_load(neffBytes, 0, 1, model);           // 0
@@ -124,9 +129,8 @@ export class NrtApi {
   }
 
   #guard(): Runtime {
-    if (this.#state === NrtInitState.NRT_STATE_CLOSED) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
-    if (this.#state !== NrtInitState.NRT_STATE_INIT || this.#rt === undefined) throw new NrtError(NrtStatus.NRT_UNINITIALIZED, "Runtime is not initialized");
-    return this.#rt;
+    guardInitState(this.#rt === undefined && this.#state === NrtInitState.NRT_STATE_INIT ? NrtInitState.NRT_STATE_START : this.#state);
+    return this.#rt!;
   }
 
   /** `nrt_set_pool_eng_ucode`: only in the START state; INIT → 13 (0xd), CLOSED → 14 (0xe). No signature check. */
@@ -223,8 +227,11 @@ export class NrtApi {
   }
 
   /** `nrt_get_vnc_memory_stats(vnc, &stats)`: `{bytes_used, bytes_limit}` of a logical core. */
-  nrt_get_vnc_memory_stats(vnc: number, stats: Ref<VncMemoryStats>): NrtStatus {
-    return this.#sync(() => (stats.value = this.#guard().memoryStats(vnc)));
+  nrt_get_vnc_memory_stats(vnc: number, stats: Ref<NrtVncMemoryStats>): NrtStatus {
+    return this.#sync(() => {
+      const m = this.#guard().memoryStats(vnc);
+      stats.value = { bytes_used: m.bytesUsed, bytes_limit: m.bytesLimit };
+    });
   }
 
   /** `nrta_tensor_write(tensor, buf, offset, size, queue, err, &seq)`. */
@@ -302,9 +309,7 @@ export class NrtApi {
       f();
       return NrtStatus.NRT_SUCCESS;
     } catch (e) {
-      if (e instanceof NrtError) return e.status;
-      if (e instanceof RangeError || e instanceof TypeError) return NrtStatus.NRT_INVALID;
-      return NrtStatus.NRT_FAILURE;
+      return statusOfError(e);
     }
   }
 
@@ -320,7 +325,9 @@ export class NrtApi {
   /** `nrt_tensor_allocate(placement, logical_nc_id, size, name, &tensor)`. */
   async nrt_tensor_allocate(placement: TensorPlacement, logicalNc: number, size: number, name: string, tensor: Ref<Tensor>): Promise<NrtStatus> {
     return await status(async () => {
-      tensor.value = await this.#guard().allocateTensor(placement, logicalNc, size, name);
+      const location = tensorLocationOf(placement);
+      if (location === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": unknown placement ${String(placement)}`);
+      tensor.value = await this.#guard().allocateTensor({ location, vnc: logicalNc, size, name });
     });
   }
 
@@ -510,4 +517,128 @@ export function nrt_get_model_tensor_info(model: Model, info: Ref<NrtTensorInfoA
 /** `nrt_get_version` on the default instance. */
 export function nrt_get_version(ver: Ref<NrtVersion>): NrtStatus {
   return nrt.nrt_get_version(ver);
+}
+
+/** `nrt_register_async_exec_callback` on the default instance. */
+export function nrt_register_async_exec_callback(callback: NrtAsyncExecStatusCallback | undefined, params?: unknown): NrtStatus {
+  return nrt.nrt_register_async_exec_callback(callback, params);
+}
+
+/** `nrt_async_drain_queued_execs` on the default instance. */
+export function nrt_async_drain_queued_execs(vnc: number): Promise<NrtStatus> {
+  return nrt.nrt_async_drain_queued_execs(vnc);
+}
+
+/** `nrt_get_total_nc_count` on the default instance. */
+export function nrt_get_total_nc_count(count: Ref<number>): NrtStatus {
+  return nrt.nrt_get_total_nc_count(count);
+}
+
+/** `nrt_get_visible_nc_count` on the default instance. */
+export function nrt_get_visible_nc_count(count: Ref<number>): NrtStatus {
+  return nrt.nrt_get_visible_nc_count(count);
+}
+
+/** `nrt_get_total_vnc_count` on the default instance. */
+export function nrt_get_total_vnc_count(count: Ref<number>): NrtStatus {
+  return nrt.nrt_get_total_vnc_count(count);
+}
+
+/** `nrt_get_visible_vnc_count` on the default instance. */
+export function nrt_get_visible_vnc_count(count: Ref<number>): NrtStatus {
+  return nrt.nrt_get_visible_vnc_count(count);
+}
+
+/** `nrt_get_vnc_memory_stats` on the default instance. */
+export function nrt_get_vnc_memory_stats(vnc: number, stats: Ref<NrtVncMemoryStats>): NrtStatus {
+  return nrt.nrt_get_vnc_memory_stats(vnc, stats);
+}
+
+/** `nrta_tensor_write` on the default instance. */
+export function nrta_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+  return nrt.nrta_tensor_write(tensor, buf, offset, size, queue, err, seq);
+}
+
+/** `nrta_tensor_read` on the default instance. */
+export function nrta_tensor_read(buf: Uint8Array, tensor: Tensor, offset: number, size: number, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+  return nrt.nrta_tensor_read(buf, tensor, offset, size, queue, err, seq);
+}
+
+/** `nrta_tensor_copy` on the default instance. */
+export function nrta_tensor_copy(
+    src: Tensor,
+    srcOffset: number,
+    dst: Tensor,
+    dstOffset: number,
+    size: number,
+    queue: number,
+    err: NrtaErrorTracker | null,
+    seq: Ref<bigint>,
+  ): NrtStatus {
+  return nrt.nrta_tensor_copy(src, srcOffset, dst, dstOffset, size, queue, err, seq);
+}
+
+/** `nrta_execute_schedule` on the default instance. */
+export function nrta_execute_schedule(model: Model, input: TensorSet, output: TensorSet, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+  return nrt.nrta_execute_schedule(model, input, output, queue, err, seq);
+}
+
+/** `nrta_is_completed` on the default instance. */
+export function nrta_is_completed(seq: bigint, done: Ref<boolean>): NrtStatus {
+  return nrt.nrta_is_completed(seq, done);
+}
+
+/** `nrta_get_sequence` on the default instance. */
+export function nrta_get_sequence(lnc: number, xu: number, queue: number, seq: Ref<bigint>): NrtStatus {
+  return nrt.nrta_get_sequence(lnc, xu, queue, seq);
+}
+
+/** `nrta_error_tracker_create` on the default instance. */
+export function nrta_error_tracker_create(lnc: number, tracker: Ref<NrtaErrorTracker>): NrtStatus {
+  return nrt.nrta_error_tracker_create(lnc, tracker);
+}
+
+/** `nrta_error_tracker_destroy` on the default instance. */
+export function nrta_error_tracker_destroy(_tracker: NrtaErrorTracker): void {
+  return nrt.nrta_error_tracker_destroy(_tracker);
+}
+
+/** `nrta_error_tracker_get_list` on the default instance. */
+export function nrta_error_tracker_get_list(tracker: NrtaErrorTracker, list: Ref<readonly NrtaError[]>, count: Ref<number>): NrtStatus {
+  return nrt.nrta_error_tracker_get_list(tracker, list, count);
+}
+
+/** `nrt_tensor_copy` on the default instance. */
+export function nrt_tensor_copy(src: Tensor, srcOffset: number, dst: Tensor, dstOffset: number, size: number): Promise<NrtStatus> {
+  return nrt.nrt_tensor_copy(src, srcOffset, dst, dstOffset, size);
+}
+
+/** `nrt_tensor_memset` on the default instance. */
+export function nrt_tensor_memset(tensor: Tensor, offset: number, value: number, size: number): Promise<NrtStatus> {
+  return nrt.nrt_tensor_memset(tensor, offset, value, size);
+}
+
+/** `nrt_tensor_get_size` on the default instance. */
+export function nrt_tensor_get_size(tensor: Tensor): number {
+  return nrt.nrt_tensor_get_size(tensor);
+}
+
+/** `nrt_tensor_allocate_slice` on the default instance. */
+export function nrt_tensor_allocate_slice(source: Tensor, offset: number, size: number, name: string, slice: Ref<Tensor>): Promise<NrtStatus> {
+  return nrt.nrt_tensor_allocate_slice(source, offset, size, name, slice);
+}
+
+/** `nrt_tensor_attach_buffer` on the default instance. */
+export function nrt_tensor_attach_buffer(tensor: Tensor, buffer: Uint8Array, size: number): Promise<NrtStatus> {
+  return nrt.nrt_tensor_attach_buffer(tensor, buffer, size);
+}
+
+/** `nrt_destroy_tensor_set` on the default instance. */
+export function nrt_destroy_tensor_set(set: Ref<TensorSet>): void {
+  return nrt.nrt_destroy_tensor_set(set);
+}
+
+/** `nrt_free_model_tensor_info` on the default instance. */
+export function nrt_free_model_tensor_info(info: Ref<NrtTensorInfoArray>): NrtStatus {
+  return nrt.nrt_free_model_tensor_info(info);
 }

@@ -9,7 +9,6 @@
  *
  * @module
  */
-import type { InjectionToken } from "tsyringe";
 import type { TpbArchType } from "./state.ts";
 
 /** What the portal reports about one device (`ndl` device info). */
@@ -112,5 +111,3 @@ export interface Portal {
   close(): Promise<void>;
 }
 
-/** DI token of the {@linkcode Portal}. */
-export const Portal: InjectionToken<Portal> = "Portal";

@@ -9,14 +9,14 @@
  * {@linkcode Portal.notificationWait}). The register layout used by the BAR cases is the subject's
  * {@linkcode SiliconSpec}; the stream the notification case runs is the ISA of `isa.ts`.
  *
- * The cases are declared with `bun:test`; under Deno the workspace import map points that specifier at a shim over
- * `node:test` (ARCHITECTURE, STYLE "Tests").
+ * The cases are declared with the test API the caller passes (`describe`, `test`, `expect`).
  *
  * @example Run the suite for the simulator (in a `*_test.ts` file)
  * ```ts ignore
  * import { DeviceSimPortal } from "@nrt/device-sim";
- * import { portalContract } from "@nrt/core/portal_contract";
- * portalContract("DeviceSimPortal", async () => {
+ * import { describe, expect, test } from "bun:test";
+ * import { portalContract } from "@nrt/core/testing";
+ * portalContract({ describe, test, expect }, "DeviceSimPortal", async () => {
  *   const sim = new DeviceSimPortal();
  *   return { portal: sim, spec: sim.spec, close: () => sim.close(), notificationWaiters: (d, nc) => sim.notificationWaiters(d, nc) };
  * });
@@ -24,7 +24,7 @@
  *
  * @module
  */
-import { describe, expect, test } from "bun:test";
+import { expect, type TestApi, useTestApi } from "./test_api.ts";
 import { NrtError } from "./error.ts";
 import { decodeNotification, encodeInstruction, NOTIFICATION_BYTES, NotificationKind, Opcode, SLOT_BYTES } from "./isa.ts";
 import type { DeviceMemory, Portal } from "./portal.ts";
@@ -318,6 +318,7 @@ const BODIES: Readonly<Record<string, Body>> = {
  * @throws {TypeError} When a skip names a case the suite does not declare (a typo would silently run it).
  */
 export function portalContract(
+  api: TestApi,
   name: string,
   make: () => Promise<PortalContractSubject>,
   skips: readonly ContractSkip[] = [],
@@ -325,6 +326,7 @@ export function portalContract(
   for (const s of skips) {
     if (!PORTAL_CONTRACT_CASES.includes(s.test)) throw new TypeError(`portalContract(${name}): skip names no case: "${s.test}"`);
   }
+  const { describe, test } = useTestApi(api);
   describe(`portalContract(${name})`, () => {
     for (const c of PORTAL_CONTRACT_CASES) {
       const skip = skips.find((s) => s.test === c);

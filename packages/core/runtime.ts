@@ -11,12 +11,11 @@
  *
  * @module
  */
-import type { DependencyContainer } from "tsyringe";
 import { type Clock, SystemClock } from "./clock.ts";
 import { type RuntimeConfig, type RuntimeOptions, resolveRuntimeConfig } from "./config.ts";
-import { DmaMemUsageType, DmemLedger } from "./dmem/dmem.ts";
-import { NrtError } from "./error.ts";
-import { Khal, type UcodeImage } from "./khal.ts";
+import { DMA_MEM_USAGE_TOTAL, DmaMemUsageType, DmemLedger } from "./dmem/dmem.ts";
+import { guardInitState, NrtError } from "./error.ts";
+import { type ArchPack, createKhal, type Khal, type UcodeImage } from "./khal.ts";
 import { kelfLoad } from "./kelf/kelf_load.ts";
 import { bindMetaneff, defaultBinding, type MetaNeff } from "./kelf/metaneff.ts";
 import { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker } from "./kmgr/kmgr_async_exec.ts";
@@ -27,19 +26,27 @@ import { readNeffHeader } from "./neff/header.ts";
 import { readNeffAsync } from "./neff/neff_file.ts";
 import { checkNeffTarget } from "./kelf/target_check.ts";
 import type { NeffTensor } from "./neff/neff_signature.ts";
-import { Portal, type PortalDeviceInfo } from "./portal.ts";
+import type { Portal, PortalDeviceInfo } from "./portal.ts";
+import type { SiliconSpec } from "./silicon_spec.ts";
 import { Nrta, type PreparedExecution } from "./nrta/nrta.ts";
 import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
 import { type InstalledModel, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
+import { RuntimeEvents } from "./runtime_events.ts";
+import { hostClockMs, type HostSpanListener } from "./host_span.ts";
+import { CoreQueue } from "./tdrv/core_queue.ts";
 import { type Tpb, tpbDestroy, tpbInit } from "./tdrv/tpb.ts";
-import { allocateTensor, Tensor, type TensorContext, TensorPlacement, TensorSet } from "./tensor.ts";
+import { allocateTensor, Tensor, type TensorContext, type TensorLocation, TensorPlacement, TensorSet } from "./tensor.ts";
 import { resolveVirtualCoreSize, type VncChoice, type VncLoad, VncTable } from "./vnc/vnc.ts";
 
 /** Options of {@linkcode Runtime.init}. */
 export interface RuntimeInitOptions extends RuntimeOptions {
-  /** The DI container holding a `Portal` and one or more `Khal` packs. */
-  readonly container: DependencyContainer;
+  /** The device backend (the embedded simulator, the remote daemon, or a real driver). */
+  readonly portal: Portal;
+  /** The NeuronCore generations this runtime can drive; the one whose arch the device reports is chosen at init. */
+  readonly archPacks: readonly ArchPack[];
+  /** Whether `close()` (and `await using`) also closes the portal (default `true`: the runtime owns it). */
+  readonly ownsPortal?: boolean;
   /** The image registered with `nrt_set_pool_eng_ucode` before init. */
   readonly poolUcode?: UcodeImage;
   /** Environment to read `NEURON_RT_*` from (composition roots pass the process environment). */
@@ -50,6 +57,8 @@ export interface RuntimeInitOptions extends RuntimeOptions {
   readonly clock?: Clock;
   /** Observes every execution as it takes and leaves its NeuronCores (tests prove the per-core FIFO with it). */
   readonly onExecution?: (event: ExecutionEvent) => void;
+  /** Hears the host's steps of loads and executions, timed (profilers; `host_span.ts`). Absent, nothing is timed. */
+  readonly onSpan?: HostSpanListener;
 }
 
 /** One execution entering (`start`) or leaving (`end`) its NeuronCores' FIFO. */
@@ -62,6 +71,8 @@ export interface ExecutionEvent {
   readonly model: number;
   /** Runtime-wide execution sequence number, in the order requests were issued. */
   readonly seq: number;
+  /** At `end`: the request's `NRT_STATUS` (0 on success), or `undefined` when it could not be made. */
+  readonly status?: number;
 }
 
 /** A logical core as {@linkcode Runtime.cores} lists it. */
@@ -76,12 +87,56 @@ export interface CoreInfo {
   readonly memory: VncMemoryStats;
 }
 
-/** `nrt_vnc_memory_stats_t`. */
+/** A logical core's memory (`nrt_vnc_memory_stats_t`, idiomatic names). */
 export interface VncMemoryStats {
   /** Bytes booked on the logical core's physical cores (`memory_usage_nc[nc][22]` summed). */
-  readonly bytes_used: number;
+  readonly bytesUsed: number;
   /** `aws_hal_get_hbm_size()`: the HBM of the device, which the cores share. */
-  readonly bytes_limit: number;
+  readonly bytesLimit: number;
+}
+
+/** Options of {@linkcode Runtime.allocateTensor}. */
+export interface AllocateTensorOptions {
+  /** Bytes. */
+  readonly size: number;
+  /** Where the bytes live (default `"device"`). */
+  readonly location?: TensorLocation;
+  /** Logical core (default 0). */
+  readonly vnc?: number;
+  /** A name for errors and traces (default `"tensor"`). */
+  readonly name?: string;
+}
+
+/** One NeuronCore's booked memory, from {@linkcode Runtime.memory}. */
+export interface CoreMemory {
+  /** Physical NeuronCore. */
+  readonly nc: number;
+  /** Its logical core. */
+  readonly vnc: number;
+  /** Bytes booked, all categories and locations (`memory_usage_nc[nc][22]`). */
+  readonly total: number;
+  /** Of which in HBM. */
+  readonly hbm: number;
+  /** Of which in pinned host DRAM. */
+  readonly host: number;
+  /** Bytes per `dma_mem_usage_type` category (index = `DmaMemUsageType` value), both locations. */
+  readonly byUsage: readonly number[];
+  /** The host-DRAM part of each category. */
+  readonly byUsageHost: readonly number[];
+}
+
+/** The device memory a runtime has booked, from {@linkcode Runtime.memory}. */
+export interface RuntimeMemory {
+  /** Device index. */
+  readonly device: number;
+  /** `aws_hal_get_hbm_size()`. */
+  readonly hbmBytes: number;
+  /** HBM bytes booked on the device. */
+  readonly hbmUsed: number;
+  /** Bytes booked on the device, both locations. */
+  readonly total: number;
+  /** The visible NeuronCores. */
+  readonly cores: readonly CoreMemory[];
 }
 
 /** Options of {@linkcode Runtime.load}. */
@@ -94,7 +149,6 @@ export interface LoadOptions {
   readonly checkpoint?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
 }
 
-let nextModelHandle = 1;
 
 /** A loaded model. */
 export class Model {
@@ -130,6 +184,11 @@ export class Model {
   unload(): Promise<void> {
     return this.#rt.unload(this);
   }
+
+  /** `await using model = await rt.load(…)`: unloads the model unless it is already unloaded or the runtime closed. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#rt.isLoaded(this)) await this.unload();
+  }
 }
 
 /** The runtime. */
@@ -144,16 +203,21 @@ export class Runtime {
   /** Loads in flight, which close waits for. */
   readonly #loading = new Set<Promise<unknown>>();
   readonly #onExecution: ((e: ExecutionEvent) => void) | undefined;
+  readonly #onSpan: HostSpanListener | undefined;
+  readonly #ownsPortal: boolean;
+  /** The generations this runtime was given (NEFF targets are resolved against their names). */
+  readonly archPacks: readonly ArchPack[];
   #execSeq = 0;
+  /** The next `H_MODEL` handle: per runtime, never reused, never wrapped. */
+  #nextHandle = 1;
   #jobId = 0;
   /** Resolved configuration. */
   readonly config: RuntimeConfig;
-  /** The portal. */
-  readonly portal: Portal;
-  /** The arch pack chosen at init. */
-  readonly khal: Khal;
-  /** Device-memory ledger. */
-  readonly ledger: DmemLedger;
+  readonly #portal: Portal;
+  /** The HAL built from the arch pack chosen at init (ours: private; `spec` is the public view). */
+  readonly #khal: Khal;
+  /** Device-memory ledger (private; `memory()` and `memoryStats()` are the read-only queries). */
+  readonly #ledger: DmemLedger;
   /** Logger. */
   readonly log: Logger;
   /** Clock. */
@@ -166,8 +230,8 @@ export class Runtime {
   readonly execMode: KmgrExecMode | undefined;
   /** The NRT_3.0.0 `nrta_*` scheduler. */
   readonly nrta: Nrta;
-  /** Lifecycle events in order (creation and destruction of cores, staging, teardown). */
-  readonly events: string[] = [];
+  /** Lifecycle events in order (creation and destruction of cores, staging, teardown): a bounded log to read or follow. */
+  readonly events: RuntimeEvents = new RuntimeEvents();
   readonly #tensorCtx: TensorContext;
 
   private constructor(
@@ -178,18 +242,24 @@ export class Runtime {
     log: Logger,
     clock: Clock,
     onExecution: ((e: ExecutionEvent) => void) | undefined,
+    onSpan: HostSpanListener | undefined,
+    ownsPortal: boolean,
+    archPacks: readonly ArchPack[],
   ) {
+    this.#ownsPortal = ownsPortal;
+    this.archPacks = archPacks;
     this.config = config;
-    this.portal = portal;
-    this.khal = khal;
+    this.#portal = portal;
+    this.#khal = khal;
     this.device = device;
     this.log = log;
     this.clock = clock;
-    this.ledger = new DmemLedger(portal, log, device.hbmBytes);
+    this.#ledger = new DmemLedger(portal, log, device.hbmBytes);
     this.virtualCoreSize = resolveVirtualCoreSize(khal.spec, config.virtualCoreSize, device.ncCount);
     this.#vnc = new VncTable(this.#visiblePhysicalCores(), this.virtualCoreSize, device.ncCount);
     this.#onExecution = onExecution;
-    this.#tensorCtx = { portal, ledger: this.ledger, guard: () => this.guard(), owner: this };
+    this.#onSpan = onSpan;
+    this.#tensorCtx = { portal, ledger: this.#ledger, guard: () => this.guard(), owner: this };
     const depth = config.asyncExecMaxInflightRequests;
     this.execMode = depth > 0 ? KmgrExecMode.KMGR_EXEC_MODE_ASYNC : undefined;
     if (depth > 0) {
@@ -202,23 +272,31 @@ export class Runtime {
   static async init(options: RuntimeInitOptions): Promise<Runtime> {
     const config = resolveRuntimeConfig(options, options.env ?? {});
     const log = options.logger ?? createConsoleLogger(config.logLevel);
-    const portal = options.container.resolve(Portal);
-    const devices = await portal.devices();
-    if (devices.length === 0) throw new NrtError(NrtStatus.NRT_HW_ERROR, "Cannot initialize: the portal reports no Neuron device");
-    const device = devices[0];
-    const packs = options.container.isRegistered(Khal, true) ? options.container.resolveAll(Khal) : [];
-    const khal = packs.find((k) => k.spec.arch === device.arch);
-    if (khal === undefined) {
-      throw new NrtError(
-        NrtStatus.NRT_HW_ERROR,
-        `Cannot initialize: no arch pack is registered for al_hal_tpb_arch_type ${device.arch}; registered: ` +
-          (packs.map((k) => `${k.spec.name} (${k.spec.arch})`).join(", ") || "none"),
-      );
+    const portal = options.portal;
+    const owns = options.ownsPortal ?? true;
+    let rt: Runtime;
+    try {
+      const devices = await portal.devices();
+      if (devices.length === 0) throw new NrtError(NrtStatus.NRT_HW_ERROR, "Cannot initialize: the portal reports no Neuron device");
+      const device = devices[0];
+      // The architecture is checked once, here: the pack whose arch the device reports (seed: runtime-synthesis §1.2).
+      const pack = options.archPacks.find((p) => p.spec.arch === device.arch);
+      if (pack === undefined) {
+        throw new NrtError(
+          NrtStatus.NRT_HW_ERROR,
+          `Cannot initialize: no arch pack is registered for al_hal_tpb_arch_type ${device.arch}; registered: ` +
+            (options.archPacks.map((p) => `${p.spec.name} (${p.spec.arch})`).join(", ") || "none"),
+        );
+      }
+      rt = new Runtime(config, portal, createKhal(pack), device, log, options.clock ?? new SystemClock(), options.onExecution, options.onSpan, owns, options.archPacks);
+    } catch (e) {
+      if (owns) await portal.close().catch(() => {});
+      throw e;
     }
-    const rt = new Runtime(config, portal, khal, device, log, options.clock ?? new SystemClock(), options.onExecution);
+    const device = rt.device;
     const target = { portal, device: device.index };
     const services = {
-      khal, target, ledger: rt.ledger, log, event: (e: string) => rt.events.push(e),
+      khal: rt.#khal, target, ledger: rt.#ledger, log, event: (e: string) => rt.events.push(e),
       gpsimdStdoutQueueSizeBytes: config.gpsimdStdoutQueueSizeBytes,
     };
     const cores = rt.#vnc.physical;
@@ -229,6 +307,7 @@ export class Runtime {
     } catch (e) {
       for (const tpb of rt.#tpbs.splice(0).reverse()) await tpbDestroy(services, tpb).catch(() => {});
       await portal.releaseCores?.(device.index, cores).catch(() => {});
+      if (owns) await portal.close().catch(() => {});
       throw e;
     }
     rt.#state = NrtInitState.NRT_STATE_INIT;
@@ -249,6 +328,11 @@ export class Runtime {
     return Math.floor(i / this.virtualCoreSize);
   }
 
+  /** The silicon spec of the generation the runtime drives (chosen at init from the device's arch). */
+  get spec(): SiliconSpec {
+    return this.#khal.spec;
+  }
+
   /** `nrt_init_state`. */
   get state(): NrtInitState {
     return this.#state;
@@ -256,8 +340,7 @@ export class Runtime {
 
   /** The state guard at the top of every public entry: 13 before init, 14 after close. */
   guard(): void {
-    if (this.#state === NrtInitState.NRT_STATE_CLOSED) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
-    if (this.#state !== NrtInitState.NRT_STATE_INIT) throw new NrtError(NrtStatus.NRT_UNINITIALIZED, "Runtime is not initialized");
+    guardInitState(this.#state);
   }
 
   /** Number of logical NeuronCores visible to the process (`nrt_get_visible_vnc_count`). */
@@ -289,6 +372,7 @@ export class Runtime {
     const span = Math.max(1, header.lncSize);
     // nrt_vnc_usage_inc: reserve the vNC first; every failure below releases it.
     const vnc = this.#vnc.reserve(opts.vnc ?? 0, (v) => this.#vncLoad(v));
+    const t0 = this.#onSpan === undefined ? 0 : hostClockMs();
     const loading = this.#loadOn(neff, opts, vnc, span);
     this.#loading.add(loading);
     try {
@@ -298,18 +382,28 @@ export class Runtime {
       throw e;
     } finally {
       this.#loading.delete(loading);
+      this.#onSpan?.({ name: "nrt_load", start: t0, end: hostClockMs(), detail: `${neff.byteLength} B` });
     }
   }
 
   /** How busy a logical core is: resident models and booked bytes (for `vnc: "auto"`). */
   #vncLoad(vnc: number): VncLoad {
-    return { models: this.#vnc.usage(vnc), bytes: this.memoryStats(vnc).bytes_used };
+    return { models: this.#vnc.usage(vnc), bytes: this.memoryStats(vnc).bytesUsed };
   }
 
   /** `kmgr_load_nn_nc` on a reserved logical core: parse, then one `kbl_model_add` per physical core of the span. */
   async #loadOn(neff: Uint8Array, opts: LoadOptions, vnc: number, span: number): Promise<Model> {
+    const onSpan = this.#onSpan;
+    let t = onSpan === undefined ? 0 : hostClockMs();
+    const step = (name: string, nc?: number, detail?: string): void => {
+      if (onSpan === undefined) return;
+      const now = hostClockMs();
+      onSpan({ name, start: t, end: now, nc, detail });
+      t = now;
+    };
     const file = await readNeffAsync(neff, { validateHash: this.config.validateHash, maxDecompressedBytes: this.config.maxNeffBytes });
-    checkNeffTarget(file.target, this.khal.spec, this.config.allowLegacyNeff);
+    step("neff_parse");
+    checkNeffTarget(file.target, this.#khal.spec, this.config.allowLegacyNeff, this.archPacks.map((p) => p.spec));
     const kelf = kelfLoad(file);
     this.#vnc.checkSpan(span);
     const given = opts.checkpoint instanceof Map ? opts.checkpoint : new Map(Object.entries(opts.checkpoint ?? {}));
@@ -320,17 +414,21 @@ export class Runtime {
     const binding = metaneff === undefined
       ? defaultBinding(kelf.io, kelf.inputCount)
       : bindMetaneff(kelf.name, kelf.io, kelf.inputCount, metaneff, checkpoint);
+    step("kelf_load", undefined, kelf.name);
     if (span > 1 && binding.aliases.size > 0) {
       // Both cores would read the input buffer the other one is overwriting in place.
       throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${kelf.name}": lnc_size ${span} with outputs aliased to inputs is not supported`);
     }
     const tpbs = this.#vnc.slots(vnc).slice(0, span).map((i) => this.#tpbs[i]);
-    const handle = nextModelHandle++;
+    const handle = this.#nextHandle++;
     const services = this.#installServices();
     // Our custom-op NEFFs carry one graph: an lnc_size-2 NEFF runs that graph on both physical cores of the LNC.
     const parts: InstalledModel[] = [];
     try {
-      for (const tpb of tpbs) parts.push(await kblModelAdd(services, tpb, kelf, handle & 0x7fff));
+      for (const tpb of tpbs) {
+        parts.push(await kblModelAdd(services, tpb, kelf));
+        step("kbl_model_add", tpb.nc, kelf.name);
+      }
     } catch (e) {
       for (const p of parts.reverse()) await kmgrUnstage(services, p).catch(() => {});
       throw e;
@@ -343,9 +441,10 @@ export class Runtime {
       // INPUT_STATE / INPUT_WEIGHT: device-resident, filled once from the checkpoint (seed: runtime-synthesis §2.3).
       for (const [i, key] of binding.checkpointKeys.entries()) {
         if (key === undefined) continue;
-        const t = await allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, tpbs[0].nc, kelf.io[i].size, `${kelf.name}:${binding.keys[i]}`, vnc);
+        const t = await allocateTensor(this.#tensorCtx, "device", this.device.index, tpbs[0].nc, kelf.io[i].size, `${kelf.name}:${binding.keys[i]}`, vnc);
         rec.resident.set(i, t);
         await t.write(checkpoint.get(key)!);
+        step("checkpoint", tpbs[0].nc, binding.keys[i]);
       }
       // A close that started while we were installing owns the cores now: undo instead of adding to the model db.
       this.guard();
@@ -358,14 +457,19 @@ export class Runtime {
     return new Model(this, rec);
   }
 
-  #installServices(): { khal: Khal; target: { portal: Portal; device: number }; ledger: DmemLedger; event: (e: string) => void } {
-    return { khal: this.khal, target: { portal: this.portal, device: this.device.index }, ledger: this.ledger, event: (e) => this.events.push(e) };
+  #installServices(): { khal: Khal; target: { portal: Portal; device: number }; ledger: DmemLedger; event: (e: string) => void; log: Logger } {
+    return { khal: this.#khal, target: { portal: this.#portal, device: this.device.index }, ledger: this.#ledger, event: (e) => this.events.push(e), log: this.log };
   }
 
   #record(model: Model): ModelRecord {
     const r = this.#models.get(model.handle);
     if (r === undefined) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not loaded`);
     return r;
+  }
+
+  /** Whether `model` is still loaded in this runtime (and the runtime is open). */
+  isLoaded(model: Model): boolean {
+    return this.#state === NrtInitState.NRT_STATE_INIT && this.#models.has(model.handle);
   }
 
   /** Whether a model is poisoned by a fault (fail-stop), and with which status. */
@@ -458,7 +562,7 @@ export class Runtime {
     };
     if (!(x instanceof Tensor) || x.owner !== this) refuse("was not allocated by this runtime");
     if (x.freed) refuse("was freed");
-    if (x.placement === TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE && x.vnc !== r.vnc) {
+    if (x.location === "device" && x.vnc !== r.vnc) {
       refuse(`is in the device memory of logical core ${x.vnc}; the model runs on logical core ${r.vnc}`);
     }
   }
@@ -478,13 +582,13 @@ export class Runtime {
     const seq = ++this.#execSeq;
     const tpbs = r.parts.map((p) => p.tpb);
     const ncs = tpbs.map((t) => t.nc);
-    const prev = tpbs.map((t) => t.execTail);
-    let release!: () => void;
-    const mine = new Promise<void>((res) => (release = res));
-    for (const t of tpbs) t.execTail = mine;
+    // The turn is taken synchronously on every core of the request, so requests run in issue order.
+    const turn = CoreQueue.acquire(tpbs.map((t) => t.queue));
     let started = false;
+    let status: number | undefined;
+    const t0 = this.#onSpan === undefined ? 0 : hostClockMs();
     try {
-      await Promise.all(prev.map((p) => p.catch(() => {})));
+      await turn.ready;
       if (tpbs.some((t) => t.halted)) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
       // An execution queued behind the one that faulted must not ring the halted stream (fail-stop, seed §5.5).
       if (r.poisoned !== undefined) {
@@ -493,20 +597,23 @@ export class Runtime {
       for (const [k, t] of tpbs.entries()) t.runningModel = r.parts[k].deviceModel; // h_running_model
       started = true;
       this.#onExecution?.({ phase: "start", ncs, model: r.handle, seq });
-      return await this.#runOnCores(r, tensors);
+      const outcome = await this.#runOnCores(r, tensors, seq);
+      status = outcome.status;
+      return outcome;
     } finally {
-      if (started) this.#onExecution?.({ phase: "end", ncs, model: r.handle, seq });
-      release();
+      if (started) this.#onExecution?.({ phase: "end", ncs, model: r.handle, seq, status });
+      if (started) this.#onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: ncs[0], seq, detail: r.name });
+      turn[Symbol.dispose]();
       this.#release(r);
     }
   }
 
   /** `kmgr_exec` for one acquired request on its cores (`kmgr/kmgr_exec_pre.ts`). */
-  #runOnCores(r: ModelRecord, tensors: Array<Tensor | undefined>): Promise<ExecOutcome> {
+  #runOnCores(r: ModelRecord, tensors: Array<Tensor | undefined>, seq: number): Promise<ExecOutcome> {
     return kmgrExecOnCores(r, tensors, {
       install: this.#installServices(),
-      exec: { khal: this.khal, target: { portal: this.portal, device: this.device.index }, clock: this.clock, log: this.log, timeoutMs: this.config.execTimeoutMs },
-      staging: (_i, size, name) => allocateTensor(this.#tensorCtx, TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, this.device.index, r.installed.tpb.nc, size, name, r.vnc),
+      exec: { khal: this.#khal, target: { portal: this.#portal, device: this.device.index }, clock: this.clock, log: this.log, timeoutMs: this.config.execTimeoutMs, onSpan: this.#onSpan, seq },
+      staging: (_i, size, name) => allocateTensor(this.#tensorCtx, "device", this.device.index, r.installed.tpb.nc, size, name, r.vnc),
       device: this.device.index,
     });
   }
@@ -547,19 +654,59 @@ export class Runtime {
     if (first !== undefined) throw first;
   }
 
-  /** `nrt_tensor_allocate`. Every failure, a bad logical core included, is a rejected promise. */
-  async allocateTensor(placement: TensorPlacement, vnc: number, size: number, name: string): Promise<Tensor> {
+  /**
+   * Allocates a tensor (`nrt_tensor_allocate`): `size` bytes in the device memory of logical core `vnc` (the
+   * default), in host memory, or virtual (a buffer attached later). Every failure, a bad logical core included, is
+   * a rejected promise.
+   *
+   * @example A device tensor on logical core 0
+   * ```ts ignore
+   * const x = await rt.allocateTensor({ size: 1024, name: "x" });
+   * ```
+   */
+  async allocateTensor(options: AllocateTensorOptions): Promise<Tensor> {
     this.guard();
+    const { size, vnc = 0, location = "device", name = "tensor" } = options;
     if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": logical core ${vnc} is not visible`);
     const tpb = this.#tpbs[this.#vnc.slots(vnc)[0]];
-    return await allocateTensor(this.#tensorCtx, placement, this.device.index, tpb.nc, size, name, vnc);
+    return await allocateTensor(this.#tensorCtx, location, this.device.index, tpb.nc, size, name, vnc);
   }
 
-  /** `nrt_get_vnc_memory_stats`: bytes booked on the logical core's physical cores, and the device's HBM size. */
+  /** Bytes booked on a logical core's physical cores, and the device's HBM size (`nrt_get_vnc_memory_stats`). */
   memoryStats(vnc: number): VncMemoryStats {
     if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
-    const used = this.#vnc.slots(vnc).reduce((a, i) => a + this.ledger.coreTotal(this.device.index, this.#vnc.physical[i]), 0);
-    return { bytes_used: used, bytes_limit: this.ledger.hbmBytes };
+    const used = this.#vnc.slots(vnc).reduce((a, i) => a + this.#ledger.coreTotal(this.device.index, this.#vnc.physical[i]), 0);
+    return { bytesUsed: used, bytesLimit: this.#ledger.hbmBytes };
+  }
+
+  /**
+   * The device memory this runtime has booked, read-only: per visible NeuronCore its total, its HBM and host-DRAM
+   * shares and the bytes of each `dma_mem_usage_type` category (the dmem ledger's rows), and the device's HBM.
+   */
+  memory(): RuntimeMemory {
+    const device = this.device.index;
+    const cores = this.#vnc.physical.map((nc) => {
+      const hbm = this.#ledger.usageAt(device, nc, "hbm"), host = this.#ledger.usageAt(device, nc, "host");
+      return {
+        nc,
+        vnc: this.#vncOfNc(nc),
+        total: hbm[DMA_MEM_USAGE_TOTAL] + host[DMA_MEM_USAGE_TOTAL],
+        hbm: hbm[DMA_MEM_USAGE_TOTAL],
+        host: host[DMA_MEM_USAGE_TOTAL],
+        byUsage: Array.from({ length: DMA_MEM_USAGE_TOTAL }, (_, i) => hbm[i] + host[i]),
+        byUsageHost: Array.from(host.subarray(0, DMA_MEM_USAGE_TOTAL)),
+      };
+    });
+    return { device, hbmBytes: this.#ledger.hbmBytes, hbmUsed: this.#ledger.hbmUsed(device), total: this.#ledger.deviceTotal(device), cores };
+  }
+
+  /**
+   * What the device's own allocator reports for this runtime's device, through the portal: bytes in HBM and in
+   * pinned host DRAM and the number of live allocations. Read-only; compare with {@linkcode Runtime.memory}, the
+   * runtime's ledger (ours: the seeds describe no such query).
+   */
+  deviceMemory(): Promise<{ readonly hbm: number; readonly host: number; readonly allocations: number }> {
+    return this.#portal.memUsage(this.device.index);
   }
 
   /** The visible logical cores with their physical cores, resident models and memory (the placement view). */
@@ -626,8 +773,8 @@ export class Runtime {
     while (this.#loading.size > 0) await Promise.allSettled([...this.#loading]);
     await Promise.all(this.#async.map((w) => w.drain()));
     await this.nrta.drain();
-    const target = { portal: this.portal, device: this.device.index };
-    const services = { khal: this.khal, target, ledger: this.ledger, log: this.log, event: (e: string) => this.events.push(e) };
+    const target = { portal: this.#portal, device: this.device.index };
+    const services = { khal: this.#khal, target, ledger: this.#ledger, log: this.log, event: (e: string) => this.events.push(e) };
     let first: unknown;
     for (const tpb of this.#tpbs.splice(0)) {
       const models = [...this.#models.values()].filter((m) => m.installed.tpb === tpb);
@@ -643,8 +790,14 @@ export class Runtime {
         first ??= e;
       }
     }
-    await this.portal.releaseCores?.(this.device.index, this.#vnc.physical).catch((e: unknown) => (first ??= e));
+    await this.#portal.releaseCores?.(this.device.index, this.#vnc.physical).catch((e: unknown) => (first ??= e));
+    if (this.#ownsPortal) await this.#portal.close().catch((e: unknown) => (first ??= e));
     if (first !== undefined) throw first;
+  }
+
+  /** `await using rt = await Runtime.init(…)`: closes the runtime (and the portal it owns) unless already closed. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#state === NrtInitState.NRT_STATE_INIT) await this.close();
   }
 }
 

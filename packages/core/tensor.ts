@@ -12,14 +12,27 @@ import { NrtError } from "./error.ts";
 import { NrtStatus } from "./status.ts";
 import type { Portal } from "./portal.ts";
 
-/** `nrt_tensor_placement_t`. */
+/** `nrt_tensor_placement_t` (the C values, for the `nrt_*` facade). */
 export const TensorPlacement = {
   NRT_TENSOR_PLACEMENT_DEVICE: 0,
   NRT_TENSOR_PLACEMENT_HOST: 1,
   NRT_TENSOR_PLACEMENT_VIRTUAL: 2,
 } as const;
-/** One placement. */
+/** One `nrt_tensor_placement_t` value. */
 export type TensorPlacement = typeof TensorPlacement[keyof typeof TensorPlacement];
+
+/** Where a tensor's bytes live: device memory of its logical core, host memory, or a buffer the caller attaches. */
+export type TensorLocation = "device" | "host" | "virtual";
+
+/** The {@linkcode TensorLocation} of an `nrt_tensor_placement_t`, or `undefined` for a value libnrt does not define. */
+export function tensorLocationOf(placement: number): TensorLocation | undefined {
+  return placement === 0 ? "device" : placement === 1 ? "host" : placement === 2 ? "virtual" : undefined;
+}
+
+/** The `nrt_tensor_placement_t` of a {@linkcode TensorLocation}. */
+export function tensorPlacementOf(location: TensorLocation): TensorPlacement {
+  return location === "device" ? 0 : location === "host" ? 1 : 2;
+}
 
 interface Backing {
   readonly kind: "device" | "host" | "virtual";
@@ -51,7 +64,8 @@ export class Tensor {
   /** Bytes. */
   readonly size: number;
   /** Placement. */
-  readonly placement: TensorPlacement;
+  /** Where the bytes live. */
+  readonly location: TensorLocation;
   /** Physical NeuronCore whose memory holds the tensor (device tensors). */
   readonly nc: number;
   /** Device index (device tensors). */
@@ -65,7 +79,7 @@ export class Tensor {
     backing: Backing,
     offset: number,
     size: number,
-    placement: TensorPlacement,
+    location: TensorLocation,
     name: string,
     device: number,
     nc: number,
@@ -75,7 +89,7 @@ export class Tensor {
     this.#backing = backing;
     this.#offset = offset;
     this.size = size;
-    this.placement = placement;
+    this.location = location;
     this.name = name;
     this.device = device;
     this.nc = nc;
@@ -155,7 +169,7 @@ export class Tensor {
     if (!Number.isSafeInteger(size) || size <= 0 || offset + size > this.size) {
       throw new NrtError(NrtStatus.NRT_INVALID, `Cannot slice tensor "${this.name}": [${offset}, ${offset + size}) is outside its ${this.size} bytes`);
     }
-    return new Tensor(this.#ctx, this.#backing, this.#offset + offset, size, this.placement, name, this.device, this.nc, this.vnc);
+    return new Tensor(this.#ctx, this.#backing, this.#offset + offset, size, this.location, name, this.device, this.nc, this.vnc);
   }
 
   /** `nrt_tensor_free`: the memory goes back when the last view of it is freed. */
@@ -184,7 +198,7 @@ export class Tensor {
  */
 export async function allocateTensor(
   ctx: TensorContext,
-  placement: TensorPlacement,
+  location: TensorLocation,
   device: number,
   nc: number,
   size: number,
@@ -193,11 +207,11 @@ export async function allocateTensor(
 ): Promise<Tensor> {
   ctx.guard();
   if (!Number.isSafeInteger(size) || size <= 0) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": size ${size} is not a positive integer`);
-  if (placement === TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE) {
+  if (location === "device") {
     const dmem = await ctx.ledger.alloc(device, nc, size, DmaMemUsageType.TENSORS);
-    return new Tensor(ctx, { kind: "device", dmem, refs: 0 }, 0, size, placement, name, device, nc, vnc);
+    return new Tensor(ctx, { kind: "device", dmem, refs: 0 }, 0, size, location, name, device, nc, vnc);
   }
-  if (placement === TensorPlacement.NRT_TENSOR_PLACEMENT_HOST) {
+  if (location === "host") {
     let host: Uint8Array;
     try {
       host = new Uint8Array(size);
@@ -205,12 +219,12 @@ export async function allocateTensor(
       // The engine refuses the ArrayBuffer (RangeError): libnrt's malloc failure.
       throw new NrtError(NrtStatus.NRT_FAIL_HOST_MEM_ALLOC, `Cannot allocate tensor "${name}": ${size} bytes of host memory are not available`, { cause: e });
     }
-    return new Tensor(ctx, { kind: "host", host, refs: 0 }, 0, size, placement, name, device, nc, vnc);
+    return new Tensor(ctx, { kind: "host", host, refs: 0 }, 0, size, location, name, device, nc, vnc);
   }
-  if (placement === TensorPlacement.NRT_TENSOR_PLACEMENT_VIRTUAL) {
-    return new Tensor(ctx, { kind: "virtual", refs: 0 }, 0, size, placement, name, device, nc, vnc);
+  if (location === "virtual") {
+    return new Tensor(ctx, { kind: "virtual", refs: 0 }, 0, size, location, name, device, nc, vnc);
   }
-  throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": unknown placement ${String(placement)}`);
+  throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": unknown placement ${JSON.stringify(location)}`);
 }
 
 /** An `nrt_tensor_set`: tensors by name. */

@@ -1,65 +1,39 @@
 /**
  * Test support (private to the folder): a minimal host that drives a {@linkcode DeviceSimPortal} through the same
- * `KhalBase` BAR0 writes the runtime's HAL performs, plus helpers to stage instruction streams and tables in
+ * BAR0 writes the runtime's HAL performs, plus helpers to stage instruction streams and tables in
  * device memory.
  *
  * @module
  */
-import {
-  type DeviceMemory,
-  DMA_DESCRIPTOR_BYTES,
-  type DmaDescriptor,
-  encodeDmaDescriptor,
-  encodeRingTableEntry,
-  KBIN_DMA_RING_TYPE_CUSTOM_OP,
-  RING_TABLE_ENTRY_BYTES,
-  encodeInstruction,
-  type HalTarget,
-  type Instruction,
-  KhalBase,
-  type MemoryLocation,
-  ncBlock,
-  type NotificationQueue,
-  type NotificationRecord,
-  type SiliconSpec,
-  type UcodeImage,
-} from "@nrt/core";
+import { createKhal, type HalTarget, KBIN_DMA_RING_TYPE_CUSTOM_OP, type Khal, type NotificationQueue, type SiliconSpec, type UcodeImage } from "@nrt/core/hal";
+import { DMA_DESCRIPTOR_BYTES, type DmaDescriptor, encodeDmaDescriptor, encodeInstruction, encodeRingTableEntry, type Instruction, type NotificationRecord, RING_TABLE_ENTRY_BYTES } from "@nrt/core/isa";
+import type { DeviceMemory, MemoryLocation } from "@nrt/core/portal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
 
-/** The spec-driven HAL with Cayman's run-stall release (host CSR 0xFF → 0x00). */
-export class TestKhal extends KhalBase {
-  readonly spec: SiliconSpec;
-  constructor(spec: SiliconSpec = CAYMAN_SPEC) {
-    super();
-    this.spec = spec;
-  }
-  async q7ReleaseRunStall(t: HalTarget, nc: number): Promise<void> {
-    if (this.spec.csr.runStall === null) return;
-    await t.portal.barWrite32(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.runStall, 0x00);
-  }
-  errorSubtype(record: bigint): number {
-    return Number((record >> 8n) & 0xffffn);
-  }
-  isaErrorText(errorId: number): string {
-    return `isa error ${errorId}`;
-  }
-  stockPoolUcode(): UcodeImage {
-    return { iram: new Uint8Array(0), dram: new Uint8Array(0) };
-  }
+/**
+ * The HAL of `spec`'s generation, built as the runtime builds it (`createKhal`); the error tables report the subtype
+ * mask itself, so a test reads back what the device put in a record.
+ */
+export function testKhal(spec: SiliconSpec = CAYMAN_SPEC): Khal {
+  return createKhal({
+    spec,
+    errorTables: { dveSpuriousMask: 0, subtypes: [...Array(12).keys()], isaErrors: Array.from({ length: 12 }, (_, i) => `isa error ${i}`), defaultText: "isa error" },
+    override: () => ({ errorSubtype: (record: bigint) => Number((record >> 8n) & 0xffffn) }),
+  });
 }
 
 /** A host driving NeuronCore `nc` of device 0. */
 export class TestHost {
   readonly portal: DeviceSimPortal;
-  readonly khal: TestKhal;
+  readonly khal: Khal;
   readonly target: HalTarget;
   readonly nc: number;
   queue: NotificationQueue | undefined;
 
   constructor(options: DeviceSimOptions = {}, nc = 0) {
     this.portal = new DeviceSimPortal(options);
-    this.khal = new TestKhal(this.portal.spec);
+    this.khal = testKhal(this.portal.spec);
     this.target = { portal: this.portal, device: 0 };
     this.nc = nc;
   }

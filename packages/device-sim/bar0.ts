@@ -13,7 +13,9 @@
  *
  * @module
  */
-import { NrtError, NrtStatus, type SiliconSpec } from "@nrt/core";
+import { NrtError, NrtStatus } from "@nrt/core";
+import type { SiliconSpec } from "@nrt/core/hal";
+import { NQ_REGISTER_BYTES } from "@nrt/core/isa";
 import { ENGINE_IP_BYTES, type NcRegisters, NqRegister, STREAM_ENTRY_BYTES } from "./nc_registers.ts";
 
 export { ENGINE_IP_BYTES, NcRegisters, NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES, type StreamEntry } from "./nc_registers.ts";
@@ -49,7 +51,7 @@ export function decodeBar0(spec: SiliconSpec, ncCount: number, offset: number, l
     ["swap-table", c.swapTable, 8],
     ["swap-file-io", c.swapFileIoTable, 8],
     ["stream-table", c.streamTable, STREAM_ENTRY_BYTES * c.streamSlots],
-    ["nq", c.notificationQueue, 24],
+    ["nq", c.notificationQueue, NQ_REGISTER_BYTES],
     ["engine-ip", c.engineIp, ENGINE_IP_BYTES],
     ["dma", c.dma, spec.dmaEngines * c.dmaEngineStride],
   ];

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { ncBlock, NrtError, NrtStatus } from "@nrt/core";
+import { NrtError, NrtStatus } from "@nrt/core";
+import { ncBlock } from "@nrt/core/hal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { decodeBar0 } from "./bar0.ts";
 import { DeviceSimPortal } from "./device_sim_portal.ts";

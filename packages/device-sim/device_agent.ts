@@ -20,8 +20,8 @@
  *
  * @module
  */
-import type { SiliconSpec } from "@nrt/core";
-import { DeviceLogWriter, LogKind } from "./device_log.ts";
+import type { SiliconSpec } from "@nrt/core/hal";
+import { DeviceLogWriter, LogKind, writeTimelineEvent } from "./device_log.ts";
 import type { ArmedFault } from "./fault_injector.ts";
 import { type MappedAllocation, MemorySpace } from "./memory.ts";
 import { type NcRegisterBuffers, NcRegisters } from "./nc_registers.ts";
@@ -62,6 +62,8 @@ export interface AgentInit {
   readonly log: SharedArrayBuffer;
   /** The ring of fault firings (`device_log.ts`, lossless). */
   readonly fired: SharedArrayBuffer;
+  /** The timeline ring (`device_log.ts`), written only by runs the host asked to trace. */
+  readonly timeline: SharedArrayBuffer;
   /** Allocations made before the agent started. */
   readonly mapped: readonly MappedAllocation[];
 }
@@ -114,6 +116,7 @@ export class DeviceAgent {
     this.#log = new DeviceLogWriter(init.log);
     const log = this.#log;
     const firings = new DeviceLogWriter(init.fired);
+    const timeline = new DeviceLogWriter(init.timeline);
     const text = (kind: number, nc: number, head: (v: DataView) => number, t: string): void => log.appendText(kind, nc, head, t);
     this.#device = new SimDevice({
       spec: init.spec,
@@ -142,6 +145,7 @@ export class DeviceAgent {
             v.setUint32(4, run >>> 0, true);
             return 8;
           }),
+        timeline: (nc) => (e) => writeTimelineEvent(timeline, nc, e),
         q7: (nc) => ({
           dispatched: (op) => text(LogKind.Q7_DISPATCH, nc, (v) => (v.setUint8(0, op.totalCpus), 1), op.fn),
           joined: (r) => {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { encodeInstruction, NotificationKind, Opcode } from "@nrt/core";
+import { encodeInstruction, NotificationKind, Opcode } from "@nrt/core/isa";
 import { NcStatus, NqRegister } from "./nc_registers.ts";
 import { DoorbellRing } from "./device_agent.ts";
 import { TestHost } from "./_testing.ts";

@@ -7,8 +7,15 @@
  * faults armed than it holds entries ({@linkcode FIRED_ENTRIES}, `FaultInjector`'s cap), and it drains the ring before
  * it arms another. Ours: the seeds describe no trace buffer.
  *
+ * The device's timeline (what a profiler draws: each run of the sequencer, each instruction, each DMA queue's
+ * transfers, each Q7 core's kernel, each notification record and the stdio flush, with start and end times) has a ring
+ * of its own ({@linkcode TIMELINE_ENTRIES}), written only while the host set the NeuronCore's trace word
+ * (`NcStatus.TRACE`), so that it never pushes the entries above out and a run that is not traced records nothing.
+ * Times are milliseconds of the clock every thread shares, `performance.timeOrigin + performance.now()`.
+ *
  * @module
  */
+import { decodeNotification, encodeNotification, NOTIFICATION_BYTES, type NotificationRecord } from "@nrt/core/isa";
 
 /** Entry kinds. */
 export const LogKind = {
@@ -24,6 +31,18 @@ export const LogKind = {
   Q7_DISPATCH: 5,
   /** An op joined (payload: 8 × u8 core status, UTF-8 first failure message). */
   Q7_JOIN: 6,
+  /** Timeline: one run of the sequencer (f64 start, f64 end, u32 run, u16 model, u8 outcome). */
+  RUN: 7,
+  /** Timeline: one instruction (f64 start, f64 end, u32 run, u16 slot, u8 opcode, u8 0, f64 argument). */
+  INSTRUCTION: 8,
+  /** Timeline: one DMA queue's transfers of one DMA step (f64 start, f64 end, u32 run, u8 direction, u8 queue, u16 descriptors, f64 bytes). */
+  DMA: 9,
+  /** Timeline: one Q7 core's kernel (f64 start, f64 end, u32 run, u8 core, u8 status, UTF-8 function). */
+  Q7_CORE: 10,
+  /** Timeline: a notification record pushed (f64 time, f64 time, u32 run, the 16 record bytes). */
+  NOTIFY: 11,
+  /** Timeline: the file-IO manager's stdio flush into the host rings (f64 start, f64 end, u32 run, u32 entries). */
+  STDIO: 12,
 } as const;
 
 /** Bytes per entry. */
@@ -141,4 +160,123 @@ export class DeviceLogReader {
 /** The UTF-8 text of a payload from byte `from`. */
 export function payloadText(payload: Uint8Array, from: number): string {
   return fromUtf8.decode(payload.subarray(from));
+}
+
+// ---- The timeline ---------------------------------------------------------------------------------------------
+
+/** Entries in a timeline ring (one traced one-op execution writes about 40). */
+export const TIMELINE_ENTRIES = 8192;
+/** Buffer bytes of a timeline ring. */
+export const TIMELINE_BUFFER_BYTES: number = logBufferBytes(TIMELINE_ENTRIES);
+
+/** How a run ended. */
+export type RunOutcome = "completed" | "faulted" | "dropped";
+const OUTCOMES: readonly RunOutcome[] = ["completed", "faulted", "dropped"];
+/** How a Q7 core ended its kernel (the cluster's statuses). */
+export type Q7CoreOutcome = "ok" | "trap" | "oob" | "abort" | "missing-function";
+const CORE_OUTCOMES: readonly Q7CoreOutcome[] = ["ok", "trap", "oob", "abort", "missing-function"];
+
+/** Fields every timeline event has. */
+interface TimelineBase {
+  /** Start, ms of the shared clock. */
+  readonly start: number;
+  /** End, ms of the shared clock (= start for a point in time). */
+  readonly end: number;
+  /** The sequencer's run count of the stream the event belongs to (1 for the first run after install). */
+  readonly run: number;
+}
+
+/** One event of the device's timeline. */
+export type TimelineEvent =
+  | TimelineBase & { readonly kind: "run"; readonly model: number; readonly outcome: RunOutcome }
+  | TimelineBase & { readonly kind: "instruction"; readonly slot: number; readonly opcode: number; readonly arg: number }
+  | TimelineBase & { readonly kind: "dma"; readonly direction: number; readonly queue: number; readonly descriptors: number; readonly bytes: number }
+  | TimelineBase & { readonly kind: "q7"; readonly core: number; readonly status: Q7CoreOutcome; readonly fn: string }
+  | TimelineBase & { readonly kind: "notify"; readonly record: NotificationRecord }
+  | TimelineBase & { readonly kind: "stdio"; readonly entries: number };
+
+/** Where the device reports timeline events of one NeuronCore. */
+export type TimelineSink = (e: TimelineEvent) => void;
+
+/** The shared clock, in milliseconds (the same on the host and in every Worker). */
+export function sharedClockMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/** Appends one timeline event of NeuronCore `nc` (the agent's end). */
+export function writeTimelineEvent(log: DeviceLogWriter, nc: number, e: TimelineEvent): void {
+  const head = (v: DataView): number => {
+    v.setFloat64(0, e.start, true);
+    v.setFloat64(8, e.end, true);
+    v.setUint32(16, e.run >>> 0, true);
+    return 20;
+  };
+  switch (e.kind) {
+    case "run":
+      return log.append(LogKind.RUN, nc, (_, v) => {
+        const n = head(v);
+        v.setUint16(n, e.model & 0xffff, true);
+        v.setUint8(n + 2, OUTCOMES.indexOf(e.outcome));
+        return n + 3;
+      });
+    case "instruction":
+      return log.append(LogKind.INSTRUCTION, nc, (_, v) => {
+        const n = head(v);
+        v.setUint16(n, e.slot, true);
+        v.setUint8(n + 2, e.opcode);
+        v.setFloat64(n + 4, e.arg, true);
+        return n + 12;
+      });
+    case "dma":
+      return log.append(LogKind.DMA, nc, (_, v) => {
+        const n = head(v);
+        v.setUint8(n, e.direction);
+        v.setUint8(n + 1, e.queue);
+        v.setUint16(n + 2, Math.min(e.descriptors, 0xffff), true);
+        v.setFloat64(n + 4, e.bytes, true);
+        return n + 12;
+      });
+    case "q7":
+      return log.appendText(LogKind.Q7_CORE, nc, (v) => {
+        const n = head(v);
+        v.setUint8(n, e.core);
+        v.setUint8(n + 1, CORE_OUTCOMES.indexOf(e.status));
+        return n + 2;
+      }, e.fn);
+    case "notify":
+      return log.append(LogKind.NOTIFY, nc, (p, v) => {
+        const n = head(v);
+        encodeNotification(e.record, p, n);
+        return n + NOTIFICATION_BYTES;
+      });
+    case "stdio":
+      return log.append(LogKind.STDIO, nc, (_, v) => {
+        const n = head(v);
+        v.setUint32(n, e.entries >>> 0, true);
+        return n + 4;
+      });
+  }
+}
+
+/** A timeline event as the host reads it, or `undefined` for an entry of another kind. */
+export function readTimelineEvent(entry: LogEntry): TimelineEvent | undefined {
+  const p = entry.payload;
+  if (p.byteLength < 20) return undefined;
+  const v = new DataView(p.buffer, p.byteOffset, p.byteLength);
+  const base = { start: v.getFloat64(0, true), end: v.getFloat64(8, true), run: v.getUint32(16, true) };
+  switch (entry.kind) {
+    case LogKind.RUN:
+      return { kind: "run", ...base, model: v.getUint16(20, true), outcome: OUTCOMES[v.getUint8(22)] ?? "faulted" };
+    case LogKind.INSTRUCTION:
+      return { kind: "instruction", ...base, slot: v.getUint16(20, true), opcode: v.getUint8(22), arg: v.getFloat64(24, true) };
+    case LogKind.DMA:
+      return { kind: "dma", ...base, direction: v.getUint8(20), queue: v.getUint8(21), descriptors: v.getUint16(22, true), bytes: v.getFloat64(24, true) };
+    case LogKind.Q7_CORE:
+      return { kind: "q7", ...base, core: v.getUint8(20), status: CORE_OUTCOMES[v.getUint8(21)] ?? "abort", fn: payloadText(p, 22) };
+    case LogKind.NOTIFY:
+      return { kind: "notify", ...base, record: decodeNotification(p, 20) };
+    case LogKind.STDIO:
+      return { kind: "stdio", ...base, entries: v.getUint32(20, true) };
+  }
+  return undefined;
 }

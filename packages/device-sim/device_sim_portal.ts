@@ -20,27 +20,21 @@
  *
  * @module
  */
-import {
-  type DeviceMemory,
-  type MemAllocRequest,
-  type NotificationRecord,
-  NrtError,
-  NrtStatus,
-  type Portal,
-  type PortalDeviceInfo,
-  type SiliconSpec,
-} from "@nrt/core";
+import { NrtError, NrtStatus, type Portal } from "@nrt/core";
+import type { SiliconSpec } from "@nrt/core/hal";
+import type { NotificationRecord } from "@nrt/core/isa";
+import type { DeviceMemory, MemAllocRequest, PortalDeviceInfo } from "@nrt/core/portal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { AgentLink } from "./agent_link.ts";
 import { Bar0 } from "./bar0.ts";
 import { type AgentInit, DOORBELL_RING_BYTES } from "./device_agent.ts";
-import { DeviceLogReader, FIRED_ENTRIES, LOG_BUFFER_BYTES, logBufferBytes } from "./device_log.ts";
-import { DeviceTrace, type Q7CoreActivity } from "./device_trace.ts";
+import { DeviceLogReader, FIRED_ENTRIES, LOG_BUFFER_BYTES, logBufferBytes, sharedClockMs, TIMELINE_BUFFER_BYTES } from "./device_log.ts";
+import { DeviceTrace, type NcTimelineEvent, type Q7CoreActivity } from "./device_trace.ts";
 import { type QueueBytes, queueBytesOf } from "./dma_engine.ts";
 import { type DeviceStdioQueue, FileIoManager } from "./file_io_manager.ts";
 import { FaultInjector, type FiredFault } from "./fault_injector.ts";
 import { DeviceMemoryMap, type MappedAllocation } from "./memory.ts";
-import { NcRegisters, NcStatus, NqRegister } from "./nc_registers.ts";
+import { NcCounter, NcRegisters, NcStatus, NqRegister } from "./nc_registers.ts";
 import type { Q7BootEvent, Q7ClusterFactory } from "./q7_complex.ts";
 import { defaultQ7Factory } from "./q7_factory.ts";
 
@@ -108,9 +102,11 @@ class HostDevice {
     });
     const groups = o.mode === "core" ? this.regs.map((_, nc) => [nc]) : [this.regs.map((_, nc) => nc)];
     const readers: DeviceLogReader[] = [];
+    const timelines: DeviceLogReader[] = [];
     for (const ncs of groups) {
       const log = new SharedArrayBuffer(LOG_BUFFER_BYTES);
       const fired = new SharedArrayBuffer(logBufferBytes(FIRED_ENTRIES));
+      const timeline = new SharedArrayBuffer(TIMELINE_BUFFER_BYTES);
       const init: AgentInit = {
         spec,
         device: index,
@@ -119,14 +115,16 @@ class HostDevice {
         doorbells: new SharedArrayBuffer(DOORBELL_RING_BYTES),
         log,
         fired,
+        timeline,
         mapped: [],
       };
       const link = o.mode === "inline" ? AgentLink.inline(init, o.q7Factory) : AgentLink.worker(init);
       this.links.push(link);
       for (const nc of ncs) this.#linkOfNc[nc] = link;
       readers.push(new DeviceLogReader(log), new DeviceLogReader(fired));
+      timelines.push(new DeviceLogReader(timeline));
     }
-    this.trace = new DeviceTrace(index, spec.ncPerDevice, readers, o.q7Events, o.faultKinds);
+    this.trace = new DeviceTrace(index, spec.ncPerDevice, readers, o.q7Events, o.faultKinds, timelines);
   }
 
   linkOf(nc: number): AgentLink {
@@ -311,9 +309,16 @@ export class DeviceSimPortal implements Portal {
     }
   }
 
-  /** Bytes and allocations in use on a device. */
+  /**
+   * Bytes and allocations in use on a device. Readable after `close()` too: the device's final state (what a leak
+   * check after `nrt_close` looks at).
+   */
   memUsage(device: number): Promise<{ hbm: number; host: number; allocations: number }> {
-    return this.#sync(() => this.#device(device, "read memory usage").memory.usage());
+    return this.#sync(() => {
+      const d = this.#devices[device];
+      if (d === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot read memory usage: device ${device} does not exist (${this.#devices.length} simulated)`);
+      return d.memory.usage();
+    });
   }
 
   /** Stops every agent (their sequencers and Q7 Workers) and releases notification waiters. Idempotent. */
@@ -384,6 +389,38 @@ export class DeviceSimPortal implements Portal {
    */
   mappedRegisters(device: number, nc: number): NcRegisters {
     return this.#regs(device, nc, "map the registers");
+  }
+
+  /**
+   * Asks the device to record its timeline (`device_log.ts`: runs, instructions, DMA queues, Q7 cores, records, stdio)
+   * on every NeuronCore of `device`, or on `nc` only; `false` stops it. A run reads the switch when it starts. Off
+   * (the default), a run records nothing. Read the events with {@linkcode DeviceSimPortal.takeTimeline}.
+   */
+  setTimeline(device: number, enabled: boolean, nc?: number): void {
+    const d = this.#device(device, "switch the timeline");
+    const ncs = nc === undefined ? d.regs.map((_, i) => i) : [nc];
+    for (const i of ncs) Atomics.store(this.#regs(device, i, "switch the timeline").status, NcStatus.TRACE, enabled ? 1 : 0);
+  }
+
+  /**
+   * The timeline events the device recorded since the last call, oldest first per agent, and how many were lost
+   * because the host read them too late (the ring keeps the last 8192 entries).
+   */
+  takeTimeline(device: number): { events: NcTimelineEvent[]; lost: number } {
+    this.#regs(device, 0, "read the timeline");
+    return this.#devices[device].trace.takeTimeline();
+  }
+
+  /**
+   * Milliseconds NeuronCore `nc` has been busy running streams since the device was made: finished runs, plus the
+   * run in progress up to now (the device's own counters; the clock is `performance.timeOrigin + now()`).
+   */
+  busyMs(device: number, nc: number): number {
+    const c = this.#regs(device, nc, "read busy time").counters;
+    // Busy first, then the start: a run ending in between is counted late, never twice.
+    const busy = c[NcCounter.BUSY_MS];
+    const started = c[NcCounter.RUN_STARTED_MS];
+    return busy + (started > 0 ? Math.max(0, sharedClockMs() - started) : 0);
   }
 
   /** Whether a NeuronCore's Q7 cores are busy with the op of the run in progress (e.g. a kernel in an endless loop). */

@@ -1,16 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import {
-  type DeviceMemory,
-  DmaDirection,
-  encodeArgTable,
-  encodeOpcodeTable,
-  type Instruction,
-  NotificationKind,
-  Opcode,
-  type OpcodeTableEntry,
-  Q7Map,
-  TpbErrorId,
-} from "@nrt/core";
+import { DmaDirection, encodeArgTable, encodeOpcodeTable, type Instruction, NotificationKind, Opcode, type OpcodeTableEntry, Q7Map, TpbErrorId } from "@nrt/core/isa";
+import type { DeviceMemory } from "@nrt/core/portal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { TpbFaultMask } from "./sequencer.ts";
 import { bytesF32, f32Bytes, readBytes, TestHost } from "./_testing.ts";

@@ -1,14 +1,18 @@
 /**
  * The host's view of what a simulated device reported through its trace buffers (`device_log.ts`): the notification
  * records of each NeuronCore, the Q7 lifecycle events, the sequencer's faults, the injected faults as they fired,
- * and the activity of each Q7 core. Read when asked; bounded (each list keeps its last entries). Ours.
+ * and the activity of each Q7 core. Read when asked; bounded (each list keeps its last entries). The timeline ring
+ * (what traced runs recorded) is handed out whole to whoever takes it ({@linkcode DeviceTrace.takeTimeline}). Ours.
  *
  * @module
  */
-import { decodeNotification, HwErrorCause, type NotificationRecord, NotificationKind, TpbErrorId, TpbErrorMask } from "@nrt/core";
-import { type DeviceLogReader, LogKind, payloadText } from "./device_log.ts";
+import { decodeNotification, HwErrorCause, NotificationKind, type NotificationRecord, TpbErrorId, TpbErrorMask } from "@nrt/core/isa";
+import { type DeviceLogReader, LogKind, payloadText, readTimelineEvent, type TimelineEvent } from "./device_log.ts";
 import type { FiredFault } from "./fault_injector.ts";
 import type { Q7BootEvent } from "./q7_complex.ts";
+
+/** One timeline event and the NeuronCore that recorded it. */
+export type NcTimelineEvent = TimelineEvent & { readonly nc: number };
 
 /** How much of each list is kept. */
 const KEEP = 4096;
@@ -69,6 +73,7 @@ export class DeviceTrace {
   readonly #q7Events: Q7BootEvent[];
   readonly #firings: FiredFault[] = [];
   readonly #armedKinds: Map<number, FiredFault["kind"]>;
+  readonly #timelines: readonly DeviceLogReader[];
 
   /**
    * @param device Device index.
@@ -76,9 +81,18 @@ export class DeviceTrace {
    * @param readers The trace buffers of its agents.
    * @param q7Events Where Q7 lifecycle events go (shared by the devices of a portal).
    * @param armedKinds Fault id → kind, to name the fired ones.
+   * @param timelines The timeline rings of its agents.
    */
-  constructor(device: number, ncCount: number, readers: readonly DeviceLogReader[], q7Events: Q7BootEvent[], armedKinds: Map<number, FiredFault["kind"]>) {
+  constructor(
+    device: number,
+    ncCount: number,
+    readers: readonly DeviceLogReader[],
+    q7Events: Q7BootEvent[],
+    armedKinds: Map<number, FiredFault["kind"]>,
+    timelines: readonly DeviceLogReader[] = [],
+  ) {
     this.#device = device;
+    this.#timelines = timelines;
     this.#readers = readers;
     this.#q7Events = q7Events;
     this.#armedKinds = armedKinds;
@@ -207,6 +221,24 @@ export class DeviceTrace {
       ...(c.fn === undefined ? {} : { fn: c.fn }),
       ...(c.detail === undefined ? {} : { detail: c.detail }),
     }));
+  }
+
+  /**
+   * The timeline events recorded since the last call (each agent's oldest first) and the entries lost since the last
+   * call because the ring wrapped before they were read.
+   */
+  takeTimeline(): { events: NcTimelineEvent[]; lost: number } {
+    const events: NcTimelineEvent[] = [];
+    let lost = 0;
+    for (const reader of this.#timelines) {
+      const before = reader.lost;
+      for (const entry of reader.drain()) {
+        const e = readTimelineEvent(entry);
+        if (e !== undefined) events.push({ ...e, nc: entry.nc });
+      }
+      lost += reader.lost - before;
+    }
+    return { events, lost };
   }
 
   /** The last fatal error the NeuronCore reported, until a later completion. */

@@ -10,15 +10,9 @@
  *
  * @module
  */
-import {
-  decodeDmaDescriptor,
-  decodeRingTableEntry,
-  DMA_DESCRIPTOR_BYTES,
-  DmaDirection,
-  KBIN_DMA_RING_TYPE_CUSTOM_OP,
-  RING_TABLE_ENTRY_BYTES,
-  type SiliconSpec,
-} from "@nrt/core";
+import { KBIN_DMA_RING_TYPE_CUSTOM_OP, type SiliconSpec } from "@nrt/core/hal";
+import { decodeDmaDescriptor, decodeRingTableEntry, DMA_DESCRIPTOR_BYTES, DmaDirection, RING_TABLE_ENTRY_BYTES } from "@nrt/core/isa";
+import { sharedClockMs } from "./device_log.ts";
 import type { MemorySpace } from "./memory.ts";
 import type { SbufStore } from "./sbuf.ts";
 
@@ -104,11 +98,20 @@ export class DmaEngine {
     return rings;
   }
 
-  /** Runs every descriptor attached for `direction`; the total moved must equal `expected`. */
-  run(direction: DmaDirection, expected: number): void {
+  /**
+   * Runs every descriptor attached for `direction`; the total moved must equal `expected`. `onQueue`, when given (a
+   * traced run), hears each queue's share: its start and end (ms of the shared clock), bytes and descriptors.
+   */
+  run(
+    direction: DmaDirection,
+    expected: number,
+    onQueue?: (queue: number, start: number, end: number, bytes: number, descriptors: number) => void,
+  ): void {
     const base = direction === DmaDirection.M2S ? 0 : this.#spec.q7CoresPerNc;
     let total = 0;
     for (const ring of this.#rings[direction]) {
+      const t0 = onQueue === undefined ? 0 : sharedClockMs();
+      const before = total;
       // Descriptors are decoded once per write of the ring (the host re-materialises it when I/O addresses change).
       const descs = this.#memory.decodePa(ring.ringPa, ring.count * DMA_DESCRIPTOR_BYTES, "descriptors", (bytes) =>
         Array.from({ length: ring.count }, (_, i) => decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES)));
@@ -118,6 +121,7 @@ export class DmaEngine {
         this.#stats[base + ring.core] += d.bytes;
         total += d.bytes;
       }
+      onQueue?.(ring.core, t0, sharedClockMs(), total - before, descs.length);
     }
     if (total !== expected) {
       const name = direction === DmaDirection.M2S ? "M2S" : "S2M";

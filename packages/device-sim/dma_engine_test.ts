@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { DmaDirection, KBIN_DMA_RING_TYPE_CUSTOM_OP, NotificationKind, Opcode } from "@nrt/core";
+import { KBIN_DMA_RING_TYPE_CUSTOM_OP } from "@nrt/core/hal";
+import { DmaDirection, NotificationKind, Opcode } from "@nrt/core/isa";
 import { TpbFaultMask } from "./sequencer.ts";
 import { TestHost } from "./_testing.ts";
 

@@ -22,7 +22,7 @@
  *
  * @module
  */
-import { type CollectivesHang, CollectivesHang as Hang } from "@nrt/core";
+import { type CollectivesHang, CollectivesHang as Hang } from "@nrt/core/isa";
 
 /** The fault kinds the simulator can inject. */
 export const FaultKind = {

@@ -15,15 +15,7 @@
  *
  * @module
  */
-import {
-  POOL_STDIO_DESCRIPTOR_BYTES,
-  POOL_STDIO_ENTRY_BYTES,
-  POOL_STDIO_ENTRY_HEADER_BYTES,
-  POOL_STDIO_MAGIC,
-  POOL_STDIO_RECORD_BYTES,
-  POOL_STDIO_SLOTS,
-  PoolStdioDescriptor,
-} from "@nrt/core";
+import { POOL_STDIO_DESCRIPTOR_BYTES, POOL_STDIO_ENTRY_BYTES, POOL_STDIO_ENTRY_HEADER_BYTES, POOL_STDIO_MAGIC, POOL_STDIO_RECORD_BYTES, POOL_STDIO_SLOTS, PoolStdioDescriptor } from "@nrt/core/isa";
 import { type NcRegisters, NcStatus } from "./nc_registers.ts";
 import type { MemorySpace } from "./memory.ts";
 import type { Q7Complex } from "./q7_complex.ts";

@@ -14,7 +14,8 @@
  *
  * @module
  */
-import { type DeviceMemory, type MemAllocRequest, type MemoryLocation, NrtError, NrtStatus } from "@nrt/core";
+import { NrtError, NrtStatus } from "@nrt/core";
+import type { DeviceMemory, MemAllocRequest, MemoryLocation } from "@nrt/core/portal";
 
 /** One physical range a location allocates from. */
 export interface MemoryRange {

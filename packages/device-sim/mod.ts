@@ -4,7 +4,7 @@
  * streams of `@nrt/core`'s ISA, the custom-op DMA queues and the 8 Q7 cores per NeuronCore running WebAssembly
  * kernels SPMD in Workers. The device runs as an agent of its own (a Worker per device by default): the host only
  * writes registers and memory it shares with it, rings doorbells and waits on the notification queue, as a driver
- * does. Importing it has no side effects; `registerDeviceSim` is the DI entry.
+ * does. Importing it has no side effects; a composition root passes a `DeviceSimPortal` to `Runtime.init`.
  *
  * Seed: runtime-synthesis §1.2 layer 4 and §3 (the execute path the simulator runs device-side).
  *
@@ -20,8 +20,8 @@
  * @module
  */
 export { type DeviceAgentMode, DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
-export type { Q7CoreActivity } from "./device_trace.ts";
-export { registerDeviceSim } from "./register.ts";
+export type { NcTimelineEvent, Q7CoreActivity } from "./device_trace.ts";
+export { type Q7CoreOutcome, type RunOutcome, sharedClockMs, type TimelineEvent } from "./device_log.ts";
 export { defaultQ7Factory } from "./q7_factory.ts";
 export { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";
 export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES } from "./bar0.ts";

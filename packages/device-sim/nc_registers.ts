@@ -9,14 +9,11 @@
  *
  * @module
  */
-import type { SiliconSpec } from "@nrt/core";
+import type { SiliconSpec } from "@nrt/core/hal";
+import { decodeStreamEntry, NQ_CAUSE_OVERFLOW, NQ_REGISTER_BYTES, NqRegister, STREAM_ENTRY_BYTES, type StreamEntryFields } from "@nrt/core/isa";
 
-/** Byte layout of the notification-queue block (6 × u32; seed: lifecycle-error-model §5.3). */
-export const NqRegister = { BASE_LO: 0, BASE_HI: 4, CAPACITY: 8, HEAD: 12, TAIL: 16, CAUSE: 20 } as const;
-/** Bit 0 of the NQ cause register: the device lapped the host (sticky until the host writes 0). */
-export const NQ_CAUSE_OVERFLOW = 1;
-/** Bytes of one stream-table entry: u32 pa lo, u32 pa hi, u32 slots, u32 valid | model | doorbell. */
-export const STREAM_ENTRY_BYTES = 16;
+// The NQ block and the stream-table entry are the host's formats: one definition, in `@nrt/core`'s isa.ts.
+export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES };
 /** Bytes of the engine instruction-pointer block (5 engines × u32). */
 export const ENGINE_IP_BYTES = 20;
 
@@ -44,8 +41,25 @@ export const NcStatus = {
    * only when there is one: a store of the head with nobody asleep costs no wake-up. Ours.
    */
   HOST_WAITERS: 6,
+  /**
+   * Non-zero while the host asks the device to record its timeline (`device_log.ts`, the profiler's events). The
+   * sequencer reads it once per run: with 0 a run records nothing and reads no clock beyond the busy counters. Ours.
+   */
+  TRACE: 7,
 } as const;
 const STATUS_WORDS = 8;
+
+/**
+ * Counters the device keeps for utilization (Float64 indices into {@linkcode NcRegisters.counters}), in milliseconds of
+ * the clock host and device share (`performance.timeOrigin + performance.now()`). Ours.
+ */
+export const NcCounter = {
+  /** Milliseconds the sequencer spent in finished runs (device busy time). */
+  BUSY_MS: 0,
+  /** When the run in progress started, or 0 when the sequencer is idle. */
+  RUN_STARTED_MS: 1,
+} as const;
+const COUNTER_WORDS = 2;
 
 /** Where each register lives in the two buffers of one NeuronCore. */
 export interface NcRegisterLayout {
@@ -65,6 +79,7 @@ export interface NcRegisterLayout {
   readonly nq: number;
   readonly engineIp: number;
   readonly dma: number;
+  readonly counters: number;
 }
 
 const align8 = (n: number): number => Math.ceil(n / 8) * 8;
@@ -86,9 +101,10 @@ export function ncRegisterLayout(spec: SiliconSpec): NcRegisterLayout {
   const swapTable = take(8);
   const swapFileIo = take(8);
   const streamTable = take(STREAM_ENTRY_BYTES * spec.csr.streamSlots);
-  const nq = take(24);
+  const nq = take(NQ_REGISTER_BYTES);
   const engineIp = take(ENGINE_IP_BYTES);
   const dma = take(spec.dmaEngines * spec.csr.dmaEngineStride);
+  const counters = take(8 * COUNTER_WORDS);
   return {
     bytes: at,
     imageBytes: spec.q7CoresPerNc * (spec.q7IramBytes + spec.q7DramBytes),
@@ -104,6 +120,7 @@ export function ncRegisterLayout(spec: SiliconSpec): NcRegisterLayout {
     nq,
     engineIp,
     dma,
+    counters,
   };
 }
 
@@ -115,18 +132,10 @@ export interface NcRegisterBuffers {
   readonly images: SharedArrayBuffer;
 }
 
-/** A decoded stream-table entry. */
-export interface StreamEntry {
+/** A decoded stream-table entry and its table slot. */
+export interface StreamEntry extends StreamEntryFields {
   /** Table slot. */
   readonly slot: number;
-  /** Device PA of instruction slot 0. */
-  readonly pa: number;
-  /** Number of 64-byte instruction slots. */
-  readonly slots: number;
-  /** Device-side model id (bits 16..30 of word 3). */
-  readonly model: number;
-  /** Doorbell semaphore (bits 0..15 of word 3). */
-  readonly doorbell: number;
 }
 
 /** The registers of one NeuronCore, as views over its shared buffers; the same class on both sides. */
@@ -155,6 +164,8 @@ export class NcRegisters {
   readonly status: Int32Array;
   /** Bytes moved per custom-op queue: M2S for core c at c, S2M at 8 + c. */
   readonly queueBytes: Float64Array;
+  /** Utilization counters ({@linkcode NcCounter}), written by the device, read by the host. */
+  readonly counters: Float64Array;
   readonly #runStall: Int32Array;
   readonly #lengths: Uint32Array;
   readonly #imageBuffer: SharedArrayBuffer;
@@ -176,11 +187,12 @@ export class NcRegisters {
     this.status = new Int32Array(b, l.status, STATUS_WORDS);
     this.#lengths = new Uint32Array(b, l.imageLengths, 2 * spec.q7CoresPerNc);
     this.queueBytes = new Float64Array(b, l.queueBytes, 2 * spec.q7CoresPerNc);
+    this.counters = new Float64Array(b, l.counters, COUNTER_WORDS);
     this.swapTable = new Uint8Array(b, l.swapTable, 8);
     this.swapFileIo = new Uint8Array(b, l.swapFileIo, 8);
     this.streamTable = new Uint8Array(b, l.streamTable, STREAM_ENTRY_BYTES * spec.csr.streamSlots);
-    this.nq = new Uint8Array(b, l.nq, 24);
-    this.nqWords = new Int32Array(b, l.nq, 6);
+    this.nq = new Uint8Array(b, l.nq, NQ_REGISTER_BYTES);
+    this.nqWords = new Int32Array(b, l.nq, NQ_REGISTER_BYTES / 4);
     this.engineIp = new Uint32Array(b, l.engineIp, 5);
     this.dma = new Uint8Array(b, l.dma, spec.dmaEngines * spec.csr.dmaEngineStride);
     this.#imageBuffer = this.buffers.images;
@@ -217,10 +229,8 @@ export class NcRegisters {
 
   /** The stream-table entry of `slot`, or `undefined` when its valid bit is clear. */
   streamEntry(slot: number): StreamEntry | undefined {
-    const v = new DataView(this.streamTable.buffer, this.streamTable.byteOffset + slot * STREAM_ENTRY_BYTES, STREAM_ENTRY_BYTES);
-    const w3 = v.getUint32(12, true);
-    if ((w3 & 0x8000_0000) === 0) return undefined;
-    return { slot, pa: v.getUint32(0, true) + v.getUint32(4, true) * 0x1_0000_0000, slots: v.getUint32(8, true), model: (w3 >>> 16) & 0x7fff, doorbell: w3 & 0xffff };
+    const e = decodeStreamEntry(this.streamTable, slot * STREAM_ENTRY_BYTES);
+    return e === undefined ? undefined : { slot, ...e };
   }
 
   /** An NQ register (u32). */

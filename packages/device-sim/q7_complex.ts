@@ -10,7 +10,7 @@
  *
  * @module
  */
-import type { TensorDescriptor } from "@nrt/core";
+import type { TensorDescriptor } from "@nrt/core/isa";
 import { type NcRegisters, NcStatus, Q7State } from "./nc_registers.ts";
 import type { SbufStore } from "./sbuf.ts";
 
@@ -48,6 +48,10 @@ export interface Q7CoreResult {
   readonly message?: string;
   /** Whether the core passed its commit fence (`customop_cleanup`'s memw). */
   readonly committed: boolean;
+  /** When the core entered the kernel, ms of the clock every thread shares (`performance.timeOrigin + now()`). */
+  readonly startMs?: number;
+  /** Time the core spent in the kernel. */
+  readonly elapsedNs?: number;
 }
 
 /** The Q7 cluster the device drives (the shape of `q7/q7_cluster.ts`'s `Q7Cluster`). */

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { encodeOpcodeTable, NotificationKind, Opcode, Q7Map, type SiliconSpec } from "@nrt/core";
+import type { SiliconSpec } from "@nrt/core/hal";
+import { encodeOpcodeTable, NotificationKind, Opcode, Q7Map } from "@nrt/core/isa";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import type { Q7ClusterPort, Q7CoreResult, Q7DispatchOp } from "./q7_complex.ts";
 import { TpbFaultMask } from "./sequencer.ts";

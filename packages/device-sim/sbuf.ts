@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { Q7Map } from "@nrt/core";
+import { Q7Map } from "@nrt/core/isa";
 
 /** The SBUF of one NeuronCore. */
 export class SbufStore {

@@ -17,35 +17,10 @@
  *
  * @module
  */
-import {
-  type ArgTable,
-  collectivesProgress,
-  CollectivesHang,
-  DMA_ENGINE_STATE_OFFSET,
-  DmaEngineState,
-  HBM_UE_REPAIRABLE,
-  HwErrorCause,
-  TpbErrorMask,
-  ARG_HEADER_BYTES,
-  decodeArgTable,
-  decodeInstruction,
-  decodeOpcodeTable,
-  DmaDirection,
-  EVENT_UPDATE_MODE_INCREMENT,
-  type Instruction,
-  type NotificationRecord,
-  NotificationKind,
-  Opcode,
-  OPCODE_TABLE_ENTRY_BYTES,
-  OPCODE_TABLE_HEADER_BYTES,
-  type OpcodeTable,
-  type SiliconSpec,
-  SLOT_BYTES,
-  TENSOR_DESC_BYTES,
-  TpbEngType,
-  TpbErrorId,
-} from "@nrt/core";
-import { type NcRegisters, NcStatus, NqRegister, type StreamEntry } from "./nc_registers.ts";
+import { type SiliconSpec, TpbEngType } from "@nrt/core/hal";
+import { ARG_HEADER_BYTES, type ArgTable, CollectivesHang, collectivesProgress, decodeArgTable, decodeInstruction, decodeOpcodeTable, DMA_ENGINE_STATE_OFFSET, DmaDirection, DmaEngineState, EVENT_UPDATE_MODE_INCREMENT, HBM_UE_REPAIRABLE, HwErrorCause, type Instruction, NotificationKind, type NotificationRecord, Opcode, OPCODE_TABLE_ENTRY_BYTES, OPCODE_TABLE_HEADER_BYTES, type OpcodeTable, SLOT_BYTES, TENSOR_DESC_BYTES, TpbErrorId, TpbErrorMask } from "@nrt/core/isa";
+import { type NcRegisters, NcCounter, NcStatus, NqRegister, type StreamEntry } from "./nc_registers.ts";
+import { sharedClockMs, type TimelineSink } from "./device_log.ts";
 import { type DmaEngine, DmaFault } from "./dma_engine.ts";
 import { type ArmedFault, FaultKind, type FaultPhase, type NcFaults } from "./fault_injector.ts";
 import type { FileIoManager } from "./file_io_manager.ts";
@@ -92,6 +67,8 @@ export interface SequencerDeps {
   readonly fileIo?: FileIoManager;
   /** Told of every fault the sequencer raises or plays (the device's trace buffer). */
   readonly onFault?: (fault: { slot: number; mask: number; message: string }) => void;
+  /** Where a run records its timeline while the host set `NcStatus.TRACE` (none: never recorded). */
+  readonly timeline?: TimelineSink;
 }
 
 class SequencerFault extends Error {
@@ -115,6 +92,10 @@ interface Run {
   dispatch: Promise<{ cores: Q7CoreResult[] }> | undefined;
   /** The Q7 cores are still running this run's op. */
   q7Busy: boolean;
+  /** Where this run records its timeline; `undefined` (the host did not ask) records nothing. */
+  readonly trace: TimelineSink | undefined;
+  /** The function of the op on the Q7 cores (for the timeline). */
+  fn: string;
   readonly abort: AbortController;
   readonly dropped: Promise<typeof DROPPED>;
 }
@@ -272,11 +253,20 @@ export class Sequencer {
   /** Posts one record to the NeuronCore's notification queue: the single exit of every device notification. */
   pushRecord(record: NotificationRecord): void {
     this.#d.nq.push(record);
+    const r = this.#current;
+    if (r?.trace !== undefined) this.#traceRecords(r, [record]);
   }
 
   /** Posts a burst of records (the per-core errors of one join) that the host sees all at once. */
   pushRecords(records: readonly NotificationRecord[]): void {
     if (records.length > 0) this.#d.nq.pushAll(records);
+    const r = this.#current;
+    if (r?.trace !== undefined) this.#traceRecords(r, records);
+  }
+
+  #traceRecords(r: Run, records: readonly NotificationRecord[]): void {
+    const t = sharedClockMs();
+    for (const record of records) r.trace!({ kind: "notify", start: t, end: t, run: r.count, record });
   }
 
   async #pump(): Promise<void> {
@@ -298,9 +288,15 @@ export class Sequencer {
     if (spec.runStallRelease === "evt-sem" && q7.state !== "running") q7.release("evt-sem");
     const abort = new AbortController();
     const dropped = new Promise<typeof DROPPED>((resolve) => abort.signal.addEventListener("abort", () => resolve(DROPPED), { once: true }));
-    const run: Run = { entry, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, q7Busy: false, abort, dropped };
+    const regs = this.#d.regs;
+    // The trace word is read once per run: an untraced run reads no clock beyond the two of the busy counter.
+    const trace = this.#d.timeline !== undefined && Atomics.load(regs.status, NcStatus.TRACE) !== 0 ? this.#d.timeline : undefined;
+    const run: Run = { entry, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, q7Busy: false, abort, dropped, trace, fn: "" };
+    const started = sharedClockMs();
+    regs.counters[NcCounter.RUN_STARTED_MS] = started;
+    let outcome: "completed" | "faulted" | "dropped" = "completed";
     this.#current = run;
-    Atomics.add(this.#d.regs.status, NcStatus.RUNS, 1);
+    Atomics.add(regs.status, NcStatus.RUNS, 1);
     this.#d.faults?.runStarted();
     try {
       const atStart = this.#fire(run, "run-start");
@@ -317,16 +313,27 @@ export class Sequencer {
         }
         const atInstruction = this.#fire(run, "instruction");
         if (atInstruction !== undefined) await atInstruction;
+        const t0 = trace === undefined ? 0 : sharedClockMs();
         const executing = this.#execute(ins, run);
         if (executing !== undefined) await executing;
-        if (abort.signal.aborted) return;
+        if (abort.signal.aborted) {
+          outcome = "dropped";
+          return;
+        }
+        trace?.({ kind: "instruction", start: t0, end: sharedClockMs(), run: count, slot: run.slot, opcode: ins.op, arg: instructionArg(ins) });
       }
     } catch (e) {
+      outcome = abort.signal.aborted ? "dropped" : "faulted";
       if (abort.signal.aborted || e instanceof StreamHalt) return;
       const f = e instanceof SequencerFault ? e : new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, String(e));
       this.#fault(run, f.mask, f.message, [f.q7]);
     } finally {
       if (this.#current === run) this.#current = undefined;
+      // The device's busy time (utilization): the run's span, whatever its outcome.
+      const ended = sharedClockMs();
+      regs.counters[NcCounter.BUSY_MS] += ended - started;
+      regs.counters[NcCounter.RUN_STARTED_MS] = 0;
+      trace?.({ kind: "run", start: started, end: ended, run: count, model: run.model, outcome });
     }
   }
 
@@ -346,7 +353,7 @@ export class Sequencer {
         dmaStep(() => dma.configure(ins.direction, ins.queues, ins.ringTable));
         return;
       case Opcode.DMA_CONFIG_SIZE:
-        dmaStep(() => dma.run(DmaDirection.M2S, ins.m2sBytes));
+        dmaStep(() => dma.run(DmaDirection.M2S, ins.m2sBytes, dmaTimeline(run, DmaDirection.M2S)));
         run.s2mBytes = ins.s2mBytes;
         return;
       case Opcode.LOAD_POOL_ARGUMENT:
@@ -444,6 +451,7 @@ export class Sequencer {
     }
     const args = run.args ?? { inputs: [], outputs: [], ints: [] };
     const op = { key, fn: entry.name, totalCpus: totalCpus as 1 | 8, args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] } };
+    run.fn = entry.name;
     run.dispatch = started.dispatch(op, run.abort.signal);
     this.#setBusy(run, true);
     run.dispatch.then(() => this.#setBusy(run, false), () => {}); // joined (and reported) by DRAIN
@@ -455,9 +463,18 @@ export class Sequencer {
       const joined = await Promise.race([this.#joinDispatch(run.dispatch), run.dropped]);
       run.dispatch = undefined;
       if (joined === DROPPED) return;
+      if (run.trace !== undefined) {
+        for (const c of joined) {
+          if (!c.ran || c.startMs === undefined) continue;
+          const end = c.startMs + (c.elapsedNs ?? 0) / 1e6;
+          run.trace({ kind: "q7", start: c.startMs, end, run: run.count, core: c.cpu, status: c.status, fn: run.fn });
+        }
+      }
       // The file-IO manager moves the op's printf output to the host rings before any record of this run.
-      const flushing = this.#d.fileIo?.flush();
-      if (flushing instanceof Promise) await flushing.catch(() => 0);
+      const f0 = run.trace === undefined ? 0 : sharedClockMs();
+      let flushed = this.#d.fileIo?.flush() ?? 0;
+      if (flushed instanceof Promise) flushed = await flushed.catch(() => 0);
+      run.trace?.({ kind: "stdio", start: f0, end: sharedClockMs(), run: run.count, entries: flushed });
       const atJoin = this.#fire(run, "join");
       if (atJoin !== undefined) await atJoin;
       const failed = joined.filter((c) => c.ran && c.status !== "ok");
@@ -485,7 +502,7 @@ export class Sequencer {
       }
       this.pushRecords(uncommitted);
     }
-    if (run.s2mBytes !== undefined) dmaStep(() => this.#d.dma.run(DmaDirection.S2M, run.s2mBytes!));
+    if (run.s2mBytes !== undefined) dmaStep(() => this.#d.dma.run(DmaDirection.S2M, run.s2mBytes!, dmaTimeline(run, DmaDirection.S2M)));
   }
 
   /** The cores' outcomes as the DRAIN sees them; a failed dispatch reads as every core aborted. */
@@ -624,6 +641,33 @@ function decodeStream(bytes: Uint8Array): Array<Instruction | number> {
     out.push(decodeInstruction(bytes, at) ?? (bytes[at] | (bytes[at + 1] << 8)));
   }
   return out;
+}
+
+/** The number a timeline shows with an instruction: the op of EXTENDED_INST, the M2S bytes, the record kind, … */
+function instructionArg(ins: Instruction): number {
+  switch (ins.op) {
+    case Opcode.EXTENDED_INST:
+      return ins.opcode;
+    case Opcode.DMA_CONFIG_SIZE:
+      return ins.m2sBytes;
+    case Opcode.DMA_CONFIG:
+      return ins.queues;
+    case Opcode.NOTIFY:
+      return ins.kind;
+    case Opcode.MODEL_SWITCH:
+      return ins.model;
+    case Opcode.EVENT_SEMAPHORE:
+      return ins.semaphore;
+    default:
+      return 0;
+  }
+}
+
+/** The per-queue report of a traced run's DMA step (none for an untraced run). */
+function dmaTimeline(run: Run, direction: number): ((queue: number, start: number, end: number, bytes: number, descriptors: number) => void) | undefined {
+  const trace = run.trace;
+  if (trace === undefined) return undefined;
+  return (queue, start, end, bytes, descriptors) => trace({ kind: "dma", start, end, run: run.count, direction, queue, bytes, descriptors });
 }
 
 function dmaStep(step: () => void): void {

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { NotificationKind, Opcode, TpbEngType, TpbErrorId } from "@nrt/core";
+import { TpbEngType } from "@nrt/core/hal";
+import { NotificationKind, Opcode, TpbErrorId } from "@nrt/core/isa";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";
 import { TestHost } from "./_testing.ts";

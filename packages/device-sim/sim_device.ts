@@ -9,7 +9,9 @@
  *
  * @module
  */
-import { NotificationKind, type SiliconSpec, TpbEngType, TpbErrorId } from "@nrt/core";
+import { type SiliconSpec, TpbEngType } from "@nrt/core/hal";
+import { NotificationKind, TpbErrorId } from "@nrt/core/isa";
+import type { TimelineSink } from "./device_log.ts";
 import { DmaEngine } from "./dma_engine.ts";
 import { type ArmedFault, NcFaults } from "./fault_injector.ts";
 import { FileIoManager } from "./file_io_manager.ts";
@@ -52,6 +54,8 @@ export interface SimDeviceTrace {
   fired(nc: number, f: ArmedFault, run: number): void;
   /** The ops of the NeuronCore's Q7 cores. */
   q7(nc: number): Q7Observer | undefined;
+  /** Where the NeuronCore's traced runs record their timeline (`device_log.ts`). */
+  timeline?(nc: number): TimelineSink | undefined;
 }
 
 /** Options of {@linkcode SimDevice}. */
@@ -106,6 +110,7 @@ export class SimDevice {
         faults,
         fileIo,
         onFault: (f) => o.trace.sequencerFault(nc, f),
+        timeline: o.trace.timeline?.(nc),
       });
       return { regs, sbuf, nq, q7, dma, sequencer, fileIo, faults };
     });

@@ -75,7 +75,8 @@ export const NRT_GRPC_STATUS: Readonly<Record<string, GrpcCode>> = {
 
 /**
  * Ours: the gRPC code of each HTTP status the shared REST code answers with (`HttpError` from validation, the
- * repository and the served model). Any other status is `UNKNOWN`.
+ * repository and the served model; 499 is a request dropped from a model's queue because its client left). Any
+ * other status is `UNKNOWN`.
  */
 export const HTTP_GRPC_STATUS: Readonly<Record<number, GrpcCode>> = {
   400: GrpcCode.INVALID_ARGUMENT,
@@ -83,6 +84,7 @@ export const HTTP_GRPC_STATUS: Readonly<Record<number, GrpcCode>> = {
   404: GrpcCode.NOT_FOUND,
   405: GrpcCode.UNIMPLEMENTED,
   413: GrpcCode.RESOURCE_EXHAUSTED,
+  499: GrpcCode.CANCELLED,
   500: GrpcCode.INTERNAL,
   503: GrpcCode.UNAVAILABLE,
   504: GrpcCode.DEADLINE_EXCEEDED,

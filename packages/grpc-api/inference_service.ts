@@ -10,38 +10,18 @@
  *
  * @module
  */
-import { type Logger, NrtInitState, type Runtime } from "@nrt/core";
-import {
-  DEFAULT_LIMITS,
-  dtypeInfo,
-  type FailureReason,
-  InferenceMetrics,
-  isValidModelName,
-  MODEL_VERSION,
-  type ModelRepository,
-  newTiming,
-  type RepositoryModel,
-  SERVER_NAME,
-  SERVER_VERSION,
-} from "@nrt/http-api";
+import type { Logger, Runtime } from "@nrt/core";
+import { DEFAULT_LIMITS, type FailureReason, InferenceMetrics, modelMetadata, type ModelRepository, newTiming, notReadyError, SERVER_NAME, SERVER_VERSION } from "@nrt/http-api";
 import { GrpcCode, GrpcError, toGrpcError } from "./grpc_status.ts";
-import type {
-  EmptyRequest,
-  ModelInferRequest,
-  ModelInferResponse,
-  ModelMetadataResponse,
-  ModelReadyResponse,
-  ModelRequest,
-  ServerLiveResponse,
-  ServerMetadataResponse,
-  ServerReadyResponse,
-  TensorMetadata,
-} from "./messages.ts";
+import type { EmptyRequest, ModelInferRequest, ModelInferResponse, ModelMetadataResponse, ModelReadyResponse, ModelRequest, ServerLiveResponse, ServerMetadataResponse, ServerReadyResponse } from "./messages.ts";
 import { modelInferResponse, planModelInfer } from "./model_infer.ts";
 
 /** What a call knows about its transport. */
 export interface CallContext {
-  /** Aborted when the client cancels the call or its deadline passes. */
+  /**
+   * Aborted when the client cancels the call or its deadline passes: a ModelInfer still waiting for an instance is
+   * then dropped before it runs.
+   */
   readonly signal: AbortSignal;
 }
 
@@ -91,7 +71,7 @@ const micros = (from: number): number => Math.round((performance.now() - from) *
 
 /** Triton's failure reason of an error, as the REST app counts it (by the HTTP status of the same failure). */
 function failureReason(e: GrpcError): FailureReason {
-  if (e.code === GrpcCode.CANCELLED) return "OTHER";
+  if (e.code === GrpcCode.CANCELLED) return "OTHER"; // also the queued call dropped (HTTP 499)
   const status = e.httpStatus ?? 500;
   if (status === 503) return "REJECTED";
   return status >= 500 ? "BACKEND" : "OTHER";
@@ -119,37 +99,6 @@ export function createInferenceService(options: InferenceServiceOptions): Infere
     maxRequestedOutputs: options.limits?.maxRequestedOutputs ?? DEFAULT_LIMITS.maxRequestedOutputs,
   };
 
-  const fail = (code: GrpcCode, httpStatus: number, message: string): GrpcError =>
-    new GrpcError(code, message, { httpStatus });
-
-  /** The model a request names; the REST app's messages for a bad name, an unknown model or version. */
-  const modelOf = (name: string, version: string): RepositoryModel => {
-    if (!isValidModelName(name)) {
-      const shown = JSON.stringify(name.slice(0, 128));
-      throw fail(
-        GrpcCode.INVALID_ARGUMENT,
-        400,
-        `Invalid model name ${shown}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`,
-      );
-    }
-    const model = repo.get(name);
-    if (model === undefined) {
-      throw fail(GrpcCode.NOT_FOUND, 404, `Cannot find model "${name}": it is not in the repository`);
-    }
-    if (version !== "" && version !== MODEL_VERSION) {
-      const shown = JSON.stringify(version.slice(0, 32));
-      throw fail(
-        GrpcCode.NOT_FOUND,
-        404,
-        `Cannot find version ${shown} of model "${name}": it has only version ${MODEL_VERSION}`,
-      );
-    }
-    return model;
-  };
-
-  const notReady = (m: RepositoryModel): GrpcError =>
-    fail(GrpcCode.UNAVAILABLE, 503, `Model "${m.name}" is not ready: ${m.reason || m.state.toLowerCase()}`);
-
   /** Runs one RPC: every failure leaves as a GrpcError; server-side ones (REST 5xx) are logged, as REST does. */
   const rpc =
     <Req, Res>(name: string, fn: (req: Req, ctx: CallContext) => Res | Promise<Res>) =>
@@ -163,50 +112,32 @@ export function createInferenceService(options: InferenceServiceOptions): Infere
       }
     };
 
-  const tensor = (t: { name: string; dtype: string; shape: number[] }): TensorMetadata => ({
-    name: t.name,
-    datatype: dtypeInfo(t.dtype)?.datatype ?? t.dtype.toUpperCase(),
-    shape: t.shape,
-  });
-
   return {
     serverLive: rpc("ServerLive", () => ({ live: true })),
-    serverReady: rpc("ServerReady", () => {
-      if (rt.state !== NrtInitState.NRT_STATE_INIT) return { ready: false };
-      return { ready: !repo.models().some((m) => m.state === "LOADING" || (m.state === "READY" && m.reason !== "")) };
-    }),
+    serverReady: rpc("ServerReady", () => ({ ready: repo.readiness().ready })),
     modelReady: rpc("ModelReady", (req: ModelRequest) => {
-      const m = modelOf(req.name, req.version);
+      const m = repo.lookup(req.name, req.version);
       return { ready: m.state === "READY" && m.reason === "" };
     }),
     serverMetadata: rpc(
       "ServerMetadata",
       () => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: GRPC_SERVER_EXTENSIONS }),
     ),
-    modelMetadata: rpc("ModelMetadata", (req: ModelRequest) => {
-      const m = modelOf(req.name, req.version);
-      if (m.signature === undefined) throw notReady(m);
-      return {
-        name: m.name,
-        versions: [MODEL_VERSION],
-        platform: "neuron",
-        inputs: m.signature.inputs.map(tensor),
-        outputs: m.signature.outputs.map(tensor),
-      };
-    }),
+    modelMetadata: rpc("ModelMetadata", (req: ModelRequest) => modelMetadata(repo.lookup(req.name, req.version))),
     modelInfer: rpc("ModelInfer", async (req: ModelInferRequest, ctx: CallContext) => {
       const t0 = performance.now();
-      const m = modelOf(req.model_name, req.model_version);
+      const m = repo.lookup(req.model_name, req.model_version);
       const timing = newTiming();
       try {
         const served = m.served;
-        if (m.state !== "READY" || served === undefined || served.notReadyReason !== undefined) throw notReady(m);
+        if (m.state !== "READY" || served === undefined || served.notReadyReason !== undefined) throw notReadyError(m);
         const p = planModelInfer(req, served, limits);
         if (ctx.signal.aborted) throw cancelled(m.name, "before the execution");
-        const outputs = await served.infer(p.plan.inputs, p.plan.outputs.map((o) => o.tensor.name), timing);
+        // A call cancelled while it waits for an instance leaves the queue unrun (HTTP 499 → CANCELLED).
+        const outputs = await served.infer(p.plan.inputs, p.plan.outputs.map((o) => o.tensor.name), timing, ctx.signal);
         // The execution finished and released its instance; the answer would reach nobody.
         if (ctx.signal.aborted) throw cancelled(m.name, "during the execution");
-        const res = modelInferResponse(m.name, MODEL_VERSION, p, outputs);
+        const res = modelInferResponse(m.name, m.version, p, outputs);
         metrics.recordRequest(m.name, micros(t0), timing);
         return res;
       } catch (e) {

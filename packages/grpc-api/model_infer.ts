@@ -1,12 +1,9 @@
 /**
- * Reading a `ModelInferRequest` and writing its `ModelInferResponse`. Every input's tensor bytes come from its
- * typed `contents` or from `raw_input_contents` (never both); the names, datatypes, shapes, byte sizes, missing and
- * duplicate inputs and the requested outputs are then checked by the REST server's own planner (`@nrt/http-api`'s
- * `parseInferRequest`), so both protocols accept and refuse the same requests with the same messages.
- *
- * Ours: the planner reads the REST binary-tensor form, so the request reaches it as a small JSON header (names,
- * datatypes, shapes, sizes) followed by the tensor bytes. That costs one copy of the input bytes; a planner over
- * already-decoded tensors exported by `@nrt/http-api` would remove it (README.md, "Shared with REST").
+ * Reading a `ModelInferRequest` and writing its `ModelInferResponse`. The request is checked by the REST server's
+ * own planner (`@nrt/http-api`'s `planInfer`: names, datatypes, shapes, missing and duplicate inputs, requested
+ * outputs), so both protocols accept and refuse the same requests with the same messages; each input's bytes come,
+ * once its datatype and shape match the model's, from its typed `contents` or from `raw_input_contents` (never
+ * both), without an intermediate copy.
  *
  * The output rule (README.md, "Raw and typed contents"): outputs are raw when the request's `binary_data_output`
  * parameter says so; without it, when the request sent `raw_input_contents` or a returned output has no typed field
@@ -16,22 +13,9 @@
  *
  * @module
  */
-import {
-  checkShape,
-  datatypeInfo,
-  type InferPlan,
-  parseInferRequest,
-  type RequestLimits,
-  type TensorSignature,
-} from "@nrt/http-api";
+import { type InferPlan, planInfer, type RequestLimits, type TensorSignature } from "@nrt/http-api";
 import { GrpcCode, GrpcError } from "./grpc_status.ts";
-import type {
-  InferOutputTensor,
-  InferParameters,
-  InferTensorContents,
-  ModelInferRequest,
-  ModelInferResponse,
-} from "./messages.ts";
+import type { InferOutputTensor, InferParameters, InferTensorContents, ModelInferRequest, ModelInferResponse } from "./messages.ts";
 import { contentsField, decodeContents, encodeContents } from "./tensor_contents.ts";
 
 /** A validated `ModelInferRequest`. */
@@ -44,8 +28,6 @@ export interface ModelInferPlan {
 
 /** The request parameter that chooses raw (`true`) or typed (`false`) outputs; named as the REST extension's. */
 export const BINARY_DATA_OUTPUT = "binary_data_output";
-
-const encoder = new TextEncoder();
 
 function invalid(message: string): GrpcError {
   return new GrpcError(GrpcCode.INVALID_ARGUMENT, message, { httpStatus: 400 });
@@ -86,45 +68,26 @@ export function planModelInfer(req: ModelInferRequest, sig: TensorSignature, lim
     );
   }
   const rawOut = rawOutputParameter(req.parameters);
-  const sections: Uint8Array[] = [];
-  const inputs = req.inputs.map((x, k) => {
-    const where = `input "${x.name.slice(0, 128)}"`;
-    const shape = x.shape.map(Number);
-    const info = datatypeInfo(x.datatype);
-    let bytes: Uint8Array = new Uint8Array(0);
-    if (rawIn && hasContents(x.contents)) {
-      throw invalid(`Cannot read ${where}: it has contents while the request uses raw_input_contents`);
-    }
-    if (info !== undefined) { // an unsupported datatype is refused by the planner, in its order of checks
-      const count = checkShape(where, shape, info.bytes);
-      if (rawIn) {
-        bytes = req.raw_input_contents[k];
-        if (bytes.byteLength !== count * info.bytes) {
-          const want = count * info.bytes;
-          const why = `raw_input_contents[${k}] holds ${bytes.byteLength} bytes, its shape and datatype make ${want}`;
-          throw invalid(`Cannot read ${where}: ${why}`);
+  const plan = planInfer({
+    id: req.id === "" ? undefined : req.id,
+    inputs: req.inputs.map((x, k) => ({
+      name: x.name,
+      datatype: x.datatype,
+      shape: x.shape.map(Number),
+      bytes: (where, info, count) => {
+        if (!rawIn) return decodeContents(where, info, x.contents, count);
+        if (hasContents(x.contents)) throw invalid(`Cannot read ${where}: it has contents while the request uses raw_input_contents`);
+        const bytes = req.raw_input_contents[k];
+        const want = count * info.bytes;
+        if (bytes.byteLength !== want) {
+          throw invalid(`Cannot read ${where}: raw_input_contents[${k}] holds ${bytes.byteLength} bytes, its shape and datatype make ${want}`);
         }
-      } else {
-        bytes = decodeContents(where, info, x.contents, count);
-      }
-    }
-    sections.push(bytes);
-    return { name: x.name, datatype: x.datatype, shape, parameters: { binary_data_size: bytes.byteLength } };
-  });
-  const header: Record<string, unknown> = { inputs };
-  if (req.id !== "") header.id = req.id;
-  if (req.outputs.length > 0) {
-    header.outputs = req.outputs.map((o) => ({ name: o.name, parameters: { binary_data: true } }));
-  } else header.parameters = { binary_data_output: true };
-  const head = encoder.encode(JSON.stringify(header));
-  const body = new Uint8Array(head.byteLength + sections.reduce((a, s) => a + s.byteLength, 0));
-  body.set(head, 0);
-  let o = head.byteLength;
-  for (const s of sections) {
-    body.set(s, o);
-    o += s.byteLength;
-  }
-  const plan = parseInferRequest(body, String(head.byteLength), sig, limits);
+        return bytes;
+      },
+    })),
+    outputs: req.outputs.length > 0 ? req.outputs.map((o) => ({ name: o.name })) : undefined,
+    binaryOutput: true, // the rule below picks raw or typed for the whole response
+  }, sig, limits);
   const untyped = plan.outputs.find((p) => contentsField(p.info.datatype) === undefined);
   if (rawOut === false && untyped !== undefined) {
     throw invalid(

@@ -143,7 +143,7 @@ function shown(x: unknown): string {
  * @example Encode a nested FP32 tensor
  * ```ts
  * import { datatypeInfo, decodeJsonData } from "@nrt/http-api";
- * const bytes = decodeJsonData("x", datatypeInfo("FP32")!, [[1, 2], [3, 4]], 4);
+ * const bytes = decodeJsonData("x", datatypeInfo("FP32")!, [[1, 2], [3, 4]], 4, [2, 2]);
  * console.log(new Float32Array(bytes.buffer)); // Float32Array [1, 2, 3, 4]
  * ```
  */

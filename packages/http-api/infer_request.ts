@@ -127,14 +127,127 @@ function modelInfo(t: NeffTensor): DatatypeInfo {
 }
 
 /**
- * Splits, parses and validates an inference request.
+ * One input of a request whose transport has already been decoded (the REST JSON object, a gRPC message): its
+ * name, datatype and shape as sent, and a way to read its bytes once they have been checked against the model.
+ */
+export interface DecodedInput {
+  /** The input's name. */
+  readonly name: string;
+  /** The protocol datatype as sent (checked to be a supported name). */
+  readonly datatype: unknown;
+  /** The shape as sent (checked with {@linkcode checkShape} and against the model's). */
+  readonly shape: unknown;
+  /**
+   * The input's little-endian bytes, called once its datatype and shape match the model's; it must return exactly
+   * `count * info.bytes` bytes or throw the transport's error for data that does not fit.
+   *
+   * @param where The input, for messages (`input "x"`).
+   * @param info The datatype row.
+   * @param count The element count of the shape.
+   * @param shape The shape.
+   */
+  bytes(where: string, info: DatatypeInfo, count: number, shape: readonly number[]): Uint8Array;
+}
+
+/** One requested output of a decoded request. */
+export interface DecodedOutput {
+  /** The output's name. */
+  readonly name: string;
+  /** Return it as binary data (REST extension; gRPC raw contents); default: the request's `binaryOutput`. */
+  readonly binary?: boolean;
+}
+
+/** A request whose transport has already been decoded, to be checked against a model by {@linkcode planInfer}. */
+export interface DecodedRequest {
+  /** The request id, echoed in the response. */
+  readonly id?: string;
+  /** The inputs, in the order sent. */
+  readonly inputs: readonly DecodedInput[];
+  /** The outputs to return, in order; `undefined` for all of the model's, in its order. */
+  readonly outputs?: readonly DecodedOutput[];
+  /** Return outputs as binary data unless an output says otherwise (default false). */
+  readonly binaryOutput?: boolean;
+}
+
+/**
+ * Checks a decoded request against a model's signature and reads its inputs: every input of the model once, with
+ * the model's datatype and exactly its shape, before any device work; then the requested outputs. Both protocols
+ * run their requests through it, so they accept and refuse the same requests with the same messages.
+ *
+ * @param req The decoded request.
+ * @param sig The model signature.
+ * @param limits Request limits (`maxRequestedOutputs`).
+ * @returns The plan: input bytes and the outputs to return.
+ * @throws {HttpError} 400 for every malformed or mismatched request; what an input's `bytes` throws.
+ *
+ * @example Plan a request for a one-input model
+ * ```ts
+ * import { planInfer } from "@nrt/http-api";
+ * const sig = { inputs: [{ name: "x", dtype: "float32", shape: [2], size: 8 }], outputs: [] };
+ * const plan = planInfer(
+ *   { inputs: [{ name: "x", datatype: "FP32", shape: [2], bytes: () => new Uint8Array(8) }] },
+ *   sig,
+ *   { maxJsonDepth: 64, maxRequestedOutputs: 8 },
+ * );
+ * console.log(plan.inputs.get("x")?.byteLength); // 8
+ * ```
+ */
+export function planInfer(req: DecodedRequest, sig: TensorSignature, limits: RequestLimits): InferPlan {
+  const inputs = new Map<string, Uint8Array>();
+  for (const x of req.inputs) {
+    const name = x.name;
+    const where = `input "${name.slice(0, 128)}"`;
+    const t = sig.inputs.find((i) => i.name === name);
+    if (t === undefined) throw new HttpError(400, `Cannot read ${where}: the model has no such input; its inputs are ${sig.inputs.map((i) => i.name).join(", ")}`);
+    if (inputs.has(name)) throw new HttpError(400, `Cannot read ${where}: it is given twice`);
+    if (typeof x.datatype !== "string") throw new HttpError(400, `Cannot read ${where}: "datatype" must be a string`);
+    const info = datatypeInfo(x.datatype);
+    if (info === undefined) throw new HttpError(400, `Cannot read ${where}: datatype "${x.datatype.slice(0, 32)}" is not supported`);
+    const want = modelInfo(t);
+    if (info !== want) throw new HttpError(400, `Cannot read ${where}: datatype is ${info.datatype}, the model expects ${want.datatype}`);
+    const count = checkShape(where, x.shape, info.bytes);
+    if (!sameShape(x.shape as number[], t.shape)) {
+      throw new HttpError(400, `Cannot read ${where}: shape is [${(x.shape as number[]).join(", ")}], the model expects [${t.shape.join(", ")}]`);
+    }
+    const bytes = x.bytes(where, info, count, t.shape);
+    if (bytes.byteLength !== count * info.bytes) {
+      throw new TypeError(`Cannot plan ${where}: its reader returned ${bytes.byteLength} bytes for ${count * info.bytes}`);
+    }
+    inputs.set(name, bytes);
+  }
+  const missing = sig.inputs.filter((t) => !inputs.has(t.name));
+  if (missing.length > 0) throw new HttpError(400, `Cannot run the request: input "${missing[0].name}" is missing`);
+
+  const binaryOutput = req.binaryOutput ?? false;
+  const outputs: PlannedOutput[] = [];
+  const requested = req.outputs; // read once, after the inputs
+  if (requested === undefined) {
+    for (const t of sig.outputs) outputs.push({ tensor: t, info: modelInfo(t), binary: binaryOutput });
+  } else {
+    if (requested.length > limits.maxRequestedOutputs) {
+      throw new HttpError(400, `Cannot read the request: ${requested.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`);
+    }
+    for (const o of requested) {
+      const where = `requested output "${o.name.slice(0, 128)}"`;
+      const t = sig.outputs.find((i) => i.name === o.name);
+      if (t === undefined) throw new HttpError(400, `Cannot read ${where}: the model has no such output; its outputs are ${sig.outputs.map((i) => i.name).join(", ")}`);
+      if (outputs.some((x) => x.tensor === t)) throw new HttpError(400, `Cannot read ${where}: it is requested twice`);
+      outputs.push({ tensor: t, info: modelInfo(t), binary: o.binary ?? binaryOutput });
+    }
+  }
+  return { id: req.id, inputs, outputs };
+}
+
+/**
+ * Splits, parses and validates a REST inference request: the JSON object (and the binary tensor data after it)
+ * decoded into a {@linkcode DecodedRequest}, then checked by {@linkcode planInfer}.
  *
  * @param body The whole request body.
  * @param headerLength The `Inference-Header-Content-Length` header, or `null` (a JSON-only request).
  * @param sig The model signature.
  * @param limits Request limits.
  * @returns The plan: input bytes and the outputs to return.
- * @throws {HttpError} 400 for every malformed or mismatched request.
+ * @throws {HttpError} 400 for every malformed or mismatched request; 413 for a JSON part over `maxJsonBytes`.
  */
 export function parseInferRequest(body: Uint8Array, headerLength: string | null, sig: TensorSignature, limits: RequestLimits): InferPlan {
   let json: Uint8Array = body, binary: Uint8Array = new Uint8Array(0);
@@ -159,66 +272,56 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | null,
   const binaryOutput = optionalBoolean("the request", "binary_data_output", params.binary_data_output) ?? false;
   if (!Array.isArray(req.inputs)) throw new HttpError(400, `Cannot read the request: "inputs" must be an array`);
 
-  const inputs = new Map<string, Uint8Array>();
   let cursor = 0;
-  for (const [k, x] of req.inputs.entries()) {
+  const inputs: DecodedInput[] = req.inputs.map((x: unknown, k: number): DecodedInput => {
     if (!isObject(x) || typeof x.name !== "string") throw new HttpError(400, `Cannot read input ${k}: it must be an object with a string "name"`);
     const name = x.name;
-    const where = `input "${name.slice(0, 128)}"`;
-    const t = sig.inputs.find((i) => i.name === name);
-    if (t === undefined) throw new HttpError(400, `Cannot read ${where}: the model has no such input; its inputs are ${sig.inputs.map((i) => i.name).join(", ")}`);
-    if (inputs.has(name)) throw new HttpError(400, `Cannot read ${where}: it is given twice`);
-    if (typeof x.datatype !== "string") throw new HttpError(400, `Cannot read ${where}: "datatype" must be a string`);
-    const info = datatypeInfo(x.datatype);
-    if (info === undefined) throw new HttpError(400, `Cannot read ${where}: datatype "${x.datatype.slice(0, 32)}" is not supported`);
-    const want = modelInfo(t);
-    if (info !== want) throw new HttpError(400, `Cannot read ${where}: datatype is ${info.datatype}, the model expects ${want.datatype}`);
-    const count = checkShape(where, x.shape, info.bytes);
-    if (!sameShape(x.shape as number[], t.shape)) {
-      throw new HttpError(400, `Cannot read ${where}: shape is [${(x.shape as number[]).join(", ")}], the model expects [${t.shape.join(", ")}]`);
-    }
-    const bytes = count * info.bytes;
-    const p = parametersOf(where, x.parameters);
-    if (p.binary_data_size !== undefined) {
-      const size = p.binary_data_size;
-      if (headerLength === null) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" needs the Inference-Header-Content-Length header`);
-      if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" must be a byte count`);
-      if (x.data !== undefined) throw new HttpError(400, `Cannot read ${where}: it has both "data" and "binary_data_size"`);
-      if (size !== bytes) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" is ${size}, its shape and datatype make ${bytes} bytes`);
-      if (cursor + size > binary.length) throw new HttpError(400, `Cannot read ${where}: the body ends ${cursor + size - binary.length} bytes short of its binary data`);
-      inputs.set(name, binary.subarray(cursor, cursor + size));
-      cursor += size;
-    } else {
-      inputs.set(name, decodeJsonData(name.slice(0, 128), info, x.data, count, t.shape));
-    }
-  }
-  const missing = sig.inputs.filter((t) => !inputs.has(t.name));
-  if (missing.length > 0) throw new HttpError(400, `Cannot run the request: input "${missing[0].name}" is missing`);
-  if (cursor !== binary.length) throw new HttpError(400, `Cannot read the request: ${binary.length - cursor} bytes of binary data belong to no input`);
+    return {
+      name,
+      datatype: x.datatype,
+      shape: x.shape,
+      bytes: (where, info, count, shape) => {
+        const bytes = count * info.bytes;
+        const p = parametersOf(where, x.parameters);
+        if (p.binary_data_size === undefined) return decodeJsonData(name.slice(0, 128), info, x.data, count, shape);
+        const size = p.binary_data_size;
+        if (headerLength === null) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" needs the Inference-Header-Content-Length header`);
+        if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" must be a byte count`);
+        if (x.data !== undefined) throw new HttpError(400, `Cannot read ${where}: it has both "data" and "binary_data_size"`);
+        if (size !== bytes) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" is ${size}, its shape and datatype make ${bytes} bytes`);
+        if (cursor + size > binary.length) throw new HttpError(400, `Cannot read ${where}: the body ends ${cursor + size - binary.length} bytes short of its binary data`);
+        const out = binary.subarray(cursor, cursor + size);
+        cursor += size;
+        return out;
+      },
+    };
+  });
 
-  const outputs: PlannedOutput[] = [];
-  if (req.outputs === undefined) {
-    for (const t of sig.outputs) outputs.push({ tensor: t, info: modelInfo(t), binary: binaryOutput });
-  } else {
-    if (!Array.isArray(req.outputs)) throw new HttpError(400, `Cannot read the request: "outputs" must be an array`);
-    if (req.outputs.length > limits.maxRequestedOutputs) {
-      throw new HttpError(400, `Cannot read the request: ${req.outputs.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`);
-    }
-    for (const [k, o] of req.outputs.entries()) {
-      if (!isObject(o) || typeof o.name !== "string") throw new HttpError(400, `Cannot read requested output ${k}: it must be an object with a string "name"`);
-      const name = o.name;
-      const where = `requested output "${name.slice(0, 128)}"`;
-      const t = sig.outputs.find((i) => i.name === name);
-      if (t === undefined) throw new HttpError(400, `Cannot read ${where}: the model has no such output; its outputs are ${sig.outputs.map((i) => i.name).join(", ")}`);
-      if (outputs.some((x) => x.tensor === t)) throw new HttpError(400, `Cannot read ${where}: it is requested twice`);
-      const bin = optionalBoolean(where, "binary_data", parametersOf(where, o.parameters).binary_data) ?? binaryOutput;
-      outputs.push({ tensor: t, info: modelInfo(t), binary: bin });
-    }
-  }
-  for (const o of outputs) {
+  const requested = req.outputs;
+  const decoded: DecodedRequest = {
+    id: req.id as string | undefined,
+    inputs,
+    binaryOutput,
+    // Read by the planner after the inputs, so a request's problems are reported in the same order on both protocols.
+    get outputs(): DecodedOutput[] | undefined {
+      if (requested === undefined) return undefined;
+      if (!Array.isArray(requested)) throw new HttpError(400, `Cannot read the request: "outputs" must be an array`);
+      if (requested.length > limits.maxRequestedOutputs) {
+        throw new HttpError(400, `Cannot read the request: ${requested.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`);
+      }
+      return requested.map((o: unknown, k: number): DecodedOutput => {
+        if (!isObject(o) || typeof o.name !== "string") throw new HttpError(400, `Cannot read requested output ${k}: it must be an object with a string "name"`);
+        const where = `requested output "${o.name.slice(0, 128)}"`;
+        return { name: o.name, binary: optionalBoolean(where, "binary_data", parametersOf(where, o.parameters).binary_data) };
+      });
+    },
+  };
+  const plan = planInfer(decoded, sig, limits);
+  if (cursor !== binary.length) throw new HttpError(400, `Cannot read the request: ${binary.length - cursor} bytes of binary data belong to no input`);
+  for (const o of plan.outputs) {
     if (!o.binary && !o.info.json) {
       throw new HttpError(400, `Cannot return output "${o.tensor.name}": ${o.info.datatype} has no JSON form; request it with "binary_data": true`);
     }
   }
-  return { id: req.id as string | undefined, inputs, outputs };
+  return plan;
 }

@@ -10,19 +10,20 @@
  *
  * @module
  */
-import { type Logger, NrtInitState, type Runtime } from "@nrt/core";
+import type { Logger, Runtime } from "@nrt/core";
 import { type Context, Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { accessControl, type ModelControlMode } from "./access.ts";
 import { BodyBudget, parseJson, readBody } from "./body.ts";
-import { dtypeInfo } from "./datatype.ts";
 import { HttpError, toHttpError } from "./http_error.ts";
 import { parseInferRequest, requestBodyLimit } from "./infer_request.ts";
 import { INFERENCE_HEADER_CONTENT_LENGTH, inferResponse } from "./infer_response.ts";
 import { type FailureReason, InferenceMetrics } from "./metrics.ts";
 import { DashboardMonitor } from "./dashboard/dashboard_monitor.ts";
 import { type DashboardOptions, registerDashboard } from "./dashboard/dashboard_routes.ts";
-import { isValidModelName, MODEL_VERSION, type ModelRepository, type RepositoryModel } from "./model_repository.ts";
+import { instanceMetadata, modelMetadata } from "./model_metadata.ts";
+import { isValidModelName, type ModelRepository, notReadyError, type RepositoryModel } from "./model_repository.ts";
+import { readUpload, uploadBodyLimit } from "./model_upload.ts";
 import { newTiming } from "./served_model.ts";
 
 /** Bounds on what one request, and all requests together, may make the server do (docs/security.md). */
@@ -41,6 +42,11 @@ export interface InferenceLimits {
   readonly bodyBudgetWaitMs?: number;
   /** Longest time a request body may take to arrive, ms (default 60 000); then 408. */
   readonly bodyDeadlineMs?: number;
+  /**
+   * Largest model file a load may upload, in bytes before base64 (default 21 MiB: the 20 MiB NEFF payload cap and
+   * 1 MiB of header and compression slack, as the repository's file cap).
+   */
+  readonly maxUploadBytes?: number;
 }
 
 /** The default {@linkcode InferenceLimits}. */
@@ -51,6 +57,7 @@ export const DEFAULT_LIMITS: Required<Omit<InferenceLimits, "bodyBudgetBytes">> 
   maxRequestedOutputs: 256,
   bodyBudgetWaitMs: 30_000,
   bodyDeadlineMs: 60_000,
+  maxUploadBytes: 21 * 1024 * 1024,
 };
 
 /** Options of {@linkcode createInferenceApp}. */
@@ -141,19 +148,12 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   /** The model named in the path; 400 for a name that could be a path, 404 for an unknown model or version. */
   const modelOf = (c: Context): RepositoryModel => {
     const { m, v } = c.req.param() as { m: string; v?: string };
-    if (!isValidModelName(m)) throw new HttpError(400, `Invalid model name ${JSON.stringify(m.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
-    const model = repo.get(m);
-    if (model === undefined) throw new HttpError(404, `Cannot find model "${m}": it is not in the repository`);
-    if (v !== undefined && v !== MODEL_VERSION) throw new HttpError(404, `Cannot find version ${JSON.stringify(v.slice(0, 32))} of model "${m}": it has only version ${MODEL_VERSION}`);
-    return model;
+    return repo.lookup(m, v);
   };
 
-  const notReady = (m: RepositoryModel): HttpError => new HttpError(503, `Model "${m.name}" is not ready: ${m.reason || m.state.toLowerCase()}`);
-
-  /** Reads an optional JSON object body (repository endpoints). */
-  const optionalObject = async (c: Context): Promise<Record<string, unknown>> => {
-    // Control bodies are small JSON objects.
-    const bytes = await readBody(c.req.raw, Math.min(limits.maxBodyBytes, 64 * 1024), { deadlineMs: limits.bodyDeadlineMs });
+  /** Reads an optional JSON object body (repository endpoints); control bodies are small unless `limit` says otherwise. */
+  const optionalObject = async (c: Context, limit = 64 * 1024): Promise<Record<string, unknown>> => {
+    const bytes = await readBody(c.req.raw, Math.min(limits.maxBodyBytes, limit), { deadlineMs: limits.bodyDeadlineMs });
     if (bytes.length === 0) return {};
     const v = parseJson(bytes, limits.maxJsonDepth);
     if (typeof v !== "object" || v === null || Array.isArray(v)) throw new HttpError(400, "Cannot read the request: the body must be a JSON object");
@@ -163,12 +163,9 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   // Health (inference_rest.md "Health/Readiness/Liveness Probes").
   on("GET", "/v2/health/live", (c) => c.json({ live: true }));
   on("GET", "/v2/health/ready", (c) => {
-    // Ready: the runtime is up and no model is loading or poisoned (unloaded models do not count).
-    if (rt.state !== NrtInitState.NRT_STATE_INIT) throw new HttpError(503, "Server is not ready: the runtime is not running");
-    const waiting = repo.models().filter((m) => m.state === "LOADING" || (m.state === "READY" && m.reason !== ""));
-    if (waiting.length > 0) {
-      throw new HttpError(503, `Server is not ready: ${waiting.map((m) => `model "${m.name}" ${m.state === "LOADING" ? "is loading" : `is not ready (${m.reason})`}`).join("; ")}`);
-    }
+    // Ready: the runtime is up and every model the server was asked to serve is loaded, warmed up and not poisoned.
+    const r = repo.readiness();
+    if (!r.ready) throw new HttpError(503, `Server is not ready: ${r.reason}`);
     return c.json({ ready: true });
   });
 
@@ -183,22 +180,10 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   on("GET", "/v2/models/:m/stats", stats);
   on("GET", "/v2/models/:m/versions/:v/stats", stats);
 
-  // Model metadata ("Model Metadata"): platform "neuron", protocol datatypes.
+  // Model metadata ("Model Metadata"): platform "neuron", protocol datatypes, and the instances (ours).
   const metadata = (c: Context): Response => {
     const m = modelOf(c);
-    if (m.signature === undefined) throw notReady(m);
-    const tensor = (t: { name: string; dtype: string; shape: number[] }) => ({
-      name: t.name,
-      datatype: dtypeInfo(t.dtype)?.datatype ?? t.dtype.toUpperCase(),
-      shape: t.shape,
-    });
-    return c.json({
-      name: m.name,
-      versions: [MODEL_VERSION],
-      platform: "neuron",
-      inputs: m.signature.inputs.map(tensor),
-      outputs: m.signature.outputs.map(tensor),
-    });
+    return c.json({ ...modelMetadata(m), instances: instanceMetadata(m) });
   };
   on("GET", "/v2/models/:m", metadata);
   on("GET", "/v2/models/:m/versions/:v", metadata);
@@ -206,7 +191,7 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
   // Model ready ("Model Ready").
   const ready = (c: Context): Response => {
     const m = modelOf(c);
-    if (m.state !== "READY" || m.reason !== "") throw notReady(m);
+    if (m.state !== "READY" || m.reason !== "") throw notReadyError(m);
     return c.json({ name: m.name, ready: true });
   };
   on("GET", "/v2/models/:m/ready", ready);
@@ -221,7 +206,7 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
       const served = m.served;
       if (m.state !== "READY" || served === undefined || served.notReadyReason !== undefined) {
         await c.req.raw.body?.cancel().catch(() => {});
-        throw notReady(m);
+        throw notReadyError(m);
       }
       // The model's signature bounds the body before a byte is read; the budget bounds all bodies together.
       const limit = requestBodyLimit(served, limits.maxBodyBytes);
@@ -230,8 +215,10 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
       try {
         const body = await readBody(c.req.raw, limit, { deadlineMs: limits.bodyDeadlineMs });
         const plan = parseInferRequest(body, c.req.header(INFERENCE_HEADER_CONTENT_LENGTH) ?? null, served, limits);
-        const outputs = await served.infer(plan.inputs, plan.outputs.map((o) => o.tensor.name), timing);
-        const res = inferResponse(m.name, MODEL_VERSION, plan, outputs);
+        // The request's signal aborts when the client leaves: a request still queued is then dropped unrun. It is
+        // read only if the request has to wait (Deno warns once a served request's signal is read).
+        const outputs = await served.infer(plan.inputs, plan.outputs.map((o) => o.tensor.name), timing, () => c.req.raw.signal);
+        const res = inferResponse(m.name, m.version, plan, outputs);
         metrics.recordRequest(m.name, micros(t0), timing);
         return res;
       } finally {
@@ -256,19 +243,44 @@ export function createInferenceApp(options: InferenceAppOptions): Hono {
     const index = repo.index().filter((e) => body.ready !== true || (e.state === "READY" && e.reason === ""));
     return c.json(index);
   });
-  const change = (what: "load" | "unload") => async (c: Context): Promise<Response> => {
+  const unload = async (c: Context): Promise<Response> => {
     const m = modelOf(c);
-    access.requireModelControl(c, `${what} model "${m.name}"`);
+    access.requireModelControl(c, `unload model "${m.name}"`);
     await optionalObject(c);
     try {
-      await (what === "load" ? repo.load(m.name) : repo.unload(m.name));
+      await repo.unload(m.name);
     } finally {
       monitor?.notify();
     }
     return c.json({ name: m.name, state: m.state });
   };
-  on("POST", "/v2/repository/models/:m/load", change("load"));
-  on("POST", "/v2/repository/models/:m/unload", change("unload"));
+  // A load from the repository's files, or an upload (Triton's "file:<version>/<name>" parameter) that adds or
+  // replaces the model. The credential is checked before a byte of the body is read; the body, and then the file's
+  // base64 text, are bounded before anything is decoded.
+  const load = async (c: Context): Promise<Response> => {
+    const name = c.req.param("m") ?? "";
+    if (!isValidModelName(name)) modelOf(c); // the 400 for a name that could be a path
+    access.requireModelControl(c, `load model "${name}"`);
+    const limit = repo.writable ? uploadBodyLimit(limits.maxUploadBytes) : undefined;
+    const declared = Number(c.req.header("content-length") ?? NaN);
+    const release = limit === undefined ? undefined : await budget.reserve(Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit);
+    try {
+      const body = await optionalObject(c, limit);
+      const upload = readUpload(name, body, limits.maxUploadBytes);
+      try {
+        if (upload !== undefined) await repo.upload(name, upload);
+        else await repo.load(modelOf(c).name);
+      } finally {
+        monitor?.notify();
+      }
+    } finally {
+      release?.();
+    }
+    const m = modelOf(c);
+    return c.json({ name: m.name, state: m.state });
+  };
+  on("POST", "/v2/repository/models/:m/load", load);
+  on("POST", "/v2/repository/models/:m/unload", unload);
 
   // Prometheus.
   on("GET", "/metrics", async (c) => c.body(await metrics.render(rt, repo), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));

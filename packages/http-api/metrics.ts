@@ -5,9 +5,9 @@
  *
  * @module
  */
-import { DMA_MEM_USAGE_TOTAL, NrtStatus, type Runtime } from "@nrt/core";
+import { NrtStatus, type Runtime } from "@nrt/core";
 import { MODEL_VERSION, type ModelRepository } from "./model_repository.ts";
-import type { InferTiming } from "./served_model.ts";
+import type { InferTiming, InstanceView } from "./served_model.ts";
 
 /** A count and a total duration (Triton's `StatisticDuration`, in ns). */
 export interface StatDuration {
@@ -239,6 +239,7 @@ export class InferenceMetrics {
       "Whether the model is loaded and not poisoned (1) or not (0)",
       repo.models().map((m) => [lab(m.name), m.state === "READY" && m.reason === "" ? 1 : 0]),
     );
+    instanceFamilies(family, repo);
     family(
       "nrt_execution_status_total",
       "counter",
@@ -246,14 +247,15 @@ export class InferenceMetrics {
       [...this.#outcomes].map(([o, v]) => [`{status="${o}"}`, v]),
     );
     const dev = rt.device.index;
+    const booked = new Map(rt.memory().cores.map((c) => [c.nc, c.total]));
     family(
       "nrt_device_memory_used_bytes",
       "gauge",
       "Device memory booked by the runtime per NeuronCore (memory_usage_nc total)",
-      Array.from({ length: rt.device.ncCount }, (_, nc) => [`{device="${dev}",core="${nc}"}`, rt.ledger.usage(dev, nc)[DMA_MEM_USAGE_TOTAL]]),
+      Array.from({ length: rt.device.ncCount }, (_, nc) => [`{device="${dev}",core="${nc}"}`, booked.get(nc) ?? 0]),
     );
     try {
-      const u = await rt.portal.memUsage(dev);
+      const u = await rt.deviceMemory();
       family("nrt_device_memory_allocated_bytes", "gauge", "Device memory allocated through the portal, by location", [
         [`{device="${dev}",location="hbm"}`, u.hbm],
         [`{device="${dev}",location="host"}`, u.host],
@@ -264,4 +266,29 @@ export class InferenceMetrics {
     family("nrt_device_memory_total_bytes", "gauge", "HBM size of the device", [[`{device="${dev}"}`, rt.device.hbmBytes]]);
     return lines.join("\n") + "\n";
   }
+}
+
+// ---- Instance groups (docs/rest-api.md, "Instance groups"): one gauge per model, three series per instance. ----
+
+type Family = (name: string, type: string, help: string, samples: Array<[string, number]>) => void;
+
+/** The instance families of `/metrics`: instances per model, and each instance's readiness, load and executions. */
+function instanceFamilies(family: Family, repo: ModelRepository): void {
+  const models = repo.models();
+  family(
+    "nrt_model_instances",
+    "gauge",
+    "Instances of the model loaded (its instance group)",
+    models.map((m) => [`{model="${m.name}",version="${m.version}"}`, m.served?.instances.length ?? 0]),
+  );
+  const per = (pick: (i: InstanceView) => number): Array<[string, number]> =>
+    models.flatMap((m) =>
+      (m.served?.instances ?? []).map((i): [string, number] => [
+        `{model="${m.name}",version="${m.version}",instance="${m.name}_${i.index}",vnc="${i.vnc}"}`,
+        pick(i),
+      ])
+    );
+  family("nrt_model_instance_ready", "gauge", "Whether the instance takes requests (1) or a fault poisoned it (0)", per((i) => (i.poisoned === undefined ? 1 : 0)));
+  family("nrt_model_instance_busy", "gauge", "Whether the instance is running a request (1) or idle (0)", per((i) => (i.busy ? 1 : 0)));
+  family("nrt_model_instance_execution_count", "counter", "Executions of the instance since it was loaded, warm-up excluded", per((i) => i.executions));
 }

@@ -21,11 +21,15 @@ export { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo, encodeJsonD
 export { HttpError, type HttpErrorOptions, httpStatusOf, NRT_HTTP_STATUS, toHttpError } from "./http_error.ts";
 export {
   checkShape,
+  type DecodedInput,
+  type DecodedOutput,
+  type DecodedRequest,
   type InferPlan,
   JSON_BYTES_PER_ELEMENT,
   JSON_OVERHEAD_BYTES,
   MAX_RANK,
   parseInferRequest,
+  planInfer,
   type PlannedOutput,
   requestBodyLimit,
   type RequestLimits,
@@ -51,13 +55,39 @@ export { DASHBOARD_SCRIPT } from "./dashboard/dashboard_script.ts";
 export {
   filesFromMap,
   isValidModelName,
+  isValidModelVersion,
+  MAX_INSTANCES,
   type ModelConfig,
-  MODEL_VERSION,
+  type ModelFileName,
   ModelRepository,
   type ModelRepositoryOptions,
   type ModelState,
+  type ModelUpload,
+  MODEL_VERSION,
+  notReadyError,
+  parseModelConfig,
+  type Readiness,
   type RepositoryFiles,
   type RepositoryIndexEntry,
   type RepositoryModel,
 } from "./model_repository.ts";
-export { type InferTiming, newTiming, ServedModel } from "./served_model.ts";
+export {
+  type InstanceMetadata,
+  instanceMetadata,
+  MODEL_PLATFORM,
+  type ModelMetadata,
+  modelMetadata,
+  type TensorMetadata,
+  tensorMetadata,
+} from "./model_metadata.ts";
+export { MAX_UPLOAD_CONFIG_BYTES, readUpload, uploadBodyLimit } from "./model_upload.ts";
+export {
+  CLIENT_CLOSED_REQUEST,
+  type ClientSignal,
+  CoreLoad,
+  type InferTiming,
+  type InstanceView,
+  newTiming,
+  ServedModel,
+  type ServedModelOptions,
+} from "./served_model.ts";

@@ -1,34 +1,73 @@
 /**
- * The model repository: a directory of `<name>.neff` files, each with an optional `<name>.json` config
- * (`{"vnc": 0, "instances": 2, "maxQueue": 64}`), read through injected functions so that this package never touches a
- * platform's file API. Loads and unloads of one model are serialized; of different models they are independent,
- * so loading one never blocks inference on another. Concurrent loads of one model share one load.
+ * The model repository: the models of a directory, each a NEFF with an optional config (`{"vnc": 0, "instances": 2,
+ * "maxQueue": 64, "warmup": true}`), read through injected functions so that this package never touches a platform's
+ * file API. Loads and unloads of one model are serialized; of different models they are independent, so loading one
+ * never blocks inference on another. Concurrent loads of one model share one load. A load of a model that is being
+ * served, or an upload, replaces it atomically: the new instances are loaded and warmed up while the old ones serve,
+ * then requests go to the new ones and the old ones unload once their requests are done. The server is ready when
+ * every model it was asked to load is.
  *
- * Spec: Triton's model repository extension (`POST v2/repository/index`, `…/models/<m>/load`, `…/unload`; index
- * entries `{name, version, state, reason}`).
+ * Spec: Triton's model repository extension (`POST v2/repository/index`, `…/models/<m>/load` with the `config` and
+ * `file:<version>/<name>` parameters, `…/unload`; index entries `{name, version, state, reason}`). The config format,
+ * instance groups and readiness rule are ours (docs/rest-api.md, "Model repository").
  *
  * @module
  */
-import type { Logger, NeffTensor, Runtime } from "@nrt/core";
+import { type Logger, type NeffTensor, NrtInitState, type Runtime } from "@nrt/core";
 import { HttpError } from "./http_error.ts";
-import { ServedModel } from "./served_model.ts";
+import { CoreLoad, ServedModel } from "./served_model.ts";
 
-/** How the repository reads its directory. */
+/** The model file of an upload (Triton's `file:<version>/<name>` parameter): a NEFF, or an ONNX model to compile. */
+export type ModelFileName = "model.neff" | "model.onnx";
+
+/** A model file sent by a client to be stored in the repository and loaded (Triton's load with file override). */
+export interface ModelUpload {
+  /** The version folder it was sent for (`file:1/model.neff` → `"1"`): digits, no leading zero. */
+  readonly version: string;
+  /** Which file it is. */
+  readonly file: ModelFileName;
+  /** The file's bytes (decoded from base64, within the repository's file cap). */
+  readonly bytes: Uint8Array;
+  /** The model's config as JSON text (Triton's `config` parameter), if one was sent. */
+  readonly config?: Uint8Array;
+}
+
+/** How the repository reads (and optionally writes) its directory. */
 export interface RepositoryFiles {
-  /** Names (not paths) of the files in the repository directory. */
+  /** Names (not paths) of the files in the repository directory: `<model>.neff`, `<model>.json`, others ignored. */
   list(): Promise<string[]>;
   /** The bytes of one file by name, or `undefined` when it does not exist. */
   read(name: string): Promise<Uint8Array | undefined>;
+  /**
+   * The version a model's files are served as, read at each load (Triton's layout: the highest numeric version
+   * folder); absent or `undefined`: `"1"`.
+   */
+  version?(model: string): Promise<string | undefined>;
+  /**
+   * Stores an upload so that later scans and loads find it, each file replaced atomically, never outside the
+   * repository. Absent: uploads are refused (403).
+   */
+  write?(model: string, upload: ModelUpload): Promise<void>;
+  /**
+   * The NEFF an uploaded `model.onnx` compiles to, and its config as the repository reads it. Absent: ONNX uploads
+   * are refused (400).
+   */
+  compile?(model: string, onnx: Uint8Array, config: Uint8Array | undefined): Promise<{ neff: Uint8Array; config: Uint8Array | undefined }>;
 }
 
 /** The per-model config file `<name>.json`. */
 export interface ModelConfig {
   /** Logical NeuronCore of the first instance (default: models are spread round-robin at scan). */
   readonly vnc?: number;
-  /** Instances, on consecutive logical cores from `vnc` (default 1). */
-  readonly instances?: number;
+  /**
+   * Instances: a count from 1 to 64, on consecutive logical cores from `vnc` (wrapping around the visible ones), or
+   * `"per-core"` for one on each visible logical core (default 1).
+   */
+  readonly instances?: number | "per-core";
   /** Requests that may wait for a free instance (default: the repository's `maxQueue`). */
   readonly maxQueue?: number;
+  /** Run each instance once on zeroed inputs before the model is ready (default: the repository's `warmup`). */
+  readonly warmup?: boolean;
 }
 
 /** A model's state in the repository index. */
@@ -38,7 +77,7 @@ export type ModelState = "UNAVAILABLE" | "LOADING" | "READY" | "UNLOADING";
 export interface RepositoryIndexEntry {
   /** Model name. */
   readonly name: string;
-  /** Version (the repository serves version "1" of every model). */
+  /** Version. */
   readonly version: string;
   /** State. */
   readonly state: ModelState;
@@ -50,6 +89,8 @@ export interface RepositoryIndexEntry {
 export interface RepositoryModel {
   /** Name. */
   readonly name: string;
+  /** The version served (or last served): `"1"` unless the repository's layout has version folders. */
+  readonly version: string;
   /** State. */
   readonly state: ModelState;
   /** The loaded model when `state` is `READY`. */
@@ -58,7 +99,12 @@ export interface RepositoryModel {
   readonly signature: { readonly inputs: readonly NeffTensor[]; readonly outputs: readonly NeffTensor[] } | undefined;
   /** Why it is not ready, or `""` when it is. */
   readonly reason: string;
+  /** Whether the server was asked to serve it (loaded at start, loaded or uploaded since, not unloaded since). */
+  readonly wanted: boolean;
 }
+
+/** Whether the server is ready, and why not. */
+export type Readiness = { readonly ready: true } | { readonly ready: false; readonly reason: string };
 
 /** Options of {@linkcode ModelRepository}. */
 export interface ModelRepositoryOptions {
@@ -70,12 +116,19 @@ export interface ModelRepositoryOptions {
   readonly logger?: Logger;
   /** Requests that may wait for a busy model (default 256). */
   readonly maxQueue?: number;
+  /** Warm each instance up with one execution before the model is ready (default true; a model config may say otherwise). */
+  readonly warmup?: boolean;
 }
 
-/** The only version each model has. */
+/** The version of a model without version folders. */
 export const MODEL_VERSION = "1";
 
+/** Most instances one model may ask for by count. */
+export const MAX_INSTANCES = 64;
+
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
+const VERSION = /^[1-9][0-9]{0,8}$/;
+const CONFIG_KEYS = new Set(["vnc", "instances", "maxQueue", "warmup"]);
 
 /**
  * Whether `name` may name a model: 1 to 128 of `A-Z a-z 0-9 _ . -`, not starting with a dot — so never a path.
@@ -93,11 +146,79 @@ export function isValidModelName(name: string): boolean {
   return NAME.test(name);
 }
 
+/**
+ * Whether `version` may name a model version: a positive integer in decimal, without a leading zero, at most 9
+ * digits (Triton's numeric version folders) — so never a path.
+ *
+ * @param version A candidate version.
+ * @returns Whether it is valid.
+ *
+ * @example
+ * ```ts
+ * import { isValidModelVersion } from "@nrt/http-api";
+ * console.log(isValidModelVersion("3"), isValidModelVersion("03"), isValidModelVersion("..")); // true false false
+ * ```
+ */
+export function isValidModelVersion(version: string): boolean {
+  return VERSION.test(version);
+}
+
+/**
+ * Reads a model config (`<name>.json`, or an upload's `config` parameter).
+ *
+ * @param name The model, for messages.
+ * @param bytes The JSON text.
+ * @param source Where it came from, for messages (`relu.json`).
+ * @returns The config.
+ * @throws {HttpError} 400 for anything but an object of the known keys with valid values.
+ *
+ * @example
+ * ```ts
+ * import { parseModelConfig } from "@nrt/http-api";
+ * const c = parseModelConfig("relu", new TextEncoder().encode('{"instances": "per-core"}'), "relu.json");
+ * console.log(c.instances); // "per-core"
+ * ```
+ */
+export function parseModelConfig(name: string, bytes: Uint8Array, source: string): ModelConfig {
+  let v: unknown;
+  try {
+    v = JSON.parse(new TextDecoder().decode(bytes));
+  } catch (err) {
+    throw new HttpError(400, `Cannot load model "${name}": ${source} is not JSON`, { cause: err });
+  }
+  const bad = (why: string): HttpError => new HttpError(400, `Cannot load model "${name}": ${source} ${why}`);
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw bad("is not an object");
+  const c = v as Record<string, unknown>;
+  for (const k of Object.keys(c)) if (!CONFIG_KEYS.has(k)) throw bad(`has an unknown key "${k.slice(0, 64)}"`);
+  if (c.vnc !== undefined && (!Number.isSafeInteger(c.vnc) || (c.vnc as number) < 0)) throw bad(`"vnc" must be a non-negative integer`);
+  if (c.instances !== undefined && c.instances !== "per-core") {
+    if (!Number.isSafeInteger(c.instances) || (c.instances as number) < 1 || (c.instances as number) > MAX_INSTANCES) {
+      throw bad(`"instances" must be an integer from 1 to ${MAX_INSTANCES} or "per-core"`);
+    }
+  }
+  if (c.instances === "per-core" && c.vnc !== undefined) throw bad(`"vnc" cannot be given with "instances": "per-core"`);
+  if (c.maxQueue !== undefined && (!Number.isSafeInteger(c.maxQueue) || (c.maxQueue as number) < 0)) throw bad(`"maxQueue" must be a non-negative integer`);
+  if (c.warmup !== undefined && typeof c.warmup !== "boolean") throw bad(`"warmup" must be true or false`);
+  return c as ModelConfig;
+}
+
+/**
+ * The error of a request for a model that cannot take it: 503 with the repository's reason.
+ *
+ * @param m The model.
+ * @returns The error to throw.
+ */
+export function notReadyError(m: RepositoryModel): HttpError {
+  return new HttpError(503, `Model "${m.name}" is not ready: ${m.reason || m.state.toLowerCase()}`);
+}
+
 class Entry implements RepositoryModel {
   state: ModelState = "UNAVAILABLE";
+  version: string = MODEL_VERSION;
   served: ServedModel | undefined;
   signature: RepositoryModel["signature"];
   failure = "";
+  wanted = false;
   /** The serialized load/unload chain of this model. */
   op: Promise<void> = Promise.resolve();
   pending = 0;
@@ -109,6 +230,15 @@ class Entry implements RepositoryModel {
     if (this.state === "UNAVAILABLE") return this.failure || "not loaded";
     return this.state === "LOADING" ? "loading" : "unloading";
   }
+}
+
+/** Where a load takes its model from: the repository's files, or an upload. */
+interface LoadSource {
+  readonly neff: Uint8Array;
+  readonly config: ModelConfig;
+  readonly version: string;
+  /** Runs once the new instances are up, before they serve: stores the upload. */
+  readonly commit?: () => Promise<void>;
 }
 
 /**
@@ -126,6 +256,8 @@ export class ModelRepository {
   readonly #files: RepositoryFiles;
   readonly #log: Logger;
   readonly #maxQueue: number;
+  readonly #warmup: boolean;
+  readonly #coreLoad = new CoreLoad();
   readonly #entries = new Map<string, Entry>();
   #nextVnc = 0;
   #closed = false;
@@ -136,6 +268,21 @@ export class ModelRepository {
     this.#files = options.files;
     this.#log = options.logger ?? options.runtime.log;
     this.#maxQueue = options.maxQueue ?? 256;
+    this.#warmup = options.warmup ?? true;
+  }
+
+  /** Whether models can be uploaded: the files can be written. */
+  get writable(): boolean {
+    return this.#files.write !== undefined;
+  }
+
+  #add(name: string): Entry {
+    let e = this.#entries.get(name);
+    if (e === undefined) {
+      e = new Entry(name, this.#nextVnc++ % Math.max(1, this.#rt.visibleVncCount));
+      this.#entries.set(name, e);
+    }
+    return e;
   }
 
   /**
@@ -153,7 +300,7 @@ export class ModelRepository {
         continue;
       }
       names.add(name);
-      if (!this.#entries.has(name)) this.#entries.set(name, new Entry(name, this.#nextVnc++ % Math.max(1, this.#rt.visibleVncCount)));
+      this.#add(name);
     }
     for (const [name, e] of this.#entries) {
       if (!names.has(name) && e.state === "UNAVAILABLE" && e.pending === 0) this.#entries.delete(name);
@@ -162,7 +309,8 @@ export class ModelRepository {
   }
 
   /**
-   * Loads every model of the last scan; a model that fails stays `UNAVAILABLE` with the error as its reason.
+   * Loads every model of the last scan; a model that fails stays `UNAVAILABLE` with the error as its reason (and
+   * keeps the server from being ready).
    *
    * @returns The failures, by model name.
    */
@@ -184,6 +332,26 @@ export class ModelRepository {
     return this.#entries.get(name);
   }
 
+  /**
+   * The model a request names, as both protocols look it up.
+   *
+   * @param name The model name.
+   * @param version The version asked for; `undefined` or `""` for the one served.
+   * @returns The model.
+   * @throws {HttpError} 400 for a name that could be a path; 404 for an unknown model or version.
+   */
+  lookup(name: string, version?: string): RepositoryModel {
+    if (!isValidModelName(name)) {
+      throw new HttpError(400, `Invalid model name ${JSON.stringify(name.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
+    }
+    const m = this.#entries.get(name);
+    if (m === undefined) throw new HttpError(404, `Cannot find model "${name}": it is not in the repository`);
+    if (version !== undefined && version !== "" && version !== m.version) {
+      throw new HttpError(404, `Cannot find version ${JSON.stringify(version.slice(0, 32))} of model "${name}": it has only version ${m.version}`);
+    }
+    return m;
+  }
+
   /** Every model, sorted by name. */
   models(): RepositoryModel[] {
     return [...this.#entries.values()].sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -191,7 +359,21 @@ export class ModelRepository {
 
   /** The repository index (Triton's `POST v2/repository/index`). */
   index(): RepositoryIndexEntry[] {
-    return this.models().map((m) => ({ name: m.name, version: MODEL_VERSION, state: m.state, reason: m.reason }));
+    return this.models().map((m) => ({ name: m.name, version: m.version, state: m.state, reason: m.reason }));
+  }
+
+  /**
+   * Whether the server is ready: the runtime is up and every model it was asked to serve (at start, or by a load or
+   * an upload since, and not unloaded since) is loaded, warmed up and not poisoned.
+   *
+   * @returns Ready, or not with the reason (one sentence naming each model that is not ready).
+   */
+  readiness(): Readiness {
+    if (this.#rt.state !== NrtInitState.NRT_STATE_INIT) return { ready: false, reason: "the runtime is not running" };
+    const waiting = this.models().filter((m) => m.wanted && (m.state !== "READY" || m.reason !== ""));
+    if (waiting.length === 0) return { ready: true };
+    const why = waiting.map((m) => `model "${m.name}" ${m.state === "LOADING" ? "is loading" : `is not ready (${m.reason})`}`);
+    return { ready: false, reason: why.join("; ") };
   }
 
   #entry(name: string): Entry {
@@ -209,12 +391,12 @@ export class ModelRepository {
   }
 
   /**
-   * Loads a model. A load while one is in progress joins it; a load of a ready model does nothing; a load of a
-   * poisoned model unloads it and loads it again.
+   * Loads a model, from the repository's files. A load while one is in progress joins it; a load of a ready model
+   * does nothing; a load of a model with a poisoned instance loads it again and replaces it.
    *
    * @param name Model name.
    * @throws {HttpError} 404 for an unknown model, 400 for a bad config.
-   * @throws {NrtError} What `nrt_load` reported.
+   * @throws {NrtError} What `nrt_load` or the warm-up reported.
    */
   load(name: string): Promise<void> {
     let e: Entry;
@@ -223,8 +405,9 @@ export class ModelRepository {
     } catch (err) {
       return Promise.reject(err);
     }
+    e.wanted = true;
     if (e.loading !== undefined) return e.loading;
-    if (e.pending === 0 && e.state === "READY" && e.served?.notReadyReason === undefined) return Promise.resolve();
+    if (e.pending === 0 && e.state === "READY" && e.served !== undefined && e.served.poisonedInstances === 0) return Promise.resolve();
     const p = this.#chain(e, () => this.#load(e));
     e.loading = p;
     const clear = (): void => {
@@ -234,52 +417,99 @@ export class ModelRepository {
     return p;
   }
 
-  async #load(e: Entry): Promise<void> {
-    if (e.state === "READY") await this.#unload(e);
-    e.state = "LOADING";
+  /**
+   * Stores an uploaded model file in the repository and serves it: the new instances are loaded and warmed up from
+   * the upload first (a model already served keeps serving meanwhile), the files are written only once that
+   * worked, then requests go to the new instances and the old ones unload after their requests finish. A bad file
+   * changes nothing.
+   *
+   * @param name Model name (a new one adds the model).
+   * @param upload The file, its version and the config.
+   * @throws {HttpError} 400 for an invalid name, version, config or file; 403 when the repository cannot be written;
+   *   503 while the server shuts down.
+   * @throws {NrtError} What `nrt_load` or the warm-up reported.
+   */
+  async upload(name: string, upload: ModelUpload): Promise<void> {
+    if (!isValidModelName(name)) {
+      throw new HttpError(400, `Invalid model name ${JSON.stringify(name.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
+    }
+    if (this.#closed) throw new HttpError(503, `Cannot change model "${name}": the server is shutting down`);
+    const write = this.#files.write;
+    if (write === undefined) throw new HttpError(403, `Cannot store model "${name}": this repository cannot be written`);
+    if (!isValidModelVersion(upload.version)) {
+      throw new HttpError(400, `Cannot load model "${name}": version ${JSON.stringify(upload.version.slice(0, 32))} is not a positive integer`);
+    }
+    let neff = upload.bytes, config = upload.config;
+    if (upload.file === "model.onnx") {
+      if (this.#files.compile === undefined) throw new HttpError(400, `Cannot load model "${name}": this server does not compile ONNX models`);
+      ({ neff, config } = await this.#files.compile(name, upload.bytes, upload.config));
+    }
+    const parsed = config === undefined ? {} : parseModelConfig(name, config, "the config parameter");
+    const created = !this.#entries.has(name);
+    const e = this.#add(name);
     try {
-      const config = await this.#config(e.name);
-      const neff = await this.#files.read(`${e.name}.neff`);
-      if (neff === undefined) throw new HttpError(404, `Cannot load model "${e.name}": ${e.name}.neff is no longer in the repository`);
-      const first = config.vnc ?? e.defaultVnc;
-      const count = Math.max(1, this.#rt.visibleVncCount);
-      // Instances wrap around the visible cores; a first core past them is passed on for nrt_load to refuse.
-      const vncs = Array.from({ length: config.instances ?? 1 }, (_, k) => (first < count ? (first + k) % count : first));
-      e.served = await ServedModel.load(this.#rt, e.name, neff, vncs, config.maxQueue ?? this.#maxQueue);
-      e.signature = { inputs: e.served.inputs, outputs: e.served.outputs };
-      e.state = "READY";
-      e.failure = "";
-      this.#log.info(`Loaded model "${e.name}" on logical core(s) ${vncs.join(", ")}`);
+      await this.#chain(e, () => this.#load(e, { neff, config: parsed, version: upload.version, commit: () => write.call(this.#files, name, upload) }));
+      e.wanted = true;
     } catch (err) {
-      e.state = "UNAVAILABLE";
-      e.failure = `load failed: ${err instanceof Error ? err.message : String(err)}`;
+      // A model that only this upload brought in leaves no trace.
+      if (created && e.pending === 0 && e.state === "UNAVAILABLE") this.#entries.delete(name);
       throw err;
     }
   }
 
+  async #load(e: Entry, source?: LoadSource): Promise<void> {
+    const old = e.state === "READY" ? e.served : undefined;
+    if (old === undefined) e.state = "LOADING";
+    let served: ServedModel | undefined;
+    try {
+      const config = source?.config ?? await this.#config(e.name);
+      const version = source?.version ?? (await this.#files.version?.(e.name)) ?? MODEL_VERSION;
+      const neff = source?.neff ?? await this.#files.read(`${e.name}.neff`);
+      if (neff === undefined) throw new HttpError(404, `Cannot load model "${e.name}": ${e.name}.neff is no longer in the repository`);
+      const vncs = this.#vncsOf(e, config);
+      served = await ServedModel.load(this.#rt, e.name, neff, vncs, {
+        maxQueue: config.maxQueue ?? this.#maxQueue,
+        warmup: config.warmup ?? this.#warmup,
+        coreLoad: this.#coreLoad,
+      });
+      await source?.commit?.();
+      // The swap: requests from here on go to the new instances; the old ones finish theirs, then unload.
+      e.served = served;
+      e.signature = { inputs: served.inputs, outputs: served.outputs };
+      e.version = version;
+      e.state = "READY";
+      e.failure = "";
+      this.#log.info(`Loaded model "${e.name}" version ${version} on logical core(s) ${vncs.join(", ")}${old === undefined ? "" : " (replacing the one served)"}`);
+    } catch (err) {
+      if (served !== undefined && e.served !== served) await served.close().catch(() => {});
+      // A failed replacement of a healthy model leaves it serving; a poisoned or absent one becomes UNAVAILABLE.
+      if (old === undefined || old.notReadyReason !== undefined) {
+        if (old !== undefined) await this.#unload(e).catch(() => {});
+        e.state = "UNAVAILABLE";
+        e.failure = `load failed: ${err instanceof Error ? err.message : String(err)}`;
+      }
+      throw err;
+    }
+    if (old !== undefined) await old.close();
+  }
+
+  /** The logical cores of a model's instances. */
+  #vncsOf(e: Entry, config: ModelConfig): number[] {
+    const count = Math.max(1, this.#rt.visibleVncCount);
+    if (config.instances === "per-core") return Array.from({ length: count }, (_, k) => k);
+    const first = config.vnc ?? e.defaultVnc;
+    // Instances wrap around the visible cores; a first core past them is passed on for nrt_load to refuse.
+    return Array.from({ length: config.instances ?? 1 }, (_, k) => (first < count ? (first + k) % count : first));
+  }
+
   async #config(name: string): Promise<ModelConfig> {
     const bytes = await this.#files.read(`${name}.json`);
-    if (bytes === undefined) return {};
-    let v: unknown;
-    try {
-      v = JSON.parse(new TextDecoder().decode(bytes));
-    } catch (err) {
-      throw new HttpError(400, `Cannot load model "${name}": ${name}.json is not JSON`, { cause: err });
-    }
-    const bad = (why: string): HttpError => new HttpError(400, `Cannot load model "${name}": ${name}.json ${why}`);
-    if (typeof v !== "object" || v === null || Array.isArray(v)) throw bad("is not an object");
-    const c = v as Record<string, unknown>;
-    for (const k of Object.keys(c)) if (k !== "vnc" && k !== "instances" && k !== "maxQueue") throw bad(`has an unknown key "${k}"`);
-    if (c.vnc !== undefined && (!Number.isSafeInteger(c.vnc) || (c.vnc as number) < 0)) throw bad(`"vnc" must be a non-negative integer`);
-    if (c.instances !== undefined && (!Number.isSafeInteger(c.instances) || (c.instances as number) < 1 || (c.instances as number) > 64)) {
-      throw bad(`"instances" must be an integer from 1 to 64`);
-    }
-    if (c.maxQueue !== undefined && (!Number.isSafeInteger(c.maxQueue) || (c.maxQueue as number) < 0)) throw bad(`"maxQueue" must be a non-negative integer`);
-    return c as ModelConfig;
+    return bytes === undefined ? {} : parseModelConfig(name, bytes, `${name}.json`);
   }
 
   /**
-   * Unloads a model after its running and queued requests finish; unloading an unloaded model does nothing.
+   * Unloads a model after its running and queued requests finish; unloading an unloaded model does nothing. The
+   * model no longer counts for the server's readiness.
    *
    * @param name Model name.
    * @throws {HttpError} 404 for an unknown model.
@@ -291,6 +521,7 @@ export class ModelRepository {
     } catch (err) {
       return Promise.reject(err);
     }
+    e.wanted = false;
     return this.#chain(e, () => this.#unload(e));
   }
 
@@ -308,6 +539,19 @@ export class ModelRepository {
     this.#log.info(`Unloaded model "${e.name}"`);
   }
 
+  /**
+   * Refuses the requests waiting in every model's queue (503); running requests go on. For a shutdown whose
+   * deadline passed.
+   *
+   * @param reason Why, for the refused requests' message.
+   * @returns How many requests were refused.
+   */
+  refuseQueued(reason: string): number {
+    let n = 0;
+    for (const e of this.#entries.values()) n += e.served?.refuseQueued(reason) ?? 0;
+    return n;
+  }
+
   /** Refuses further loads and unloads every model (after their requests finish). */
   async close(): Promise<void> {
     const entries = [...this.#entries.values()];
@@ -320,7 +564,8 @@ export class ModelRepository {
 }
 
 /**
- * Repository files held in memory (tests, embedded models).
+ * Repository files held in memory (tests, embedded models), one version of each model. An upload is stored as
+ * `<name>.neff` (a compiled ONNX upload needs a `compile` of the caller's) with its config as `<name>.json`.
  *
  * @param files File bytes by name.
  * @returns A {@linkcode RepositoryFiles} over the map; later changes to the map are seen.
@@ -336,5 +581,14 @@ export function filesFromMap(files: Record<string, Uint8Array>): RepositoryFiles
   return {
     list: () => Promise.resolve(Object.keys(files)),
     read: (name) => Promise.resolve(Object.hasOwn(files, name) ? files[name] : undefined),
+    write: (model, upload) => {
+      if (upload.version !== MODEL_VERSION) {
+        return Promise.reject(new HttpError(400, `Cannot store version ${upload.version} of model "${model}": this repository holds version ${MODEL_VERSION} only`));
+      }
+      if (upload.file !== "model.neff") return Promise.reject(new HttpError(400, `Cannot store model "${model}": this repository holds NEFF files only`));
+      files[`${model}.neff`] = upload.bytes;
+      if (upload.config !== undefined) files[`${model}.json`] = upload.config;
+      return Promise.resolve();
+    },
   };
 }

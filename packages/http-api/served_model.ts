@@ -1,14 +1,16 @@
 /**
- * A model as the server runs it: one or more loaded instances of one NEFF, each with its own pooled HOST tensors,
- * a FIFO of requests waiting for a free instance, and the drain that unloading waits for.
+ * A model as the server runs it: one or more loaded instances of one NEFF (Triton's instance group), each with its
+ * own pooled HOST tensors, warmed up by one execution before the model is handed out; a FIFO of requests waiting for
+ * a free instance; least-busy dispatch; and the drain that unloading waits for.
  *
  * The runtime already runs one execution at a time per NeuronCore (seed: runtime-synthesis §3, `exec_tail`); the
  * queue here mirrors that one level up, so a request's queue time is measurable, the queue is bounded
- * (`NRT_QUEUE_FULL` past it), and the pooled tensors of an instance are never shared by two requests.
+ * (`NRT_QUEUE_FULL` past it), and the pooled tensors of an instance are never shared by two requests. Instance
+ * groups, warm-up, dispatch and cancellation are ours (docs/rest-api.md, "Instance groups").
  *
  * @module
  */
-import { type Model, type NeffTensor, NrtError, NrtStatus, nrtStatusName, type Runtime, type Tensor, TensorPlacement, TensorSet } from "@nrt/core";
+import { type Model, type NeffTensor, NrtError, NrtStatus, nrtStatusName, type Runtime, type Tensor, TensorSet } from "@nrt/core";
 import { HttpError } from "./http_error.ts";
 
 /** Where one request spent its time, in microseconds, and how its execution ended. */
@@ -30,12 +32,80 @@ export function newTiming(): InferTiming {
   return { queueUs: 0, inputUs: 0, inferUs: 0, outputUs: 0 };
 }
 
+/**
+ * The HTTP status of a request whose client left while it waited for an instance (nginx's "client closed request").
+ * It is never sent, since nobody is there to read it; metrics count it as a failure of reason `OTHER`.
+ */
+export const CLIENT_CLOSED_REQUEST = 499;
+
+/**
+ * Executions running on each logical core, across every model of a repository: what "least busy" compares when a
+ * model has instances on several cores that other models share. Ours.
+ */
+export class CoreLoad {
+  readonly #running = new Map<number, number>();
+
+  /** Executions running on logical core `vnc` now. */
+  running(vnc: number): number {
+    return this.#running.get(vnc) ?? 0;
+  }
+
+  /** Counts one more execution on `vnc`; the returned function counts it finished (once). */
+  start(vnc: number): () => void {
+    this.#running.set(vnc, this.running(vnc) + 1);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const n = this.running(vnc) - 1;
+      if (n <= 0) this.#running.delete(vnc);
+      else this.#running.set(vnc, n);
+    };
+  }
+}
+
+/** The signal of a request's client, or a function that returns it when it is needed. */
+export type ClientSignal = AbortSignal | (() => AbortSignal);
+
+/** Options of {@linkcode ServedModel.load}. */
+export interface ServedModelOptions {
+  /** Requests allowed to wait for an instance. */
+  readonly maxQueue: number;
+  /**
+   * Run each instance once on zeroed inputs before the model is ready (default true), as Triton's model warm-up
+   * does: the instance's Q7 Workers are then up and its kernels have run once.
+   */
+  readonly warmup?: boolean;
+  /** The repository's per-core execution counts (default: this model's own). */
+  readonly coreLoad?: CoreLoad;
+}
+
+/** One instance as metadata, metrics and the dashboard show it. */
+export interface InstanceView {
+  /** Position in the model's instance group (`<model>_<index>` in Triton's naming). */
+  readonly index: number;
+  /** `H_MODEL` handle. */
+  readonly handle: number;
+  /** Logical NeuronCore. */
+  readonly vnc: number;
+  /** Running a request now. */
+  readonly busy: boolean;
+  /** Executions since the load, warm-up excluded. */
+  readonly executions: number;
+  /** The status that poisoned the instance (seed: lifecycle-error-model §5.5), `undefined` while healthy. */
+  readonly poisoned: number | undefined;
+}
+
 interface Instance {
+  readonly index: number;
   readonly model: Model;
   readonly ins: TensorSet;
   readonly outs: TensorSet;
   readonly tensors: Tensor[];
   busy: boolean;
+  executions: number;
+  /** Dispatch order of the last request it took (ties of "least busy" go to the longest idle). */
+  lastDispatch: number;
 }
 
 interface Waiter {
@@ -58,53 +128,60 @@ export class ServedModel {
   readonly #rt: Runtime;
   readonly #instances: Instance[];
   readonly #maxQueue: number;
+  readonly #coreLoad: CoreLoad;
   readonly #waiters: Waiter[] = [];
+  #dispatched = 0;
   #inflight = 0;
   #drained: (() => void) | undefined;
   #closing = false;
 
-  private constructor(rt: Runtime, name: string, instances: Instance[], maxQueue: number) {
+  private constructor(rt: Runtime, name: string, instances: Instance[], options: ServedModelOptions) {
     this.#rt = rt;
     this.name = name;
     this.#instances = instances;
-    this.#maxQueue = maxQueue;
+    this.#maxQueue = options.maxQueue;
+    this.#coreLoad = options.coreLoad ?? new CoreLoad();
     this.inputs = instances[0].model.inputs;
     this.outputs = instances[0].model.outputs;
     this.vncs = instances.map((i) => i.model.vnc);
   }
 
   /**
-   * Loads `neff` once per entry of `vncs` and allocates each instance's HOST tensors. On any failure the instances
-   * already loaded are unloaded again before the error propagates.
+   * Loads `neff` once per entry of `vncs`, allocates each instance's HOST tensors and, unless told otherwise, runs
+   * each instance once on zeroed inputs. On any failure the instances already loaded are unloaded again before the
+   * error propagates, so no half-loaded model is left behind.
    *
    * @param rt The runtime.
    * @param name The repository name.
    * @param neff The NEFF bytes.
-   * @param vncs One logical core per instance.
-   * @param maxQueue Requests allowed to wait for an instance.
+   * @param vncs One logical core per instance (at least one).
+   * @param options Queue bound, warm-up, the repository's core load.
    * @returns The served model.
-   * @throws {NrtError} What `nrt_load` or `nrt_tensor_allocate` reported.
+   * @throws {NrtError} What `nrt_load` or `nrt_tensor_allocate` reported; a failed warm-up with the status of its
+   *   execution and a message that says so.
    */
-  static async load(rt: Runtime, name: string, neff: Uint8Array, vncs: readonly number[], maxQueue: number): Promise<ServedModel> {
+  static async load(rt: Runtime, name: string, neff: Uint8Array, vncs: readonly number[], options: ServedModelOptions): Promise<ServedModel> {
+    if (vncs.length === 0) throw new RangeError(`Cannot load model "${name}": it needs at least one instance`);
     const instances: Instance[] = [];
     try {
-      for (const vnc of vncs) {
+      for (const [index, vnc] of vncs.entries()) {
         const model = await rt.load(neff, vnc);
-        const inst: Instance = { model, ins: new TensorSet(), outs: new TensorSet(), tensors: [], busy: false };
+        const inst: Instance = { index, model, ins: new TensorSet(), outs: new TensorSet(), tensors: [], busy: false, executions: 0, lastDispatch: 0 };
         instances.push(inst);
         for (const [set, list] of [[inst.ins, model.inputs], [inst.outs, model.outputs]] as const) {
           for (const t of list) {
-            const x = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, vnc, t.size, `${name}:${t.name}`);
+            const x = await rt.allocateTensor({ location: "host", vnc: vnc, size: t.size, name: `${name}:${t.name}` });
             inst.tensors.push(x);
             set.add(t.name, x);
           }
         }
+        if (options.warmup ?? true) await warmUp(name, inst);
       }
     } catch (e) {
       await unloadAll(instances).catch(() => {});
       throw e;
     }
-    return new ServedModel(rt, name, instances, maxQueue);
+    return new ServedModel(rt, name, instances, options);
   }
 
   /** The poisoning status of an instance (seed: lifecycle-error-model §5.5), `undefined` while it is healthy. */
@@ -127,9 +204,16 @@ export class ServedModel {
     return this.#instances.filter((i) => this.#poisoned(i) !== undefined).length;
   }
 
-  /** The loaded instances: `H_MODEL` handle, logical core, and the poisoning status (`undefined` while healthy). */
-  get instances(): Array<{ handle: number; vnc: number; poisoned: number | undefined }> {
-    return this.#instances.map((i) => ({ handle: i.model.handle, vnc: i.model.vnc, poisoned: this.#poisoned(i) }));
+  /** The loaded instances, in the order of `vncs`. */
+  get instances(): InstanceView[] {
+    return this.#instances.map((i) => ({
+      index: i.index,
+      handle: i.model.handle,
+      vnc: i.model.vnc,
+      busy: i.busy,
+      executions: i.executions,
+      poisoned: this.#poisoned(i),
+    }));
   }
 
   /** Requests running or queued. */
@@ -137,55 +221,111 @@ export class ServedModel {
     return this.#inflight;
   }
 
+  /** Requests waiting for an instance. */
+  get queued(): number {
+    return this.#waiters.length;
+  }
+
   #notReady(): HttpError {
     return new HttpError(503, `Model "${this.name}" is not ready: ${this.notReadyReason ?? "no instance is free"}`);
   }
 
-  #acquire(): Promise<Instance> {
-    const idle = this.#instances.find((i) => !i.busy && this.#poisoned(i) === undefined);
-    if (idle !== undefined) {
-      idle.busy = true;
-      return Promise.resolve(idle);
+  /**
+   * The least busy free instance: among the healthy idle ones, the one whose logical core runs the fewest
+   * executions (of any model), then the one idle longest.
+   */
+  #leastBusy(): Instance | undefined {
+    let best: Instance | undefined;
+    for (const i of this.#instances) {
+      if (i.busy || this.#poisoned(i) !== undefined) continue;
+      if (best === undefined) {
+        best = i;
+        continue;
+      }
+      const a = this.#coreLoad.running(i.model.vnc), b = this.#coreLoad.running(best.model.vnc);
+      if (a < b || (a === b && i.lastDispatch < best.lastDispatch)) best = i;
     }
+    return best;
+  }
+
+  #take(i: Instance): Instance {
+    i.busy = true;
+    i.lastDispatch = ++this.#dispatched;
+    return i;
+  }
+
+  #acquire(clientSignal: ClientSignal | undefined): Promise<Instance> {
+    const idle = this.#leastBusy();
+    if (idle !== undefined) return Promise.resolve(this.#take(idle));
     if (this.notReadyReason !== undefined) return Promise.reject(this.#notReady());
     if (this.#waiters.length >= this.#maxQueue) {
       return Promise.reject(
         new NrtError(NrtStatus.NRT_QUEUE_FULL, `Cannot queue a request for model "${this.name}": ${this.#maxQueue} requests are already waiting`),
       );
     }
-    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+    // Read only now that the request has to wait (Deno warns when a served request's signal is read).
+    const signal = typeof clientSignal === "function" ? clientSignal() : clientSignal;
+    if (signal?.aborted) return Promise.reject(cancelledWhileQueued(this.name));
+    return new Promise((resolve, reject) => {
+      const leave = (): void => {
+        const k = this.#waiters.indexOf(w);
+        if (k < 0) return;
+        this.#waiters.splice(k, 1);
+        reject(cancelledWhileQueued(this.name));
+      };
+      const w: Waiter = {
+        resolve: (i) => {
+          signal?.removeEventListener("abort", leave);
+          resolve(i);
+        },
+        reject: (e) => {
+          signal?.removeEventListener("abort", leave);
+          reject(e);
+        },
+      };
+      this.#waiters.push(w);
+      signal?.addEventListener("abort", leave, { once: true });
+    });
   }
 
   #release(i: Instance): void {
     i.busy = false;
     if (this.#poisoned(i) === undefined) {
       const w = this.#waiters.shift();
-      if (w !== undefined) {
-        i.busy = true;
-        w.resolve(i);
-      }
+      if (w !== undefined) w.resolve(this.#take(i));
     } else if (this.notReadyReason !== undefined) {
       for (const w of this.#waiters.splice(0)) w.reject(this.#notReady());
     }
   }
 
   /**
-   * Runs one inference on a free instance.
+   * Runs one inference on the least busy free instance, or waits in the model's queue for one.
    *
    * @param inputs Bytes of every input, by name, each exactly the input's size (the caller validated them).
    * @param outputs Names of the outputs to read back.
    * @param timing Filled with the time spent in each phase and the execution status.
+   * @param signal Aborted when the client leaves: a request still waiting in the queue is dropped and never runs. A
+   *   running execution cannot be stopped halfway; it finishes and releases its instance. A function is called
+   *   only if the request has to wait.
    * @returns The bytes of the requested outputs.
-   * @throws {HttpError} 503 when the model is unloading or poisoned.
+   * @throws {HttpError} 503 when the model is unloading or poisoned; {@linkcode CLIENT_CLOSED_REQUEST} when the
+   *   signal aborted before the request reached an instance.
    * @throws {NrtError} `NRT_QUEUE_FULL` past the queue bound, or what `nrt_execute` reported.
    */
-  async infer(inputs: ReadonlyMap<string, Uint8Array>, outputs: readonly string[], timing: InferTiming): Promise<Map<string, Uint8Array>> {
+  async infer(
+    inputs: ReadonlyMap<string, Uint8Array>,
+    outputs: readonly string[],
+    timing: InferTiming,
+    signal?: ClientSignal,
+  ): Promise<Map<string, Uint8Array>> {
     if (this.#closing) throw this.#notReady();
+    if (typeof signal !== "function" && signal?.aborted) throw cancelledWhileQueued(this.name);
     this.#inflight++;
     try {
       let t = performance.now();
-      const inst = await this.#acquire();
+      const inst = await this.#acquire(signal);
       timing.queueUs = micros(t);
+      const done = this.#coreLoad.start(inst.model.vnc);
       try {
         t = performance.now();
         for (const x of this.inputs) await inst.ins.get(x.name).write(inputs.get(x.name)!);
@@ -199,6 +339,7 @@ export class ServedModel {
           throw e;
         } finally {
           timing.inferUs = micros(t);
+          inst.executions++;
         }
         t = performance.now();
         const out = new Map<string, Uint8Array>();
@@ -206,6 +347,7 @@ export class ServedModel {
         timing.outputUs = micros(t);
         return out;
       } finally {
+        done();
         this.#release(inst);
       }
     } finally {
@@ -213,11 +355,41 @@ export class ServedModel {
     }
   }
 
+  /**
+   * Refuses the requests still waiting for an instance (503, "the server is shutting down" or the reason given);
+   * the running ones go on.
+   *
+   * @param reason Why, for the refused requests' message.
+   * @returns How many were refused.
+   */
+  refuseQueued(reason: string): number {
+    const waiting = this.#waiters.splice(0);
+    for (const w of waiting) w.reject(new HttpError(503, `Model "${this.name}" is not ready: ${reason}`));
+    return waiting.length;
+  }
+
   /** Stops taking requests, waits for the running and queued ones, unloads every instance and frees its tensors. */
   async close(): Promise<void> {
     this.#closing = true;
     if (this.#inflight > 0) await new Promise<void>((res) => (this.#drained = res));
     await unloadAll(this.#instances.splice(0));
+  }
+}
+
+/** The error of a request whose client left while it waited in the queue. */
+function cancelledWhileQueued(model: string): HttpError {
+  return new HttpError(CLIENT_CLOSED_REQUEST, `Cannot run the request for model "${model}": the client left before an instance was free`);
+}
+
+/** Runs an instance once on zeroed inputs; a failure names the warm-up and keeps the execution's status. */
+async function warmUp(name: string, inst: Instance): Promise<void> {
+  try {
+    for (const t of inst.model.inputs) await inst.ins.get(t.name).memset(0);
+    await inst.model.execute(inst.ins, inst.outs);
+  } catch (e) {
+    const status = e instanceof NrtError ? e.status : NrtStatus.NRT_FAILURE;
+    const why = e instanceof NrtError ? e.message : e instanceof Error ? e.message : String(e);
+    throw new NrtError(status, `Warm-up of model "${name}" on logical core ${inst.model.vnc} failed: ${why}`, { cause: e });
   }
 }
 

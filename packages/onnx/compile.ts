@@ -7,13 +7,7 @@
  */
 import type { OpDtype } from "../../kernels/ops/op_node.ts";
 import { aliasViews } from "./alias.ts";
-import type {
-  CompiledCall,
-  CompiledOnnxModel,
-  CompiledWeight,
-  CompileStats,
-  ValuePlacement,
-} from "./compiled_model.ts";
+import type { CompiledCall, CompiledOnnxModel, CompiledWeight, CompileStats, ValuePlacement } from "./compiled_model.ts";
 import { DTYPE_BYTES } from "./dtype.ts";
 import { OnnxCompileError } from "./error.ts";
 import { type FoldedGraph, foldGraph } from "./fold.ts";

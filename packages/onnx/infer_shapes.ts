@@ -7,17 +7,7 @@
  */
 import type { OpDtype } from "../../kernels/ops/op_node.ts";
 import { attrInt, attrInts, attrTensor, fail, normAxis } from "./_attrs.ts";
-import {
-  broadcastShapes,
-  reduceAxes,
-  reducedShape,
-  reshapeTarget,
-  sliceAxes,
-  splitSizes,
-  squeezeAxes,
-  unsqueezeShape,
-  windowOf,
-} from "./_geometry.ts";
+import { broadcastShapes, reduceAxes, reducedShape, reshapeTarget, sliceAxes, splitSizes, squeezeAxes, unsqueezeShape, windowOf } from "./_geometry.ts";
 import { dtypeFromOnnx } from "./dtype.ts";
 import type { IrNode } from "./graph.ts";
 import type { ConstTensor } from "./tensor.ts";

@@ -16,15 +16,7 @@
  *
  * @module
  */
-import {
-  buildCustomOpNeff,
-  type CustomOpBufferSpec,
-  type CustomOpCallSpec,
-  type CustomOpLibrarySpec,
-  type CustomOpTensorSpec,
-  type CustomOpViewSpec,
-  type CustomOpWeightSpec,
-} from "@nrt/core";
+import { buildCustomOpNeff, type CustomOpBufferSpec, type CustomOpCallSpec, type CustomOpLibrarySpec, type CustomOpTensorSpec, type CustomOpViewSpec, type CustomOpWeightSpec } from "@nrt/core";
 import type { CompiledOnnxModel, ValuePlacement } from "./compiled_model.ts";
 import { OnnxCompileError } from "./error.ts";
 

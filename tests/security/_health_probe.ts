@@ -24,9 +24,8 @@ setInterval(() => {
 }, 5);
 for (;;) {
   const t = performance.now();
-  let timer: ReturnType<typeof setInterval> | undefined;
   // While a check waits, report how long it has waited so far (a check that never returns still counts).
-  timer = setInterval(() => process.stdout.write(`w ${(performance.now() - t).toFixed(1)}\n`), 25);
+  const timer = setInterval(() => process.stdout.write(`w ${(performance.now() - t).toFixed(1)}\n`), 25);
   try {
     await (await fetch(`http://127.0.0.1:${port}/v2/health/live`)).arrayBuffer();
   } catch {

@@ -17,6 +17,7 @@ describe("nrt serve timeouts", () => {
     const dir = await mkdtemp(join(tmpdir(), "nrt-timeout-"));
     const spin = oneOpNeff("faults", "spin", [{ name: "x", dtype: "float32", shape: [4] }], [{ name: "y", dtype: "float32", shape: [4] }]);
     await writeFile(join(dir, "spin.neff"), spin);
+    await writeFile(join(dir, "spin.json"), JSON.stringify({ warmup: false })); // spin never ends on its own: no warm-up
     const saved = process.env.NEURON_RT_EXEC_TIMEOUT;
     process.env.NEURON_RT_EXEC_TIMEOUT = "12";
     const server = await startServer({ models: dir, port: 0, admin: true, adminTokenFile: join(dir, ".token"), modelControl: "explicit", log: () => {} });

@@ -4,8 +4,8 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { MemoryLogger, NrtError, NrtStatus, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
-import { createNrtContainer } from "@nrt/cli";
+import { MemoryLogger, NrtError, NrtStatus, Runtime, TensorSet } from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { DeviceSimPortal, FaultKind } from "@nrt/device-sim";
 import { DeviceDaemon, linkPair, RemotePortal } from "@nrt/device-sim/remote";
 import { buildCustomOpNeff } from "@nrt/core";
@@ -55,7 +55,7 @@ describe("a kernel without customop_cleanup", () => {
   test("Model.execute() completes with NRT_EXEC_COMPLETED_WITH_ERR (1004) and a warning per uncommitted core", async () => {
     const container = createNrtContainer();
     const logger = new MemoryLogger();
-    const rt = await Runtime.init({ container, logger, visibleCores: [0, 1] });
+    const rt = await Runtime.init({ ...nrtPlugins(container), logger, visibleCores: [0, 1] });
     try {
       const f32 = (name: string) => ({ name, dtype: "float32", shape: [16] });
       const neff = buildCustomOpNeff({
@@ -68,8 +68,8 @@ describe("a kernel without customop_cleanup", () => {
       });
       const model = await rt.load(neff);
       const ins = new TensorSet(), outs = new TensorSet();
-      ins.add("x", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 64, "x"));
-      outs.add("y", await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 64, "y"));
+      ins.add("x", await rt.allocateTensor({ location: "host", size: 64, name: "x" }));
+      outs.add("y", await rt.allocateTensor({ location: "host", size: 64, name: "y" }));
       let status: number | undefined;
       try {
         await model.execute(ins, outs);
@@ -85,7 +85,7 @@ describe("a kernel without customop_cleanup", () => {
       await expect(model.execute(ins, outs)).rejects.toMatchObject({ status: NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR });
     } finally {
       await rt.close();
-      await container.resolve(Portal).close();
+      await container.resolve(PortalToken).close();
     }
   });
 });

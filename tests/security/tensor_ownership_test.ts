@@ -4,11 +4,9 @@
  * the check a kernel wrote this device at a foreign tensor's address (docs/security.md, finding 2).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import "reflect-metadata";
-import { registerCayman } from "@nrt/arch-cayman";
-import { MemoryLogger, NrtError, NrtStatus, Portal, Runtime, TensorPlacement, TensorSet } from "@nrt/core";
+import { cayman } from "@nrt/arch-cayman";
+import { MemoryLogger, NrtError, NrtStatus, Runtime, TensorSet } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { container } from "tsyringe";
 import { oneOpNeff } from "../_kernels.ts";
 
 const sim = new DeviceSimPortal();
@@ -19,10 +17,8 @@ const ADD = oneOpNeff("vector_add", "vector_add", [f32("a"), f32("b")], [f32("ou
 const bytes = (v: number) => new Uint8Array(new Float32Array(N).fill(v).buffer);
 
 async function runtimeOn(cores: number[]): Promise<Runtime> {
-  const c = container.createChildContainer();
-  registerCayman(c);
-  c.register(Portal, { useValue: sim });
-  return await Runtime.init({ container: c, logger: new MemoryLogger(), visibleCores: cores, virtualCoreSize: 1 });
+  // Several runtimes share the one simulator here: none of them owns it.
+  return await Runtime.init({ portal: sim, archPacks: [cayman], ownsPortal: false, logger: new MemoryLogger(), visibleCores: cores, virtualCoreSize: 1 });
 }
 
 async function rejection(p: Promise<unknown>): Promise<NrtError> {
@@ -43,12 +39,12 @@ describe("Runtime.execute() tensor ownership", () => {
       const model = await rt1.load(ADD, 0);
       const ins = new TensorSet(), outs = new TensorSet();
       for (const n of ["a", "b"]) {
-        const t = await rt1.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, N * 4, n);
+        const t = await rt1.allocateTensor({ size: N * 4, name: n });
         await t.write(bytes(2.5));
         ins.add(n, t);
       }
       // The victim: a device tensor of the other runtime, holding 42.
-      const victim = await rt2.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, N * 4, "victim");
+      const victim = await rt2.allocateTensor({ size: N * 4, name: "victim" });
       await victim.write(bytes(42));
       outs.add("out", victim);
       const e = await rejection(model.execute(ins, outs));
@@ -56,7 +52,7 @@ describe("Runtime.execute() tensor ownership", () => {
       expect(e.message).toBe('Cannot execute model "vector_add.neff": tensor "victim" bound to "out" was not allocated by this runtime');
       expect(new Float32Array((await victim.read()).buffer)).toEqual(new Float32Array(N).fill(42));
       // With its own output the same request runs.
-      const out = await rt1.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, N * 4, "out");
+      const out = await rt1.allocateTensor({ size: N * 4, name: "out" });
       outs.add("out", out);
       await model.execute(ins, outs);
       expect(new Float32Array((await out.read()).buffer)).toEqual(new Float32Array(N).fill(5));
@@ -71,14 +67,14 @@ describe("Runtime.execute() tensor ownership", () => {
     try {
       const model = await rt.load(ADD, 0);
       const ins = new TensorSet(), outs = new TensorSet();
-      for (const n of ["a", "b"]) ins.add(n, await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, N * 4, n));
-      const freed = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, N * 4, "gone");
+      for (const n of ["a", "b"]) ins.add(n, await rt.allocateTensor({ location: "host", size: N * 4, name: n }));
+      const freed = await rt.allocateTensor({ size: N * 4, name: "gone" });
       await freed.free();
       outs.add("out", freed);
       let e = await rejection(model.execute(ins, outs));
       expect(e.status).toBe(NrtStatus.NRT_INVALID);
       expect(e.message).toBe('Cannot execute model "vector_add.neff": tensor "gone" bound to "out" was freed');
-      const elsewhere = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 1, N * 4, "core1");
+      const elsewhere = await rt.allocateTensor({ vnc: 1, size: N * 4, name: "core1" });
       outs.add("out", elsewhere);
       e = await rejection(model.execute(ins, outs));
       expect(e.status).toBe(NrtStatus.NRT_INVALID);
@@ -87,7 +83,7 @@ describe("Runtime.execute() tensor ownership", () => {
           "the model runs on logical core 0",
       );
       // A HOST tensor allocated for another logical core is host memory: it is staged and works.
-      const host = await rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 1, N * 4, "host1");
+      const host = await rt.allocateTensor({ location: "host", vnc: 1, size: N * 4, name: "host1" });
       outs.add("out", host);
       await model.execute(ins, outs);
     } finally {
@@ -103,7 +99,7 @@ describe("Runtime.allocateTensor() failures", () => {
       let thrown: unknown;
       let p: Promise<unknown> | undefined;
       try {
-        p = rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 7, 16, "t");
+        p = rt.allocateTensor({ location: "host", vnc: 7, size: 16, name: "t" });
       } catch (e) {
         thrown = e;
       }
@@ -119,7 +115,7 @@ describe("Runtime.allocateTensor() failures", () => {
   test("Runtime.allocateTensor() maps a host allocation the engine refuses to NRT_FAIL_HOST_MEM_ALLOC", async () => {
     const rt = await runtimeOn([0]);
     try {
-      const e = await rejection(rt.allocateTensor(TensorPlacement.NRT_TENSOR_PLACEMENT_HOST, 0, 64 * 2 ** 30, "huge"));
+      const e = await rejection(rt.allocateTensor({ location: "host", size: 64 * 2 ** 30, name: "huge" }));
       expect(e.status).toBe(NrtStatus.NRT_FAIL_HOST_MEM_ALLOC);
       expect(e.message).toBe('Cannot allocate tensor "huge": 68719476736 bytes of host memory are not available');
     } finally {

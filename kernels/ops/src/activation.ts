@@ -1,9 +1,7 @@
 // Unary float32 ops over a contiguous tensor: each core takes a 16-element-aligned share. The piecewise-linear
 // ops run 4 lanes at a time in SIMD; the transcendental ones are computed in float64 with the table-free
 // functions of _math.ts and rounded once to float32.
-import {
-  alignedChunk, customop_cleanup, customop_total_cpus, get_cpu_id, nextF64, nextInput, nextInt, nextOutput,
-} from "./_abi";
+import { alignedChunk, customop_cleanup, customop_total_cpus, get_cpu_id, nextF64, nextInput, nextInt, nextOutput } from "./_abi";
 import { erf64, exp64, exp64x2, expm1_64, gelu64, geluTanh64, log1p64, log64, sigmoid64, tanh64 } from "./_math";
 
 // Unary op codes (lowering.ts UnaryOp); p0 and p1 are the two float parameters.

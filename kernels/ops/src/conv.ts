@@ -6,9 +6,7 @@
 // padding), K-chunked to fit, and runs the 4 × 8 SIMD micro-kernels of _gemm.ts with float64 accumulation. A 1 × 1
 // convolution with unit strides and no padding reads X in place instead of building a panel. A depthwise
 // convolution (one channel per group) is computed directly instead (depthwise below).
-import {
-  customop_cleanup, customop_total_cpus, get_cpu_id, localScratch, nextF64, nextInput, nextInt, nextOutput,
-} from "./_abi";
+import { customop_cleanup, customop_total_cpus, get_cpu_id, localScratch, nextF64, nextInput, nextInt, nextOutput } from "./_abi";
 import { ACC_ROW_BYTES, activate, clearAcc, storeRow, tileRows } from "./_gemm";
 
 /** Scratch layout: the 8 pixels' window origins, float64 accumulators for up to 256 rows, the im2col panel. */

@@ -2,9 +2,7 @@
 // input's strides (0 along a broadcast dimension) after merging dimensions; each core takes a contiguous,
 // 16-element-aligned share of the output. float32 inner runs use 128-bit SIMD when both inputs are contiguous
 // or broadcast along the innermost dimension.
-import {
-  alignedChunk, customop_cleanup, customop_total_cpus, get_cpu_id, localScratch, nextInput, nextInt, nextOutput,
-} from "./_abi";
+import { alignedChunk, customop_cleanup, customop_total_cpus, get_cpu_id, localScratch, nextInput, nextInt, nextOutput } from "./_abi";
 import { pow64 } from "./_math";
 import { walkAdvance, walkCount, walkInnerLeft, walkOff, walkRead, walkSeek, walkStride } from "./_walk";
 

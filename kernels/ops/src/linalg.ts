@@ -7,9 +7,7 @@
 // - dot: A and B both contiguous along k and at most 4 rows per batch (a product against a transposed weight):
 //   each output is a SIMD dot product, each B row read as one stream;
 // - vector: one row per batch and B's columns contiguous (a row vector times a matrix): B is read row after row.
-import {
-  customop_cleanup, customop_total_cpus, get_cpu_id, localScratch, nextF64, nextInput, nextInt, nextOutput,
-} from "./_abi";
+import { customop_cleanup, customop_total_cpus, get_cpu_id, localScratch, nextF64, nextInput, nextInt, nextOutput } from "./_abi";
 import { ACC_ROW_BYTES, activate, clearAcc, packPanel, tileRows } from "./_gemm";
 
 /**

@@ -1,9 +1,7 @@
 // Normalizations over float32: LayerNormalization (and the fused nrt.LayerNorm), BatchNormalization in
 // inference mode, InstanceNormalization. Means and variances are float64, two-pass (mean, then the mean of the
 // squared deviations), so there is no cancellation between E[x²] and E[x]².
-import {
-  alignedChunk, customop_cleanup, customop_total_cpus, get_cpu_id, nextF64, nextInput, nextInt, nextOutput,
-} from "./_abi";
+import { alignedChunk, customop_cleanup, customop_total_cpus, get_cpu_id, nextF64, nextInput, nextInt, nextOutput } from "./_abi";
 
 // Scale and bias modes of layer_norm_f32.
 const PER_ELEMENT: i32 = 1;

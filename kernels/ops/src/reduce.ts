@@ -5,9 +5,7 @@
 // A reduction whose output has fewer elements than there are cores runs as two calls: reduce_f32 with parts > 1
 // writes per-part float64 partial states to a scratch value, and reduce_finish_f32 combines them (there is no
 // cross-core communication inside one call).
-import {
-  customop_cleanup, customop_total_cpus, get_cpu_id, localScratch, nextInput, nextInt, nextOutput,
-} from "./_abi";
+import { customop_cleanup, customop_total_cpus, get_cpu_id, localScratch, nextInput, nextInt, nextOutput } from "./_abi";
 import { exp64, exp64x2, log64 } from "./_math";
 import { W_BYTES, walkAdvance, walkCount, walkInnerLeft, walkOff, walkRead, walkSeek, walkStride } from "./_walk";
 

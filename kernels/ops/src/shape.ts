@@ -1,13 +1,8 @@
 // Data movement for any dtype (by element size: 1, 2, 4 or 8 bytes): a plain copy (Reshape, Flatten, Squeeze,
 // Unsqueeze, Identity when the compiler cannot alias them), the strided copy behind Transpose, Slice, Expand and
 // Tile, Concat, Split, Gather and Pad. Each core takes a contiguous share of the output.
-import {
-  alignedChunk, customop_cleanup, customop_next_int, customop_total_cpus, get_cpu_id, localScratch, nextInput,
-  nextInt, nextOutput,
-} from "./_abi";
-import {
-  W_BYTES, W_IDX, walkAdvance, walkCount, walkInnerLeft, walkOff, walkRead, walkSeek, walkStride,
-} from "./_walk";
+import { alignedChunk, customop_cleanup, customop_next_int, customop_total_cpus, get_cpu_id, localScratch, nextInput, nextInt, nextOutput } from "./_abi";
+import { W_BYTES, W_IDX, walkAdvance, walkCount, walkInnerLeft, walkOff, walkRead, walkSeek, walkStride } from "./_walk";
 
 /** Copies one element of `size` bytes. */
 @inline function copyElement(dst: i32, src: i32, size: i32): void {

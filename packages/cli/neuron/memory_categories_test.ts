@@ -2,16 +2,9 @@
 // model_shared_scratchpad, runtime_memory and tensors; the host breakdown application_memory, constants, dma_buffers
 // and tensors; a loaded model's device breakdown constants, model_code, runtime_memory and tensors.
 import { describe, expect, test } from "bun:test";
-import { createNullLogger, DMA_MEM_USAGE_TOTAL, DmaMemUsageType, DmemLedger, type Portal } from "@nrt/core";
-import {
-  DEVICE_CATEGORY_OF,
-  DEVICE_MEMORY_CATEGORIES,
-  deviceMemoryBreakdown,
-  HOST_CATEGORY_OF,
-  HOST_MEMORY_CATEGORIES,
-  hostMemoryBreakdown,
-  modelMemoryBreakdown,
-} from "./memory_categories.ts";
+import { createNullLogger, type Portal } from "@nrt/core";
+import { DMA_MEM_USAGE_TOTAL, DmaMemUsageType, DmemLedger } from "../../core/dmem/dmem.ts";
+import { DEVICE_CATEGORY_OF, DEVICE_MEMORY_CATEGORIES, deviceMemoryBreakdown, HOST_CATEGORY_OF, HOST_MEMORY_CATEGORIES, hostMemoryBreakdown, modelMemoryBreakdown } from "./memory_categories.ts";
 import { usageRow } from "./_testing.ts";
 
 describe("DEVICE_CATEGORY_OF / HOST_CATEGORY_OF", () => {

@@ -61,6 +61,8 @@ export class DmemLedger {
   readonly #log: Logger;
   readonly #hbmBytes: number;
   readonly #usage = new Map<string, Float64Array>();
+  /** Host-DRAM bytes per NeuronCore, by category (the HBM share of a row is the row minus this). Ours. */
+  readonly #hostUsage = new Map<string, Float64Array>();
   /** HBM bytes booked per device: the cap applies to HBM only, not to pinned host DRAM (the NQ rings). */
   readonly #hbm = new Map<number, number>();
   /** Every live `dmem_t`: freeing one twice is a bug, not a no-op. */
@@ -93,9 +95,24 @@ export class DmemLedger {
     return this.#hbm.get(device) ?? 0;
   }
 
-  /** `memory_usage_nc[nc]` of a device (a copy). */
+  /** `memory_usage_nc[nc]` of a device (a copy): by category, HBM and host DRAM together. */
   usage(device: number, nc: number): Float64Array {
     return new Float64Array(this.#row(device, nc));
+  }
+
+  /**
+   * The row of one location (ours: the seed's rows do not split HBM from host DRAM; neuron-monitor's report does),
+   * by category with the total at index 22 (a copy).
+   */
+  usageAt(device: number, nc: number, location: MemoryLocation): Float64Array {
+    const all = this.#row(device, nc);
+    const host = this.#hostUsage.get(`${device}:${nc}`) ?? new Float64Array(DMA_MEM_USAGE_SLOTS);
+    return location === "host" ? new Float64Array(host) : all.map((v, i) => v - host[i]);
+  }
+
+  /** The NeuronCores of `device` that have a row (booked something at some point), in index order. */
+  cores(device: number): number[] {
+    return [...this.#usage.keys()].map((k) => k.split(":").map(Number)).filter(([d]) => d === device).map(([, nc]) => nc).sort((a, b) => a - b);
   }
 
   /** Bytes booked on a device, all cores. */
@@ -123,6 +140,7 @@ export class DmemLedger {
     row[usage] += bytes;
     row[DMA_MEM_USAGE_TOTAL] += bytes;
     if (location === "hbm") this.#hbm.set(device, this.hbmUsed(device) + bytes);
+    else this.#hostRow(device, nc, usage, bytes);
     const d: Dmem = { memory, usage };
     this.#live.add(d);
     return d;
@@ -141,6 +159,7 @@ export class DmemLedger {
     row[d.usage] -= d.memory.bytes;
     row[DMA_MEM_USAGE_TOTAL] -= d.memory.bytes;
     if (d.memory.location === "hbm") this.#hbm.set(d.memory.device, this.hbmUsed(d.memory.device) - d.memory.bytes);
+    else this.#hostRow(d.memory.device, d.memory.nc, d.usage, -d.memory.bytes);
   }
 
   /** The breakdown line users read to debug an out-of-memory load. */
@@ -165,6 +184,14 @@ export class DmemLedger {
     }
     this.#log.error(`  ND ${device} HBM total: ${this.hbmUsed(device)} of ${this.#hbmBytes} bytes`);
     return new NrtError(NrtStatus.NRT_RESOURCE, msg, { cause });
+  }
+
+  #hostRow(device: number, nc: number, usage: DmaMemUsageType, delta: number): void {
+    const k = `${device}:${nc}`;
+    let row = this.#hostUsage.get(k);
+    if (row === undefined) this.#hostUsage.set(k, row = new Float64Array(DMA_MEM_USAGE_SLOTS));
+    row[usage] += delta;
+    row[DMA_MEM_USAGE_TOTAL] += delta;
   }
 
   #row(device: number, nc: number): Float64Array {

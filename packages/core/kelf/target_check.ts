@@ -4,7 +4,7 @@
  *
  * Seed: lifecycle-error-model §2.6 (`kbl_model_add` asks `al_hal_tpb_get_arch_type` first — the generations are
  * ordered by `al_hal_tpb_arch_type`: SUNDA = 2 < CAYMAN = 3 < MARIANA = 4), §2.7 (a NEFF the load path cannot take is
- * `NRT_INVALID`). Which names a `kelf-0.json` target may use (the pack names and their instance families, for
+ * `NRT_INVALID`). Which names a `kelf-0.json` target may use (the registered packs' names and instance families, for
  * example `trn1` for Sunda) and the opt-in rule are ours, after the documented meaning of
  * `NEURON_RT_ALLOW_LEGACY_NEFF`.
  *
@@ -12,31 +12,20 @@
  */
 import { NrtError } from "../error.ts";
 import type { SiliconSpec } from "../silicon_spec.ts";
-import { TpbArchType } from "../state.ts";
 import { NrtStatus } from "../status.ts";
 
-/** The generations the runtime knows by name, with the instance families that imply them. */
-const KNOWN_TARGETS: Readonly<Record<string, number>> = Object.freeze({
-  sunda: TpbArchType.AL_HAL_TPB_ARCH_TYPE_SUNDA,
-  trn1: TpbArchType.AL_HAL_TPB_ARCH_TYPE_SUNDA,
-  inf2: TpbArchType.AL_HAL_TPB_ARCH_TYPE_SUNDA,
-  cayman: TpbArchType.AL_HAL_TPB_ARCH_TYPE_CAYMAN,
-  trn2: TpbArchType.AL_HAL_TPB_ARCH_TYPE_CAYMAN,
-  mariana: TpbArchType.AL_HAL_TPB_ARCH_TYPE_MARIANA,
-});
-
 /**
- * The `al_hal_tpb_arch_type` a NEFF target names, or `undefined` for a name the runtime does not know. The running
- * spec's own name and instance families count as known (so a third-party pack's NEFFs resolve to its arch).
+ * The `al_hal_tpb_arch_type` a NEFF target names, or `undefined` for a name the runtime does not know. The names are
+ * the given generations' spec names and instance families (for example `trn1` for Sunda): core lists no generation
+ * of its own, the registered arch packs do.
  *
  * @param target `kelf-0.json` target, case-insensitive.
- * @param spec The generation the runtime drives.
+ * @param specs The generations the runtime was given (its arch packs' specs).
  * @returns The arch id, or `undefined`.
  */
-export function neffTargetArch(target: string, spec: SiliconSpec): number | undefined {
+export function neffTargetArch(target: string, specs: readonly SiliconSpec[]): number | undefined {
   const t = target.trim().toLowerCase();
-  if (t === spec.name.toLowerCase() || spec.instances.some((i) => i.toLowerCase() === t)) return spec.arch;
-  return Object.hasOwn(KNOWN_TARGETS, t) ? KNOWN_TARGETS[t] : undefined;
+  return specs.find((s) => s.name.toLowerCase() === t || s.instances.some((i) => i.toLowerCase() === t))?.arch;
 }
 
 /**
@@ -45,18 +34,20 @@ export function neffTargetArch(target: string, spec: SiliconSpec): number | unde
  * @param target The NEFF's `kelf-0.json` target (`NeffFile.target`).
  * @param spec The silicon spec of the arch pack the runtime chose.
  * @param allowLegacy `NEURON_RT_ALLOW_LEGACY_NEFF`: accept a NEFF of an older generation (lower arch id).
+ * @param known Every generation the runtime was given (default: the running one only).
  * @throws {NrtError} `NRT_INVALID` naming the NEFF's target and the device's generation when the target is unknown,
  *   newer, or older without `allowLegacy`.
  *
  * @example A Trn1 NEFF on a Cayman device needs the opt-in
  * ```ts ignore
  * import { CAYMAN_SPEC } from "@nrt/arch-cayman";
- * checkNeffTarget("sunda", CAYMAN_SPEC, true); // accepted: an older generation, opted in
- * checkNeffTarget("sunda", CAYMAN_SPEC, false); // throws NrtError(NRT_INVALID)
+ * import { SUNDA_SPEC } from "@nrt/arch-sunda";
+ * checkNeffTarget("sunda", CAYMAN_SPEC, true, [SUNDA_SPEC, CAYMAN_SPEC]); // accepted: an older generation, opted in
+ * checkNeffTarget("sunda", CAYMAN_SPEC, false, [SUNDA_SPEC, CAYMAN_SPEC]); // throws NrtError(NRT_INVALID)
  * ```
  */
-export function checkNeffTarget(target: string, spec: SiliconSpec, allowLegacy: boolean): void {
-  const arch = neffTargetArch(target, spec);
+export function checkNeffTarget(target: string, spec: SiliconSpec, allowLegacy: boolean, known: readonly SiliconSpec[] = [spec]): void {
+  const arch = neffTargetArch(target, known.includes(spec) ? known : [spec, ...known]);
   if (arch === spec.arch) return;
   const device = `a ${spec.name} device (${spec.generation}, al_hal_tpb_arch_type ${spec.arch})`;
   if (arch === undefined) {

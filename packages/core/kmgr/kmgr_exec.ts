@@ -19,6 +19,7 @@
  * @module
  */
 import type { Clock } from "../clock.ts";
+import { hostClockMs, type HostSpanListener } from "../host_span.ts";
 import { NotificationKind } from "../isa.ts";
 import type { HalTarget, Khal } from "../khal.ts";
 import type { Logger } from "../log.ts";
@@ -49,6 +50,10 @@ export interface ExecServices {
   readonly log: Logger;
   /** `NEURON_RT_EXEC_TIMEOUT` in ms. */
   readonly timeoutMs: number;
+  /** Hears the timed steps of the execution (`host_span.ts`); absent, nothing is timed. */
+  readonly onSpan?: HostSpanListener;
+  /** The execution's sequence number, for its spans. */
+  readonly seq?: number;
 }
 
 /**
@@ -80,12 +85,16 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
   try {
     let woken = wait();
     // The one doorbell (seed: runtime-synthesis §3.3).
+    const rung = s.onSpan === undefined ? 0 : hostClockMs();
     await s.target.portal.semaphoreIncrement(s.target.device, tpb.nc, m.doorbell, 1);
+    s.onSpan?.({ name: "doorbell", start: rung, end: hostClockMs(), nc: tpb.nc, seq: s.seq });
     m.runs = expected;
     req.state = ExecState.EXEC_STATE_WAIT_BARRIER_PROXY;
     req.state = ExecState.EXEC_STATE_WAIT_CORE; // no collectives proxy: the barrier state is passed through at once
     for (;;) {
+      const waited = s.onSpan === undefined ? 0 : hostClockMs();
       const timedOut = await woken;
+      s.onSpan?.({ name: "completion_wait", start: waited, end: hostClockMs(), nc: tpb.nc, seq: s.seq });
       step = await progressOneStep(s, ctx, req, m, expected);
       if (step !== ErpStep.ERP_STEP_CONTINUE) break;
       if (timedOut || deadline - s.clock.now() <= 0) {
@@ -112,7 +121,16 @@ async function progressOneStep(s: ExecServices, ctx: ProcessErrorsContext, req: 
   const tpb = m.tpb;
   // The NQ drain and the stdio drain of one step, in flight together (independent rings; a remote portal pipelines
   // their reads).
-  const [{ records, overflow }] = await Promise.all([s.khal.nqRead(s.target, tpb.nc, tpb.nq!), poolStdioBlockDrain(s, tpb.stdio)]);
+  const onSpan = s.onSpan;
+  const t0 = onSpan === undefined ? 0 : hostClockMs();
+  const nqRead = s.khal.nqRead(s.target, tpb.nc, tpb.nq!);
+  const stdioDrain = poolStdioBlockDrain(s, tpb.stdio);
+  if (onSpan !== undefined) {
+    const done = (name: string) => (): void => onSpan({ name, start: t0, end: hostClockMs(), nc: tpb.nc, seq: s.seq });
+    nqRead.then(done("nq_read"), () => {});
+    stdioDrain.then(done("pool_stdio_drain"), () => {});
+  }
+  const [{ records, overflow }] = await Promise.all([nqRead, stdioDrain]);
   let done = false;
   for (const r of records) {
     if (r.kind === NotificationKind.EXEC_DONE && r.model === (m.deviceModel & 0xffff) && r.value === expected) done = true;

@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { hostClockMs } from "../host_span.ts";
 import { NrtStatus, worseStatus } from "../status.ts";
 import { type InstallServices, kblComputeSetup } from "../tdrv/kbl_model_add.ts";
 import type { Tensor } from "../tensor.ts";
@@ -34,6 +35,14 @@ export async function kmgrExecOnCores(r: DlrModel, tensors: ReadonlyArray<Tensor
   const io = r.kelf.io;
   const { aliases } = r.binding;
   const nIn = r.kelf.inputCount;
+  const onSpan = d.exec.onSpan;
+  let t0 = onSpan === undefined ? 0 : hostClockMs();
+  const step = (name: string): void => {
+    if (onSpan === undefined) return;
+    const now = hostClockMs();
+    onSpan({ name, start: t0, end: now, nc: r.parts[0].tpb.nc, seq: d.exec.seq, detail: r.name });
+    t0 = now;
+  };
   // kmgr_exec_pre: clone the tensor sets to device memory where they are not there already.
   const pa: number[] = [];
   for (const [i, t] of tensors.entries()) {
@@ -56,11 +65,14 @@ export async function kmgrExecOnCores(r: DlrModel, tensors: ReadonlyArray<Tensor
     if (i < nIn) await st.write(await t.read());
     pa.push(st.devicePa!);
   }
+  step("kmgr_exec_pre");
   for (const p of r.parts) await kblComputeSetup(d.install, p, pa);
+  step("kbl_compute_setup");
   // One doorbell per physical NeuronCore of the request, all polled (seed: lifecycle-error-model §1.3 exec_rets[2]).
   const reqs = await Promise.all(r.parts.map((p) => kmgrSyncExec(d.exec, p, r.name)));
   const execRets = reqs.map((q) => q.execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS));
   const status = execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS);
+  if (onSpan !== undefined) t0 = hostClockMs();
   // Fail-stop on any fatal verdict, whatever its rank: 1004 (soft) outranks some fatal causes (seed §4.2).
   if (reqs.some((q) => q.fatal)) {
     r.poisoned = status; // RUNNING but poisoned (seed: lifecycle-error-model §5.5)
@@ -80,5 +92,6 @@ export async function kmgrExecOnCores(r: DlrModel, tensors: ReadonlyArray<Tensor
     const st = r.staging.get(i);
     if (st !== undefined && t !== undefined && t.devicePa === undefined) await t.write(await st.read());
   }
+  step("copy_out");
   return { status, execRets };
 }

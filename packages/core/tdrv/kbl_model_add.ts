@@ -15,6 +15,7 @@
  *
  * @module
  */
+import type { Logger } from "../log.ts";
 import { md5 } from "../neff/hash.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger, ModelAllocator } from "../dmem/dmem.ts";
 import { NrtError } from "../error.ts";
@@ -27,6 +28,7 @@ import {
   encodeRingTableEntry,
   EVENT_UPDATE_MODE_INCREMENT,
   type Instruction,
+  KernelDtype,
   NotificationKind,
   Opcode,
   type OpcodeTableEntry,
@@ -44,10 +46,7 @@ import { type EventSink, type StagedLibrary, takeId, type Tpb } from "./tpb.ts";
 export const MAX_GPSIMD_LIBS = 9;
 
 /** NEFF dtype → kernel ABI dtype code (`docs/kernel-abi.md`). */
-export const KERNEL_DTYPE: Readonly<Record<string, number>> = {
-  float32: 0, float16: 1, bfloat16: 2, int8: 3, uint8: 4, int16: 5, uint16: 6, int32: 7, uint32: 8, int64: 9,
-  uint64: 10, float64: 11, bool: 12,
-};
+export const KERNEL_DTYPE: Readonly<Record<string, number>> = KernelDtype;
 
 /** One slice a core's queue moves: var `io` (an I/O ordinal, or io.length + a buffer index), bytes `[offset, offset + bytes)`. */
 interface Slice {
@@ -104,6 +103,8 @@ export interface InstallServices {
   readonly ledger: DmemLedger;
   /** Event sink. */
   readonly event: EventSink;
+  /** Where a failing cleanup is reported. */
+  readonly log?: Logger;
 }
 
 function hexDigest(b: Uint8Array): string {
@@ -157,17 +158,25 @@ function operand(model: KelfModel, k: number): Operand {
   return model.views[k - model.io.length];
 }
 
+/** Device model ids per core: the 15-bit field of the stream-table entry (`@nrt/core/isa`'s `encodeStreamEntry`). */
+const DEVICE_MODEL_IDS = 0x8000;
+
 /**
  * `kbl_model_add`: installs `model` on `tpb`. Every resource it takes is released again if any step fails.
  */
-export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel, deviceModel: number): Promise<InstalledModel> {
+export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel): Promise<InstalledModel> {
   const { khal, target } = s;
   const spec = khal.spec;
   const nc = tpb.nc;
   const allocator = new ModelAllocator(s.ledger, tpb.device, nc);
-  const taken: Array<() => void> = [];
+  // RAII unwind (seed: lifecycle-error-model §2.6: model_free / buf_free / dmem_list_free …): every step pushes its
+  // undo; a failed install runs them in reverse, and a failing undo is logged, never swallowed.
+  await using undo = new AsyncDisposableStack();
+  undo.defer(() => allocator.destroy());
+  // The id the model's records carry: a free one of this core (the field has 15 bits; handles never wrap into it).
+  const deviceModel = takeId(tpb.modelIds, DEVICE_MODEL_IDS, "device model id");
+  undo.defer(() => void tpb.modelIds.delete(deviceModel));
   let sharedKey: string | undefined;
-  let installedSlot = -1;
   try {
     // (1) DMA queue bundles: the 8 custom-op queues (one per Q7 core).
     const queues = collectCustomOpQueues(khal);
@@ -237,6 +246,15 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
       const set = await stageSharedLibrary(s, tpb, key, libs[0].name, libs[0].image, allocator);
       set.users++;
       sharedKey = key;
+      undo.defer(async () => {
+        releaseShared(tpb, key);
+        // A library this failed load staged and nobody else uses is part of "everything it built": free it, so a
+        // failed load leaves the ledger where it found it. A library other models staged stays cached (§4.4).
+        if (set.users === 0 && set.stagedBy === allocator && tpb.extIsaLibs.get(key) === set) {
+          tpb.extIsaLibs.delete(key);
+          await s.ledger.free(set.dmem);
+        }
+      });
       libAddr.set(libs[0].name, { pa: set.dmem.memory.pa, bytes: libs[0].image.byteLength });
     } else {
       for (const l of libs) {
@@ -267,9 +285,9 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
 
     // (4) Semaphores and the argument tables / ring tables.
     const doorbell = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
-    taken.push(() => tpb.semaphores.delete(doorbell));
+    undo.defer(() => void tpb.semaphores.delete(doorbell));
     const completion = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
-    taken.push(() => tpb.semaphores.delete(completion));
+    undo.defer(() => void tpb.semaphores.delete(completion));
     const argBytes = argTables.reduce((a, t) => a + Math.ceil(t.byteLength / 64) * 64, 0);
     const ringTableBytes = model.calls.length * 2 * 8 * RING_TABLE_ENTRY_BYTES;
     const meta = await allocator.alloc(Math.max(64, argBytes + ringTableBytes), DmaMemUsageType.ARG_TABLES);
@@ -336,33 +354,37 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
 
     // (7) Register the stream with the sequencer, then add_model.
     const slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot");
-    taken.push(() => tpb.streamSlots.delete(slot));
+    undo.defer(() => void tpb.streamSlots.delete(slot));
     await khal.streamInstall(target, nc, slot, { pa: streamMem.memory.pa, slots: program.length, doorbell, model: deviceModel });
-    installedSlot = slot;
-    return { tpb, deviceModel, allocator, doorbell, completion, streamSlot: slot, rings, plans, boundPa: [], bufferPa, sharedLib: sharedKey, runs: 0 };
+    undo.defer(() => khal.streamRemove(target, nc, slot));
+    const installed: InstalledModel = { tpb, deviceModel, allocator, doorbell, completion, streamSlot: slot, rings, plans, boundPa: [], bufferPa, sharedLib: sharedKey, runs: 0 };
+    undo.move(); // installed: nothing to undo
+    return installed;
   } catch (e) {
-    // RAII unwind (seed: lifecycle-error-model §2.6: model_free / buf_free / dmem_list_free …).
-    if (installedSlot >= 0) await khal.streamRemove(target, nc, installedSlot).catch(() => {});
-    for (const undo of taken.reverse()) undo();
-    if (sharedKey !== undefined) {
-      releaseShared(tpb, sharedKey);
-      // A library this failed load staged and nobody else uses is part of "everything it built": free it, so a
-      // failed load leaves the ledger where it found it. A library other models staged stays cached (§4.4).
-      const set = tpb.extIsaLibs.get(sharedKey);
-      if (set !== undefined && set.users === 0 && stagedBy.get(set) === allocator) {
-        tpb.extIsaLibs.delete(sharedKey);
-        await s.ledger.free(set.dmem).catch(() => {});
-      }
+    try {
+      await undo.disposeAsync();
+    } catch (cleanup) {
+      s.log?.warn(`[ND ${tpb.device}][NC ${nc}] Cleanup after a failed load of "${model.name}" failed too: ${describe(cleanup)}`);
     }
-    await allocator.destroy().catch(() => {});
     throw e;
   }
 }
 
-/** Which model install staged a shared library (so its unwind can tell its own staging from a cached one). */
-const stagedBy = new WeakMap<StagedLibrary, unknown>();
-/** `ulib_staging_lock`: per core, the stagings in flight by library digest. */
-const staging = new WeakMap<Tpb, Map<string, Promise<StagedLibrary>>>();
+/** A cleanup failure in one line (a SuppressedError lists every one). */
+function describe(e: unknown): string {
+  const parts: string[] = [];
+  for (let x: unknown = e; x !== undefined;) {
+    if (x instanceof SuppressedError) {
+      parts.push(String(x.error instanceof Error ? x.error.message : x.error));
+      x = x.suppressed;
+    } else {
+      parts.push(x instanceof Error ? x.message : String(x));
+      x = undefined;
+    }
+  }
+  return parts.join("; ");
+}
+
 /**
  * `ucode_stage_libs` (num_libs == 1): returns the core's cached `ulib_set_info_extisa_only` for this image, or stages
  * it once into the GLOBAL allocator. Concurrent loads of the same library on one core wait for the one staging in
@@ -371,8 +393,7 @@ const staging = new WeakMap<Tpb, Map<string, Promise<StagedLibrary>>>();
 async function stageSharedLibrary(s: InstallServices, tpb: Tpb, key: string, name: string, image: Uint8Array, owner: unknown): Promise<StagedLibrary> {
   const cached = tpb.extIsaLibs.get(key);
   if (cached !== undefined) return cached;
-  let inFlight = staging.get(tpb);
-  if (inFlight === undefined) staging.set(tpb, inFlight = new Map());
+  const inFlight = tpb.stagingInFlight;
   const pending = inFlight.get(key);
   if (pending !== undefined) return await pending;
   const p = (async () => {
@@ -383,8 +404,7 @@ async function stageSharedLibrary(s: InstallServices, tpb: Tpb, key: string, nam
       await s.ledger.free(dmem);
       throw e;
     }
-    const set: StagedLibrary = { dmem, users: 0 };
-    stagedBy.set(set, owner);
+    const set: StagedLibrary = { dmem, users: 0, stagedBy: owner };
     tpb.extIsaLibs.set(key, set);
     s.event(`ucode_stage_libs nc=${tpb.nc} shared ${name}`);
     return set;
@@ -399,15 +419,9 @@ async function stageSharedLibrary(s: InstallServices, tpb: Tpb, key: string, nam
 
 /** Runs `f` as one entry of the core's FIFO (`h_running_model` serialisation), after every execution queued before. */
 async function inExecQueue<T>(tpb: Tpb, f: () => Promise<T>): Promise<T> {
-  const prev = tpb.execTail;
-  let release!: () => void;
-  tpb.execTail = new Promise<void>((res) => (release = res));
-  try {
-    await prev.catch(() => {});
-    return await f();
-  } finally {
-    release();
-  }
+  using turn = tpb.queue.acquire();
+  await turn.ready;
+  return await f();
 }
 
 function releaseShared(tpb: Tpb, key: string): void {
@@ -424,6 +438,7 @@ export async function kmgrUnstage(s: InstallServices, m: InstalledModel): Promis
     tpb.streamSlots.delete(m.streamSlot);
     tpb.semaphores.delete(m.doorbell);
     tpb.semaphores.delete(m.completion);
+    tpb.modelIds.delete(m.deviceModel);
     if (m.sharedLib !== undefined) releaseShared(tpb, m.sharedLib);
     await m.allocator.destroy();
   }

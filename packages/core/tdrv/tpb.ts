@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { CoreQueue } from "./core_queue.ts";
 import { DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES } from "../config.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
 import type { HalTarget, Khal, NotificationQueue, UcodeImage } from "../khal.ts";
@@ -37,6 +38,8 @@ export interface StagedLibrary {
   readonly dmem: Dmem;
   /** Models using it. */
   users: number;
+  /** The model install that staged it (its unwind frees only its own staging, never a cached one). */
+  readonly stagedBy?: unknown;
 }
 
 /** One NeuronCore of the process context tree (`tpb_t`). */
@@ -59,8 +62,12 @@ export interface Tpb {
   readonly streamSlots: Set<number>;
   /** Semaphores in use (0 is never handed out). */
   readonly semaphores: Set<number>;
-  /** Tail of the per-core FIFO of executions (`h_running_model` serialisation). */
-  execTail: Promise<void>;
+  /** Device model ids (15 bits, the stream-table field) of the models installed on this core (0 is never used). */
+  readonly modelIds: Set<number>;
+  /** The core's FIFO: executions and opcode-table swaps take turns on it (`h_running_model` serialisation). */
+  readonly queue: CoreQueue;
+  /** `ulib_staging_lock`: the shared-library stagings in flight on this core, by library digest. */
+  readonly stagingInFlight: Map<string, Promise<StagedLibrary>>;
   /** Device model id of the model that ran last. */
   runningModel: number;
   /** Set when the exec queue is halted for teardown. */
@@ -105,7 +112,9 @@ export async function tpbInit(s: TpbServices, nc: number, custom: UcodeImage | u
     extIsaLibs: new Map(),
     streamSlots: new Set(),
     semaphores: new Set([0]),
-    execTail: Promise.resolve(),
+    modelIds: new Set([0]),
+    queue: new CoreQueue(),
+    stagingInFlight: new Map(),
     runningModel: -1,
     halted: false,
   };
@@ -148,7 +157,7 @@ export async function tpbInit(s: TpbServices, nc: number, custom: UcodeImage | u
 export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () => Promise<void>): Promise<void> {
   tpb.halted = true;
   s.event(`hw_exec_queue_add_halt_request nc=${tpb.nc}`);
-  await tpb.execTail.catch(() => {});
+  await tpb.queue.idle();
   for (const core of tpb.nx.splice(0)) s.event(`ucode_core_destroy nc=${tpb.nc} NX ${core.name}`);
   for (const [key, lib] of tpb.extIsaLibs) s.event(`ucode_ll_destroy nc=${tpb.nc} ${key.slice(0, 8)} users=${lib.users}`);
   for (const core of tpb.q7.splice(0)) s.event(`ucode_core_destroy nc=${tpb.nc} Q7 ${core.index}`);

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { KernelDtype, MAX_TENSOR_RANK, TENSOR_DESC_BYTES, TensorDescField } from "@nrt/core/isa";
 
 /** Bytes in one wasm page. */
 export const PAGE_BYTES = 0x10000;
@@ -36,31 +37,16 @@ export function socAddress(cpu: number, addr: number): number {
 
 // ---- Tensor descriptors ---------------------------------------------------------------------------------------
 
-/** Bytes per tensor descriptor. */
-export const DESC_BYTES = 32;
-/** Descriptor field offsets (all u32, little-endian). */
-export const DESC = { addr: 0, bytes: 4, dtype: 8, rank: 12, dims: 16 } as const;
+/** Bytes per tensor descriptor (one definition: `@nrt/core/isa`). */
+export const DESC_BYTES = TENSOR_DESC_BYTES;
+/** Descriptor field offsets (all u32, little-endian), as the Worker script names them. */
+export const DESC = { addr: TensorDescField.ADDR, bytes: TensorDescField.BYTES, dtype: TensorDescField.DTYPE, rank: TensorDescField.RANK, dims: TensorDescField.DIMS } as const;
 /** Maximum tensor rank a descriptor holds. */
-export const MAX_RANK = 4;
-
+export const MAX_RANK = MAX_TENSOR_RANK;
 /** Descriptor dtype codes. */
-export const Dtype = {
-  float32: 0,
-  float16: 1,
-  bfloat16: 2,
-  int8: 3,
-  uint8: 4,
-  int16: 5,
-  uint16: 6,
-  int32: 7,
-  uint32: 8,
-  int64: 9,
-  uint64: 10,
-  float64: 11,
-  bool: 12,
-} as const;
+export const Dtype = KernelDtype;
 /** One dtype code. */
-export type Dtype = typeof Dtype[keyof typeof Dtype];
+export type Dtype = KernelDtype;
 
 // ---- Control area: the mailbox ----------------------------------------------------------------------------
 
@@ -127,8 +113,11 @@ export const CMD_EXIT = 3;
 export const CORE_STATUS = CONTROL_BASE + 0x1000;
 /** Bytes per status record. */
 export const CORE_STATUS_BYTES = 0x200;
-/** Record field offsets: status code i32, committed i32, elapsed ns f64, message length i32, message bytes. */
-export const CS = { status: 0, committed: 4, elapsedNs: 8, messageLength: 16, message: 32 } as const;
+/**
+ * Record field offsets: status code i32, committed i32, elapsed ns f64, message length i32, start f64 (ms of the
+ * shared clock `performance.timeOrigin + performance.now()`, for the timeline), message bytes.
+ */
+export const CS = { status: 0, committed: 4, elapsedNs: 8, messageLength: 16, startMs: 24, message: 32 } as const;
 /** Maximum message bytes in a status record. */
 export const CS_MESSAGE_MAX = CORE_STATUS_BYTES - CS.message;
 

@@ -21,13 +21,8 @@
  *
  * @module
  */
-import {
-  ARG_INPUTS, ARG_INTS, ARG_OUTPUTS, ARGS, CMD_EXIT, CMD_RUN, CMD_YIELD, CORE_STATUS, CORE_STATUS_BYTES, CS,
-  DESC, DESC_BYTES, Dtype, FN_NAME, FN_NAME_MAX, IMAGE_BASE, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MAX_INTS,
-  MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, doorbellWord, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_POSTED, MB_SEQ,
-  MB_STDIO_READ, MB_STDIO_WRITE, MB_TOTAL_CPUS, PAGE_BYTES, Q7_CORES, SBUF_BASE, Status, STATUS_NAMES,
-  STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING, WORKER_LAYOUT,
-} from "./_abi.ts";
+import { encodeTensorDescriptor } from "@nrt/core/isa";
+import { ARG_INPUTS, ARG_INTS, ARG_OUTPUTS, ARGS, CMD_EXIT, CMD_RUN, CMD_YIELD, CORE_STATUS, CORE_STATUS_BYTES, CS, DESC_BYTES, Dtype, FN_NAME, FN_NAME_MAX, IMAGE_BASE, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MAX_INTS, MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, doorbellWord, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_POSTED, MB_SEQ, MB_STDIO_READ, MB_STDIO_WRITE, MB_TOTAL_CPUS, PAGE_BYTES, Q7_CORES, SBUF_BASE, Status, STATUS_NAMES, STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING, WORKER_LAYOUT } from "./_abi.ts";
 import { guardLoops } from "./_loop_guard.ts";
 
 /** A tensor as a kernel sees it through `customop_next_tensor` / `customop_return_tensor`. */
@@ -81,6 +76,8 @@ export interface CoreResult {
   committed: boolean;
   /** Time the core spent in the kernel. */
   elapsedNs?: number;
+  /** When the core entered the kernel, ms of the clock every thread shares (`performance.timeOrigin + now()`). */
+  startMs?: number;
 }
 
 /** The reports of all 8 cores, indexed by cpu. */
@@ -422,11 +419,7 @@ export class Q7Cluster {
           throw new RangeError(`Cannot dispatch "${fn}": ${what} ${i} has rank ${t.dims.length} or dtype ${t.dtype}`);
         }
         const d = base + i * DESC_BYTES;
-        view.setUint32(d + DESC.addr, t.addr, true);
-        view.setUint32(d + DESC.bytes, t.bytes, true);
-        view.setUint32(d + DESC.dtype, t.dtype, true);
-        view.setUint32(d + DESC.rank, t.dims.length, true);
-        for (let k = 0; k < MAX_RANK; k++) view.setUint32(d + DESC.dims + 4 * k, t.dims[k] ?? 0, true);
+        encodeTensorDescriptor(t, view, d);
       });
     };
     put(ARG_INPUTS, args.inputs, "input");
@@ -493,6 +486,7 @@ export class Q7Cluster {
         status: (code === Status.none ? "abort" : STATUS_NAMES[code]) as CoreStatus,
         committed: view.getInt32(rec + CS.committed, true) !== 0,
         elapsedNs: view.getFloat64(rec + CS.elapsedNs, true),
+        startMs: view.getFloat64(rec + CS.startMs, true),
       };
       if (code !== Status.ok) {
         const length = view.getInt32(rec + CS.messageLength, true);

@@ -115,12 +115,13 @@ function classify(e) {
   return L.Status.abort;
 }
 
-/** @param {number} status @param {number} elapsedNs @param {string} message */
-function report(status, elapsedNs, message) {
+/** @param {number} status @param {number} startMs @param {number} elapsedNs @param {string} message */
+function report(status, startMs, elapsedNs, message) {
   const rec = L.CORE_STATUS + cpu * L.CORE_STATUS_BYTES;
   view.setInt32(rec + L.CS.status, status, true);
   view.setInt32(rec + L.CS.committed, committed, true);
   view.setFloat64(rec + L.CS.elapsedNs, elapsedNs, true);
+  view.setFloat64(rec + L.CS.startMs, startMs, true);
   if (message === "") {
     view.setInt32(rec + L.CS.messageLength, 0, true);
     return;
@@ -152,7 +153,7 @@ function runOp() {
       message = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
     }
   }
-  report(status, (performance.now() - t0) * 1e6, message);
+  report(status, performance.timeOrigin + t0, (performance.now() - t0) * 1e6, message);
   const seq = i32[L.MB_SEQ];
   // The last participant to report completes the op (seed: spmd-teardown §4.3 — the DRAIN join).
   if (Atomics.add(i32, L.MB_DONE, 1) + 1 === totalCpus) {

@@ -17,7 +17,9 @@
  *
  * @module
  */
-import { type DeviceMemory, ncBlock, NrtError, NrtStatus, type Portal, type SiliconSpec } from "@nrt/core";
+import { NrtError, NrtStatus, type Portal } from "@nrt/core";
+import { ncBlock, type SiliconSpec } from "@nrt/core/hal";
+import type { DeviceMemory } from "@nrt/core/portal";
 import { type CoreGrant, CoreOwnership, describeOwner } from "./core_ownership.ts";
 import type { Link, LinkEvents } from "./link.ts";
 import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, Op, POSTED, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";

@@ -27,4 +27,3 @@ export { type DaemonSessionInfo, DeviceDaemon, type DeviceDaemonOptions } from "
 export { type Dialer, type Link, type LinkEvents, linkPair } from "./link.ts";
 export { BodyReader, ErrorKind, type Frame, FrameBuilder, FrameDecoder, HEADER_BYTES, MAX_FRAME_BYTES, Op, type Opcode, POSTED, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
 export { type DaemonStats, type RemoteIdentity, RemotePortal, type RemotePortalOptions } from "./remote_portal.ts";
-export { registerRemotePortal } from "./register_remote.ts";

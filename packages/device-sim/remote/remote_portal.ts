@@ -22,7 +22,9 @@
  *
  * @module
  */
-import { type DeviceMemory, type MemAllocRequest, NrtError, NrtStatus, type Portal, type PortalDeviceInfo, type TpbArchType } from "@nrt/core";
+import { NrtError, NrtStatus, type Portal } from "@nrt/core";
+import type { TpbArchType } from "@nrt/core/hal";
+import type { DeviceMemory, MemAllocRequest, PortalDeviceInfo } from "@nrt/core/portal";
 import type { Dialer, Link } from "./link.ts";
 import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, LOCATION_CODE, Op, POSTED, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
 

@@ -7,13 +7,14 @@
  * @example Wire a monitor into a runtime
  * ```ts ignore
  * const monitor = new DashboardMonitor();
- * const rt = await Runtime.init({ container, logger: monitor.wrapLogger(createConsoleLogger()), onExecution: monitor.onExecution });
+ * const rt = await Runtime.init({ ...nrtPlugins(container), logger: monitor.wrapLogger(createConsoleLogger()), onExecution: monitor.onExecution });
  * const app = createInferenceApp({ runtime: rt, repository, dashboard: { monitor } });
  * ```
  *
  * @module
  */
 import { type ExecutionEvent, type Logger, LogLevel, logLevelName, type LogLevelName } from "@nrt/core";
+
 
 /** One line of the log ring. */
 export interface DashboardLogEntry {

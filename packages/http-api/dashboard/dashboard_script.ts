@@ -168,7 +168,8 @@ export const DASHBOARD_SCRIPT: string = String.raw`"use strict";
       setText(tr.querySelector(".reason"), m.state === "POISONED" ? "by " + m.poisonedBy + "; reload to recover"
         : m.poisonedInstances > 0 ? m.poisonedInstances + " of " + m.instances + " instances poisoned by " + m.poisonedBy
         : m.state === "FAILED" ? m.reason : "");
-      setText(tr.querySelector(".where"), m.vncs.length ? "vNC " + m.vncs.join(", ") + " · NC " + m.ncs.join(", ") : "–");
+      setText(tr.querySelector(".where"), m.vncs.length
+        ? m.instances + (m.instances === 1 ? " instance" : " instances") + " · vNC " + m.vncs.join(", ") + " · NC " + m.ncs.join(", ") : "–");
       setText(tr.querySelector(".ok"), String(m.stats.success));
       setText(tr.querySelector(".failed"), String(m.stats.failure));
       setText(tr.querySelector(".execs"), String(m.stats.executions));

@@ -6,7 +6,8 @@
  *
  * @module
  */
-import { DmaMemUsageType, NrtInitState, nrtStatusName, type Runtime } from "@nrt/core";
+import { NrtInitState, nrtStatusName, type Runtime } from "@nrt/core";
+import { DmaMemUsageType } from "@nrt/core";
 import type { InferenceMetrics, ModelSummary } from "../metrics.ts";
 import type { ModelRepository } from "../model_repository.ts";
 import type { DashboardLogEntry, DashboardMonitor } from "./dashboard_monitor.ts";
@@ -145,6 +146,7 @@ const CATEGORY_NAMES: readonly string[] = Object.keys(DmaMemUsageType).map((k) =
 export function dashboardState(s: DashboardSources, logAfter = 0): DashboardState {
   const rt = s.runtime;
   const dev = rt.device.index;
+  const memory = rt.memory();
   const names = new Map<number, string>();
   const models: ModelView[] = s.repository.models().map((m) => {
     const served = m.served;
@@ -204,30 +206,27 @@ export function dashboardState(s: DashboardSources, logAfter = 0): DashboardStat
       running: run === undefined ? null : names.get(run.model) ?? `model ${run.model}`,
       executions: s.monitor.executions(nc),
       models: here.map((m) => m.name),
-      memoryBytes: rt.ledger.coreTotal(dev, nc),
+      memoryBytes: memory.cores.find((c) => c.nc === nc)?.total ?? 0,
       q7: view?.q7 ?? null,
       fault: view?.fault ?? null,
     };
   });
   const totals = new Float64Array(CATEGORY_NAMES.length);
-  for (let nc = 0; nc < rt.device.ncCount; nc++) {
-    const row = rt.ledger.usage(dev, nc);
-    for (let k = 0; k < totals.length; k++) totals[k] += row[k];
-  }
+  for (const core of memory.cores) for (let k = 0; k < totals.length; k++) totals[k] += core.byUsage[k];
   return {
     time: Date.now(),
     server: { ...s.server, admin: s.admin, faultApi: s.faultApi, running: rt.state === NrtInitState.NRT_STATE_INIT },
     devices: [{
       index: dev,
-      generation: rt.khal.spec.name,
+      generation: rt.spec.name,
       ncCount: rt.device.ncCount,
       hbmBytes: rt.device.hbmBytes,
       virtualCoreSize: rt.virtualCoreSize,
       cores,
       memory: {
-        hbmBytes: rt.ledger.hbmBytes,
-        hbmUsedBytes: rt.ledger.hbmUsed(dev),
-        bookedBytes: rt.ledger.deviceTotal(dev),
+        hbmBytes: memory.hbmBytes,
+        hbmUsedBytes: memory.hbmUsed,
+        bookedBytes: memory.total,
         categories: CATEGORY_NAMES.map((name, k) => ({ name, bytes: totals[k] })),
       },
     }],

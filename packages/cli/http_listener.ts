@@ -1,0 +1,95 @@
+/**
+ * The gate a graceful shutdown closes in front of the HTTP handler: once closed, every new request is answered 503
+ * with `Connection: close` (also on a connection kept alive from before), while the requests already in the handler
+ * run to their end and their answers carry `Connection: close` too, so no client is left writing on a kept-alive
+ * connection the server is about to close. Ours (docs/rest-api.md, "Shutdown"): the seeds describe no server.
+ *
+ * @module
+ */
+
+import type { Fetch } from "./platform.ts";
+
+const json = (status: number, error: string, headers: Record<string, string> = {}): Response =>
+  new Response(JSON.stringify({ error }), { status, headers: { "content-type": "application/json", ...headers } });
+
+/** The most of a refused request's body read and thrown away before its connection closes. */
+const DISCARD_LIMIT = 1 << 20;
+
+/**
+ * Reads a refused request's body and throws it away (up to {@linkcode DISCARD_LIMIT}), so that closing the
+ * connection after the 503 does not reset it: a socket closed with unread input sends a TCP RST, and the client
+ * may then lose the 503 it was about to read.
+ */
+async function discardBody(req: Request): Promise<void> {
+  const reader = req.body?.getReader();
+  if (reader === undefined) return;
+  try {
+    for (let read = 0; read <= DISCARD_LIMIT;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      read += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // the client went away
+  }
+}
+
+/**
+ * A gate in front of a handler that counts the requests inside it and, once closed, refuses new ones.
+ *
+ * @example Close the gate, then wait for the requests inside
+ * ```ts
+ * import { DrainGate } from "./http_listener.ts";
+ * const gate = new DrainGate(() => new Response("ok"));
+ * console.log((await gate.fetch(new Request("http://x/"))).status); // 200
+ * gate.close();
+ * console.log((await gate.fetch(new Request("http://x/"))).status); // 503
+ * await gate.idle();
+ * ```
+ */
+export class DrainGate {
+  readonly #inner: Fetch;
+  #closed = false;
+  #active = 0;
+  #waiters: Array<() => void> = [];
+
+  /** @param inner The handler behind the gate. */
+  constructor(inner: Fetch) {
+    this.#inner = inner;
+  }
+
+  /** Requests inside the handler now (their responses not yet produced). */
+  get active(): number {
+    return this.#active;
+  }
+
+  /** The gated handler. */
+  readonly fetch: Fetch = async (req) => {
+    if (this.#closed) {
+      await discardBody(req);
+      return json(503, "Cannot serve the request: the server is shutting down", { connection: "close" });
+    }
+    this.#active++;
+    try {
+      const res = await this.#inner(req);
+      if (!this.#closed) return res;
+      // Answered during the drain: the client must open a new connection for its next request.
+      const headers = new Headers(res.headers);
+      headers.set("connection", "close");
+      return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+    } finally {
+      if (--this.#active === 0) for (const w of this.#waiters.splice(0)) w();
+    }
+  };
+
+  /** Refuses every request from now on. */
+  close(): void {
+    this.#closed = true;
+  }
+
+  /** Settles when no request is inside the handler. */
+  idle(): Promise<void> {
+    return this.#active === 0 ? Promise.resolve() : new Promise((r) => this.#waiters.push(r));
+  }
+}

@@ -1,0 +1,127 @@
+import { describe, expect, test } from "bun:test";
+import { spawn } from "node:child_process";
+import { connect } from "node:net";
+import process from "node:process";
+import { serveHttp, waitForSignal } from "./platform.ts";
+
+const MAIN = new URL("./main.ts", import.meta.url).pathname;
+const onBun = (process.versions as Record<string, string | undefined>).bun !== undefined;
+
+/** Runs `nrt ...args` as a child process on this runtime; resolves its exit code and output. */
+function nrtProcess(args: string[]): Promise<{ code: number | null; out: string; err: string }> {
+  const argv = onBun ? [MAIN, ...args] : ["run", "-A", MAIN, ...args];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, argv, { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "", err = "";
+    child.stdout.on("data", (d) => (out += String(d)));
+    child.stderr.on("data", (d) => (err += String(d)));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, out, err }));
+  });
+}
+
+/** Sends `raw` over a plain TCP connection and resolves everything the server answers until it closes. */
+function rawRequest(port: number, raw: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: "127.0.0.1", port }, () => socket.write(raw));
+    let answer = "";
+    socket.on("data", (d) => (answer += String(d)));
+    socket.on("error", reject);
+    socket.on("close", () => resolve(answer));
+  });
+}
+
+describe("commandLineArgs() and exit()", () => {
+  test("a real nrt process gets its arguments and ends with the command's exit code", async () => {
+    const usage = await nrtProcess(["devices", "--arch"]);
+    expect(usage.code).toBe(2);
+    expect(usage.err).toContain("Cannot parse nrt devices arguments: --arch needs a value");
+    const help = await nrtProcess(["devices", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.out.startsWith("Usage: nrt devices [--arch A] [--json]\n")).toBe(true);
+  }, 60_000);
+});
+
+describe("waitForSignal()", () => {
+  test("waitForSignal() resolves with the first signal and removes its handlers", async () => {
+    const before = { int: process.listenerCount("SIGINT"), term: process.listenerCount("SIGTERM") };
+    const waiting = waitForSignal();
+    expect(process.listenerCount("SIGTERM")).toBe(before.term + 1);
+    process.emit("SIGTERM" as never);
+    expect(await waiting).toBe("SIGTERM");
+    expect(process.listenerCount("SIGINT")).toBe(before.int);
+    expect(process.listenerCount("SIGTERM")).toBe(before.term);
+  });
+
+  test("waitForSignal() waits only for the signals it is given", async () => {
+    const term = process.listenerCount("SIGTERM"), int = process.listenerCount("SIGINT");
+    const waiting = waitForSignal({ signals: ["SIGINT"] });
+    expect(process.listenerCount("SIGTERM")).toBe(term);
+    expect(process.listenerCount("SIGINT")).toBe(int + 1);
+    process.emit("SIGINT" as never);
+    expect(await waiting).toBe("SIGINT");
+    expect(process.listenerCount("SIGINT")).toBe(int);
+  });
+
+  test("waitForSignal() rejects with the abort reason and removes its handlers when aborted", async () => {
+    const before = process.listenerCount("SIGINT");
+    const stop = new AbortController();
+    const waiting = waitForSignal({ signal: stop.signal });
+    stop.abort(new Error("Cannot wait: the test is over"));
+    await expect(waiting).rejects.toThrow("Cannot wait: the test is over");
+    expect(process.listenerCount("SIGINT")).toBe(before);
+    await expect(waitForSignal({ signal: stop.signal })).rejects.toThrow("Cannot wait: the test is over");
+  });
+});
+
+describe("serveHttp()", () => {
+  test("serveHttp() serves the handler with absolute URLs until stop()", async () => {
+    const seen: string[] = [];
+    const server = await serveHttp((req) => {
+      seen.push(req.url);
+      return new Response(`hello ${new URL(req.url).pathname}`);
+    }, { host: "127.0.0.1", port: 0, requestTimeoutSeconds: 60 });
+    expect(server.port).toBeGreaterThan(0);
+    const res = await fetch(`http://127.0.0.1:${server.port}/a?b=1`);
+    expect(await res.text()).toBe("hello /a");
+    // HTTP/1.0 without a Host header: the handler still gets an absolute URL with the path.
+    const raw = await rawRequest(server.port, "GET /raw HTTP/1.0\r\n\r\n");
+    expect(raw.startsWith("HTTP/1.")).toBe(true);
+    expect(raw.endsWith("hello /raw")).toBe(true);
+    expect(seen.length).toBe(2);
+    for (const url of seen) expect(url).toMatch(/^http:\/\//);
+    await server.stop();
+    await expect(fetch(`http://127.0.0.1:${server.port}/`)).rejects.toThrow();
+  });
+
+  test("serveHttp() answers a throwing handler with a JSON 500 that reveals nothing, or with onError", async () => {
+    const boom = () => {
+      throw new Error("secret detail");
+    };
+    const plain = await serveHttp(boom, { host: "127.0.0.1", port: 0, requestTimeoutSeconds: 60 });
+    const custom = await serveHttp(boom, {
+      host: "127.0.0.1",
+      port: 0,
+      requestTimeoutSeconds: 60,
+      onError: () => new Response("custom", { status: 503 }),
+    });
+    try {
+      const res = await fetch(`http://127.0.0.1:${plain.port}/`);
+      expect(res.status).toBe(500);
+      expect(res.headers.get("content-type")).toBe("application/json");
+      expect(await res.json()).toEqual({ error: "Cannot answer the request: internal server error" });
+      const res2 = await fetch(`http://127.0.0.1:${custom.port}/`);
+      expect(res2.status).toBe(503);
+      expect(await res2.text()).toBe("custom");
+    } finally {
+      await plain.stop();
+      await custom.stop();
+    }
+  });
+
+  test("serveHttp() on an address this host does not have rejects naming it", async () => {
+    // 192.0.2.1 is TEST-NET-1 (RFC 5737): never a local address, so the bind fails on every machine.
+    await expect(serveHttp(() => new Response("x"), { host: "192.0.2.1", port: 0, requestTimeoutSeconds: 60 }))
+      .rejects.toThrow("Cannot listen on 192.0.2.1:0: ");
+  });
+});

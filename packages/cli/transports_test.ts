@@ -1,0 +1,135 @@
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Link, LinkEvents } from "../device-sim/remote/mod.ts";
+import { listenSocket, type SocketAddress, socketDialer } from "./transports.ts";
+
+/** A link end that records what it receives and settles when `bytes` have arrived or it closed. */
+function recorder(): LinkEvents & {
+  chunks: Uint8Array[];
+  received(): Uint8Array;
+  arrived(bytes: number): Promise<void>;
+  closedWith: Promise<unknown>;
+} {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  let wanted = Infinity;
+  let onBytes = () => {};
+  let onClosed: (r: unknown) => void = () => {};
+  const closedWith = new Promise<unknown>((r) => (onClosed = r));
+  return {
+    chunks,
+    closedWith,
+    data(chunk) {
+      chunks.push(chunk.slice());
+      total += chunk.byteLength;
+      if (total >= wanted) onBytes();
+    },
+    closed: (reason) => onClosed(reason),
+    received() {
+      const out = new Uint8Array(total);
+      let at = 0;
+      for (const c of chunks) {
+        out.set(c, at);
+        at += c.byteLength;
+      }
+      return out;
+    },
+    arrived(bytes) {
+      wanted = bytes;
+      return total >= bytes ? Promise.resolve() : new Promise((r) => (onBytes = r));
+    },
+  };
+}
+
+/** A listener whose accepted links echo every byte back. */
+async function echoServer(address: SocketAddress) {
+  let onAccept: (link: Link) => void = () => {};
+  const accepted = new Promise<Link>((r) => (onAccept = r));
+  const listener = await listenSocket(address, (link) => {
+    onAccept(link);
+    return { data: (c) => link.send(c.slice()), closed() {} };
+  });
+  return { listener, accepted };
+}
+
+function pattern(n: number): Uint8Array {
+  return Uint8Array.from({ length: n }, (_, i) => (i * 31 + (i >> 8)) & 0xff);
+}
+
+describe("socket transports", () => {
+  for (const kind of ["unix", "tcp"] as const) {
+    test(`listenSocket() and socketDialer() carry bytes both ways in order over ${kind}, 8 MiB included`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "nrt-transport-"));
+      const { listener } = await echoServer(kind === "unix" ? { path: join(dir, "d.sock") } : { port: 0 });
+      try {
+        const address: SocketAddress = kind === "unix" ? { path: join(dir, "d.sock") } : { port: listener.port! };
+        if (kind === "tcp") expect(listener.address).toBe(`127.0.0.1:${listener.port}`);
+        else expect(listener.address).toBe(`unix:${join(dir, "d.sock")}`);
+        const client = recorder();
+        const link = await socketDialer(address)(client);
+        // Several sends in one task, then one large one: all arrive, in order, whole.
+        const small = [pattern(12), pattern(100).reverse(), pattern(3)];
+        const big = pattern(8 << 20);
+        for (const s of small) link.send(s);
+        link.send(big);
+        const total = small.reduce((n, s) => n + s.byteLength, 0) + big.byteLength;
+        await client.arrived(total);
+        const got = client.received();
+        expect(got.byteLength).toBe(total);
+        expect(got.subarray(0, 12)).toEqual(small[0]);
+        expect(got.subarray(12, 112)).toEqual(small[1]);
+        expect(got.subarray(112, 115)).toEqual(small[2]);
+        expect(got.subarray(115).every((b, i) => b === big[i])).toBe(true);
+        link.close();
+        expect(await client.closedWith).toBeUndefined();
+      } finally {
+        await listener.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }, 30_000);
+  }
+
+  test("closing the listener closes the accepted connections; the client sees its link close", async () => {
+    const { listener, accepted } = await echoServer({ port: 0 });
+    const client = recorder();
+    await socketDialer({ port: listener.port! })(client);
+    await accepted;
+    await listener.close();
+    await client.closedWith;
+    await expect(socketDialer({ port: listener.port! })(recorder())).rejects.toThrow(
+      `Cannot connect to the device daemon at 127.0.0.1:${listener.port}: `,
+    );
+  });
+
+  test("listenSocket() replaces a stale socket file, refuses a live daemon's, and removes its own on close", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-transport-"));
+    const path = join(dir, "d.sock");
+    try {
+      writeFileSync(path, ""); // what a daemon that died leaves behind: a path nobody accepts on
+      const { listener } = await echoServer({ path });
+      await expect(echoServer({ path })).rejects.toThrow(
+        `Cannot listen on unix:${path}: another daemon is listening there`,
+      );
+      await listener.close();
+      expect(existsSync(path)).toBe(false);
+      await expect(socketDialer({ path })(recorder())).rejects.toThrow(
+        `Cannot connect to the device daemon at unix:${path}: `,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("listenSocket() on a TCP port already in use rejects naming the address", async () => {
+    const { listener } = await echoServer({ port: 0 });
+    try {
+      await expect(echoServer({ port: listener.port! })).rejects.toThrow(
+        `Cannot listen on 127.0.0.1:${listener.port}: `,
+      );
+    } finally {
+      await listener.close();
+    }
+  });
+});

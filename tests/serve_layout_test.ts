@@ -1,0 +1,169 @@
+/**
+ * `nrt serve --models DIR` layouts (packages/cli/repository_layout.ts): flat files, Triton-style version folders,
+ * one model at the top of the folder with `--model-name`, as KServe's storage initializer writes each; the version
+ * served; uploads written in the model's layout, atomically, never outside the folder; a read-only folder.
+ */
+import { describe, expect, test } from "bun:test";
+import { HttpError, type ModelUpload } from "@nrt/http-api";
+import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import process from "node:process";
+import { layoutFiles } from "../packages/cli/repository_layout.ts";
+
+const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+const text = (b: Uint8Array | undefined): string | undefined => (b === undefined ? undefined : new TextDecoder().decode(b));
+
+/** Runs `f` in a fresh folder holding `files` (paths relative to it), then removes it. */
+async function withRepo(files: Record<string, string>, f: (dir: string) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), "nrt-layout-"));
+  try {
+    for (const [path, content] of Object.entries(files)) {
+      await mkdir(join(dir, path, ".."), { recursive: true });
+      await writeFile(join(dir, path), content);
+    }
+    await f(dir);
+  } finally {
+    await chmod(dir, 0o755).catch(() => {});
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+const upload = (version: string, body: string, extra: Partial<ModelUpload> = {}): ModelUpload => ({
+  version,
+  file: "model.neff",
+  bytes: enc(body),
+  ...extra,
+});
+
+describe("layoutFiles()", () => {
+  test("layoutFiles() serves flat files as version 1 and Triton folders at their highest version", async () => {
+    await withRepo({
+      "relu.neff": "flat relu",
+      "relu.json": '{"instances":2}',
+      "mlp.onnx": "flat onnx",
+      "add/1/model.neff": "add v1",
+      "add/3/model.neff": "add v3",
+      "add/2/model.neff": "add v2",
+      "add/config.json": '{"vnc":1}',
+      "cnn/4/model.onnx": "cnn v4",
+      "empty/1/README": "no model file",
+      "notes.txt": "ignored by the repository",
+    }, async (dir) => {
+      const files = layoutFiles(dir, { warn: () => {} });
+      expect((await files.list()).sort()).toEqual(["add.json", "add.neff", "cnn.onnx", "mlp.onnx", "notes.txt", "relu.json", "relu.neff"]);
+      expect(text(await files.read("add.neff"))).toBe("add v3");
+      expect(await files.version!("add")).toBe("3");
+      expect(text(await files.read("add.json"))).toBe('{"vnc":1}');
+      expect(text(await files.read("cnn.onnx"))).toBe("cnn v4");
+      expect(await files.read("cnn.neff")).toBeUndefined(); // the ONNX source compiles it
+      expect(await files.version!("cnn")).toBe("4");
+      expect(text(await files.read("relu.neff"))).toBe("flat relu");
+      expect(await files.version!("relu")).toBeUndefined(); // version 1
+      expect(await files.read("empty.neff")).toBeUndefined();
+    });
+  });
+
+  test("layoutFiles() with modelName reads the folder of one model, as the storage initializer writes it", async () => {
+    // storageUri s3://bucket/repo/relu/ → /mnt/models/1/model.neff, /mnt/models/config.json
+    await withRepo({ "1/model.neff": "relu v1", "7/model.neff": "relu v7", "config.json": "{}" }, async (dir) => {
+      const files = layoutFiles(dir, { modelName: "relu", warn: () => {} });
+      expect((await files.list()).sort()).toEqual(["relu.json", "relu.neff"]);
+      expect(text(await files.read("relu.neff"))).toBe("relu v7");
+      expect(await files.version!("relu")).toBe("7");
+    });
+    // storageUri s3://bucket/relu/model.neff → /mnt/models/model.neff
+    await withRepo({ "model.neff": "relu" }, async (dir) => {
+      const files = layoutFiles(dir, { modelName: "relu", warn: () => {} });
+      expect(await files.list()).toEqual(["relu.neff"]);
+      expect(await files.version!("relu")).toBe("1");
+    });
+    // Without the name, model.neff is a flat model called "model" and 1/ is a Triton model called "1".
+    await withRepo({ "model.neff": "m", "1/1/model.neff": "one" }, async (dir) => {
+      expect((await layoutFiles(dir).list()).sort()).toEqual(["1.neff", "model.neff"]);
+    });
+    expect(() => layoutFiles("/tmp", { modelName: "../etc" })).toThrow(TypeError);
+  });
+
+  test("layoutFiles() serves a flat file over a folder of the same model, and skips folders that link outside", async () => {
+    const outside = await mkdtemp(join(tmpdir(), "nrt-layout-outside-"));
+    try {
+      await mkdir(join(outside, "1"));
+      await writeFile(join(outside, "1", "model.neff"), "outside");
+      await withRepo({ "relu.neff": "flat", "relu/1/model.neff": "folder", "inner/1/model.neff": "inner" }, async (dir) => {
+        await symlink(outside, join(dir, "escape"));
+        await symlink(join(dir, "inner"), join(dir, "alias"));
+        const warnings: string[] = [];
+        const files = layoutFiles(dir, { warn: (m) => warnings.push(m) });
+        expect((await files.list()).sort()).toEqual(["alias.neff", "inner.neff", "relu.neff"]);
+        expect(text(await files.read("relu.neff"))).toBe("flat");
+        expect(text(await files.read("alias.neff"))).toBe("inner");
+        expect(await files.read("escape.neff")).toBeUndefined();
+        expect(warnings.join("\n")).toContain("the file relu.neff names the same model and is served");
+        expect(warnings.join("\n")).toContain(`Skipping ${join(dir, "escape")}: it links outside the model repository`);
+      });
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
+  });
+
+  test("write() keeps a flat model flat, version 1 only, replacing the other form of the file", async () => {
+    await withRepo({ "relu.onnx": "old onnx" }, async (dir) => {
+      const files = layoutFiles(dir);
+      await files.write!("relu", upload("1", "new neff", { config: enc('{"instances":2}') }));
+      expect((await readdir(dir)).sort()).toEqual(["relu.json", "relu.neff"]);
+      expect(await readFile(join(dir, "relu.neff"), "utf8")).toBe("new neff");
+      const v2 = await files.write!("relu", upload("2", "v2")).catch((e) => e);
+      expect(v2).toBeInstanceOf(HttpError);
+      expect([v2.status, v2.message]).toEqual([400, expect.stringContaining('Cannot store version 2 of model "relu"')]);
+    });
+  });
+
+  test("write() puts a new model and a Triton model's versions in <name>/<version>/, leaving no temporary file", async () => {
+    await withRepo({ "add/1/model.neff": "add v1" }, async (dir) => {
+      const files = layoutFiles(dir);
+      await files.write!("add", upload("2", "add v2", { config: enc("{}") }));
+      await files.write!("fresh", upload("1", "fresh onnx", { file: "model.onnx" }));
+      expect((await readdir(join(dir, "add"))).sort()).toEqual(["1", "2", "config.json"]);
+      expect(text(await files.read("add.neff"))).toBe("add v2");
+      expect(await files.version!("add")).toBe("2");
+      expect(await readdir(join(dir, "fresh", "1"))).toEqual(["model.onnx"]);
+      // A NEFF replaces the ONNX file of the same version.
+      await files.write!("fresh", upload("1", "fresh neff"));
+      expect(await readdir(join(dir, "fresh", "1"))).toEqual(["model.neff"]);
+    });
+    await withRepo({ "1/model.neff": "v1" }, async (dir) => {
+      await layoutFiles(dir, { modelName: "relu" }).write!("relu", upload("2", "v2"));
+      expect((await readdir(dir)).sort()).toEqual(["1", "2"]);
+    });
+  });
+
+  test("write() never writes outside the folder: bad names and versions, and a model folder linking out", async () => {
+    const outside = await mkdtemp(join(tmpdir(), "nrt-layout-outside-"));
+    try {
+      await withRepo({}, async (dir) => {
+        await symlink(outside, join(dir, "evil"));
+        const files = layoutFiles(dir, { warn: () => {} });
+        for (const [model, version] of [["../escape", "1"], ["ok", "../1"], ["ok", "01"], [".hidden", "1"]]) {
+          const e = await files.write!(model, upload(version, "x")).catch((err) => err);
+          expect({ model, version, status: e.status }).toEqual({ model, version, status: 400 });
+        }
+        const linked = await files.write!("evil", upload("1", "x")).catch((err) => err);
+        expect([linked.status, linked.message]).toEqual([400, expect.stringContaining("it is not a folder inside the repository")]);
+        expect(await readdir(outside)).toEqual([]);
+        expect(await readdir(dir)).toEqual(["evil"]);
+      });
+    } finally {
+      await rm(outside, { recursive: true, force: true });
+    }
+  });
+
+  test.if(typeof process.getuid === "function" && process.getuid() !== 0)("write() into a read-only folder is a 403", async () => {
+    await withRepo({ "relu.neff": "flat" }, async (dir) => {
+      await chmod(dir, 0o555);
+      const e = await layoutFiles(dir).write!("relu", upload("1", "new")).catch((err) => err);
+      expect([e.status, e.message]).toEqual([403, expect.stringContaining("is not writable (EACCES)")]);
+      expect((await lstat(join(dir, "relu.neff"))).size).toBe(4);
+    });
+  });
+});
