@@ -9,7 +9,7 @@
  * @module
  */
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { DeviceDaemon } from "../device-sim/remote/mod.ts";
+import { DeviceDaemon } from "@nrt/device-sim/remote";
 import { simulatedSpec } from "./container.ts";
 import { type CommandSpec, formatHelp, parseCommandArgs, parseIntegerOption, UsageError, usageError } from "./command_args.ts";
 import { listenSocket, type SocketAddress, type SocketListener } from "./transports.ts";

@@ -15,7 +15,7 @@ import {
   type LinkEvents,
   RemotePortal,
   type RemotePortalOptions,
-} from "../device-sim/remote/mod.ts";
+} from "@nrt/device-sim/remote";
 import {
   connectSocket,
   serveSocket,
