@@ -7,6 +7,7 @@
  * @module
  */
 import { buildOnnxNeff, type CompiledOnnxModel, compileOnnx, type CompileOptions } from "@nrt/onnx";
+import { OP_LIBRARY_WASM_DIR } from "@nrt/ops";
 import { readFile, writeFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
@@ -46,7 +47,7 @@ export interface OnnxToNeffOptions {
   readonly libraries?: ReadonlyMap<string, Uint8Array>;
 }
 
-const OP_LIBRARY_DIR = new URL("../../kernels/ops/wasm/", import.meta.url);
+const OP_LIBRARY_DIR = OP_LIBRARY_WASM_DIR;
 
 /**
  * Reads the op library binaries (`kernels/ops/wasm/<name>.wasm`).

@@ -17,12 +17,30 @@ import { sunda } from "@nrt/arch-sunda";
 import { type ArchPack, NrtError, NrtStatus, type Portal, resolveRuntimeConfig, Runtime, type RuntimeInitOptions } from "@nrt/core";
 import type { SiliconSpec } from "@nrt/core/hal";
 import { type DeviceAgentMode, DeviceSimPortal, type Q7ClusterFactory } from "@nrt/device-sim";
-import { container as root, type DependencyContainer, type InjectionToken } from "tsyringe";
+import { container as root } from "tsyringe";
+
+/** A registration name that carries the type registered under it (a string, as tsyringe's tokens may be). */
+export type PluginToken<T> = string & { readonly __plugin?: T };
+
+/**
+ * The part of a tsyringe `DependencyContainer` the composition root uses: plug-ins register values by token, the
+ * root resolves them. A tsyringe container satisfies it; so does any container with these four calls.
+ */
+export interface NrtContainer {
+  /** Registers `provider.useValue` under `token` (several registrations of one token add up). */
+  register<T>(token: PluginToken<T>, provider: { useValue: T }): unknown;
+  /** The value last registered under `token`; throws when there is none. */
+  resolve<T>(token: PluginToken<T>): T;
+  /** Every value registered under `token`. */
+  resolveAll<T>(token: PluginToken<T>): T[];
+  /** Whether `token` has a registration (here or, with `recursive`, in a parent container). */
+  isRegistered<T>(token: PluginToken<T>, recursive?: boolean): boolean;
+}
 
 /** Token of the device backend. */
-export const PortalToken: InjectionToken<Portal> = "Portal";
+export const PortalToken: PluginToken<Portal> = "Portal";
 /** Token of the arch packs (one registration per pack). */
-export const ArchPackToken: InjectionToken<ArchPack> = "ArchPack";
+export const ArchPackToken: PluginToken<ArchPack> = "ArchPack";
 
 /** The generations this distribution ships, oldest first. */
 export const SHIPPED_ARCH_PACKS: readonly ArchPack[] = Object.freeze([sunda, cayman, mariana]);
@@ -86,7 +104,7 @@ export function simulatedSpec(options: NrtContainerOptions = {}): SiliconSpec {
  * console.log(rt.spec.name); // "sunda"
  * ```
  */
-export function createNrtContainer(options: NrtContainerOptions = {}): DependencyContainer {
+export function createNrtContainer(options: NrtContainerOptions = {}): NrtContainer {
   const c = root.createChildContainer();
   for (const pack of [...SHIPPED_ARCH_PACKS, ...(options.archPacks ?? [])]) c.register(ArchPackToken, { useValue: pack });
   const portal = options.portal ??
@@ -96,7 +114,7 @@ export function createNrtContainer(options: NrtContainerOptions = {}): Dependenc
 }
 
 /** The runtime's plug-ins as {@linkcode Runtime.init} takes them: the container's portal and all its arch packs. */
-export function nrtPlugins(container: DependencyContainer): Pick<RuntimeInitOptions, "portal" | "archPacks"> {
+export function nrtPlugins(container: NrtContainer): Pick<RuntimeInitOptions, "portal" | "archPacks"> {
   return { portal: container.resolve(PortalToken), archPacks: container.isRegistered(ArchPackToken, true) ? container.resolveAll(ArchPackToken) : [] };
 }
 

@@ -60,7 +60,7 @@ export {
   type RuntimeConfig,
   type RuntimeOptions,
 } from "./config.ts";
-export { createConsoleLogger, createNullLogger, type LogEntry, type Logger, LogLevel, type LogLevelName, logLevelName, MemoryLogger, parseLogLevel } from "./log.ts";
+export { createConsoleLogger, createNullLogger, type LogEntry, type Logger, LogLevel, type LogLevelName, logLevelName, type LogWrite, MemoryLogger, parseLogLevel } from "./log.ts";
 export { type Clock, SystemClock, VirtualClock } from "./clock.ts";
 export { type ExecOutcome } from "./kmgr/dlr_model.ts";
 export { type AsyncExecCompletion, type AsyncExecListener } from "./kmgr/kmgr_async_exec.ts";
@@ -73,11 +73,13 @@ export {
   nrtaSeq,
   nrtaSeqNum,
   nrtaSeqXu,
+  type Nrta,
   NrtaXu,
   type PreparedExecution,
 } from "./nrta/nrta.ts";
 export { type VncChoice } from "./vnc/vnc.ts";
 export { type NeffFile, type NeffGraph, readNeff, readNeffAsync, type ReadNeffOptions } from "./neff/neff_file.ts";
+export type { JsonObject } from "./neff/_json.ts";
 export { buildNeff, type BuildNeffOptions } from "./neff/neff_builder.ts";
 export { type NeffTensor } from "./neff/neff_signature.ts";
 export {

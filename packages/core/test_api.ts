@@ -12,10 +12,13 @@ export type Expect = (actual: unknown) => any;
 
 /** `describe`, `test` (with `test.skip`) and `expect`. */
 export interface TestApi {
+  /** Groups the tests that `body` declares. */
   readonly describe: (name: string, body: () => void) => void;
+  /** Declares one test (an optional timeout in ms); `skip` declares one that does not run. */
   readonly test: ((name: string, body: () => Promise<void> | void, timeoutMs?: number) => void) & {
     readonly skip: (name: string, body: () => Promise<void> | void) => void;
   };
+  /** The assertion entry point, Jest-style. */
   readonly expect: Expect;
 }
 

@@ -177,7 +177,7 @@ export type Q7CoreOutcome = "ok" | "trap" | "oob" | "abort" | "missing-function"
 const CORE_OUTCOMES: readonly Q7CoreOutcome[] = ["ok", "trap", "oob", "abort", "missing-function"];
 
 /** Fields every timeline event has. */
-interface TimelineBase {
+export interface TimelineBase {
   /** Start, ms of the shared clock. */
   readonly start: number;
   /** End, ms of the shared clock (= start for a point in time). */

@@ -230,6 +230,13 @@ export class FaultInjector {
     this.#sink = sink ?? localSink(devices, ncs);
   }
 
+  /**
+   * Arms a fault (docs/faults.md, "Injecting a fault").
+   *
+   * @param spec What, where and when.
+   * @returns The armed fault's id and spec.
+   * @throws {RangeError} When the spec names a kind, core, engine or Q7 core the device does not have.
+   */
   inject(spec: FaultSpec): InjectedFault {
     const kindText = typeof (spec as { kind?: unknown })?.kind === "string" ? JSON.stringify(spec.kind) : "";
     const bad = (why: string): never => {

@@ -21,11 +21,11 @@
  */
 export { type DeviceAgentMode, DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
 export type { NcTimelineEvent, Q7CoreActivity } from "./device_trace.ts";
-export { type Q7CoreOutcome, type RunOutcome, sharedClockMs, type TimelineEvent } from "./device_log.ts";
+export { type Q7CoreOutcome, type RunOutcome, sharedClockMs, type TimelineBase, type TimelineEvent } from "./device_log.ts";
 export { defaultQ7Factory } from "./q7_factory.ts";
 export { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";
 export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES } from "./bar0.ts";
-export { type NcRegisters, NcStatus } from "./nc_registers.ts";
+export { type NcRegisterBuffers, type NcRegisters, NcStatus, type StreamEntry } from "./nc_registers.ts";
 export type { QueueBytes } from "./dma_engine.ts";
 export type {
   Q7BootEvent,

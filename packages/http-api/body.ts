@@ -116,6 +116,8 @@ export class BodyBudget {
   #reserved = 0;
 
   /**
+   * A budget of `bytes`, where a request waits up to `maxWaitMs` for room.
+   *
    * @param bytes Bytes of request bodies held at once.
    * @param maxWaitMs Longest wait for room before a request is refused with 503.
    */

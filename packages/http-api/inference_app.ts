@@ -109,6 +109,17 @@ function failureReason(status: number): FailureReason {
 }
 
 /**
+ * The inference server as a Web-standard handler: `fetch` for a server (`Deno.serve`, `Bun.serve`), `request` to
+ * call it in process (tests, embedding). It is a Hono app; only these two calls are its public surface.
+ */
+export interface InferenceApp {
+  /** Answers one request. */
+  fetch(request: Request): Response | Promise<Response>;
+  /** Answers a request built from a path or URL and `RequestInit`, as `fetch` would (a path is on `http://localhost`). */
+  request(input: string | Request | URL, init?: RequestInit): Response | Promise<Response>;
+}
+
+/**
  * Creates the inference server app.
  *
  * @param options Runtime, repository, limits, logger.
@@ -121,7 +132,7 @@ function failureReason(status: number): FailureReason {
  * console.log(res.status); // 200
  * ```
  */
-export function createInferenceApp(options: InferenceAppOptions): Hono {
+export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   const { runtime: rt, repository: repo } = options;
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const budget = new BodyBudget(options.limits?.bodyBudgetBytes ?? limits.maxBodyBytes, limits.bodyBudgetWaitMs);

@@ -15,7 +15,8 @@
  *
  * @module
  */
-export { type AccessControl, accessControl, type AccessOptions, type ModelControlMode } from "./access.ts";
+export type { AccessOptions, ModelControlMode } from "./access.ts";
+export type { InferenceApp } from "./inference_app.ts";
 export { BodyBudget, parseJson, readBody } from "./body.ts";
 export { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo, encodeJsonData, jsonDataText } from "./datatype.ts";
 export { HttpError, type HttpErrorOptions, httpStatusOf, NRT_HTTP_STATUS, toHttpError } from "./http_error.ts";

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type KernelCall, type OpNode, UnsupportedOpError } from "../../kernels/ops/op_node.ts";
+import { type KernelCall, type OpNode, UnsupportedOpError } from "@nrt/ops";
 import type { Lowering } from "./lower.ts";
 
 /** The ops the fake library supports. */

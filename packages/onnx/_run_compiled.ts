@@ -8,7 +8,7 @@
  * @module
  */
 import type { OpHarness } from "../../kernels/ops/harness.ts";
-import type { OpValue } from "../../kernels/ops/op_node.ts";
+import type { OpValue } from "@nrt/ops";
 import type { CompiledOnnxModel, ValuePlacement } from "./compiled_model.ts";
 import { DTYPE_BYTES } from "./dtype.ts";
 

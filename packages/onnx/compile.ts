@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import type { OpDtype } from "@nrt/ops";
 import { aliasViews } from "./alias.ts";
 import type { CompiledCall, CompiledOnnxModel, CompiledWeight, CompileStats, ValuePlacement } from "./compiled_model.ts";
 import { DTYPE_BYTES } from "./dtype.ts";

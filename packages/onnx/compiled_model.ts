@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import type { OpDtype } from "@nrt/ops";
 
 /** A model input or output. */
 export interface CompiledTensor {

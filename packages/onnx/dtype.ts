@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import type { OpDtype } from "@nrt/ops";
 
 /** ONNX `TensorProto.DataType` codes (onnx.proto) of the element types the compiler handles. */
 export const OnnxDataType = {

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import type { OpDtype } from "@nrt/ops";
 import { attrFloat, attrInt, attrInts, attrTensor, fail, normAxis } from "./_attrs.ts";
 import { broadcastShapes, reduceAxes, sliceAxes, stridesOf } from "./_geometry.ts";
 import { DTYPE_BYTES, isFloatDtype } from "./dtype.ts";

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import type { OpDtype } from "@nrt/ops";
 import type { ConstTensor } from "./tensor.ts";
 
 /** One dimension as declared in the model: a size, a symbolic name (`"batch"`), or unknown (`undefined`). */

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import type { OpDtype } from "@nrt/ops";
 import { attrInt, attrInts, attrTensor, fail, normAxis } from "./_attrs.ts";
 import { broadcastShapes, reduceAxes, reducedShape, reshapeTarget, sliceAxes, splitSizes, squeezeAxes, unsqueezeShape, windowOf } from "./_geometry.ts";
 import { dtypeFromOnnx } from "./dtype.ts";

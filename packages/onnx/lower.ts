@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { type KernelCall, type OpAttribute, type OpNode, type OpValue, UnsupportedOpError } from "../../kernels/ops/op_node.ts";
+import { type KernelCall, type OpAttribute, type OpNode, type OpValue, UnsupportedOpError } from "@nrt/ops";
 import { OnnxCompileError } from "./error.ts";
 import { unsupportedOpError } from "./fold.ts";
 import type { FoldedGraph } from "./fold.ts";

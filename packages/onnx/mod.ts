@@ -32,11 +32,12 @@ export { OnnxCompileError, type OnnxErrorSite } from "./error.ts";
 export { buildOnnxNeff, descriptorShape, type OnnxNeffOptions } from "./onnx_neff.ts";
 export { DEFAULT_LIMITS, type OnnxLimits, OPSET_RANGE } from "./parse.ts";
 export type { Lowering } from "./lower.ts";
+/** The op library's shapes that this package's signatures name. */
+export type { KernelCall, OpDtype, OpNode, OpValue } from "@nrt/ops";
 export { OP_LIBRARY } from "./op_library.ts";
 export {
   type BuilderAttribute,
   type BuilderDim,
-  encodeModel,
   float,
   FloatAttr,
   type NodeOptions,

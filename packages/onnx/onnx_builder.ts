@@ -6,7 +6,7 @@
  */
 import onnxProto from "onnx-proto";
 import type { onnx as Onnx } from "onnx-proto";
-import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import type { OpDtype } from "@nrt/ops";
 import { dtypeToOnnx } from "./dtype.ts";
 import { ConstTensor } from "./tensor.ts";
 
@@ -42,9 +42,17 @@ export type BuilderAttribute =
 
 /** A finished subgraph (an `If` branch), from {@linkcode OnnxBuilder.subgraph}. */
 export class SubGraph {
-  /** The graph message. */
+  /**
+   * The graph message (an `onnx-proto` type: not part of this package's documented surface).
+   *
+   * @ignore
+   */
   readonly proto: Onnx.IGraphProto;
-  /** Wraps a graph message. */
+  /**
+   * Wraps a graph message.
+   *
+   * @ignore
+   */
   constructor(proto: Onnx.IGraphProto) {
     this.proto = proto;
   }
@@ -213,7 +221,11 @@ export class OnnxBuilder {
     return new SubGraph(b.graphProto());
   }
 
-  /** The graph message. */
+  /**
+   * The graph message (an `onnx-proto` type: not part of this package's documented surface).
+   *
+   * @ignore
+   */
   graphProto(): Onnx.IGraphProto {
     return {
       name: this.name,
@@ -224,7 +236,11 @@ export class OnnxBuilder {
     };
   }
 
-  /** The model message (IR version 8). */
+  /**
+   * The model message, IR version 8 (an `onnx-proto` type: not part of this package's documented surface).
+   *
+   * @ignore
+   */
   modelProto(): Onnx.IModelProto {
     return {
       irVersion: 8,

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { Activation, callWork, lowerNode, SUPPORTED_OPS } from "../../kernels/ops/lowering.ts";
+import { Activation, callWork, lowerNode, SUPPORTED_OPS } from "@nrt/ops";
 import type { Lowering } from "./lower.ts";
 
 const qualified = (

@@ -8,7 +8,7 @@
  */
 import onnxProto from "onnx-proto";
 import type { onnx as Onnx } from "onnx-proto";
-import type { OpDtype } from "../../kernels/ops/op_node.ts";
+import type { OpDtype } from "@nrt/ops";
 import { DTYPE_BYTES, dtypeFromOnnx, onnxDataTypeName } from "./dtype.ts";
 import { OnnxCompileError, type OnnxErrorSite } from "./error.ts";
 import type { DeclaredDim, DeclaredValue, IrAttribute, IrGraph, IrModel, IrNode } from "./graph.ts";

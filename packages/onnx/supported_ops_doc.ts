@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { SUPPORTED_OPS } from "../../kernels/ops/lowering.ts";
+import { SUPPORTED_OPS } from "@nrt/ops";
 import { ALL_DTYPES } from "./dtype.ts";
 
 /** The files that hold the table. */

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import type { OpDtype, OpValue } from "../../kernels/ops/op_node.ts";
+import type { OpDtype, OpValue } from "@nrt/ops";
 import { DTYPE_BYTES } from "./dtype.ts";
 
 /** Number of elements of a shape (1 for a scalar). */

@@ -24,4 +24,5 @@ export { DEFAULT_MAX_DECOMPRESSED_BYTES, gunzipMember, gunzipMemberAsync, type G
 export { DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, readTar, type TarEntry, type TarReadOptions, type TarWriteOptions, writeTar } from "../neff/tar.ts";
 export * from "../kelf/custom_op_neff.ts";
 export * from "../kelf/metaneff.ts";
-export { kelfLoad, type KelfCall, type KelfLibrary, type KelfModel } from "../kelf/kelf_load.ts";
+export { type KelfBuffer, type KelfCall, type KelfLibrary, kelfLoad, type KelfModel, type KelfView } from "../kelf/kelf_load.ts";
+export type { JsonObject } from "../neff/_json.ts";
