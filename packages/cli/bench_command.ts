@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
 
 /** The benchmarks, in the order they run. */
-export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "guard", "neff", "idle", "onnx"];
+export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "grpc", "guard", "neff", "idle", "onnx"];
 
 /** How `nrt bench` is called. */
 export const BENCH_COMMAND = {
