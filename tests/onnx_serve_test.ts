@@ -1,7 +1,8 @@
 /**
  * `nrt serve --models DIR` with `.onnx` files beside `.neff`: each ONNX model is compiled at load (cached by content
  * hash in the private cache), its metadata reports the ONNX inputs and outputs, and its REST inference returns
- * exactly what `nrt run` prints for the NEFF `nrt compile` writes, which matches onnxruntime-web.
+ * exactly what `nrt run` prints for the NEFF `nrt compile` writes, which matches onnxruntime-web; gRPC ModelInfer
+ * answers the same numbers as REST.
  */
 import { describe, expect, test } from "bun:test";
 import { startServer } from "@nrt/cli";
@@ -11,13 +12,14 @@ import { join } from "node:path";
 import process from "node:process";
 import { cnnModel, mlpModel, randomInput, unsupportedOpModel } from "../packages/onnx/_test_models.ts";
 import { runNrt } from "./_cli.ts";
+import { oipClient } from "./_grpc_client.ts";
 import { oneOpNeff } from "./_kernels.ts";
 import { maxRelError, runOrt } from "./onnx_testing.ts";
 
 const hasServe = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" || typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
 
 describe("nrt serve with ONNX models", () => {
-  test.if(hasServe)(".onnx is served over REST with the ONNX signature and the outputs of nrt run", async () => {
+  test.if(hasServe)(".onnx is served over REST and gRPC with the ONNX signature and the outputs of nrt run", async () => {
     const dir = await mkdtemp(join(tmpdir(), "nrt-onnx-serve-"));
     const cache = await mkdtemp(join(tmpdir(), "nrt-onnx-xdg-"));
     const models = join(dir, "models");
@@ -31,10 +33,11 @@ describe("nrt serve with ONNX models", () => {
     const xdg = process.env.XDG_CACHE_HOME;
     process.env.XDG_CACHE_HOME = cache;
     const lines: string[] = [];
-    const server = await startServer({ models, port: 0, log: (s) => lines.push(s) }).finally(() => {
+    const server = await startServer({ models, port: 0, grpcPort: 0, log: (s) => lines.push(s) }).finally(() => {
       if (xdg === undefined) delete process.env.XDG_CACHE_HOME;
       else process.env.XDG_CACHE_HOME = xdg;
     });
+    const grpc = oipClient(`127.0.0.1:${server.grpcPort}`);
     try {
       expect(lines[0]).toMatch(/^nrt: 3 of 4 model\(s\) from .* ready/);
       // Compiled at load, cached by content hash in the private cache folder.
@@ -65,6 +68,8 @@ describe("nrt serve with ONNX models", () => {
         expect(res.status).toBe(200);
         const rest = (await res.json()).outputs[0];
         expect([rest.name, rest.shape]).toEqual([out, name === "mlp" ? [2, 10] : [1, 10]]);
+        const rpc = await grpc.modelInfer({ model_name: name, inputs: [{ name: "x", datatype: "FP32", shape, contents: { fp32_contents: Array.from(x) } }] });
+        expect([rpc.outputs[0].name, rpc.outputs[0].shape.map(Number), rpc.outputs[0].contents.fp32_contents]).toEqual([out, rest.shape, rest.data]);
 
         // nrt compile + nrt run on the same model and input print exactly the same numbers.
         const onnxFile = join(dir, `${name}.onnx`), neffFile = join(dir, `${name}.neff`), xFile = join(dir, `${name}_x.json`);
@@ -78,6 +83,7 @@ describe("nrt serve with ONNX models", () => {
         expect(maxRelError(Float32Array.from(rest.data as number[]), ref)).toBeLessThan(1e-4);
       }
     } finally {
+      grpc.close(); // before the server's GOAWAY (denoland/deno#36788)
       await server.close();
       await rm(dir, { recursive: true, force: true });
       await rm(cache, { recursive: true, force: true });
