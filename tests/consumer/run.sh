@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Consumer smoke test: copies tests/consumer/app.ts into a scratch folder OUTSIDE the workspace and runs it
+# Consumer smoke test (every workspace package: packages/* and kernels/ops): copies tests/consumer/app.ts into a scratch folder OUTSIDE the workspace and runs it
 #  - under Deno with an import map that resolves the packages the way their deno.json files declare (JSR style),
 #  - under Bun with a package.json that installs the packages from their folders (npm style),
 # both with default compiler options. Prints one line per runtime; exits non-zero on failure.
@@ -19,10 +19,11 @@ node -e '
 const fs = require("fs"), path = require("path");
 const root = process.argv[1], out = process.argv[2];
 const imports = {};
-for (const p of fs.readdirSync(path.join(root, "packages"))) {
-  const cfg = JSON.parse(fs.readFileSync(path.join(root, "packages", p, "deno.json"), "utf8"));
+const dirs = fs.readdirSync(path.join(root, "packages")).map((p) => path.join(root, "packages", p)).concat([path.join(root, "kernels", "ops")]);
+for (const dir of dirs) {
+  const cfg = JSON.parse(fs.readFileSync(path.join(dir, "deno.json"), "utf8"));
   const exp = typeof cfg.exports === "string" ? { ".": cfg.exports } : cfg.exports;
-  for (const [k, v] of Object.entries(exp)) imports[cfg.name + k.slice(1)] = path.join(root, "packages", p, v);
+  for (const [k, v] of Object.entries(exp)) imports[cfg.name + k.slice(1)] = path.join(dir, v);
   Object.assign(imports, cfg.imports ?? {});
 }
 fs.writeFileSync(path.join(out, "deno.json"), JSON.stringify({ imports }, null, 2));
@@ -34,9 +35,10 @@ node -e '
 const fs = require("fs"), path = require("path");
 const root = process.argv[1], out = process.argv[2];
 const deps = {};
-for (const p of fs.readdirSync(path.join(root, "packages"))) {
-  const pkg = JSON.parse(fs.readFileSync(path.join(root, "packages", p, "package.json"), "utf8"));
-  deps[pkg.name] = "file:" + path.join(root, "packages", p);
+const dirs = fs.readdirSync(path.join(root, "packages")).map((p) => path.join(root, "packages", p)).concat([path.join(root, "kernels", "ops")]);
+for (const dir of dirs) {
+  const pkg = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
+  deps[pkg.name] = "file:" + dir;
 }
 const rootPkg = JSON.parse(fs.readFileSync(path.join(root, "package.json"), "utf8"));
 Object.assign(deps, rootPkg.dependencies);
