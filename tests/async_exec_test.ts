@@ -4,7 +4,7 @@
  * an empty poll `NRT_QUEUE_EMPTY`; `nrt_register_async_exec_callback` and `nrt_async_drain_queued_execs`.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { type AsyncExecCompletion, MemoryLogger, type Model, NrtApi, NrtError, NrtStatus, type Ref, Runtime, TensorSet } from "@nrt/core";
+import { type AsyncExecCompletion, MemoryLogger, type Model, NrtApi, type NrtAsyncExecCompletion, NrtError, NrtStatus, type Ref, Runtime, TensorSet } from "@nrt/core";
 import { KmgrExecMode } from "../packages/core/state.ts";
 import { createNrtContainer, PortalToken, nrtPlugins } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
@@ -140,6 +140,52 @@ describe("async execution (NRT_2.0.0, KMGR_EXEC_MODE_ASYNC)", () => {
       ]);
       expect(calls[1][3]).toBeGreaterThan(calls[0][3] as number);
       expect(await api.nrt_async_drain_queued_execs(5)).toBe(NrtStatus.NRT_INVALID);
+    } finally {
+      await api.nrt_close();
+    }
+  }, 30_000);
+
+  test("an empty poll is NRT_QUEUE_EMPTY (15) through nrt_async_exec_poll and Runtime.tryPoll; a ready one is 0 with the completion", async () => {
+    const api = new NrtApi();
+    expect(await api.nrt_init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, asyncExecMaxInflightRequests: 2, logger: new MemoryLogger() }))
+      .toBe(0);
+    try {
+      const rt = api.runtime!;
+      const model: Ref<Model> = {};
+      expect(await api.nrt_load(ADD, 0, 1, model)).toBe(0);
+      const { ins, outs } = await addIo(rt, model.value!);
+      const got: Ref<NrtAsyncExecCompletion> = {};
+      // Seed runtime-synthesis §6: "an empty poll as NRT_QUEUE_EMPTY(15)".
+      expect(api.nrt_async_exec_poll(0, got)).toBe(15);
+      expect(got.value).toBeUndefined();
+      expect(rt.tryPoll(0)).toEqual({ status: 15 });
+      expect(rt.tryPoll(1)).toEqual({ status: 15 });
+      const id = rt.submit(model.value!, ins, outs);
+      await rt.drainAsync(0);
+      expect(api.nrt_async_exec_poll(0, got)).toBe(0);
+      expect(got.value).toEqual({ model_id: model.value!.handle, vnc: 0, job_id: id, status: 0 });
+      expect(api.nrt_async_exec_poll(0, got)).toBe(15);
+      const id2 = rt.submit(model.value!, ins, outs);
+      await rt.drainAsync(0);
+      const typed = rt.tryPoll(0);
+      expect(typed.status).toBe(0);
+      if (typed.status === NrtStatus.NRT_SUCCESS) expect([typed.completion.id, typed.completion.status]).toEqual([id2, 0]);
+      expect(rt.tryPoll(0)).toEqual({ status: 15 });
+      // Bad input: a logical core that is not visible is NRT_INVALID (2), not an empty queue.
+      expect(api.nrt_async_exec_poll(7, got)).toBe(2);
+      expect(() => rt.tryPoll(7)).toThrow(expect.objectContaining({ status: 2 }));
+    } finally {
+      await api.nrt_close();
+    }
+    // After close: NRT_CLOSED (14).
+    expect(api.nrt_async_exec_poll(0, {})).toBe(14);
+  }, 30_000);
+
+  test("an empty poll in synchronous mode is refused with NRT_INVALID (2): there is no async queue", async () => {
+    const api = new NrtApi();
+    expect(await api.nrt_init({ ...nrtPlugins(container()), visibleCores: [0], virtualCoreSize: 1, logger: new MemoryLogger() })).toBe(0);
+    try {
+      expect(api.nrt_async_exec_poll(0, {})).toBe(2);
     } finally {
       await api.nrt_close();
     }

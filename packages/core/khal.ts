@@ -38,6 +38,45 @@ export interface UcodeImage {
   readonly dram: Uint8Array;
 }
 
+/**
+ * The image a caller registers with `nrt_set_pool_eng_ucode`: either half, or both. Each half present replaces the
+ * stock half on its own; a missing half keeps the stock one (seed: runtime-synthesis §2.1,
+ * `if (pool_eng_iram_bin) cfg.iram = …; if (pool_eng_dram_bin) cfg.dram = …`).
+ */
+export interface PoolUcodeOverride {
+  /** Code image replacing the stock IRAM half (absent: the stock IRAM stays). */
+  readonly iram?: Uint8Array;
+  /** Data image replacing the stock DRAM half (absent: the stock DRAM stays). */
+  readonly dram?: Uint8Array;
+}
+
+/**
+ * `tpb_eng_init_hals_v2`'s override step: the stock image, then each registered half on its own (seed:
+ * runtime-synthesis §2.1: no signature check, no warning log).
+ */
+export function overridePoolUcode(stock: UcodeImage, custom: PoolUcodeOverride | undefined): UcodeImage {
+  let image = stock;
+  if (custom?.iram !== undefined) image = { iram: custom.iram, dram: image.dram };
+  if (custom?.dram !== undefined) image = { iram: image.iram, dram: custom.dram };
+  return image;
+}
+
+/**
+ * Checks a registered Pool image: each half, if present, is a `Uint8Array`, and at least one half is present
+ * (ours: registering nothing is refused; the seed does not say what a call with two null halves does).
+ *
+ * @returns the error text, or `undefined` when the image is acceptable.
+ */
+export function checkPoolUcodeOverride(info: unknown): string | undefined {
+  if (typeof info !== "object" || info === null) return "the image is not an object with iram and/or dram";
+  const { iram, dram } = info as { iram?: unknown; dram?: unknown };
+  for (const [name, half] of [["iram", iram], ["dram", dram]] as const) {
+    if (half !== undefined && half !== null && !(half instanceof Uint8Array)) return `${name} is not a Uint8Array`;
+  }
+  if ((iram === undefined || iram === null) && (dram === undefined || dram === null)) return "neither iram nor dram is given";
+  return undefined;
+}
+
 /** Where a HAL call acts: a portal and a device index. */
 export interface HalTarget {
   /** The driver portal. */

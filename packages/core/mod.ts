@@ -63,7 +63,7 @@ export {
 export { createConsoleLogger, createNullLogger, type LogEntry, type Logger, LogLevel, type LogLevelName, logLevelName, type LogWrite, MemoryLogger, parseLogLevel } from "./log.ts";
 export { type Clock, SystemClock, VirtualClock } from "./clock.ts";
 export { type ExecOutcome } from "./kmgr/dlr_model.ts";
-export { type AsyncExecCompletion, type AsyncExecListener } from "./kmgr/kmgr_async_exec.ts";
+export { type AsyncExecCompletion, type AsyncExecListener, type AsyncPollResult } from "./kmgr/kmgr_async_exec.ts";
 export {
   NRTA_SEQ_NUM_MAX,
   type NrtaError,

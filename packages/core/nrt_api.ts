@@ -13,7 +13,7 @@
  * @module
  */
 import { guardInitState, NrtError, statusOfError } from "./error.ts";
-import type { UcodeImage } from "./khal.ts";
+import { checkPoolUcodeOverride, type PoolUcodeOverride } from "./khal.ts";
 import type { MetaNeff } from "./kelf/metaneff.ts";
 import { type NrtaError, NrtaErrorTracker } from "./nrta/nrta.ts";
 import { type Model, Runtime, type RuntimeInitOptions } from "./runtime.ts";
@@ -28,8 +28,11 @@ export interface Ref<T> {
   value?: T;
 }
 
-/** `nrt_ucode_info`: the `{iram, dram}` pair of a custom Pool-engine image. */
-export type NrtUcodeInfo = UcodeImage;
+/**
+ * `nrt_ucode_info`: the `{iram, dram}` pair of a custom Pool-engine image. Either half may be absent (a null `bin`):
+ * it keeps the stock half (seed: runtime-synthesis §2.1).
+ */
+export type NrtUcodeInfo = PoolUcodeOverride;
 
 /** `nrt_tensor_usage_t`. */
 export const NrtTensorUsage = { NRT_TENSOR_USAGE_INPUT: 0, NRT_TENSOR_USAGE_OUTPUT: 1 } as const;
@@ -77,6 +80,18 @@ export interface NrtVersion {
  */
 export type NrtAsyncExecStatusCallback = (params: unknown, modelId: number, vnc: number, jobId: number, status: NrtStatus) => void;
 
+/** One harvested async completion, as {@linkcode NrtApi.nrt_async_exec_poll} fills it (the callback's arguments). */
+export interface NrtAsyncExecCompletion {
+  /** `H_MODEL` of the model that ran. */
+  model_id: number;
+  /** Logical core. */
+  vnc: number;
+  /** The job id `nrt_execute` queued. */
+  job_id: number;
+  /** The execution's status. */
+  status: NrtStatus;
+}
+
 /** `nrt_vnc_memory_stats_t`. */
 export interface NrtVncMemoryStats {
   /** Bytes booked on the logical core's physical cores. */
@@ -115,7 +130,7 @@ async function status(f: () => Promise<unknown> | unknown): Promise<NrtStatus> {
  */
 export class NrtApi {
   #state: NrtInitState = NrtInitState.NRT_STATE_START;
-  #ucode: UcodeImage | undefined;
+  #ucode: PoolUcodeOverride | undefined;
   #rt: Runtime | undefined;
 
   /** `nrt_init_state`. */
@@ -133,12 +148,19 @@ export class NrtApi {
     return this.#rt!;
   }
 
-  /** `nrt_set_pool_eng_ucode`: only in the START state; INIT → 13 (0xd), CLOSED → 14 (0xe). No signature check. */
+  /**
+   * `nrt_set_pool_eng_ucode`: only in the START state; INIT → 13 (0xd), CLOSED → 14 (0xe). No signature check. Either
+   * half may be absent (`undefined` or `null`): at init it keeps the stock half. Neither half, or a half that is not a
+   * `Uint8Array`, → `NRT_INVALID` (ours).
+   */
   nrt_set_pool_eng_ucode(info: NrtUcodeInfo): NrtStatus {
     if (this.#state === NrtInitState.NRT_STATE_INIT) return NrtStatus.NRT_UNINITIALIZED; // seed: "==INIT -> reject 0xd"
     if (this.#state === NrtInitState.NRT_STATE_CLOSED) return NrtStatus.NRT_CLOSED; // seed: "==CLOSED -> reject 0xe"
-    if (!(info?.iram instanceof Uint8Array) || !(info?.dram instanceof Uint8Array)) return NrtStatus.NRT_INVALID;
-    this.#ucode = { iram: info.iram.slice(), dram: info.dram.slice() };
+    if (checkPoolUcodeOverride(info) !== undefined) return NrtStatus.NRT_INVALID;
+    this.#ucode = {
+      ...(info.iram instanceof Uint8Array ? { iram: info.iram.slice() } : {}),
+      ...(info.dram instanceof Uint8Array ? { dram: info.dram.slice() } : {}),
+    };
     return NrtStatus.NRT_SUCCESS;
   }
 
@@ -204,6 +226,24 @@ export class NrtApi {
   /** `nrt_async_drain_queued_execs(vnc)`: returns once every queued execution of the logical core completed. */
   async nrt_async_drain_queued_execs(vnc: number): Promise<NrtStatus> {
     return await status(() => this.#guard().drainAsync(vnc));
+  }
+
+  /**
+   * `kmgr_async_exec_poll` for one logical core (the C name is ours: the seed names only the internal poll). Fills
+   * `completion` with the oldest unharvested completion and returns `NRT_SUCCESS`; with nothing ready it returns
+   * `NRT_QUEUE_EMPTY` (15) at once and leaves `completion` untouched (seed: runtime-synthesis §6, lifecycle-error-model
+   * §5.1). `NRT_INVALID` in synchronous mode or for a logical core that is not visible.
+   */
+  nrt_async_exec_poll(vnc: number, completion: Ref<NrtAsyncExecCompletion>): NrtStatus {
+    try {
+      const polled = this.#guard().tryPoll(vnc);
+      if (polled.status === NrtStatus.NRT_QUEUE_EMPTY) return polled.status;
+      const c = polled.completion;
+      completion.value = { model_id: c.model, vnc: c.vnc, job_id: c.id, status: c.status };
+      return NrtStatus.NRT_SUCCESS;
+    } catch (e) {
+      return statusOfError(e);
+    }
   }
 
   /** `nrt_get_total_nc_count(&count)`: physical NeuronCores of the device. */
@@ -527,6 +567,11 @@ export function nrt_register_async_exec_callback(callback: NrtAsyncExecStatusCal
 /** `nrt_async_drain_queued_execs` on the default instance. */
 export function nrt_async_drain_queued_execs(vnc: number): Promise<NrtStatus> {
   return nrt.nrt_async_drain_queued_execs(vnc);
+}
+
+/** `nrt_async_exec_poll` on the default instance. */
+export function nrt_async_exec_poll(vnc: number, completion: Ref<NrtAsyncExecCompletion>): NrtStatus {
+  return nrt.nrt_async_exec_poll(vnc, completion);
 }
 
 /** `nrt_get_total_nc_count` on the default instance. */

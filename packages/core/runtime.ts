@@ -15,10 +15,10 @@ import { type Clock, SystemClock } from "./clock.ts";
 import { type RuntimeConfig, type RuntimeOptions, resolveRuntimeConfig } from "./config.ts";
 import { DMA_MEM_USAGE_TOTAL, DmaMemUsageType, DmemLedger } from "./dmem/dmem.ts";
 import { guardInitState, NrtError } from "./error.ts";
-import { type ArchPack, createKhal, type Khal, type UcodeImage } from "./khal.ts";
+import { type ArchPack, checkPoolUcodeOverride, createKhal, type Khal, type PoolUcodeOverride } from "./khal.ts";
 import { kelfLoad } from "./kelf/kelf_load.ts";
 import { bindMetaneff, defaultBinding, type MetaNeff } from "./kelf/metaneff.ts";
-import { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker } from "./kmgr/kmgr_async_exec.ts";
+import { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker, type AsyncPollResult } from "./kmgr/kmgr_async_exec.ts";
 import type { DlrModel as ModelRecord, ExecOutcome } from "./kmgr/dlr_model.ts";
 import { kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
@@ -47,8 +47,11 @@ export interface RuntimeInitOptions extends RuntimeOptions {
   readonly archPacks: readonly ArchPack[];
   /** Whether `close()` (and `await using`) also closes the portal (default `true`: the runtime owns it). */
   readonly ownsPortal?: boolean;
-  /** The image registered with `nrt_set_pool_eng_ucode` before init. */
-  readonly poolUcode?: UcodeImage;
+  /**
+   * The image registered with `nrt_set_pool_eng_ucode` before init: either half or both; each half given replaces
+   * the stock half on its own, a missing half keeps the stock one (seed: runtime-synthesis §2.1).
+   */
+  readonly poolUcode?: PoolUcodeOverride;
   /** Environment to read `NEURON_RT_*` from (composition roots pass the process environment). */
   readonly env?: Record<string, string | undefined>;
   /** Logger (default: console at the configured level). */
@@ -276,6 +279,10 @@ export class Runtime {
     const owns = options.ownsPortal ?? true;
     let rt: Runtime;
     try {
+      if (options.poolUcode !== undefined) {
+        const bad = checkPoolUcodeOverride(options.poolUcode);
+        if (bad !== undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot initialize: the custom Pool image is invalid: ${bad}`);
+      }
       const devices = await portal.devices();
       if (devices.length === 0) throw new NrtError(NrtStatus.NRT_HW_ERROR, "Cannot initialize: the portal reports no Neuron device");
       const device = devices[0];
@@ -741,6 +748,17 @@ export class Runtime {
     return this.#worker(vnc).poll();
   }
 
+  /**
+   * `kmgr_async_exec_poll` with the seed's status typed: `{ status: NRT_SUCCESS, completion }`, or `{ status:
+   * NRT_QUEUE_EMPTY }` (15) at once when nothing is ready (seed: runtime-synthesis §6).
+   *
+   * @throws {NrtError} `NRT_INVALID` in synchronous mode or for a logical core that is not visible; 13/14 by state.
+   */
+  tryPoll(vnc = 0): AsyncPollResult {
+    const completion = this.poll(vnc);
+    return completion === undefined ? { status: NrtStatus.NRT_QUEUE_EMPTY } : { status: NrtStatus.NRT_SUCCESS, completion };
+  }
+
   /** `nrt_async_drain_queued_execs`: resolves once the logical core has no async execution in flight. */
   drainAsync(vnc = 0): Promise<void> {
     this.guard();
@@ -813,6 +831,6 @@ function throwUnlessSuccess(o: ExecOutcome, name: string): void {
 
 export { DmaMemUsageType, TensorPlacement, TensorSet };
 export type { ExecOutcome };
-export { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker } from "./kmgr/kmgr_async_exec.ts";
+export { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker, type AsyncPollResult } from "./kmgr/kmgr_async_exec.ts";
 export * from "./nrta/nrta.ts";
 export * from "./vnc/vnc.ts";

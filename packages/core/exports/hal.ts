@@ -19,6 +19,7 @@ export {
   type HalTarget,
   type Khal,
   type NotificationQueue,
+  type PoolUcodeOverride,
   stockPoolImage,
   type StreamBinding,
   UCODE_TOO_BIG,

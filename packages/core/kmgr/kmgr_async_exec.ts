@@ -31,6 +31,11 @@ export interface AsyncExecCompletion {
   readonly error?: NrtError;
 }
 
+/** What `Runtime.tryPoll` returns: a completion, or the seed's empty-poll status `NRT_QUEUE_EMPTY` (15). */
+export type AsyncPollResult =
+  | { readonly status: typeof NrtStatus.NRT_SUCCESS; readonly completion: AsyncExecCompletion }
+  | { readonly status: typeof NrtStatus.NRT_QUEUE_EMPTY };
+
 /** Where completions go when registered (`NRT_ASYNC_EXEC_STATUS_CALLBACK` without the `params` pointer). */
 export type AsyncExecListener = (completion: AsyncExecCompletion) => void;
 

@@ -13,7 +13,7 @@
 import { CoreQueue } from "./core_queue.ts";
 import { DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES } from "../config.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
-import type { HalTarget, Khal, NotificationQueue, UcodeImage } from "../khal.ts";
+import { type HalTarget, type Khal, type NotificationQueue, overridePoolUcode, type PoolUcodeOverride } from "../khal.ts";
 import type { Logger } from "../log.ts";
 import { type PoolStdioBlock, poolStdioBlockDestroy, poolStdioBlockInit } from "../stdio/pool_stdio.ts";
 
@@ -103,7 +103,7 @@ export const NQ_CAPACITY = 1024;
  * `tpb_eng_init_hals_v2` for one NeuronCore. `custom` is the image registered by `nrt_set_pool_eng_ucode`, if any.
  * On failure everything created so far is destroyed before the error propagates.
  */
-export async function tpbInit(s: TpbServices, nc: number, custom: UcodeImage | undefined): Promise<Tpb> {
+export async function tpbInit(s: TpbServices, nc: number, custom: PoolUcodeOverride | undefined): Promise<Tpb> {
   const tpb: Tpb = {
     device: s.target.device,
     nc,
@@ -127,10 +127,10 @@ export async function tpbInit(s: TpbServices, nc: number, custom: UcodeImage | u
       tpb.q7.push({ kind: "q7", index: i, name: `Q7_${i}` });
       s.event(`ucode_pooling_q7_core_create nc=${nc} ${i}`);
     }
-    // seed: runtime-synthesis §2.1 — the stock image first, then the UNCONDITIONAL override: no signature check,
-    // no warning log.
-    let image = s.khal.stockPoolUcode();
-    if (custom !== undefined) image = custom;
+    // seed: runtime-synthesis §2.1 — the stock image first, then the UNCONDITIONAL override of each registered half
+    // on its own (`if (pool_eng_iram_bin) cfg.iram = …; if (pool_eng_dram_bin) cfg.dram = …`): no signature check,
+    // no warning log; a missing half keeps the stock one.
+    const image = overridePoolUcode(s.khal.stockPoolUcode(), custom);
     await s.khal.q7HoldRunStall(s.target, nc);
     await s.khal.q7UcodeEngInit(s.target, nc, image);
     // Notification queue (host DRAM ring of 16-byte records).
