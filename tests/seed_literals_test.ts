@@ -7,8 +7,11 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { CAYMAN_SPEC, cayman } from "@nrt/arch-cayman";
+import * as core from "@nrt/core";
 import {
   buildCustomOpNeff,
+  DMA_MEM_USAGE_SLOTS,
+  DMA_MEM_USAGE_TOTAL,
   DlrModelState,
   KmgrExecMode,
   MemoryLogger,
@@ -21,7 +24,7 @@ import {
   Runtime,
   TensorSet,
 } from "@nrt/core";
-import { AL_HAL_TPB_MAX_ENG, TpbArchType, TpbEngType } from "@nrt/core/hal";
+import { AL_HAL_TPB_MAX_ENG, KBIN_DMA_RING_TYPE_CUSTOM_OP, TpbArchType, TpbEngType } from "@nrt/core/hal";
 import {
   decodeArgTable,
   decodeInstruction,
@@ -31,15 +34,30 @@ import {
   encodeOpcodeTable,
   EVENT_UPDATE_MODE_INCREMENT,
   type Instruction,
+  NOTIFICATION_BYTES,
   OPCODE_TABLE_ENTRY_BYTES,
   OPCODE_TABLE_HEADER_BYTES,
   OPCODE_TABLE_MAX_ENTRIES,
   type OpcodeTableEntry,
   Opcode,
+  POOL_STDIO_BLOCK_ALIGN,
+  POOL_STDIO_BLOCK_BYTES,
+  POOL_STDIO_ENTRY_BYTES,
+  POOL_STDIO_ENTRY_HEADER_BYTES,
+  POOL_STDIO_MAGIC,
+  POOL_STDIO_MAX_QUEUE_ALLOC,
+  POOL_STDIO_RECORD_BYTES,
+  POOL_STDIO_SLOTS,
+  POOL_STDIO_STDERR_BASE,
+  POOL_STDIO_STDERR_QUEUE_BYTES,
+  POOL_STDIO_STDOUT_BASE,
+  PoolStdioDescriptor,
+  PoolStdioStreamTag,
   SLOT_BYTES,
   SLOT_WORD_LEN,
   slotHeader,
   socSliceBase,
+  TpbErrorId,
 } from "@nrt/core/isa";
 import { type DeviceMemory, type Portal, TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
@@ -385,6 +403,81 @@ describe("dram_addr_to_soc_addr (seed spmd-teardown §3)", () => {
   });
 });
 
+// ---- Fixed sizes and codes the host and the simulator share --------------------------------------------------
+
+describe("shared record sizes and codes (seed lifecycle-error-model §4.5; runtime-synthesis §2.3, §4.3, §6)", () => {
+  test("a TPB_ERROR record is 16 bytes with error_id 0x09 NONFATAL and 0x0a FATAL", () => {
+    // lifecycle-error-model §4.5 NOTE: "The device packs a 16-byte NEURON_ISA TPB_ERROR record with error_id 0x09
+    // (NONFATAL) / 0x0a (FATAL) plus a subtype".
+    expect(NOTIFICATION_BYTES).toBe(16);
+    expect({ ...TpbErrorId }).toEqual({ NONFATAL: 0x09, FATAL: 0x0a });
+  });
+
+  test("the custom-op DMA ring type is 16", () => {
+    // runtime-synthesis §2.3: "a DMA descriptor on the KBIN_DMA_RING_TYPE_CUSTOM_OP (=16) queue"; §3.1: "marker==16
+    // (CUSTOM_OP)".
+    expect(KBIN_DMA_RING_TYPE_CUSTOM_OP).toBe(16);
+  });
+
+  test("the memory ledger has 23 dma_mem_usage_type slots, slot 22 the per-core total", () => {
+    // runtime-synthesis §4.3: "one of 23 dma_mem_usage_type categories in the per-device ledger
+    // (memory_usage_nc[8][23], [nc][22] = per-core total …)".
+    expect(DMA_MEM_USAGE_SLOTS).toBe(23);
+    expect(DMA_MEM_USAGE_TOTAL).toBe(22);
+  });
+
+  test("the NRT_2.0.0 facade exports the six nrta_* data-plane and schedule entries the seed lists", () => {
+    // runtime-synthesis §6: "The 8 NRT_3.0.0 symbols … nrta_cc_prepare, nrta_cc_schedule, nrta_execute_schedule,
+    // nrta_get_sequence, nrta_is_completed, nrta_tensor_copy, nrta_tensor_read, nrta_tensor_write". The two
+    // nrta_cc_* entries are not in this list: docs/seed-ledger.md records them separately.
+    const api = core as unknown as Record<string, unknown>;
+    const names = ["nrta_execute_schedule", "nrta_get_sequence", "nrta_is_completed", "nrta_tensor_copy", "nrta_tensor_read", "nrta_tensor_write"];
+    expect(names.map((n) => [n, typeof api[n]])).toEqual(names.map((n) => [n, "function"]));
+  });
+});
+
+// ---- spmd-teardown §5: pool_stdio ------------------------------------------------------------------------------
+
+describe("pool_stdio literals (seed spmd-teardown §5.1–§5.6)", () => {
+  test("the block: 0x440 bytes aligned 0x800, [8] stdout and [8] stderr queue slots", () => {
+    // §5.2: "dmem_alloc_aligned(&sb->hbm_space_dmem, 0x440, DMA_MEM_USAGE_TYPE_POOL_STDIO, 0x800)"; §5.1:
+    // "pool_stdio_queue_t stdout_queues[8]; … stderr_queues[8]; … (DW_AT_upper_bound = 7 ⇒ [8])".
+    expect([POOL_STDIO_BLOCK_BYTES, POOL_STDIO_BLOCK_ALIGN, POOL_STDIO_SLOTS]).toEqual([0x440, 0x800, 8]);
+  });
+
+  test("queue bases 0x400 (stdout) and 0x420 (stderr); the stderr ring is 0x400 bytes = 4 entries", () => {
+    // §5.2: "pool_stdio_queue_init(&sb->stdout_queues[0], sb, &info, entries_stdout, 0x400)"; "if (entries_stderr)
+    // // 0x400 / 0x100 = 4 … pool_stdio_queue_init(&sb->stderr_queues[0], sb, &info, entries_stderr, 0x420)".
+    expect([POOL_STDIO_STDOUT_BASE, POOL_STDIO_STDERR_BASE, POOL_STDIO_STDERR_QUEUE_BYTES]).toEqual([0x400, 0x420, 0x400]);
+    expect(POOL_STDIO_STDERR_QUEUE_BYTES / 0x100).toBe(4);
+  });
+
+  test("a device entry is 0x100 bytes, its 0x10 header is skipped, a host record is 0xf0 bytes", () => {
+    // §5.3: "Device ring entry size = 0x100 = 256 B (pool_stdio_get_entry_size @0x300a00 is literally mov
+    // $0x100,%eax; ret)"; §5.5: "+0x10 SKIPS the 16-B entry header"; "the host record is 0xf0 bytes per 0x100-byte
+    // device entry".
+    expect([POOL_STDIO_ENTRY_BYTES, POOL_STDIO_ENTRY_HEADER_BYTES, POOL_STDIO_RECORD_BYTES]).toEqual([0x100, 0x10, 0xf0]);
+  });
+
+  test("a ring allocation is capped at 0x40000 bytes", () => {
+    // §5.3: "Allocate entries*0x100 + 4 (capped 0x40000)".
+    expect(POOL_STDIO_MAX_QUEUE_ALLOC).toBe(0x40000);
+  });
+
+  test("the on-device descriptor head: u16 MAGIC 0x201 @+0, u8 0 @+2, capacity @+0xc, data PA @+0x10, head/write @+0x18/+0x20", () => {
+    // §5.3: "On-device descriptor head: u16 MAGIC=0x201 @+0; u8 0 @+2; u32 capacity @+0xc; u64 data PA @+0x10;
+    // head/write VAs @+0x18/+0x20".
+    expect(POOL_STDIO_MAGIC).toBe(0x201);
+    expect({ ...PoolStdioDescriptor }).toEqual({ MAGIC: 0x00, ZERO: 0x02, CAPACITY: 0x0c, DATA_PA: 0x10, READ_IDX_PA: 0x18, WRITE_IDX_PA: 0x20 });
+  });
+
+  test("stream tags: 3 for stdout, 1 for stderr", () => {
+    // §5.5: "esi = stream_tag (3 = stdout, 1 = stderr)"; §5.6: "consume_all_entries(&sb->stdout_queues[i],
+    // /*stream_tag=*/3) … (&sb->stderr_queues[i], /*stream_tag=*/1)".
+    expect({ ...PoolStdioStreamTag }).toEqual({ STDOUT: 3, STDERR: 1 });
+  });
+});
+
 // ---- Behaviour through a runtime on the simulated device --------------------------------------------------------
 
 /** A tracing portal that also keeps the bytes of every memory write and the allocations still live. */
@@ -629,6 +722,22 @@ describe("the load order header → vNC → parse (seed lifecycle-error-model §
       // The failed parse released the reservation it took: the core has no model, and a good load then succeeds.
       expect(rt.cores().find((c) => c.vnc === 0)?.models.length ?? 0).toBe(0);
       const m = await rt.load(good(), 0);
+      await m.unload();
+    } finally {
+      await rt.close();
+    }
+  }, 30_000);
+  test("a failed load releases the vNC it reserved: vnc \"auto\" then picks that core again", async () => {
+    // §2.2: "On any failure the loader releases the reserved vNC (nrt_vnc_usage_dec @0xc1820)". "auto" places a load
+    // on the logical core with the fewest reservations (lowest index on a tie), so a leaked reservation on core 0
+    // would send the next load to core 1.
+    const { rt } = await runtime();
+    try {
+      const corrupt = good();
+      corrupt.fill(0xff, 1024 + 16, 1024 + 64);
+      for (let k = 0; k < 3; k++) expect(await status(rt.load(corrupt, 0))).toBe(2);
+      const m = await rt.load(good(), { vnc: "auto" });
+      expect(m.vnc).toBe(0);
       await m.unload();
     } finally {
       await rt.close();
