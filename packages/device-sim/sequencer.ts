@@ -179,7 +179,15 @@ export class Sequencer {
     try {
       const slots = this.#d.memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream) ?? [];
       const ms = slots.find((s): s is Extract<Instruction, { op: typeof Opcode.MODEL_SWITCH }> => typeof s !== "number" && s.op === Opcode.MODEL_SWITCH);
-      const pa = ms !== undefined && ms.opcodeTable !== 0 ? ms.opcodeTable : this.#opcodeTablePa;
+      return this.#librariesOfTable(ms !== undefined && ms.opcodeTable !== 0 ? ms.opcodeTable : this.#opcodeTablePa);
+    } catch {
+      return [];
+    }
+  }
+
+  /** The libraries the opcode table at `pa` names; none for a table it cannot read (best effort, see above). */
+  #librariesOfTable(pa: number): Array<{ key: string; image: () => Uint8Array }> {
+    try {
       if (pa === 0) return [];
       const saved = this.#opcodeTablePa;
       this.#opcodeTablePa = pa;
@@ -206,7 +214,19 @@ export class Sequencer {
    * cores); resolves once they are prepared (or could not be: the execute reports that).
    */
   stageLibraries(entry: StreamEntry, cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined }): Promise<void> {
-    const libs = this.librariesOf(entry);
+    return this.#stage(this.librariesOf(entry), cluster);
+  }
+
+  /**
+   * Stages the libraries of the opcode table the swap-table register names (the host wrote the table before the
+   * swap: `ucode_stage_libs` → `ucode_switch_libs`). Ours: with the stream installed before the libraries are staged
+   * (lifecycle-error-model §2.6), the swap is the first moment the device can read them.
+   */
+  stageTableLibraries(cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined }): Promise<void> {
+    return this.#stage(this.#librariesOfTable(this.#opcodeTablePa), cluster);
+  }
+
+  #stage(libs: Array<{ key: string; image: () => Uint8Array }>, cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined }): Promise<void> {
     if (libs.length === 0 || this.#stopped) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.#queue.push({

@@ -165,9 +165,18 @@ export class SimDevice {
     }
   }
 
-  /** Opcode-table caches of the NeuronCore are stale. */
-  swapTableWritten(nc: number): void {
-    this.unit(nc).sequencer.swapTableWritten();
+  /**
+   * The swap-table register was written: the NeuronCore's opcode-table caches are stale, and when the Q7 cores are
+   * running the new table's libraries are prepared in them now (the load waits for it), not at the first execute.
+   */
+  async swapTableWritten(nc: number): Promise<void> {
+    const unit = this.unit(nc);
+    unit.sequencer.swapTableWritten();
+    if (unit.q7.state !== "running") return;
+    const cluster = await unit.q7.cluster().catch(() => undefined);
+    if (cluster === undefined) return;
+    // The table's libraries go into the cores now (the load path staged them just before the swap).
+    await unit.sequencer.stageTableLibraries(cluster);
   }
 
   /**

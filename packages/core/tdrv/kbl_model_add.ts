@@ -2,8 +2,10 @@
  * `kbl_model_add`: the per-NeuronCore device install of a loaded model, and its inverse
  * (`kmgr_unstage_kelf_model`).
  *
- * Seed: lifecycle-error-model §2.6 (call order: DMA queue bundles → pointer/I-O set-up → `sequencer_setup_instr` →
- * `add_model` → `ucode_stage_libs`; RAII unwind on failure), runtime-synthesis §2.2 (the image is synthesized:
+ * Seed: lifecycle-error-model §2.6 (call order, which `kblModelAdd` follows step for step and
+ * `tests/kbl_model_add_order_test.ts` pins: `dma_queue_bundle_instance_lut_init` → data-refill rings / I-O queues →
+ * `hw_exec_queue_count_descs` → `sequencer_setup_instr` → `dma_ring_setup_queue_bundles` → `add_model` →
+ * `ucode_stage_libs`; then `ucode_switch_libs` (runtime-synthesis §7); RAII unwind on failure), runtime-synthesis §2.2 (the image is synthesized:
  * `[PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*]`), §3.1 (`dma_is_custom_op_dma_v2` walks the queue-bundle
  * table; `ucode_stage_libs` collects exactly 8 M2S/S2M pairs and bakes one opcode → library table; one
  * `aws_hal_q7_swap_table` broadcasts it), §3.2 (the custom-op lowering `[dma_config ×2][dma_config_size]
@@ -178,9 +180,10 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
   undo.defer(() => void tpb.modelIds.delete(deviceModel));
   let sharedKey: string | undefined;
   try {
-    // (1) DMA queue bundles: the 8 custom-op queues (one per Q7 core).
+    // (1) dma_queue_bundle_instance_lut_init: the 8 custom-op queues (one per Q7 core).
     const queues = collectCustomOpQueues(khal);
-    // (2) SBUF carveout: validated, never allocated (seed: runtime-synthesis §4.3 NOTE).
+    // (2) drs_create_data_refill_rings / io_create_queues: the per-call descriptor plans and rings. The SBUF
+    // carveout is validated, never allocated (seed: runtime-synthesis §4.3 NOTE).
     const sbufPa = spec.addressMap.sbufBase + nc * spec.addressMap.sbufStride;
     const plans: CallPlan[] = [];
     const argTables: Uint8Array[] = [];
@@ -234,56 +237,9 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     const bufferPa: number[] = [];
     for (const b of model.buffers) bufferPa.push((await allocator.alloc(b.size, DmaMemUsageType.SCRATCHPAD)).memory.pa);
 
-    // (3) ucode_stage_libs (seed: runtime-synthesis §4.4).
-    const libs = model.libraries;
-    if (libs.length > MAX_GPSIMD_LIBS) {
-      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot load NEFF "${model.name}": Exceeded max number of GPSIMD libs (${libs.length} > ${MAX_GPSIMD_LIBS})`);
-    }
-    const libAddr = new Map<string, { pa: number; bytes: number }>();
-    if (libs.length === 1) {
-      // The single ext-ISA library: staged once per core under the staging lock and shared by every model.
-      const key = hexDigest(libs[0].image);
-      const set = await stageSharedLibrary(s, tpb, key, libs[0].name, libs[0].image, allocator);
-      set.users++;
-      sharedKey = key;
-      undo.defer(async () => {
-        releaseShared(tpb, key);
-        // A library this failed load staged and nobody else uses is part of "everything it built": free it, so a
-        // failed load leaves the ledger where it found it. A library other models staged stays cached (§4.4).
-        if (set.users === 0 && set.stagedBy === allocator && tpb.extIsaLibs.get(key) === set) {
-          tpb.extIsaLibs.delete(key);
-          await s.ledger.free(set.dmem);
-        }
-      });
-      libAddr.set(libs[0].name, { pa: set.dmem.memory.pa, bytes: libs[0].image.byteLength });
-    } else {
-      for (const l of libs) {
-        const d = await allocator.alloc(l.image.byteLength, DmaMemUsageType.UCODE_LIBS);
-        await target.portal.memWrite(d.memory, 0, l.image);
-        libAddr.set(l.name, { pa: d.memory.pa, bytes: l.image.byteLength });
-        s.event(`ucode_stage_libs nc=${nc} model ${l.name}`);
-      }
-    }
-    // ucode_stage_libs_table (B): ONE opcode → library table per NeuronCore, plus the 8 queue doorbell offsets.
-    const entries: OpcodeTableEntry[] = libs.flatMap((l) =>
-      l.functions.map((f) => ({
-        opcode: f.opcode,
-        cpuIdFlag: l.cpuId === 1,
-        totalCpus: l.totalCpus,
-        libAddr: libAddr.get(l.name)!.pa,
-        libBytes: libAddr.get(l.name)!.bytes,
-        name: f.name,
-      }))
-    );
-    const table = encodeOpcodeTable({
-      m2s: queues.map((q) => khal.dmaQueueOffset(nc, q.engine, q.queue, 1)),
-      s2m: queues.map((q) => khal.dmaQueueOffset(nc, q.engine, q.queue, 0)),
-      entries,
-    });
-    const tableMem = await allocator.alloc(table.byteLength, DmaMemUsageType.UCODE_TABLE);
-    await target.portal.memWrite(tableMem.memory, 0, table);
-
-    // (4) Semaphores and the argument tables / ring tables.
+    // (3) hw_exec_queue_count_descs: the doorbell and completion semaphores, and the memory the stream will name —
+    // the argument and ring tables, and the opcode table (its size depends only on the function count; its library
+    // addresses are filled by ucode_stage_libs below).
     const doorbell = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
     undo.defer(() => void tpb.semaphores.delete(doorbell));
     const completion = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
@@ -315,9 +271,27 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
         }
       }
     }
-    await target.portal.memWrite(meta.memory, 0, metaBytes);
+    const libs = model.libraries;
+    const tableOf = (libAddr: ReadonlyMap<string, { pa: number; bytes: number }>): Uint8Array => {
+      const entries: OpcodeTableEntry[] = libs.flatMap((l) =>
+        l.functions.map((f) => ({
+          opcode: f.opcode,
+          cpuIdFlag: l.cpuId === 1,
+          totalCpus: l.totalCpus,
+          libAddr: libAddr.get(l.name)?.pa ?? 0,
+          libBytes: libAddr.get(l.name)?.bytes ?? 0,
+          name: f.name,
+        }))
+      );
+      return encodeOpcodeTable({
+        m2s: queues.map((q) => khal.dmaQueueOffset(nc, q.engine, q.queue, 1)),
+        s2m: queues.map((q) => khal.dmaQueueOffset(nc, q.engine, q.queue, 0)),
+        entries,
+      });
+    };
+    const tableMem = await allocator.alloc(tableOf(new Map()).byteLength, DmaMemUsageType.UCODE_TABLE);
 
-    // (5) sequencer_setup_instr: [PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*].
+    // (4) sequencer_setup_instr: [PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*].
     const program: Instruction[] = [];
     program.push({ op: Opcode.MODEL_SWITCH, model: deviceModel, opcodeTable: tableMem.memory.pa });
     for (const [ci, call] of model.calls.entries()) {
@@ -345,18 +319,58 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     program.forEach((ins, i) => stream.set(encodeInstruction(ins), i * SLOT_BYTES));
     const streamMem = await allocator.alloc(stream.byteLength, DmaMemUsageType.INSTRUCTIONS);
     await target.portal.memWrite(streamMem.memory, 0, stream);
+    s.event(`sequencer_setup_instr nc=${nc} model=${deviceModel}`);
 
-    // (6) ucode_switch_libs: ONE swap-table call points all 8 Q7 cores at the table (seed: spmd-teardown §2.2).
+    // (5) dma_ring_setup_queue_bundles: the argument tables and the custom-op ring tables of the 8 queues.
+    await target.portal.memWrite(meta.memory, 0, metaBytes);
+    s.event(`dma_ring_setup_queue_bundles nc=${nc} model=${deviceModel}`);
+
+    // (6) add_model: the stream is registered with the core's sequencer. It cannot run before the load returns
+    // (nothing rings its doorbell), so the libraries staged next are in place before its first run.
+    const slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot");
+    undo.defer(() => void tpb.streamSlots.delete(slot));
+    await khal.streamInstall(target, nc, slot, { pa: streamMem.memory.pa, slots: program.length, doorbell, model: deviceModel });
+    undo.defer(() => khal.streamRemove(target, nc, slot));
+    s.event(`add_model nc=${nc} model=${deviceModel}`);
+
+    // (7) ucode_stage_libs (seed: runtime-synthesis §4.4).
+    if (libs.length > MAX_GPSIMD_LIBS) {
+      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot load NEFF "${model.name}": Exceeded max number of GPSIMD libs (${libs.length} > ${MAX_GPSIMD_LIBS})`);
+    }
+    const libAddr = new Map<string, { pa: number; bytes: number }>();
+    if (libs.length === 1) {
+      // The single ext-ISA library: staged once per core under the staging lock and shared by every model.
+      const key = hexDigest(libs[0].image);
+      const set = await stageSharedLibrary(s, tpb, key, libs[0].name, libs[0].image, allocator);
+      set.users++;
+      sharedKey = key;
+      undo.defer(async () => {
+        releaseShared(tpb, key);
+        // A library this failed load staged and nobody else uses is part of "everything it built": free it, so a
+        // failed load leaves the ledger where it found it. A library other models staged stays cached (§4.4).
+        if (set.users === 0 && set.stagedBy === allocator && tpb.extIsaLibs.get(key) === set) {
+          tpb.extIsaLibs.delete(key);
+          await s.ledger.free(set.dmem);
+        }
+      });
+      libAddr.set(libs[0].name, { pa: set.dmem.memory.pa, bytes: libs[0].image.byteLength });
+    } else {
+      for (const l of libs) {
+        const d = await allocator.alloc(l.image.byteLength, DmaMemUsageType.UCODE_LIBS);
+        await target.portal.memWrite(d.memory, 0, l.image);
+        libAddr.set(l.name, { pa: d.memory.pa, bytes: l.image.byteLength });
+        s.event(`ucode_stage_libs nc=${nc} model ${l.name}`);
+      }
+    }
+    // ucode_stage_libs_table (B): ONE opcode → library table per NeuronCore, plus the 8 queue doorbell offsets.
+    await target.portal.memWrite(tableMem.memory, 0, tableOf(libAddr));
+
+    // (8) ucode_switch_libs: ONE swap-table call points all 8 Q7 cores at the table (seed: spmd-teardown §2.2).
     // It takes its turn in the core's exec FIFO: a swap landing between another model's MODEL_SWITCH and its
     // EXTENDED_INST would make that run resolve its opcode in this model's table.
     await inExecQueue(tpb, () => khal.q7SwapTable(target, nc, tableMem.memory.pa));
     s.event(`ucode_switch_libs nc=${nc} model=${deviceModel}`);
 
-    // (7) Register the stream with the sequencer, then add_model.
-    const slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot");
-    undo.defer(() => void tpb.streamSlots.delete(slot));
-    await khal.streamInstall(target, nc, slot, { pa: streamMem.memory.pa, slots: program.length, doorbell, model: deviceModel });
-    undo.defer(() => khal.streamRemove(target, nc, slot));
     const installed: InstalledModel = { tpb, deviceModel, allocator, doorbell, completion, streamSlot: slot, rings, plans, boundPa: [], bufferPa, sharedLib: sharedKey, runs: 0 };
     undo.move(); // installed: nothing to undo
     return installed;
