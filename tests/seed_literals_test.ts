@@ -745,6 +745,28 @@ describe("the load order header → vNC → parse (seed lifecycle-error-model §
   }, 30_000);
 });
 
+describe("SBUF is a carveout, not a heap (seed runtime-synthesis §4.3)", () => {
+  test("a call that needs more SBUF than the core has is refused at load; one that fits books no SBUF-sized memory", async () => {
+    // §4.3 NOTE: "SBUF is not in this heap. The on-chip SBUF is a static NEFF carveout …, validated (not allocated) at
+    // model-add. A reimplementer must not try to dmem_alloc SBUF." Cayman's core has 28 MiB of SBUF.
+    const { rt } = await runtime();
+    try {
+      const MiB = 1024 * 1024;
+      const big = oneOpNeff("relu", "relu", [f32("x", 8 * MiB)], [f32("y", 8 * MiB)]); // 32 + 32 MiB of SBUF
+      const e = await rt.load(big).then(() => undefined, (x: unknown) => x);
+      expect(e).toBeInstanceOf(NrtError);
+      expect((e as NrtError).status).toBe(2);
+      expect((e as NrtError).message).toContain("SBUF");
+      const before = rt.memory().hbmUsed;
+      const fits = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a", 2 * MiB), f32("b", 2 * MiB)], [f32("out", 2 * MiB)])); // 24 MiB of SBUF
+      expect(rt.memory().hbmUsed - before).toBeLessThan(MiB);
+      await fits.unload();
+    } finally {
+      await rt.close();
+    }
+  }, 30_000);
+});
+
 describe("ucode_free_lib_set (seed spmd-teardown §6.2, §6.5; runtime-synthesis §4.4)", () => {
   test("a staged library set outlives the model that staged it and is freed at close", async () => {
     // runtime-synthesis §4.4: "==1 → the single EXT-ISA library: … stage it once into the GLOBAL allocator and cache
