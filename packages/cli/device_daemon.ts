@@ -9,11 +9,13 @@
  * @module
  */
 import { DeviceSimPortal } from "@nrt/device-sim";
+import process from "node:process";
 import { DeviceDaemon } from "@nrt/device-sim/remote";
 import { simulatedSpec } from "./container.ts";
 import { type CommandSpec, formatHelp, parseCommandArgs, parseIntegerOption, UsageError, usageError } from "./command_args.ts";
 import { listenSocket, type SocketAddress, type SocketListener } from "./transports.ts";
 import { commandLineArgs, exit, waitForSignal } from "./platform.ts";
+import { announce, type Announced, ownCommandLine } from "./neuron_discovery.ts";
 
 /** How `nrt device-sim` is called. */
 export const DEVICE_SIM_COMMAND = {
@@ -55,6 +57,11 @@ export interface DeviceDaemonCliOptions {
   readonly hbmBytes?: number;
   /** Log sink (default: stderr). */
   readonly log?: (line: string) => void;
+  /**
+   * Announce the daemon to `nrt ls` and `nrt monitor` on this machine (`neuron_discovery.ts`; the environment names
+   * the folder): `nrt device-sim` does; default off.
+   */
+  readonly announce?: Record<string, string | undefined>;
 }
 
 /**
@@ -95,6 +102,14 @@ export async function startDeviceDaemon(options: DeviceDaemonCliOptions): Promis
     await sim.close();
     throw e;
   }
+  let announced: Announced | undefined;
+  if (options.announce !== undefined) {
+    try {
+      announced = await announce({ kind: "device-sim", pid: process.pid, command: ownCommandLine(), address: listener.address, started: Date.now() }, options.announce);
+    } catch (e) {
+      log(`not announced to nrt ls / nrt monitor: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
   let stopping: Promise<void> | undefined;
   return {
     listener,
@@ -102,6 +117,7 @@ export async function startDeviceDaemon(options: DeviceDaemonCliOptions): Promis
     sim,
     stop: () =>
       stopping ??= (async () => {
+        await announced?.remove();
         await listener.close();
         await daemon.close();
         await sim.close();
@@ -123,7 +139,7 @@ export async function runDeviceDaemon(args: readonly string[], log: (s: string) 
     log(formatHelp(DEVICE_SIM_COMMAND));
     return 0;
   }
-  const running = await startDeviceDaemon(options);
+  const running = await startDeviceDaemon({ ...options, announce: process.env });
   const spec = running.sim.spec;
   const stopSignal = waitForSignal(); // handlers in place before the line that tells a supervisor it may signal
   log(`nrt device-sim: listening on ${running.listener.address} (${spec.name}, ${spec.ncPerDevice} NeuronCores per device)`);

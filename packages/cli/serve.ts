@@ -26,6 +26,7 @@ import { adminToken, defaultAdminTokenFile, newAdminToken, writeAdminToken } fro
 import type { CompileTarget } from "./compile_command.ts";
 import { createNrtContainer, simulatedSpec, nrtPlugins, PortalToken } from "./container.ts";
 import { DrainGate } from "./http_listener.ts";
+import { announce, type Announced, NRT_RUNTIME_VERSION, ownCommandLine } from "./neuron_discovery.ts";
 import { serveHttp } from "./platform.ts";
 import { onnxFiles, type OnnxFilesOptions } from "./onnx_source.ts";
 import { ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
@@ -97,6 +98,11 @@ export interface ServeOptions {
   readonly allowedHosts?: readonly string[];
   /** Where progress lines go (default: console). */
   readonly log?: (line: string) => void;
+  /**
+   * Announce the server to `nrt ls` and `nrt monitor` on this machine (`neuron_discovery.ts`; the environment names
+   * the folder): `nrt serve` does; default off.
+   */
+  readonly announce?: Record<string, string | undefined>;
 }
 
 /** What a shutdown did. */
@@ -347,12 +353,29 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     }
     if (modelControl === "explicit") log("nrt: model control explicit: POST /v2/repository/models/<m>/load|unload with the admin token");
     log(`try: ${curl}`);
+    let announced: Announced | undefined;
+    if (options.announce !== undefined) {
+      try {
+        announced = await announce({
+          kind: "serve",
+          pid: process.pid,
+          command: ownCommandLine(),
+          url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "[::1]" : bracketed}:${port}`,
+          runtimeVersion: NRT_RUNTIME_VERSION,
+          ...(options.device === undefined ? { ncs: runtime.cores().flatMap((c) => c.ncs) } : { device: options.device }),
+          started: Date.now(),
+        }, options.announce);
+      } catch (e) {
+        runtime.log.warn(`Not announced to nrt ls / nrt monitor: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
     let closing: Promise<ShutdownReport> | undefined;
     const repo = repository;
     const rpc = grpc;
     const shutdown = async (): Promise<ShutdownReport> => {
       // Stop accepting: new requests (also on kept-alive connections) and calls are refused from here on.
       gate.close();
+      await announced?.remove();
       monitor.close(); // ends the dashboard's event streams, which the listener's stop would wait for
       // The listener stays open while the drain runs: a request on a kept-alive connection gets its 503 (and every
       // answer from here on closes its connection) instead of a reset from a listener closing idle connections.
@@ -470,7 +493,7 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
 /** Runs `nrt serve` until SIGINT or SIGTERM, then drains; returns the exit code. */
 export async function runServe(args: readonly string[]): Promise<number> {
   const options = parseServeArgs(args);
-  const server = await startServer({ ...options, grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT });
+  const server = await startServer({ ...options, grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT, announce: process.env });
   const signal = await new Promise<string>((resolve) => {
     for (const s of ["SIGINT", "SIGTERM"] as const) process.once(s, () => resolve(s));
   });

@@ -25,7 +25,8 @@
  * `--output-format json` replaces `-j` from Neuron 2.34 with "top-level fields for information that applies to more
  * than one device, such as instance and UltraServer details" (announcement, October 2026); the guide does not
  * show it. Ours: `{ instance_type, instance_id, [ultraserver_id], [logical_neuroncore_config], neuron_devices }`,
- * each device as in `-j` without the instance fields.
+ * each device as in `-j` without the instance fields, and each process with the `neuroncore_ids` of the device it
+ * holds when they are known (a device daemon says which process holds which core).
  *
  * @module
  */
@@ -41,6 +42,8 @@ export interface NeuronProcess {
   readonly runtimeVersion?: string;
   /** Devices the process uses. */
   readonly devices: readonly number[];
+  /** The global logical NeuronCore ids the process holds, when known (`--output-format json` lists them; ours). */
+  readonly neuroncoreIds?: readonly number[];
 }
 
 /** What neuron-ls reads. */
@@ -95,6 +98,8 @@ export interface NeuronLsProcessJson {
   command: string;
   /** Runtime version, `NA` without the runtime. */
   neuron_runtime_version: string;
+  /** `--output-format json` only (ours): the NeuronCores of this device the process holds, when known. */
+  neuroncore_ids?: number[];
 }
 
 /** One device as `-j` prints it, without the instance fields. */
@@ -259,7 +264,7 @@ export function neuronLsTable(snap: NeuronLsSnapshot, options: NeuronLsOptions =
   return `${[...preamble, ...renderTable(kept, rowsOf(kept))].join("\n")}\n`;
 }
 
-function deviceJson(v: DeviceView, snap: NeuronLsSnapshot, wide: boolean): NeuronLsDeviceJson {
+function deviceJson(v: DeviceView, snap: NeuronLsSnapshot, wide: boolean, withCores = false): NeuronLsDeviceJson {
   const d = v.device;
   return {
     neuron_device: d.index,
@@ -275,6 +280,9 @@ function deviceJson(v: DeviceView, snap: NeuronLsSnapshot, wide: boolean): Neuro
       pid: p.pid,
       command: cut(p.command, wide),
       neuron_runtime_version: p.runtimeVersion ?? "NA",
+      ...(withCores && p.neuroncoreIds !== undefined
+        ? { neuroncore_ids: p.neuroncoreIds.filter((id) => v.coreIds.includes(id)) }
+        : {}),
     })),
   };
 }
@@ -297,7 +305,7 @@ export function neuronLsJson(snap: NeuronLsSnapshot, options: NeuronLsOptions = 
     ...(i.ultraserverId === undefined ? {} : { ultraserver_id: i.ultraserverId }),
     ...(snap.logicalNeuronCoreConfig === undefined ? {} : { logical_neuroncore_config: snap.logicalNeuronCoreConfig }),
     neuron_devices: views(snap, options.showAllProcs ?? false).map((v) => {
-      const { logical_neuroncore_config: _, ...device } = deviceJson(v, snap, options.wide ?? false);
+      const { logical_neuroncore_config: _, ...device } = deviceJson(v, snap, options.wide ?? false, true);
       return device;
     }),
   };
