@@ -703,7 +703,8 @@ function leb(x: number, signed = false): number[] {
 
 /**
  * A hand-assembled Q7 kernel `soc_map`: each core stores `dram_addr_to_soc_addr(0x81234)` at element `cpu` of its
- * int32 output, so the test reads back what the simulated device's own remap returned on every core.
+ * int32 output and `get_cpu_count()` at element `8 + cpu`, so the test reads back what the simulated device answered
+ * on every core.
  */
 function socMapKernel(): Uint8Array {
   const str = (t: string) => [...leb(t.length), ...new TextEncoder().encode(t)];
@@ -711,11 +712,12 @@ function socMapKernel(): Uint8Array {
   const types = [3, 0x60, 0, 1, 0x7f, 0x60, 0, 0, 0x60, 1, 0x7f, 1, 0x7f]; // ()→i32, ()→(), (i32)→i32
   const fn = (name: string, type: number) => [...str("env"), ...str(name), 0x00, type];
   const imports = [
-    5,
+    6,
     ...fn("get_cpu_id", 0),
     ...fn("customop_return_tensor", 0),
     ...fn("dram_addr_to_soc_addr", 2),
     ...fn("customop_cleanup", 1),
+    ...fn("get_cpu_count", 0),
     ...str("env"), ...str("memory"), 0x02, 0x03, 0x00, ...leb(0x10000), // shared memory, as the kernels import it
   ];
   const body = [
@@ -726,6 +728,9 @@ function socMapKernel(): Uint8Array {
     0x20, 1, 0x41, 2, 0x74, 0x6a, // + cpu << 2
     0x41, ...leb(0x81234, true), 0x10, 2, // dram_addr_to_soc_addr(0x81234)
     0x36, 2, 0, // i32.store
+    0x20, 0, 0x28, 2, 0, 0x20, 1, 0x41, 2, 0x74, 0x6a, // the same element address
+    0x10, 4, // get_cpu_count()
+    0x36, 2, 32, // i32.store offset 32: element 8 + cpu
     0x10, 3, // customop_cleanup()
     0x0b,
   ];
@@ -734,7 +739,7 @@ function socMapKernel(): Uint8Array {
     ...section(1, types),
     ...section(2, imports),
     ...section(3, [1, 1]),
-    ...section(7, [1, ...str("soc_map"), 0x00, 4]),
+    ...section(7, [1, ...str("soc_map"), 0x00, 5]),
     ...section(10, [1, ...leb(body.length), ...body]),
   ]);
 }
@@ -742,7 +747,8 @@ function socMapKernel(): Uint8Array {
 describe("dram_addr_to_soc_addr on the simulated device (seed spmd-teardown §3)", () => {
   test("each of the 8 Q7 cores rebases local DRAM 0x81234 into its own slice: (9 + 2·cpu) << 16 | 0x1234", async () => {
     // §3: "uint32 index = 9 + 2*cpu; // 0->9 1->11 ... 7->23"; "return base + ((uint64)index << 16) + (dram_addr &
-    // 0xFFFF)" (the simulated SoC base is 0).
+    // 0xFFFF)" (the simulated SoC base is 0). §1: "get_cpu_id() is the SPMD rank ∈ {0..7} and get_cpu_count() is the
+    // fixed cluster width 8" ("movi.n a2, 8 ; the COMPILE-TIME constant 8").
     const { rt } = await runtime();
     try {
       const neff = buildCustomOpNeff({
@@ -758,6 +764,7 @@ describe("dram_addr_to_soc_addr on the simulated device (seed spmd-teardown §3)
       expect((await rt.run(model, ins, outs)).status).toBe(0);
       const y = new Int32Array((await outs.get("y").read()).slice().buffer);
       expect(Array.from(y.subarray(0, 8))).toEqual([0x91234, 0xb1234, 0xd1234, 0xf1234, 0x111234, 0x131234, 0x151234, 0x171234]);
+      expect(Array.from(y.subarray(8, 16))).toEqual([8, 8, 8, 8, 8, 8, 8, 8]);
       await model.unload();
     } finally {
       await rt.close();
