@@ -13,6 +13,7 @@ import { DEVICE_SIM_COMMAND, runDeviceDaemon } from "./device_daemon.ts";
 import { DEVICES_COMMAND, runDevices } from "./devices.ts";
 import { INSPECT_COMMAND, runInspect } from "./inspect.ts";
 import { LS_COMMAND, runLs } from "./ls_command.ts";
+import { MONITOR_COMMAND, runMonitor } from "./monitor_command.ts";
 import { PACK_COMMAND, runPack } from "./pack.ts";
 import { commandLineArgs, exit } from "./platform.ts";
 import { RUN_COMMAND, runModel } from "./run_model.ts";
@@ -53,6 +54,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   bench: specified(BENCH_COMMAND, (a) => runBench(a)),
   "device-sim": specified(DEVICE_SIM_COMMAND, (a) => runDeviceDaemon(a)),
   ls: specified(LS_COMMAND, (a) => runLs(a)),
+  monitor: specified(MONITOR_COMMAND, (a) => runMonitor(a)),
 };
 
 function usage(): string {

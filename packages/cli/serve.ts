@@ -15,10 +15,10 @@
  *
  * @module
  */
-import { createConsoleLogger, envFromProcess, type Portal, resolveRuntimeConfig, Runtime } from "@nrt/core";
+import { createConsoleLogger, envFromProcess, type ExecutionEvent, type Portal, resolveRuntimeConfig, Runtime } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { createGrpcInferenceServer, DEFAULT_GRPC_PORT, type GrpcInferenceServer } from "@nrt/grpc-api";
-import { createInferenceApp, DashboardMonitor, DEFAULT_LIMITS, filesFromMap, InferenceMetrics, isValidModelName, type ModelControlMode, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
+import { createInferenceApp, DashboardMonitor, DEFAULT_LIMITS, filesFromMap, InferenceMetrics, isValidModelName, type ModelControlMode, ModelRepository, NeuronActivity, type RepositoryFiles } from "@nrt/http-api";
 import { join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
@@ -183,7 +183,7 @@ async function connectDaemon(address: string, waitMs: number, log: (line: string
 }
 
 /** Brings up the runtime on the embedded simulator or on a device daemon. */
-async function openDevice(options: ServeOptions, monitor: DashboardMonitor, log: (line: string) => void): Promise<Device> {
+async function openDevice(options: ServeOptions, monitor: DashboardMonitor, log: (line: string) => void): Promise<Device & { readonly activity: NeuronActivity }> {
   const env = envFromProcess();
   const config = resolveRuntimeConfig({}, env);
   const containerOptions = { arch: options.arch, env };
@@ -198,8 +198,17 @@ async function openDevice(options: ServeOptions, monitor: DashboardMonitor, log:
   }
   try {
     const logger = monitor.wrapLogger(createConsoleLogger(config.logLevel));
-    const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution: monitor.onExecution });
-    return { runtime, portal, sim: portal instanceof DeviceSimPortal ? portal : undefined };
+    // The Neuron tools' view (nrt monitor, /metrics): the simulator's own busy counters when it is embedded.
+    const sim = portal instanceof DeviceSimPortal ? portal : undefined;
+    let device = 0;
+    const activity = new NeuronActivity(sim === undefined ? {} : { busyMs: (nc) => sim.busyMs(device, nc) });
+    const onExecution = (e: ExecutionEvent): void => {
+      monitor.onExecution(e);
+      activity.onExecution(e);
+    };
+    const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution });
+    device = runtime.device.index;
+    return { runtime, portal, sim, activity };
   } catch (e) {
     await portal.close();
     throw e;
@@ -281,7 +290,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   if (options.admin === true) token = options.adminTokenFile === undefined ? newAdminToken() : (await adminToken(options.adminTokenFile)).token;
   // The dashboard's taps: executions and the log (kernel printf arrives at INFO/WARNING), Q7 dispatches and faults.
   const monitor = new DashboardMonitor();
-  const { runtime, portal, sim } = await openDevice(options, monitor, log);
+  const { runtime, portal, sim, activity } = await openDevice(options, monitor, log);
   const view = new SimDeviceView();
   if (sim !== undefined) view.attach(sim);
   const arch = runtime.spec.name as CompileTarget;
@@ -318,6 +327,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       adminToken: token,
       modelControl,
       allowedHosts,
+      activity,
     });
     const gate = new DrainGate(app.fetch);
     const server = await serveHttp(gate.fetch, { host, port, requestTimeoutSeconds: runtime.config.execTimeoutSeconds + 30 });

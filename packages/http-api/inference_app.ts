@@ -25,6 +25,7 @@ import { instanceMetadata, modelMetadata } from "./model_metadata.ts";
 import { isValidModelName, type ModelRepository, notReadyError, type RepositoryModel } from "./model_repository.ts";
 import { readUpload, uploadBodyLimit } from "./model_upload.ts";
 import { newTiming } from "./served_model.ts";
+import { type NeuronActivity, neuronStatus } from "./neuron_activity.ts";
 
 /** Bounds on what one request, and all requests together, may make the server do (docs/security.md). */
 export interface InferenceLimits {
@@ -92,6 +93,12 @@ export interface InferenceAppOptions {
    * loopback address (DNS rebinding). Default: any.
    */
   readonly allowedHosts?: readonly string[] | (() => readonly string[] | undefined);
+  /**
+   * The NeuronCores' activity (hooked to the runtime's `onExecution`): serves the read-only status document
+   * `GET /v2/neuron/status` that `nrt monitor` reads, and the neuron-monitor exporter's metric names on `/metrics`
+   * (docs/neuron-tools.md). Default: neither.
+   */
+  readonly activity?: NeuronActivity;
 }
 
 /** The server name in `GET /v2`. */
@@ -295,6 +302,16 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
 
   // Prometheus.
   on("GET", "/metrics", async (c) => c.body(await metrics.render(rt, repo), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+
+  // The Neuron tools' status document (ours, docs/neuron-tools.md): read-only, no credential, behind the Host check.
+  const activity = options.activity;
+  if (activity !== undefined) {
+    on("GET", "/v2/neuron/status", (c) => {
+      const text = c.req.query("after") ?? "0";
+      if (!/^[0-9]{1,15}$/.test(text)) throw new HttpError(400, `Cannot read the status: after=${text.slice(0, 32)} is not a sequence number`);
+      return c.json(neuronStatus(rt, activity, Number(text)));
+    });
+  }
 
   if (dashboard !== undefined && monitor !== undefined) {
     registerDashboard({

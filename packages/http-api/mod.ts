@@ -46,8 +46,20 @@ export {
   SERVER_NAME,
   SERVER_VERSION,
 } from "./inference_app.ts";
+export { type LatencySample, NeuronActivity, type NeuronActivityOptions, type NeuronStatus, neuronStatus } from "./neuron_activity.ts";
 export { type FailureReason, InferenceMetrics, type ModelStatistics, type ModelSummary, type StatDuration } from "./metrics.ts";
-export { type DashboardLogEntry, DashboardMonitor, type DashboardMonitorOptions, type RunningExecution } from "./dashboard/dashboard_monitor.ts";
+export {
+  type CoreUtilization,
+  type DashboardLogEntry,
+  DashboardMonitor,
+  type DashboardMonitorOptions,
+  LATENCY_BOUNDS_US,
+  type LastExecution,
+  type LatencyHistogram,
+  type RunningExecution,
+  type TimelineStep,
+  UTILIZATION_SECONDS,
+} from "./dashboard/dashboard_monitor.ts";
 export type { DashboardOptions } from "./dashboard/dashboard_routes.ts";
 export { type CoreState, DASHBOARD_LOG_BATCH, type DashboardState, type MemoryView, type ModelView } from "./dashboard/dashboard_state.ts";
 export type { DeviceView, DeviceViewProvider, FaultControl, FaultView, NeuronCoreView, Q7CoreView } from "./dashboard/device_view.ts";

@@ -1,0 +1,278 @@
+/**
+ * What a server's NeuronCores did, kept for the Neuron tools (ours): every execution's outcome and latency, and each
+ * NeuronCore's busy time, heard through the runtime's `onExecution` hook, plus the read-only status document that
+ * `GET /v2/neuron/status` serves and `nrt monitor` turns into neuron-monitor reports (docs/neuron-tools.md).
+ *
+ * - Busy time is the device's own (the simulator's per-NeuronCore busy counters, passed in as `busyMs`); without
+ *   them (a device daemon) it is the host's view, the time each execution held its cores.
+ * - An execution's total latency is the time it held its NeuronCores (from `start` to `end` of `onExecution`); its
+ *   device latency is the busy time its first NeuronCore gained meanwhile (a NeuronCore runs one execution at a
+ *   time, so that gain is the execution's own).
+ * - Counts are cumulative since the activity was made and keyed by `NRT_STATUS`; latencies are kept in a ring of
+ *   the last 4096 executions, each with a sequence number, so a reader polling every period takes only the new ones.
+ *
+ * The document carries raw numbers (dmem ledger rows by `DmaMemUsageType`, statuses, cumulative milliseconds);
+ * how they fold into neuron-monitor's categories is the reader's (`@nrt/cli` `neuron/`).
+ *
+ * @module
+ */
+import type { ExecutionEvent, Runtime } from "@nrt/core";
+import process from "node:process";
+
+/** One finished execution's latencies. */
+export interface LatencySample {
+  /** Sequence number of the sample (1, 2, …), in finishing order. */
+  readonly seq: number;
+  /** When it finished, ms of {@linkcode NeuronActivityOptions.now}'s clock. */
+  readonly at: number;
+  /** Time it held its NeuronCores, seconds. */
+  readonly totalSeconds: number;
+  /** Device busy time it caused, seconds. */
+  readonly deviceSeconds: number;
+}
+
+/** Options of {@linkcode NeuronActivity}. */
+export interface NeuronActivityOptions {
+  /**
+   * Milliseconds physical NeuronCore `nc` of the runtime's device has been busy, cumulative (the simulator's
+   * `busyMs`). Absent: the time executions held the core, as the host saw it.
+   */
+  readonly busyMs?: (nc: number) => number;
+  /** The clock, ms (default `performance.timeOrigin + performance.now()`). */
+  readonly now?: () => number;
+  /** Latency samples kept (default 4096). */
+  readonly latencyCapacity?: number;
+}
+
+interface Running {
+  readonly at: number;
+  readonly ncs: readonly number[];
+  readonly busy0: number;
+}
+
+/** A point of a NeuronCore's busy-time curve. */
+interface BusyPoint {
+  readonly at: number;
+  readonly busy: number;
+}
+
+/** How long busy-time history is kept, ms (the longest window a reader may ask for). */
+const HISTORY_MS = 10 * 60_000;
+
+/** Executions and busy time of one runtime's NeuronCores. */
+export class NeuronActivity {
+  readonly #busyMs: ((nc: number) => number) | undefined;
+  readonly #now: () => number;
+  readonly #capacity: number;
+  readonly #running = new Map<number, Running>();
+  readonly #hostBusy = new Map<number, number>();
+  readonly #history = new Map<number, BusyPoint[]>();
+  readonly #statuses = new Map<number, number>();
+  readonly #latency: LatencySample[] = [];
+  #seq = 0;
+  /** When the activity was made, ms of its clock. */
+  readonly since: number;
+  /** Whether busy time is the device's own (`busyMs` given) or the host's view. */
+  readonly deviceBusy: boolean;
+
+  /**
+   * @param options The device's busy counters, the clock and the latency ring's size.
+   * @throws {RangeError} For a capacity that is not a positive integer.
+   */
+  constructor(options: NeuronActivityOptions = {}) {
+    const capacity = options.latencyCapacity ?? 4096;
+    if (!Number.isSafeInteger(capacity) || capacity < 1) throw new RangeError(`Cannot keep ${capacity} latency samples: expected a positive integer`);
+    this.#capacity = capacity;
+    this.#busyMs = options.busyMs;
+    this.deviceBusy = options.busyMs !== undefined;
+    this.#now = options.now ?? (() => performance.timeOrigin + performance.now());
+    this.since = this.#now();
+  }
+
+  /** The `Runtime` option `onExecution` (chain it with others'): counts, latencies and host busy time. */
+  readonly onExecution = (e: ExecutionEvent): void => {
+    const at = this.#now();
+    if (e.phase === "start") {
+      this.#running.set(e.seq, { at, ncs: e.ncs, busy0: this.#busyMs === undefined ? 0 : this.#busyMs(e.ncs[0]) });
+      for (const nc of e.ncs) this.#mark(nc, at);
+      return;
+    }
+    const r = this.#running.get(e.seq);
+    this.#running.delete(e.seq);
+    if (r !== undefined) {
+      for (const nc of r.ncs) this.#hostBusy.set(nc, (this.#hostBusy.get(nc) ?? 0) + (at - r.at));
+      for (const nc of r.ncs) this.#mark(nc, at);
+    }
+    if (e.status === undefined) return; // the request could not be made: not an execution
+    this.#statuses.set(e.status, (this.#statuses.get(e.status) ?? 0) + 1);
+    if (r === undefined) return;
+    const total = (at - r.at) / 1000;
+    const device = this.#busyMs === undefined ? total : Math.max(0, this.#busyMs(r.ncs[0]) - r.busy0) / 1000;
+    this.#latency.push({ seq: ++this.#seq, at, totalSeconds: total, deviceSeconds: device });
+    if (this.#latency.length > this.#capacity) this.#latency.splice(0, this.#latency.length - this.#capacity);
+  };
+
+  /**
+   * Records a point of `nc`'s busy curve, and drops points older than the history keeps (one is kept before). The
+   * first point also stands for the time since the activity was made: a core gains busy time only while it runs an
+   * execution, and every execution is heard.
+   */
+  #mark(nc: number, at: number): void {
+    const busy = this.busyMs(nc);
+    let h = this.#history.get(nc);
+    if (h === undefined) this.#history.set(nc, h = [{ at: this.since, busy }]);
+    h.push({ at, busy });
+    let drop = 0;
+    while (drop + 1 < h.length && h[drop + 1].at < at - HISTORY_MS) drop++;
+    if (drop > 0) h.splice(0, drop);
+  }
+
+  /**
+   * Milliseconds physical NeuronCore `nc` has been busy: the device's counter, or the host's view (finished
+   * executions plus the one running, up to now).
+   */
+  busyMs(nc: number): number {
+    if (this.#busyMs !== undefined) return this.#busyMs(nc);
+    let ms = this.#hostBusy.get(nc) ?? 0;
+    const now = this.#now();
+    for (const r of this.#running.values()) if (r.ncs.includes(nc)) ms += now - r.at;
+    return ms;
+  }
+
+  /**
+   * The share of the last `windowMs` (or of the time since the activity was made, if shorter) that `nc` was busy,
+   * 0 to 1. Between two executions' starts and ends the busy curve is taken as linear.
+   */
+  utilization(nc: number, windowMs: number): number {
+    const now = this.#now();
+    const from = Math.max(now - windowMs, this.since);
+    if (now <= from) return 0;
+    const h = this.#history.get(nc);
+    if (h === undefined) return 0; // no execution has run on it
+    const busyNow = this.busyMs(nc);
+    const pts = [...h, { at: now, busy: busyNow }];
+    let busyFrom = pts[0].busy;
+    for (let i = 0; i + 1 < pts.length; i++) {
+      const [a, b] = [pts[i], pts[i + 1]];
+      if (from < a.at) break;
+      busyFrom = b.at <= a.at || from >= b.at ? b.busy : a.busy + ((b.busy - a.busy) * (from - a.at)) / (b.at - a.at);
+    }
+    return Math.min(1, Math.max(0, (busyNow - busyFrom) / (now - from)));
+  }
+
+  /** Finished executions by `NRT_STATUS`, cumulative. */
+  statuses(): Record<number, number> {
+    return Object.fromEntries(this.#statuses);
+  }
+
+  /** The latency samples kept with a sequence number above `after`, oldest first. */
+  latencies(after = 0): LatencySample[] {
+    return this.#latency.filter((s) => s.seq > after);
+  }
+
+  /** The latency samples of the executions that finished in the last `windowMs`. */
+  latenciesWithin(windowMs: number): LatencySample[] {
+    const from = this.#now() - windowMs;
+    return this.#latency.filter((s) => s.at >= from);
+  }
+
+  /** The clock's current reading, ms. */
+  now(): number {
+    return this.#now();
+  }
+}
+
+/** The status document of `GET /v2/neuron/status` (ours; `schema` names its version). */
+export interface NeuronStatus {
+  /** `nrt-neuron-status/1`. */
+  readonly schema: "nrt-neuron-status/1";
+  /** The server's process id. */
+  readonly pid: number;
+  /** Its command line. */
+  readonly command: string;
+  /** `NEURON_PROCESS_TAG`, when set. */
+  readonly tag?: string;
+  /** The runtime's version. */
+  readonly runtime_version: string;
+  /** Milliseconds since the epoch now, and the activity clock's reading now (busy times are on that clock). */
+  readonly time: { readonly epoch_ms: number; readonly clock_ms: number; readonly since_ms: number };
+  /** The device. */
+  readonly device: {
+    readonly index: number;
+    readonly arch: string;
+    readonly generation: string;
+    readonly physical_cores: number;
+    readonly hbm_bytes: number;
+    readonly virtual_core_size: number;
+    /** Whether busy times are the device's own counters (else the host's view). */
+    readonly device_busy: boolean;
+  };
+  /** The runtime's logical NeuronCores. */
+  readonly cores: ReadonlyArray<{
+    readonly vnc: number;
+    readonly ncs: readonly number[];
+    /** Cumulative busy ms of each physical core. */
+    readonly busy_ms: readonly number[];
+    /** Bytes booked on the physical cores, device (HBM) part, by `DmaMemUsageType`. */
+    readonly device_memory: readonly number[];
+    /** Bytes booked on the physical cores, host part, by `DmaMemUsageType`. */
+    readonly host_memory: readonly number[];
+  }>;
+  /** Resident models. */
+  readonly models: ReadonlyArray<{ readonly handle: number; readonly name: string; readonly vnc: number; readonly ncs: readonly number[] }>;
+  /** Finished executions by `NRT_STATUS`, cumulative. */
+  readonly executions: Readonly<Record<string, number>>;
+  /** The latency samples after the `after` query parameter. */
+  readonly latency: readonly LatencySample[];
+  /** The process's CPU time, cumulative µs (`process.cpuUsage()`). */
+  readonly cpu: { readonly user_us: number; readonly system_us: number };
+  /** The process's resident set, bytes. */
+  readonly rss_bytes: number;
+}
+
+/**
+ * The status document of a runtime and its activity.
+ *
+ * @param rt The runtime.
+ * @param activity Its activity.
+ * @param after Latency samples with a larger sequence number only.
+ * @returns The document.
+ */
+export function neuronStatus(rt: Runtime, activity: NeuronActivity, after = 0): NeuronStatus {
+  const memory = new Map(rt.memory().cores.map((c) => [c.nc, c]));
+  const sum = (ncs: readonly number[], pick: (c: { byUsage: readonly number[]; byUsageHost: readonly number[] }, i: number) => number, n: number): number[] =>
+    Array.from({ length: n }, (_, i) => ncs.reduce((a, nc) => a + (memory.has(nc) ? pick(memory.get(nc)!, i) : 0), 0));
+  const slots = rt.memory().cores[0]?.byUsage.length ?? 0;
+  const cores = rt.cores();
+  const cpu = process.cpuUsage();
+  const tag = process.env.NEURON_PROCESS_TAG;
+  return {
+    schema: "nrt-neuron-status/1",
+    pid: process.pid,
+    command: process.argv.join(" "),
+    ...(tag === undefined || tag === "" ? {} : { tag }),
+    runtime_version: "0.1.0", // what nrt_get_version reports
+    time: { epoch_ms: Date.now(), clock_ms: activity.now(), since_ms: activity.since },
+    device: {
+      index: rt.device.index,
+      arch: rt.spec.name,
+      generation: rt.spec.generation,
+      physical_cores: rt.device.ncCount,
+      hbm_bytes: rt.device.hbmBytes,
+      virtual_core_size: rt.virtualCoreSize,
+      device_busy: activity.deviceBusy,
+    },
+    cores: cores.map((c) => ({
+      vnc: c.vnc,
+      ncs: c.ncs,
+      busy_ms: c.ncs.map((nc) => activity.busyMs(nc)),
+      device_memory: sum(c.ncs, (m, i) => m.byUsage[i] - m.byUsageHost[i], slots),
+      host_memory: sum(c.ncs, (m, i) => m.byUsageHost[i], slots),
+    })),
+    models: cores.flatMap((c) => c.models.map((m) => ({ handle: m.handle, name: m.name, vnc: c.vnc, ncs: m.ncs }))),
+    executions: activity.statuses(),
+    latency: activity.latencies(after),
+    cpu: { user_us: cpu.user, system_us: cpu.system },
+    rss_bytes: process.memoryUsage().rss,
+  };
+}

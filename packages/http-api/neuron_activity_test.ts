@@ -1,0 +1,72 @@
+// NeuronActivity (ours): counts, latencies and windowed utilization from onExecution events, on a clock and busy
+// counters the test drives.
+import { describe, expect, test } from "bun:test";
+import { NeuronActivity } from "./neuron_activity.ts";
+
+function rig() {
+  let now = 1000;
+  const busy = new Map<number, number>();
+  const a = new NeuronActivity({ now: () => now, busyMs: (nc) => busy.get(nc) ?? 0 });
+  return {
+    a,
+    at: (t: number) => void (now = t),
+    run: (seq: number, ncs: number[], from: number, to: number, deviceMs: number, status = 0) => {
+      now = from;
+      a.onExecution({ phase: "start", ncs, model: 1, seq });
+      for (const nc of ncs) busy.set(nc, (busy.get(nc) ?? 0) + deviceMs);
+      now = to;
+      a.onExecution({ phase: "end", ncs, model: 1, seq, status });
+    },
+  };
+}
+
+describe("NeuronActivity", () => {
+  test("counts finished executions by NRT_STATUS and keeps their latencies in order", () => {
+    const r = rig();
+    r.run(1, [0, 1], 1100, 1110, 4);
+    r.run(2, [0, 1], 1200, 1230, 20, 1004);
+    r.a.onExecution({ phase: "start", ncs: [2], model: 1, seq: 3 });
+    r.a.onExecution({ phase: "end", ncs: [2], model: 1, seq: 3 }); // could not be made: not counted
+    expect(r.a.statuses()).toEqual({ 0: 1, 1004: 1 });
+    expect(r.a.latencies()).toEqual([
+      { seq: 1, at: 1110, totalSeconds: 0.01, deviceSeconds: 0.004 },
+      { seq: 2, at: 1230, totalSeconds: 0.03, deviceSeconds: 0.02 },
+    ]);
+    expect(r.a.latencies(1).map((s) => s.seq)).toEqual([2]);
+  });
+
+  test("utilization is the busy time in the window over the window, 0 for a core that never ran", () => {
+    const r = rig();
+    r.run(1, [0], 1100, 1200, 100); // busy 100 ms of [1000, 2000]
+    r.at(2000);
+    expect(r.a.utilization(0, 60_000)).toBeCloseTo(0.1, 12); // window reaches back to the start
+    expect(r.a.utilization(0, 1000)).toBeCloseTo(0.1, 12);
+    expect(r.a.utilization(0, 850)).toBeCloseTo(50 / 850, 12); // from 1150: half the run
+    expect(r.a.utilization(0, 500)).toBe(0);
+    expect(r.a.utilization(1, 60_000)).toBe(0);
+  });
+
+  test("without device counters, busy time is the time executions held their cores", () => {
+    let now = 0;
+    const a = new NeuronActivity({ now: () => now });
+    a.onExecution({ phase: "start", ncs: [3], model: 1, seq: 1 });
+    now = 40;
+    expect(a.busyMs(3)).toBe(40); // the running one counts up to now
+    a.onExecution({ phase: "end", ncs: [3], model: 1, seq: 1, status: 0 });
+    now = 100;
+    expect(a.busyMs(3)).toBe(40);
+    expect(a.utilization(3, 100)).toBeCloseTo(0.4, 12);
+    expect(a.latencies()[0].deviceSeconds).toBe(0.04);
+    expect(a.deviceBusy).toBe(false);
+  });
+
+  test("the latency ring keeps the last samples; a bad capacity is refused", () => {
+    const a = new NeuronActivity({ latencyCapacity: 2, now: () => 0 });
+    for (let seq = 1; seq <= 3; seq++) {
+      a.onExecution({ phase: "start", ncs: [0], model: 1, seq });
+      a.onExecution({ phase: "end", ncs: [0], model: 1, seq, status: 0 });
+    }
+    expect(a.latencies().map((s) => s.seq)).toEqual([2, 3]);
+    expect(() => new NeuronActivity({ latencyCapacity: 0 })).toThrow(RangeError);
+  });
+});
