@@ -34,7 +34,7 @@ async function server(admin: boolean): Promise<Server> {
   const portal = container.resolve(PortalToken) as DeviceSimPortal;
   sim.attach(portal);
   const monitor = new DashboardMonitor();
-  const runtime = await Runtime.init({ ...nrtPlugins(container), logger: monitor.wrapLogger(new MemoryLogger(LogLevel.ERROR)), onExecution: monitor.onExecution });
+  const runtime = await Runtime.init({ ...nrtPlugins(container), logger: monitor.wrapLogger(new MemoryLogger(LogLevel.ERROR)), onExecution: monitor.onExecution, onSpan: monitor.onSpan });
   const files = { ...testModels(), "hello.neff": oneOpNeff("faults", "printf", [f32("x", 64)], [f32("y", 64)], 1, [2]) };
   const repository = new ModelRepository({ runtime, files: filesFromMap(files) });
   await repository.scan();
@@ -151,19 +151,44 @@ describe("dashboard without admin", () => {
     expect(mem.categories.find((c) => c.name === "notifications")!.bytes).toBeGreaterThan(0);
     expect(mem.bookedBytes).toBe(mem.categories.reduce((a, c) => a + c.bytes, 0));
     expect(mem.hbmBytes).toBe(s.runtime.device.hbmBytes);
+    // Time: the core was busy in the last minute, its last execution is relu's with the host's steps on a
+    // timeline inside the execution, and relu's latency histogram counts its executions.
+    expect(core.utilization.perSecond.length).toBe(60);
+    expect(core.utilization.window).toBeGreaterThan(0);
+    expect(core.utilization.perSecond.every((v) => v >= 0 && v <= 1)).toBe(true);
+    const last = core.lastExecution!;
+    expect([last.model, last.status]).toEqual(["relu", "NRT_SUCCESS"]);
+    const names = last.steps.map((st) => st.name);
+    expect(names.filter((n) => n === "doorbell")).toHaveLength(1); // one doorbell per execute (runtime-synthesis §3.3)
+    expect(names).toContain("completion_wait");
+    for (const st of last.steps) {
+      expect(st.startUs).toBeLessThanOrEqual(st.endUs);
+      expect(st.endUs).toBeLessThanOrEqual(last.durationUs + 1);
+    }
+    const doorbell = last.steps.find((st) => st.name === "doorbell")!, wait = last.steps.find((st) => st.name === "completion_wait")!;
+    expect(wait.endUs).toBeGreaterThanOrEqual(doorbell.startUs);
+    expect(m.latency.counts.length).toBe(m.latency.boundsUs.length + 1);
+    expect(m.latency.counts.reduce((a, b) => a + b, 0)).toBe(m.stats.executions + 1); // + the warm-up execute
   });
 
-  test("a trapping kernel marks its Q7 cores faulted and its model poisoned", async () => {
+  test("a trapping kernel marks its Q7 cores faulted; a trap (6) does not poison, a Band-C fault does", async () => {
     expect((await s.app.request("/v2/models/trap/infer", post(trapInput))).status).toBe(500);
-    const st = await state(s.app);
-    const m = st.models.find((x) => x.name === "trap")!;
-    expect(m.state).toBe("POISONED");
-    expect(m.poisonedBy).toBe("NRT_HW_ERROR");
+    let st = await state(s.app);
+    let m = st.models.find((x) => x.name === "trap")!;
+    // NRT_HW_ERROR is Band A: not fail-stop (seed lifecycle-error-model §4.1).
+    expect(m.state).not.toBe("POISONED");
     const core = st.devices[0].cores[m.ncs[0]];
     expect(core.state).toBe("faulted");
     expect(core.q7?.every((q) => q.state === "faulted" && q.fn === "trap")).toBe(true);
     expect(core.fault).toContain("Q7_TRAP");
     expect(st.executionStatus.failed + st.executionStatus.hardware_error).toBeGreaterThan(0);
+    // A Band-C fault (1202) on the model's core poisons it until it is loaded again.
+    s.portal.faults.inject({ kind: "nc-ue", nc: m.ncs[0], atExecution: 1 });
+    expect((await s.app.request("/v2/models/trap/infer", post(trapInput))).status).toBe(500);
+    st = await state(s.app);
+    m = st.models.find((x) => x.name === "trap")!;
+    expect(m.state).toBe("POISONED");
+    expect(m.poisonedBy).toBe("NRT_EXEC_HW_ERR_NC_UE");
   });
 
   test("kernel printf reaches the state's log with its stream and NeuronCore", async () => {
@@ -286,6 +311,30 @@ describe("DashboardMonitor", () => {
     ]);
     expect(monitor.log(3).map((e) => e.message)).toEqual(["last"]);
     expect(() => new DashboardMonitor({ logCapacity: 0 })).toThrow("logCapacity 0 is not a positive integer");
+  });
+
+  test("utilization, the last execution's steps and the latency histogram follow onExecution and onSpan", () => {
+    const monitor = new DashboardMonitor();
+    expect(monitor.utilization(3).perSecond).toEqual(new Array(60).fill(0));
+    expect(monitor.lastExecution(3)).toBeUndefined();
+    monitor.onExecution({ phase: "start", ncs: [3], model: 9, seq: 5 });
+    const t = performance.timeOrigin + performance.now();
+    while (performance.timeOrigin + performance.now() === t); // the clock moves on
+    // Running: the execution in progress counts as busy up to now.
+    expect(monitor.utilization(3).perSecond[59]).toBeGreaterThan(0);
+    monitor.onSpan({ name: "load_step", start: t, end: t + 1 }); // no seq: a load's step, not kept
+    monitor.onSpan({ name: "doorbell", start: t, end: t + 0.002, nc: 3, seq: 5 });
+    monitor.onSpan({ name: "other", start: t, end: t + 0.001, nc: 3, seq: 6 }); // another execution: not this one's
+    monitor.onExecution({ phase: "end", ncs: [3], model: 9, seq: 5, status: 0 });
+    const last = monitor.lastExecution(3)!;
+    expect([last.model, last.seq, last.status, last.steps.map((st) => st.name)]).toEqual([9, 5, 0, ["doorbell"]]);
+    expect(last.steps[0].endUs - last.steps[0].startUs).toBeCloseTo(2, 0); // µs, on a clock of ms since 1970
+    expect(monitor.utilization(3).window).toBeGreaterThan(0);
+    expect(monitor.utilization(2).window).toBe(0);
+    const h = monitor.latency(9);
+    expect(h.counts.reduce((a, b) => a + b, 0)).toBe(1);
+    expect(h.boundsUs).toEqual([100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000]);
+    expect(monitor.latency(10).counts).toEqual(new Array(11).fill(0));
   });
 
   test("onExecution tracks the running model per core; changed() resolves on notify and on close", async () => {

@@ -1,6 +1,7 @@
 /**
  * The dashboard end to end in real headless Chromium (Debian's `chromium` + `playwright-core`): `nrt serve --demo
- * --admin` on a loopback port, the page follows an inference (counters, memory chart, Q7 cores, kernel stdout), a
+ * --admin` on a loopback port, the page follows an inference (counters, memory chart, Q7 cores, kernel stdout, a
+ * core's utilization over the last minute, its last execution's timeline, the model's latency histogram), a
  * fault injected from the page's form poisons the model, the page's Reload button recovers it. Screenshots go to
  * `.artifacts/dashboard-*.png`. Without /usr/bin/chromium the test is skipped with the reason printed.
  */
@@ -76,6 +77,21 @@ describe("dashboard in headless Chromium", () => {
       expect(await page.locator(`#cores li[data-key="nc-${nc}"] .q7 li`).count()).toBe(8);
       await page.locator("#log li.stdout", { hasText: "line 1 from core 0" }).last().waitFor({ timeout: DEADLINE_MS });
       expect(await text('#models tr[data-key="m-relu"] .mean')).toMatch(/^[0-9.]+ (µs|ms)$/);
+      // Time: relu's NeuronCore shows its busy minute as a line of 60 points above zero somewhere, its last
+      // execution as a timeline with the one doorbell, and relu's row a latency histogram of its executions.
+      const card = `#cores li[data-key="nc-${nc}"]`;
+      await page.waitForFunction((sel) => Number(document.querySelector(sel + " svg.util")?.getAttribute("data-window")) > 0, card, { timeout: DEADLINE_MS });
+      const points = (await page.locator(`${card} svg.util polyline`).getAttribute("points"))!.split(" ");
+      expect(points).toHaveLength(60);
+      expect(points.some((p) => Number(p.split(",")[1]) < 24)).toBe(true); // above the baseline (y = 24) somewhere
+      await page.locator(`${card} svg.timeline rect[data-name="doorbell"]`).waitFor({ state: "attached", timeout: DEADLINE_MS });
+      expect(await page.locator(`${card} svg.timeline rect[data-name="doorbell"]`).count()).toBe(1);
+      expect(await page.locator(`${card} svg.timeline rect[data-name="completion_wait"]`).count()).toBe(1);
+      expect(await text(`${card} .last-text`)).toMatch(/^Last: (relu|hello), [0-9.]+ (µs|ms)/);
+      const bars = page.locator('#models tr[data-key="m-relu"] svg.hist rect.bar');
+      expect(await bars.count()).toBe(11);
+      const counted = await bars.evaluateAll((rs) => rs.reduce((a, r) => a + Number(r.getAttribute("data-count")), 0));
+      expect(counted).toBeGreaterThanOrEqual(2); // the warm-up and the inference
       await shot("after-inference", true);
 
       // Operator action: an uncorrectable HBM error on relu's NeuronCore, armed from the form.

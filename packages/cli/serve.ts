@@ -206,7 +206,8 @@ async function openDevice(options: ServeOptions, monitor: DashboardMonitor, log:
       monitor.onExecution(e);
       activity.onExecution(e);
     };
-    const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution });
+    // The dashboard's timelines: the host's timed steps of each execution (a few clock reads per execute).
+    const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution, onSpan: monitor.onSpan });
     device = runtime.device.index;
     return { runtime, portal, sim, activity };
   } catch (e) {

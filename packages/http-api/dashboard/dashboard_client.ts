@@ -41,6 +41,7 @@ export function dashboardClient(): void {
   const MAX_LOG = 500;
   const TOKEN_KEY = "nrt-admin-token";
   const LABEL_W = 140, VALUE_W = 80, ROW = 24;
+  const UTIL_W = 120, UTIL_H = 24, TL_W = 240, TL_H = 32, HIST_W = 88, HIST_H = 20;
   const TONE: Readonly<Record<string, string>> = {
     RUNNING: "s-ok",
     idle: "s-ok",
@@ -143,6 +144,85 @@ export function dashboardClient(): void {
     );
   }
 
+  /** The utilization chart of a core card: one point per second of the last minute. */
+  function sparkline(nc: number): SVGSVGElement {
+    const el = svg("svg", { class: "util", viewBox: "0 0 " + UTIL_W + " " + UTIL_H, preserveAspectRatio: "none", role: "img" });
+    el.append(svg("title", { text: "Busy share of NeuronCore " + nc + " per second, last minute" }));
+    el.append(svg("polyline", { class: "util-line", points: "" }));
+    return el;
+  }
+  function renderUtilization(li: Element, c: CoreState): void {
+    const u = c.utilization, n = u.perSecond.length;
+    const points = u.perSecond.map((v, k) => (n === 1 ? 0 : (k * UTIL_W) / (n - 1)).toFixed(1) + "," + (UTIL_H - v * UTIL_H).toFixed(1));
+    const line = find<SVGPolylineElement>(li, ".util-line");
+    line.setAttribute("points", points.join(" "));
+    const chart = find<SVGSVGElement>(li, "svg.util");
+    chart.setAttribute("data-window", u.window.toFixed(4));
+    chart.setAttribute("aria-label", "Busy " + percent(u.window, 1) + " of the last minute");
+    setText(find(li, ".util-text"), percent(u.window, 1) + " (now " + percent(u.perSecond[n - 1] ?? 0, 1) + ")");
+  }
+  /** The last execution's host steps as bars on one time axis. */
+  function timeline(nc: number): SVGSVGElement {
+    const el = svg("svg", { class: "timeline", viewBox: "0 0 " + TL_W + " " + TL_H, preserveAspectRatio: "none", role: "img" });
+    el.append(svg("title", { text: "Where the last execution on NeuronCore " + nc + " spent its time" }));
+    return el;
+  }
+  function renderTimeline(li: Element, c: CoreState): void {
+    const chart = find<SVGSVGElement>(li, "svg.timeline");
+    const x = c.lastExecution;
+    const key = x === null ? "" : String(x.seq);
+    if (chart.getAttribute("data-seq") === key) return;
+    chart.setAttribute("data-seq", key);
+    for (const r of Array.from(chart.querySelectorAll("rect"))) r.remove();
+    if (x === null) {
+      setText(find(li, ".last-text"), "No execution yet.");
+      return;
+    }
+    setText(find(li, ".last-text"), "Last: " + x.model + ", " + micros(Math.round(x.durationUs)) + (x.status && x.status !== "NRT_SUCCESS" ? ", " + x.status : ""));
+    const total = Math.max(x.durationUs, 1);
+    // Nested steps (a wait inside a step) go on lower rows: a step's row is one more than the steps it lies within.
+    const rows: number[] = [];
+    x.steps.forEach((st, k) => {
+      let row = 0;
+      for (let j = 0; j < k; j++) if (x.steps[j].startUs <= st.startUs && x.steps[j].endUs >= st.endUs && x.steps[j] !== st) row = Math.max(row, rows[j] + 1);
+      rows.push(row);
+    });
+    x.steps.forEach((st, k) => {
+      const r = svg("rect", {
+        x: ((st.startUs / total) * TL_W).toFixed(2),
+        y: String(Math.min(rows[k], 3) * (TL_H / 4)),
+        width: Math.max(0.5, ((st.endUs - st.startUs) / total) * TL_W).toFixed(2),
+        height: String(TL_H / 4 - 1),
+        class: "step step-" + (k % 6),
+        "data-name": st.name,
+      });
+      r.append(svg("title", { text: st.name + ": " + micros(Math.round(st.endUs - st.startUs)) + (st.detail ? " (" + st.detail + ")" : "") }));
+      chart.append(r);
+    });
+  }
+  /** A model's latency histogram: one bar per bucket. */
+  function renderHistogram(cell: Element, m: ModelView): void {
+    let chart = cell.querySelector<SVGSVGElement>("svg.hist");
+    if (chart === null) {
+      chart = svg("svg", { class: "hist", viewBox: "0 0 " + HIST_W + " " + HIST_H, preserveAspectRatio: "none", role: "img" });
+      cell.append(chart);
+    }
+    const counts = m.latency.counts, max = Math.max(1, ...counts), w = HIST_W / counts.length;
+    const key = counts.join(",");
+    if (chart.getAttribute("data-counts") === key) return;
+    chart.setAttribute("data-counts", key);
+    chart.replaceChildren();
+    const bound = (k: number): string => (k < m.latency.boundsUs.length ? "≤ " + micros(m.latency.boundsUs[k]) : "> " + micros(m.latency.boundsUs[m.latency.boundsUs.length - 1]));
+    const total = counts.reduce((a, b) => a + b, 0);
+    chart.append(svg("title", { text: "Execution latency of " + m.name + ": " + total + " executions" }));
+    counts.forEach((n, k) => {
+      const hgt = (n / max) * HIST_H;
+      const bar = svg("rect", { x: (k * w + 0.5).toFixed(2), y: (HIST_H - hgt).toFixed(2), width: (w - 1).toFixed(2), height: hgt.toFixed(2), class: "bar", "data-count": n });
+      bar.append(svg("title", { text: bound(k) + ": " + n }));
+      chart!.append(bar);
+    });
+  }
+
   function renderCore(list: HTMLElement, c: CoreState, key: string): void {
     const li = keyed(list, key, () => {
       const q7 = h("ul", { class: "q7", "aria-label": "Q7 cores of NeuronCore " + c.nc });
@@ -163,7 +243,12 @@ export function dashboardClient(): void {
           h("dd", { class: "mem" }),
           h("dt", { text: "Device fault" }),
           h("dd", { class: "fault" }),
+          h("dt", { text: "Busy, last minute" }),
+          h("dd", { class: "util-text" }),
         ),
+        sparkline(c.nc),
+        h("p", { class: "note last-text" }),
+        timeline(c.nc),
         q7,
       );
     });
@@ -175,6 +260,8 @@ export function dashboardClient(): void {
     setText(find(li, ".models"), c.models.length ? c.models.join(", ") : "none");
     setText(find(li, ".mem"), bytes(c.memoryBytes));
     setText(find(li, ".fault"), c.fault || "none");
+    renderUtilization(li, c);
+    renderTimeline(li, c);
     const q7 = find(li, ".q7");
     if (c.q7 === null) {
       if (q7.childElementCount === 0) q7.append(h("li", { class: "s-off", text: "not reported" }));
@@ -270,6 +357,7 @@ export function dashboardClient(): void {
         h("td", { class: "num infer" }),
         h("td", { class: "num last" }),
         h("td", { class: "num inflight" }),
+        h("td", { class: "latency" }),
         h("td", { class: "actions" }, load, unload),
       );
     });
@@ -296,6 +384,7 @@ export function dashboardClient(): void {
     setText(find(tr, ".infer"), micros(m.stats.meanInferUs));
     setText(find(tr, ".last"), micros(m.stats.lastRequestUs));
     setText(find(tr, ".inflight"), String(m.inflight));
+    renderHistogram(find(tr, ".latency"), m);
     const actions = find(tr, ".actions"), load = find<HTMLButtonElement>(tr, ".load"), unload = find<HTMLButtonElement>(tr, ".unload");
     actions.hidden = !s.server.admin || !token();
     const healthy = m.state === "RUNNING" && m.poisonedInstances === 0;

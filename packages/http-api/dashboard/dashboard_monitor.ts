@@ -1,19 +1,22 @@
 /**
  * What the dashboard observes as it happens, through the runtime's existing hooks: executions entering and leaving
- * their NeuronCores (`Runtime` option `onExecution`) and the log, which carries the kernels' stdout (INFO) and
- * stderr (WARNING) lines from pool_stdio (`packages/core/stdio/pool_stdio.ts`). The composition root creates one
- * monitor, hands its hooks to `Runtime.init`, and passes it to `createInferenceApp`.
+ * their NeuronCores (`Runtime` option `onExecution`), the host's timed steps of each execution (`onSpan`), and the
+ * log, which carries the kernels' stdout (INFO) and stderr (WARNING) lines from pool_stdio
+ * (`packages/core/stdio/pool_stdio.ts`). From them it keeps, per NeuronCore, its busy time over the last minute
+ * (utilization per second) and the last execution's steps as a timeline, and per model a latency histogram. The
+ * composition root creates one monitor, hands its hooks to `Runtime.init`, and passes it to `createInferenceApp`.
+ * Ours: the seeds describe no dashboard.
  *
  * @example Wire a monitor into a runtime
  * ```ts ignore
  * const monitor = new DashboardMonitor();
- * const rt = await Runtime.init({ ...nrtPlugins(container), logger: monitor.wrapLogger(createConsoleLogger()), onExecution: monitor.onExecution });
+ * const rt = await Runtime.init({ ...nrtPlugins(container), logger: monitor.wrapLogger(createConsoleLogger()), onExecution: monitor.onExecution, onSpan: monitor.onSpan });
  * const app = createInferenceApp({ runtime: rt, repository, dashboard: { monitor } });
  * ```
  *
  * @module
  */
-import { type ExecutionEvent, type Logger, LogLevel, logLevelName, type LogLevelName } from "@nrt/core";
+import { type ExecutionEvent, hostClockMs, type HostSpan, type Logger, LogLevel, logLevelName, type LogLevelName } from "@nrt/core";
 
 
 /** One line of the log ring. */
@@ -42,6 +45,57 @@ export interface RunningExecution {
   readonly since: number;
 }
 
+/** Seconds of history {@linkcode DashboardMonitor.utilization} covers. */
+export const UTILIZATION_SECONDS = 60;
+
+/** Upper bounds (µs, inclusive) of the latency histogram's buckets; a last bucket takes everything slower. */
+export const LATENCY_BOUNDS_US: readonly number[] = [100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000];
+
+/** A NeuronCore's busy share of each of the last {@linkcode UTILIZATION_SECONDS} seconds. */
+export interface CoreUtilization {
+  /** Busy fraction (0..1) per second, oldest first; the last entry is the second in progress. */
+  readonly perSecond: readonly number[];
+  /** Busy fraction over the whole window. */
+  readonly window: number;
+}
+
+/** One host step of an execution, relative to the execution's start. */
+export interface TimelineStep {
+  /** The step (`kmgr_exec_pre`, `doorbell`, `completion_wait`, …, as `HostSpan.name`). */
+  readonly name: string;
+  /** Start, µs after the execution took its cores. */
+  readonly startUs: number;
+  /** End, µs after the execution took its cores. */
+  readonly endUs: number;
+  /** A short detail (bytes of a copy). */
+  readonly detail?: string;
+}
+
+/** The last execution that ran on a NeuronCore, as a timeline of the host's steps. */
+export interface LastExecution {
+  /** `H_MODEL` of its model. */
+  readonly model: number;
+  /** Runtime-wide sequence number. */
+  readonly seq: number;
+  /** Its `NRT_STATUS` (0 on success), when it could be made. */
+  readonly status: number | undefined;
+  /** From taking the cores to releasing them, µs. */
+  readonly durationUs: number;
+  /** The host's steps on this NeuronCore and those of the whole request, in the order they ended. */
+  readonly steps: readonly TimelineStep[];
+}
+
+/** A model's execution latencies, bucketed. */
+export interface LatencyHistogram {
+  /** Upper bounds of the buckets, µs ({@linkcode LATENCY_BOUNDS_US}); `counts` has one more entry for slower ones. */
+  readonly boundsUs: readonly number[];
+  /** Executions per bucket. */
+  readonly counts: readonly number[];
+}
+
+/** Steps kept per execution (the host emits about ten). */
+const MAX_STEPS = 64;
+
 /** Options of {@linkcode DashboardMonitor}. */
 export interface DashboardMonitorOptions {
   /** Log lines kept (default 500). */
@@ -57,6 +111,14 @@ export class DashboardMonitor {
   readonly #log: DashboardLogEntry[] = [];
   readonly #running = new Map<number, RunningExecution>();
   readonly #executions = new Map<number, number>();
+  /** Per NeuronCore: busy ms per whole second of the shared clock (`second → ms`), the last minute only. */
+  readonly #busy = new Map<number, Map<number, number>>();
+  /** Per NeuronCore: when the execution running on it started (shared clock, ms). */
+  readonly #started = new Map<number, number>();
+  /** Steps of the executions in flight, by sequence number. */
+  readonly #steps = new Map<number, { start: number; steps: HostSpan[] }>();
+  readonly #last = new Map<number, LastExecution>();
+  readonly #latency = new Map<number, number[]>();
   readonly #closed = new AbortController();
   #seq = 0;
   #waiters: Array<() => void> = [];
@@ -77,16 +139,95 @@ export class DashboardMonitor {
 
   /** The `Runtime` option `onExecution`: records which model each NeuronCore runs and counts executions. */
   readonly onExecution = (e: ExecutionEvent): void => {
+    const now = hostClockMs();
+    if (e.phase === "start") this.#steps.set(e.seq, { start: now, steps: [] });
+    const taken = this.#steps.get(e.seq);
     for (const nc of e.ncs) {
       if (e.phase === "start") {
         this.#running.set(nc, { model: e.model, seq: e.seq, since: Date.now() });
         this.#executions.set(nc, (this.#executions.get(nc) ?? 0) + 1);
+        this.#started.set(nc, now);
       } else if (this.#running.get(nc)?.seq === e.seq) {
         this.#running.delete(nc);
+        const start = this.#started.get(nc) ?? now;
+        this.#started.delete(nc);
+        this.#addBusy(nc, start, now);
       }
+    }
+    if (e.phase === "end" && taken !== undefined) {
+      this.#steps.delete(e.seq);
+      const durationUs = (now - taken.start) * 1000;
+      // Each NeuronCore of the request keeps the steps that act on it (its doorbell, its wait) and the shared ones.
+      for (const nc of e.ncs) {
+        const steps = taken.steps.filter((sp) => sp.nc === undefined || sp.nc === nc).map((sp) => ({
+          name: sp.name,
+          startUs: Math.max(0, (sp.start - taken.start) * 1000),
+          endUs: Math.max(0, (sp.end - taken.start) * 1000),
+          ...(sp.detail === undefined ? {} : { detail: sp.detail }),
+        }));
+        this.#last.set(nc, { model: e.model, seq: e.seq, status: e.status, durationUs, steps });
+      }
+      let counts = this.#latency.get(e.model);
+      if (counts === undefined) this.#latency.set(e.model, counts = new Array(LATENCY_BOUNDS_US.length + 1).fill(0));
+      const k = LATENCY_BOUNDS_US.findIndex((b) => durationUs <= b);
+      counts[k === -1 ? LATENCY_BOUNDS_US.length : k]++;
     }
     this.notify();
   };
+
+  /**
+   * The `Runtime` option `onSpan`: keeps the host's steps of each execution in flight (loads' steps are ignored).
+   * Cheap and non-throwing: it runs on the execute path.
+   */
+  readonly onSpan = (span: HostSpan): void => {
+    if (span.seq === undefined) return;
+    const entry = this.#steps.get(span.seq);
+    if (entry !== undefined && entry.steps.length < MAX_STEPS) entry.steps.push(span);
+  };
+
+  #addBusy(nc: number, start: number, end: number): void {
+    let m = this.#busy.get(nc);
+    if (m === undefined) this.#busy.set(nc, m = new Map());
+    for (let t = start; t < end;) {
+      const sec = Math.floor(t / 1000), until = Math.min(end, (sec + 1) * 1000);
+      m.set(sec, (m.get(sec) ?? 0) + (until - t));
+      t = until;
+    }
+    const oldest = Math.floor(end / 1000) - UTILIZATION_SECONDS;
+    for (const sec of m.keys()) if (sec <= oldest) m.delete(sec);
+  }
+
+  /**
+   * NeuronCore `nc`'s busy share of each of the last {@linkcode UTILIZATION_SECONDS} seconds, from the executions
+   * that held it (the one running now counts up to now).
+   */
+  utilization(nc: number): CoreUtilization {
+    const now = hostClockMs(), current = Math.floor(now / 1000);
+    const m = this.#busy.get(nc);
+    const running = this.#started.get(nc);
+    const perSecond: number[] = [];
+    let busy = 0, span = 0;
+    for (let sec = current - UTILIZATION_SECONDS + 1; sec <= current; sec++) {
+      const from = sec * 1000, to = Math.min(now, from + 1000);
+      let ms = m?.get(sec) ?? 0;
+      if (running !== undefined && running < to) ms += to - Math.max(from, running);
+      const length = Math.max(to - from, 1e-9);
+      perSecond.push(Math.min(1, ms / length));
+      busy += Math.min(ms, length);
+      span += length;
+    }
+    return { perSecond, window: span > 0 ? busy / span : 0 };
+  }
+
+  /** The last execution that finished on NeuronCore `nc`, with the host's steps, or `undefined`. */
+  lastExecution(nc: number): LastExecution | undefined {
+    return this.#last.get(nc);
+  }
+
+  /** The latency histogram of the model with handle `model` (all zero before its first execution). */
+  latency(model: number): LatencyHistogram {
+    return { boundsUs: LATENCY_BOUNDS_US, counts: this.#latency.get(model) ?? new Array(LATENCY_BOUNDS_US.length + 1).fill(0) };
+  }
 
   /**
    * A logger that forwards every call to `inner` (which still filters by its own level) and keeps the messages up to

@@ -46,6 +46,13 @@ section h2 { font-size: 1.05rem; margin: 0 0 8px; }
 .core h3 { font-size: 0.95rem; margin: 0 0 4px; display: flex; gap: 8px; align-items: center; flex-wrap: wrap; }
 .core dl { display: grid; grid-template-columns: auto 1fr; gap: 0 8px; margin: 0 0 6px; font-size: 0.87rem; }
 .core dt { color: var(--muted); } .core dd { margin: 0; overflow-wrap: anywhere; }
+svg.util { display: block; width: 100%; height: 24px; background: var(--bg); border-radius: 3px; }
+svg.util .util-line { fill: none; stroke: currentColor; stroke-width: 1.2; vector-effect: non-scaling-stroke; }
+svg.timeline { display: block; width: 100%; height: 32px; margin: 2px 0 6px; background: var(--bg); border-radius: 3px; }
+svg.timeline .step-0 { fill: #4e79a7; } svg.timeline .step-1 { fill: #f28e2b; } svg.timeline .step-2 { fill: #59a14f; }
+svg.timeline .step-3 { fill: #e15759; } svg.timeline .step-4 { fill: #76b7b2; } svg.timeline .step-5 { fill: #b07aa1; }
+svg.hist { display: block; width: 88px; height: 20px; } svg.hist .bar { fill: currentColor; }
+.core .last-text { margin: 4px 0 0; font-size: 0.8rem; }
 .q7 { display: grid; grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 4px; list-style: none; margin: 0; padding: 0; font-size: 0.78rem; }
 .q7 li { border-radius: 4px; padding: 1px 5px; min-width: 0; }
 .q7 span { display: block; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; }
@@ -114,7 +121,7 @@ select, input { font: inherit; padding: 4px 6px; border: 1px solid #6b7682; bord
           <th scope="col">Model</th><th scope="col">State</th><th scope="col">Cores</th>
           <th scope="col" class="num">Inferences</th><th scope="col" class="num">Failed</th><th scope="col" class="num">Executions</th>
           <th scope="col" class="num">Mean latency</th><th scope="col" class="num">Mean execute</th><th scope="col" class="num">Last request</th>
-          <th scope="col" class="num">In flight</th><th scope="col">Actions</th>
+          <th scope="col" class="num">In flight</th><th scope="col">Latency histogram</th><th scope="col">Actions</th>
         </tr></thead>
         <tbody></tbody>
       </table>

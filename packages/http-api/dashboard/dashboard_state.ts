@@ -10,7 +10,7 @@ import { NrtInitState, nrtStatusName, type Runtime } from "@nrt/core";
 import { DmaMemUsageType } from "@nrt/core";
 import type { InferenceMetrics, ModelSummary } from "../metrics.ts";
 import type { ModelRepository } from "../model_repository.ts";
-import type { DashboardLogEntry, DashboardMonitor } from "./dashboard_monitor.ts";
+import type { CoreUtilization, DashboardLogEntry, DashboardMonitor, LatencyHistogram, TimelineStep } from "./dashboard_monitor.ts";
 import type { DeviceViewProvider, FaultView, Q7CoreView } from "./device_view.ts";
 
 /** One physical NeuronCore. */
@@ -33,6 +33,21 @@ export interface CoreState {
   readonly q7: readonly Q7CoreView[] | null;
   /** The last fatal error the device reported on the core. */
   readonly fault: string | null;
+  /** Busy share of each of the last 60 seconds, and over the minute. */
+  readonly utilization: CoreUtilization;
+  /** The last execution that finished on the core, as the host's steps on a timeline, or `null`. */
+  readonly lastExecution: {
+    /** Its model, by repository name. */
+    readonly model: string;
+    /** Runtime-wide sequence number. */
+    readonly seq: number;
+    /** Its status name (`NRT_SUCCESS`, …), or `null` when it could not be made. */
+    readonly status: string | null;
+    /** From taking the cores to releasing them, µs. */
+    readonly durationUs: number;
+    /** The host's steps. */
+    readonly steps: readonly TimelineStep[];
+  } | null;
 }
 
 /** One model of the repository. */
@@ -60,6 +75,8 @@ export interface ModelView {
   readonly inflight: number;
   /** Counters. */
   readonly stats: ModelSummary;
+  /** Execution latency histogram over the loaded instances (warm-up included). */
+  readonly latency: LatencyHistogram;
 }
 
 /** Device memory of one device. */
@@ -169,6 +186,7 @@ export function dashboardState(s: DashboardSources, logAfter = 0): DashboardStat
       poisonedBy: poisoned.length > 0 ? nrtStatusName(poisoned[0].poisoned!) : null,
       inflight: served?.inflight ?? 0,
       stats: s.metrics.modelSummary(m.name),
+      latency: sumHistograms(instances.map((i) => s.monitor.latency(i.handle)), s.monitor.latency(-1)),
     };
   });
   const poisonedHandles = new Set(s.repository.models().flatMap((m) => (m.served?.instances ?? []).filter((i) => i.poisoned !== undefined).map((i) => i.handle)));
@@ -190,6 +208,17 @@ export function dashboardState(s: DashboardSources, logAfter = 0): DashboardStat
     }
   }
   const device = s.deviceView?.(dev);
+  const lastOf = (nc: number): CoreState["lastExecution"] => {
+    const x = s.monitor.lastExecution(nc);
+    if (x === undefined) return null;
+    return {
+      model: names.get(x.model) ?? `model ${x.model}`,
+      seq: x.seq,
+      status: x.status === undefined ? null : nrtStatusName(x.status),
+      durationUs: x.durationUs,
+      steps: x.steps,
+    };
+  };
   const cores: CoreState[] = Array.from({ length: rt.device.ncCount }, (_, nc) => {
     const vnc = vncOf.get(nc);
     const run = s.monitor.running(nc);
@@ -209,6 +238,8 @@ export function dashboardState(s: DashboardSources, logAfter = 0): DashboardStat
       memoryBytes: memory.cores.find((c) => c.nc === nc)?.total ?? 0,
       q7: view?.q7 ?? null,
       fault: view?.fault ?? null,
+      utilization: s.monitor.utilization(nc),
+      lastExecution: lastOf(nc),
     };
   });
   const totals = new Float64Array(CATEGORY_NAMES.length);
@@ -235,4 +266,11 @@ export function dashboardState(s: DashboardSources, logAfter = 0): DashboardStat
     log: s.monitor.log(logAfter).slice(-DASHBOARD_LOG_BATCH),
     faults: device?.faults ?? null,
   };
+}
+
+/** The bucket-wise sum of histograms that share their bounds (`empty` when there are none). */
+function sumHistograms(all: readonly LatencyHistogram[], empty: LatencyHistogram): LatencyHistogram {
+  const counts = empty.counts.map(() => 0);
+  for (const h of all) h.counts.forEach((n, k) => (counts[k] += n));
+  return { boundsUs: empty.boundsUs, counts };
 }
