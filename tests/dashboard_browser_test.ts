@@ -86,7 +86,7 @@ describe("dashboard in headless Chromium", () => {
       expect(points.some((p) => Number(p.split(",")[1]) < 24)).toBe(true); // above the baseline (y = 24) somewhere
       await page.locator(`${card} svg.timeline rect[data-name="doorbell"]`).waitFor({ state: "attached", timeout: DEADLINE_MS });
       expect(await page.locator(`${card} svg.timeline rect[data-name="doorbell"]`).count()).toBe(1);
-      expect(await page.locator(`${card} svg.timeline rect[data-name="completion_wait"]`).count()).toBe(1);
+      expect(await page.locator(`${card} svg.timeline rect[data-name="completion_wait"]`).count()).toBeGreaterThanOrEqual(1); // the wait may re-arm
       expect(await text(`${card} .last-text`)).toMatch(/^Last: (relu|hello), [0-9.]+ (µs|ms)/);
       const bars = page.locator('#models tr[data-key="m-relu"] svg.hist rect.bar');
       expect(await bars.count()).toBe(11);
