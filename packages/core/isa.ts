@@ -265,6 +265,41 @@ export interface DmaDescriptor {
   readonly dst: number;
   /** Bytes to move. */
   readonly bytes: number;
+  /**
+   * The `flags` word: 0 (a plain copy), or a compute-DMA descriptor made by {@linkcode dmaCceFlags} that folds the
+   * source into the destination element-wise (collectives, `docs/collectives.md`).
+   */
+  readonly flags?: number;
+}
+
+/**
+ * Compute-DMA (CCE) operations of a descriptor's `flags` (low byte). spmd-teardown §4.4 names the compute-DMA path
+ * (`add_dma_packet_cce`, `SDMA_CCETYPE ADD/MIN/MAX/FMA`) as where cross-core reductions fold; the encoding is ours.
+ */
+export const DmaCceOp = {
+  /** A plain copy. */
+  COPY: 0,
+  /** `dst[i] = dst[i] + src[i]`. */
+  ADD: 1,
+  /** `dst[i] = max(dst[i], src[i])`. */
+  MAX: 2,
+} as const;
+/** One compute-DMA operation. */
+export type DmaCceOp = typeof DmaCceOp[keyof typeof DmaCceOp];
+
+/** Element types of a compute-DMA descriptor (`flags` bits 8..15; ours). */
+export const DmaCceDtype = {
+  /** IEEE float32. */
+  FLOAT32: 0,
+  /** bfloat16: each element is computed in float32 and rounded to nearest, ties to even. */
+  BFLOAT16: 1,
+} as const;
+/** One compute-DMA element type. */
+export type DmaCceDtype = typeof DmaCceDtype[keyof typeof DmaCceDtype];
+
+/** The `flags` word of a compute-DMA descriptor (ours: op in bits 0..7, dtype in bits 8..15). */
+export function dmaCceFlags(op: DmaCceOp, dtype: DmaCceDtype): number {
+  return (op & 0xff) | ((dtype & 0xff) << 8);
 }
 
 /** Writes a DMA descriptor at `offset`. */
@@ -273,12 +308,15 @@ export function encodeDmaDescriptor(d: DmaDescriptor, out: Uint8Array, offset: n
   setU64(v, 0, d.src);
   setU64(v, 8, d.dst);
   v.setUint32(16, d.bytes >>> 0, true);
+  v.setUint32(20, (d.flags ?? 0) >>> 0, true);
 }
 
 /** Reads the DMA descriptor at `offset`. */
 export function decodeDmaDescriptor(bytes: Uint8Array, offset: number): DmaDescriptor {
   const v = new DataView(bytes.buffer, bytes.byteOffset + offset, DMA_DESCRIPTOR_BYTES);
-  return { src: getU64(v, 0), dst: getU64(v, 8), bytes: v.getUint32(16, true) };
+  const flags = v.getUint32(20, true);
+  const d = { src: getU64(v, 0), dst: getU64(v, 8), bytes: v.getUint32(16, true) };
+  return flags === 0 ? d : { ...d, flags };
 }
 
 /** One ring-table entry: the ring of descriptors a DMA_CONFIG attaches to queue `queue` of engine `engine`. */

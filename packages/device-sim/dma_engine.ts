@@ -12,6 +12,7 @@
  */
 import { KBIN_DMA_RING_TYPE_CUSTOM_OP, type SiliconSpec } from "@nrt/core/hal";
 import { decodeDmaDescriptor, decodeRingTableEntry, DMA_DESCRIPTOR_BYTES, DmaDirection, RING_TABLE_ENTRY_BYTES } from "@nrt/core/isa";
+import { cceFold } from "./collectives_cce.ts";
 import { sharedClockMs } from "./device_log.ts";
 import type { MemorySpace } from "./memory.ts";
 import type { SbufStore } from "./sbuf.ts";
@@ -117,7 +118,7 @@ export class DmaEngine {
         Array.from({ length: ring.count }, (_, i) => decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES)));
       if (descs === undefined) throw new DmaFault(`Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`);
       for (const [i, d] of descs.entries()) {
-        this.#copy(d.src, d.dst, d.bytes, ring.core, i);
+        this.#copy(d.src, d.dst, d.bytes, ring.core, i, d.flags ?? 0);
         this.#stats[base + ring.core] += d.bytes;
         total += d.bytes;
       }
@@ -129,8 +130,18 @@ export class DmaEngine {
     }
   }
 
-  #copy(src: number, dst: number, bytes: number, core: number, index: number): void {
+  #copy(src: number, dst: number, bytes: number, core: number, index: number, flags: number): void {
     const data = this.#read(src, bytes);
+    if (flags !== 0 && data !== undefined) {
+      // A compute-DMA descriptor (collectives_cce.ts): the destination is read, folded with the source, written back.
+      const into = this.#read(dst, bytes);
+      if (into === undefined) throw new DmaFault(`Descriptor ${index} of queue ${core} (${bytes} B) has an unmapped destination 0x${dst.toString(16)}`);
+      const folded = into.slice();
+      const bad = cceFold(flags, folded, data);
+      if (bad !== undefined) throw new DmaFault(`Descriptor ${index} of queue ${core}: ${bad}`);
+      this.#write(dst, folded);
+      return;
+    }
     if (data === undefined || !this.#write(dst, data)) {
       const which = data === undefined ? `source 0x${src.toString(16)}` : `destination 0x${dst.toString(16)}`;
       throw new DmaFault(`Descriptor ${index} of queue ${core} (${bytes} B) has an unmapped ${which}`);

@@ -11,7 +11,7 @@
  * strictly ordered sequence number), `nrta_error_t {seq_id, error_code}`.
  *
  * Our choices, documented in `docs/multi-model.md`: queues per logical core — COMPUTE 1, TENSOR_READ / TENSOR_WRITE /
- * TENSOR_OP 2 each, COLLECTIVES none (collectives are not modelled; scheduling on it is `NRT_INVALID`); sequence
+ * TENSOR_OP 2 each, COLLECTIVES 1 (`nrta_cc_schedule`, `collectives/collectives.ts`, `docs/collectives.md`); sequence
  * numbers count per XU type across cores and queues, starting at 1, so a `nrta_seq_t` alone names a request; each
  * queue holds at most {@linkcode NRTA_QUEUE_CAPACITY} unfinished requests (`NRT_QUEUE_FULL` beyond); a request may
  * name requests it runs `after` (the idiomatic API's way to chain write → execute → read without a host round trip)
@@ -39,7 +39,7 @@ export type NrtaXu = typeof NrtaXu[keyof typeof NrtaXu];
 export const NRTA_SEQ_NUM_MAX: bigint = (1n << 48n) - 1n;
 
 /** Queues per execution unit and logical core, indexed by `nrta_xu_t`. */
-export const NRTA_QUEUES_PER_XU: readonly number[] = Object.freeze([2, 2, 2, 1, 0]);
+export const NRTA_QUEUES_PER_XU: readonly number[] = Object.freeze([2, 2, 2, 1, 1]);
 
 /** Unfinished requests one queue holds before `NRT_QUEUE_FULL`. */
 export const NRTA_QUEUE_CAPACITY = 1024;
@@ -187,6 +187,14 @@ export class Nrta {
       execution.cancel();
       throw e;
     }
+  }
+
+  /**
+   * `nrta_cc_schedule`: runs a prepared collective on the COLLECTIVES unit of logical core `vnc` (ours: the
+   * collective's rank 0; `collectives/collectives.ts` supplies `run`).
+   */
+  ccSchedule(vnc: number, run: () => Promise<void>, options: NrtaScheduleOptions = {}): NrtaRequest {
+    return this.#schedule(NrtaXu.NRTA_XU_COLLECTIVES, vnc, options, run);
   }
 
   /**
