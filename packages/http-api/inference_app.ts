@@ -301,7 +301,7 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   on("POST", "/v2/repository/models/:m/unload", unload);
 
   // Prometheus.
-  on("GET", "/metrics", async (c) => c.body(await metrics.render(rt, repo), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+  on("GET", "/metrics", async (c) => c.body(await metrics.render(rt, repo, options.activity), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
 
   // The Neuron tools' status document (ours, docs/neuron-tools.md): read-only, no credential, behind the Host check.
   const activity = options.activity;
@@ -312,6 +312,7 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
       return c.json(neuronStatus(rt, activity, Number(text)));
     });
   }
+
 
   if (dashboard !== undefined && monitor !== undefined) {
     registerDashboard({

@@ -3,11 +3,23 @@
  * Prometheus text at `GET /metrics` — Triton's `nv_inference_*` counters under an `nrt_` prefix (durations in µs),
  * neuron-monitor's execution outcomes as `nrt_execution_status_total{status}`, and device memory per NeuronCore.
  *
+ * Beside our own names, the names AWS's `neuron-monitor-prometheus.py` derives from neuron-monitor's report (Neuron
+ * Monitor User Guide, "neuron-monitor-prometheus.py"), with its label names, so Neuron dashboards and alerts read
+ * `nrt serve` unchanged: `neuroncore_utilization_ratio`, `neuron_runtime_memory_used_bytes`,
+ * `neuroncore_memory_usage_{constants,model_code,model_shared_scratchpad,runtime_memory,tensors}`,
+ * `execution_status_total`, `execution_errors_total`, `execution_latency_seconds`, `hardware_ecc_events_total`
+ * ({@linkcode exporterFamilies}). Where the exporter's values come from a monitor period, ours (docs/neuron-tools.md):
+ * utilization and latency percentiles cover the last minute, counters count since the server started.
+ *
  * @module
  */
 import { NrtStatus, type Runtime } from "@nrt/core";
+import process from "node:process";
 import { MODEL_VERSION, type ModelRepository } from "./model_repository.ts";
 import type { InferTiming, InstanceView } from "./served_model.ts";
+import type { NeuronActivity } from "./neuron_activity.ts";
+import { DEVICE_MEMORY_CATEGORIES, deviceMemoryBreakdown } from "./neuron/memory_categories.ts";
+import { latencyPercentiles, summarizeExecutions } from "./neuron/execution_outcomes.ts";
 
 /** A count and a total duration (Triton's `StatisticDuration`, in ns). */
 export interface StatDuration {
@@ -200,9 +212,10 @@ export class InferenceMetrics {
    *
    * @param rt The runtime (for device memory).
    * @param repo The repository (for the model list and readiness).
+   * @param activity The NeuronCores' activity: adds the neuron-monitor exporter's names ({@linkcode exporterFamilies}).
    * @returns Text in the Prometheus exposition format 0.0.4.
    */
-  async render(rt: Runtime, repo: ModelRepository): Promise<string> {
+  async render(rt: Runtime, repo: ModelRepository, activity?: NeuronActivity): Promise<string> {
     const lines: string[] = [];
     const family = (name: string, type: string, help: string, samples: Array<[string, number]>): void => {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
@@ -264,6 +277,7 @@ export class InferenceMetrics {
       // The portal is gone (shutting down): the ledger lines above still stand.
     }
     family("nrt_device_memory_total_bytes", "gauge", "HBM size of the device", [[`{device="${dev}"}`, rt.device.hbmBytes]]);
+    if (activity !== undefined) exporterFamilies(family, rt, activity);
     return lines.join("\n") + "\n";
   }
 }
@@ -291,4 +305,59 @@ function instanceFamilies(family: Family, repo: ModelRepository): void {
   family("nrt_model_instance_ready", "gauge", "Whether the instance takes requests (1) or a fault poisoned it (0)", per((i) => (i.poisoned === undefined ? 1 : 0)));
   family("nrt_model_instance_busy", "gauge", "Whether the instance is running a request (1) or idle (0)", per((i) => (i.busy ? 1 : 0)));
   family("nrt_model_instance_execution_count", "counter", "Executions of the instance since it was loaded, warm-up excluded", per((i) => i.executions));
+}
+
+// ---- neuron-monitor-prometheus.py's names (Neuron Monitor User Guide, "neuron-monitor-prometheus.py"). ----
+
+/** The window utilization and latency percentiles cover, ms (ours: a scrape every 15-60 s sees it whole). */
+export const EXPORTER_WINDOW_MS = 60_000;
+
+const labelText = (labels: Record<string, string | number>): string =>
+  `{${Object.entries(labels).map(([k, v]) => `${k}="${String(v).replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`).join(",")}}`;
+
+/**
+ * The exporter's families for this server's runtime, with the exporter's label names: the instance labels
+ * (`instance_name`, `instance_id`, `instance_type`, `availability_zone`, `region`, `subnet_id`; no EC2 metadata is
+ * read, so only `instance_type`, the generation's instance family, is filled), `runtime_tag` (`NEURON_PROCESS_TAG`,
+ * else the pid), and each family's own (`neuroncore`, `memory_location`, `status_type`, `error_type`, `percentile`,
+ * `event_type`, `neuron_device_index`).
+ */
+function exporterFamilies(family: Family, rt: Runtime, activity: NeuronActivity, windowMs = EXPORTER_WINDOW_MS): void {
+  const instance = { instance_name: "", instance_id: "", instance_type: rt.spec.instances[0] ?? "", availability_zone: "", region: "", subnet_id: "" };
+  const tag = process.env.NEURON_PROCESS_TAG !== undefined && process.env.NEURON_PROCESS_TAG !== "" ? process.env.NEURON_PROCESS_TAG : String(process.pid);
+  const rtLabels = { ...instance, runtime_tag: tag };
+  const dev = rt.device.index;
+  const vcs = Math.max(1, rt.virtualCoreSize);
+  const perDevice = Math.max(1, Math.floor(rt.device.ncCount / vcs));
+  const memory = new Map(rt.memory().cores.map((c) => [c.nc, c]));
+  const cores = rt.cores().map((c) => {
+    const index = dev * perDevice + Math.floor((c.ncs[0] ?? 0) / vcs);
+    const device = Array.from({ length: memory.get(c.ncs[0])?.byUsage.length ?? 0 }, (_, i) =>
+      c.ncs.reduce((a, nc) => a + (memory.get(nc)?.byUsage[i] ?? 0) - (memory.get(nc)?.byUsageHost[i] ?? 0), 0));
+    const utilization = c.ncs.reduce((a, nc) => a + activity.utilization(nc, windowMs), 0) / Math.max(1, c.ncs.length);
+    return { index, utilization, breakdown: deviceMemoryBreakdown(device) };
+  });
+  family("neuroncore_utilization_ratio", "gauge", "NeuronCore utilization ratio", cores.map((c) => [labelText({ ...rtLabels, neuroncore: c.index }), c.utilization]));
+  const all = rt.memory().cores;
+  const hbm = all.reduce((a, c) => a + c.hbm, 0), host = all.reduce((a, c) => a + c.host, 0);
+  family("neuron_runtime_memory_used_bytes", "gauge", "Runtime memory used bytes", [
+    [labelText({ ...rtLabels, memory_location: "host" }), host],
+    [labelText({ ...rtLabels, memory_location: "neuron_device" }), hbm],
+  ]);
+  for (const cat of DEVICE_MEMORY_CATEGORIES) {
+    family(`neuroncore_memory_usage_${cat}`, "gauge", `NeuronCore memory utilization for ${cat}`, cores.map((c) => [
+      labelText({ ...rtLabels, memory_location: "None", neuroncore: c.index }),
+      c.breakdown[cat],
+    ]));
+  }
+  const { execution_summary, error_summary } = summarizeExecutions(activity.statuses());
+  family("execution_status_total", "counter", "Execution status total", Object.entries(execution_summary).map(([k, v]) => [labelText({ ...rtLabels, status_type: k }), v]));
+  family("execution_errors_total", "counter", "Execution errors total", Object.entries(error_summary).map(([k, v]) => [labelText({ ...rtLabels, error_type: k }), v]));
+  const p = latencyPercentiles(activity.latenciesWithin(windowMs).map((s) => s.totalSeconds));
+  family("execution_latency_seconds", "gauge", "Execution latency in seconds", p === null ? [] : Object.entries(p).map(([k, v]) => [labelText({ ...rtLabels, percentile: k }), v]));
+  // The simulator models no ECC: every counter stays 0.
+  family("hardware_ecc_events_total", "counter", "Hardware ecc events total", ["mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected"].map((e) => [
+    labelText({ ...instance, event_type: e, neuron_device_index: dev }),
+    0,
+  ]));
 }

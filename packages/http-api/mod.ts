@@ -46,6 +46,32 @@ export {
   SERVER_NAME,
   SERVER_VERSION,
 } from "./inference_app.ts";
+export {
+  DEVICE_CATEGORY_OF,
+  DEVICE_MEMORY_CATEGORIES,
+  type DeviceMemoryCategory,
+  deviceMemoryBreakdown,
+  type DmemUsageRow,
+  HOST_CATEGORY_OF,
+  HOST_MEMORY_CATEGORIES,
+  type HostMemoryCategory,
+  hostMemoryBreakdown,
+  MODEL_MEMORY_CATEGORIES,
+  type ModelMemoryCategory,
+  modelMemoryBreakdown,
+} from "./neuron/memory_categories.ts";
+export {
+  EXECUTION_ERROR_KINDS,
+  EXECUTION_OUTCOMES,
+  type ExecutionErrorKind,
+  executionErrorKind,
+  type ExecutionOutcome,
+  executionOutcome,
+  type ExecutionSummaries,
+  latencyPercentiles,
+  type LatencyPercentiles,
+  summarizeExecutions,
+} from "./neuron/execution_outcomes.ts";
 export { type LatencySample, NeuronActivity, type NeuronActivityOptions, type NeuronStatus, neuronStatus } from "./neuron_activity.ts";
 export { type FailureReason, InferenceMetrics, type ModelStatistics, type ModelSummary, type StatDuration } from "./metrics.ts";
 export {

@@ -30,7 +30,9 @@
  * @module
  */
 import { deviceMemoryBreakdown, type DeviceMemoryCategory, hostMemoryBreakdown, type HostMemoryCategory, modelMemoryBreakdown, type ModelMemoryCategory } from "./memory_categories.ts";
-import { type ExecutionErrorKind, type ExecutionOutcome, summarizeExecutions } from "./execution_outcomes.ts";
+import { type ExecutionErrorKind, type ExecutionOutcome, latencyPercentiles, type LatencyPercentiles, summarizeExecutions } from "./execution_outcomes.ts";
+
+export { latencyPercentiles, type LatencyPercentiles };
 import { type MetricGroupPlan, type MonitorConfig, selectRuntime } from "./neuron_monitor_config.ts";
 import { type CoreActivity, hardwareIdentity, type NeuronSnapshot, type RuntimeMetricGroup, type RuntimeSnapshot, runtimeTag, type SystemMetricGroup, type VcpuShares } from "./snapshot.ts";
 
@@ -52,24 +54,6 @@ export interface NeuronCoreCountersGroup {
   neuroncores_in_use: Record<string, NeuronCoreCounters>;
   /** `""` when healthy. */
   error: string;
-}
-
-/** Percentiles of one latency, in seconds. */
-export interface LatencyPercentiles {
-  /** Minimum. */
-  p0: number;
-  /** 1st percentile. */
-  p1: number;
-  /** 25th percentile. */
-  p25: number;
-  /** Median. */
-  p50: number;
-  /** 75th percentile. */
-  p75: number;
-  /** 99th percentile. */
-  p99: number;
-  /** Maximum. */
-  p100: number;
 }
 
 /** `execution_stats`. */
@@ -303,26 +287,6 @@ export interface NeuronMonitorReport {
   instance_info: InstanceInfo;
   /** Always present. */
   neuron_hardware_info: NeuronHardwareInfo;
-}
-
-const PERCENTILES = [0, 1, 25, 50, 75, 99, 100] as const;
-
-/**
- * Nearest-rank percentiles (Ours) of latency samples, or `null` for none.
- *
- * @param samples Latencies in seconds, any order.
- * @returns `p0` (minimum) to `p100` (maximum).
- */
-export function latencyPercentiles(samples: readonly number[]): LatencyPercentiles | null {
-  if (samples.length === 0) return null;
-  for (const s of samples) {
-    if (!Number.isFinite(s) || s < 0) throw new RangeError(`Cannot summarise latency: sample ${s} is not a duration`);
-  }
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (p: number): number =>
-    sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
-  const [p0, p1, p25, p50, p75, p99, p100] = PERCENTILES.map(at);
-  return { p0, p1, p25, p50, p75, p99, p100 };
 }
 
 const percentOf = (busy: number, period: number): number => Math.min(100, Math.max(0, (busy / period) * 100));
