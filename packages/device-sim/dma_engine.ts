@@ -136,7 +136,10 @@ export class DmaEngine {
       // A compute-DMA descriptor (collectives_cce.ts): the destination is read, folded with the source, written back.
       const into = this.#read(dst, bytes);
       if (into === undefined) throw new DmaFault(`Descriptor ${index} of queue ${core} (${bytes} B) has an unmapped destination 0x${dst.toString(16)}`);
-      const folded = into.slice();
+      // Folded in place in the destination's view unless the source overlaps it (then on a copy); the write below
+      // stores the bytes back through the memory, which marks the allocation written.
+      const overlaps = into.buffer === data.buffer && into.byteOffset < data.byteOffset + bytes && data.byteOffset < into.byteOffset + bytes;
+      const folded = overlaps ? into.slice() : into;
       const bad = cceFold(flags, folded, data);
       if (bad !== undefined) throw new DmaFault(`Descriptor ${index} of queue ${core}: ${bad}`);
       this.#write(dst, folded);

@@ -161,8 +161,10 @@ export class Collective {
   async run(): Promise<void> {
     this.#check();
     this.#pending++;
+    const running = this.#run();
+    this.#owner.running(running);
     try {
-      await this.#run();
+      await running;
     } finally {
       this.#pending--;
     }
@@ -278,6 +280,7 @@ export class Collectives {
   readonly host: CollectivesHost;
   readonly #comms = new Map<object, CollectivesComm>();
   readonly #live = new Set<Collective>();
+  readonly #running = new Set<Promise<void>>();
 
   /** @internal Collectives over `host` (the runtime builds its own). */
   constructor(host: CollectivesHost) {
@@ -303,6 +306,13 @@ export class Collectives {
   /** Prepared collectives not yet released. */
   get live(): number {
     return this.#live.size;
+  }
+
+  /** @internal A direct run in progress: close waits for it before it frees anything. */
+  running(p: Promise<void>): void {
+    const settled = p.catch(() => {});
+    this.#running.add(settled);
+    void settled.then(() => this.#running.delete(settled));
   }
 
   /** @internal */
@@ -396,6 +406,7 @@ export class Collectives {
 
   /** @internal `nrt_close`: releases every prepared collective (after the `nrta_*` queues drained). */
   async close(): Promise<void> {
+    while (this.#running.size > 0) await Promise.all([...this.#running]);
     let first: unknown;
     for (const cc of [...this.#live]) await cc.free().catch((e) => (first ??= e));
     this.#comms.clear();
