@@ -14,6 +14,7 @@ import { DEVICES_COMMAND, runDevices } from "./devices.ts";
 import { INSPECT_COMMAND, runInspect } from "./inspect.ts";
 import { LS_COMMAND, runLs } from "./ls_command.ts";
 import { MONITOR_COMMAND, runMonitor } from "./monitor_command.ts";
+import { PROFILE_COMMAND, runProfile } from "./profile_command.ts";
 import { PACK_COMMAND, runPack } from "./pack.ts";
 import { commandLineArgs, exit } from "./platform.ts";
 import { RUN_COMMAND, runModel } from "./run_model.ts";
@@ -55,6 +56,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   "device-sim": specified(DEVICE_SIM_COMMAND, (a) => runDeviceDaemon(a)),
   ls: specified(LS_COMMAND, (a) => runLs(a)),
   monitor: specified(MONITOR_COMMAND, (a) => runMonitor(a)),
+  profile: specified(PROFILE_COMMAND, (a) => runProfile(a)),
 };
 
 function usage(): string {

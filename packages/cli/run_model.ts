@@ -28,20 +28,20 @@ const DTYPE_ARRAYS: Readonly<Record<string, { new (b: ArrayBuffer): NumberArray 
   uint16: Uint16Array, int8: Int8Array, uint8: Uint8Array,
 };
 
-/** Reads `--input NAME=FILE` arguments into a map from input name to file. */
-function inputFiles(specs: readonly string[]): Map<string, string> {
+/** Reads `--input NAME=FILE` arguments into a map from input name to file (`spec` names the command in errors). */
+export function inputFiles(specs: readonly string[], spec: CommandSpec = RUN_COMMAND): Map<string, string> {
   const inputs = new Map<string, string>();
-  for (const spec of specs) {
-    const m = /^([^=]+)=(.+)$/.exec(spec);
-    if (m === null) throw usageError(RUN_COMMAND, `--input ${spec} is not NAME=FILE.json`);
-    if (inputs.has(m[1])) throw usageError(RUN_COMMAND, `--input names "${m[1]}" twice`);
+  for (const text of specs) {
+    const m = /^([^=]+)=(.+)$/.exec(text);
+    if (m === null) throw usageError(spec, `--input ${text} is not NAME=FILE.json`);
+    if (inputs.has(m[1])) throw usageError(spec, `--input names "${m[1]}" twice`);
     inputs.set(m[1], m[2]);
   }
   return inputs;
 }
 
 /** The bytes of one input: the numbers of a JSON file, checked against the tensor's element count and dtype. */
-async function inputBytes(model: string, t: { name: string; dtype: string; size: number }, file: string): Promise<Uint8Array> {
+export async function inputBytes(model: string, t: { name: string; dtype: string; size: number }, file: string): Promise<Uint8Array> {
   const cannot = (why: string, cause?: unknown) => new NrtError(NrtStatus.NRT_INVALID, `Cannot run ${model}: input "${t.name}" ${why}`, { cause });
   const Ctor = DTYPE_ARRAYS[t.dtype];
   if (Ctor === undefined) throw cannot(`has dtype ${t.dtype}, which --input cannot read`);

@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { createConsoleLogger, envFromProcess, type ExecutionEvent, type Portal, resolveRuntimeConfig, Runtime } from "@nrt/core";
+import { createConsoleLogger, envFromProcess, type ExecutionEvent, type HostSpan, type Portal, resolveRuntimeConfig, Runtime } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { createGrpcInferenceServer, DEFAULT_GRPC_PORT, type GrpcInferenceServer } from "@nrt/grpc-api";
 import { createInferenceApp, DashboardMonitor, DEFAULT_LIMITS, filesFromMap, InferenceMetrics, isValidModelName, type ModelControlMode, ModelRepository, NeuronActivity, type RepositoryFiles } from "@nrt/http-api";
@@ -27,6 +27,7 @@ import type { CompileTarget } from "./compile_command.ts";
 import { createNrtContainer, simulatedSpec, nrtPlugins, PortalToken } from "./container.ts";
 import { DrainGate } from "./http_listener.ts";
 import { announce, type Announced, NRT_RUNTIME_VERSION, ownCommandLine } from "./neuron_discovery.ts";
+import { InspectRecorder } from "./inspect_recorder.ts";
 import { serveHttp } from "./platform.ts";
 import { onnxFiles, type OnnxFilesOptions } from "./onnx_source.ts";
 import { ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
@@ -103,6 +104,11 @@ export interface ServeOptions {
    * the folder): `nrt serve` does; default off.
    */
   readonly announce?: Record<string, string | undefined>;
+  /**
+   * Trace every execution and answer the last one at `GET /v2/neuron/trace` (`NEURON_RT_INSPECT_ENABLE=1` for
+   * `nrt serve`; the embedded simulator only). Default off.
+   */
+  readonly inspect?: boolean;
 }
 
 /** What a shutdown did. */
@@ -183,7 +189,11 @@ async function connectDaemon(address: string, waitMs: number, log: (line: string
 }
 
 /** Brings up the runtime on the embedded simulator or on a device daemon. */
-async function openDevice(options: ServeOptions, monitor: DashboardMonitor, log: (line: string) => void): Promise<Device & { readonly activity: NeuronActivity }> {
+async function openDevice(
+  options: ServeOptions,
+  monitor: DashboardMonitor,
+  log: (line: string) => void,
+): Promise<Device & { readonly activity: NeuronActivity; readonly inspect?: InspectRecorder }> {
   const env = envFromProcess();
   const config = resolveRuntimeConfig({}, env);
   const containerOptions = { arch: options.arch, env };
@@ -202,14 +212,24 @@ async function openDevice(options: ServeOptions, monitor: DashboardMonitor, log:
     const sim = portal instanceof DeviceSimPortal ? portal : undefined;
     let device = 0;
     const activity = new NeuronActivity(sim === undefined ? {} : { busyMs: (nc) => sim.busyMs(device, nc) });
+    if (options.inspect === true && sim === undefined) {
+      throw new UsageError("Cannot serve: NEURON_RT_INSPECT_ENABLE traces the embedded simulator's timeline, which a device daemon does not share");
+    }
+    const inspect = options.inspect === true ? new InspectRecorder() : undefined;
     const onExecution = (e: ExecutionEvent): void => {
       monitor.onExecution(e);
       activity.onExecution(e);
+      inspect?.onExecution(e);
     };
     // The dashboard's timelines: the host's timed steps of each execution (a few clock reads per execute).
-    const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution, onSpan: monitor.onSpan });
+    const onSpan = inspect === undefined ? monitor.onSpan : (s: HostSpan): void => {
+      monitor.onSpan(s);
+      inspect.onSpan(s);
+    };
+    const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution, onSpan });
     device = runtime.device.index;
-    return { runtime, portal, sim, activity };
+    if (inspect !== undefined && sim !== undefined) inspect.attach(sim, device, `${runtime.spec.name} (${runtime.spec.generation})`);
+    return { runtime, portal, sim, activity, inspect };
   } catch (e) {
     await portal.close();
     throw e;
@@ -291,7 +311,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   if (options.admin === true) token = options.adminTokenFile === undefined ? newAdminToken() : (await adminToken(options.adminTokenFile)).token;
   // The dashboard's taps: executions and the log (kernel printf arrives at INFO/WARNING), Q7 dispatches and faults.
   const monitor = new DashboardMonitor();
-  const { runtime, portal, sim, activity } = await openDevice(options, monitor, log);
+  const { runtime, portal, sim, activity, inspect } = await openDevice(options, monitor, log);
   const view = new SimDeviceView();
   if (sim !== undefined) view.attach(sim);
   const arch = runtime.spec.name as CompileTarget;
@@ -329,6 +349,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       modelControl,
       allowedHosts,
       activity,
+      ...(inspect === undefined ? {} : { inspect: () => inspect.lastTrace() }),
     });
     const gate = new DrainGate(app.fetch);
     const server = await serveHttp(gate.fetch, { host, port, requestTimeoutSeconds: runtime.config.execTimeoutSeconds + 30 });
@@ -362,6 +383,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     } else {
       log(`nrt: dashboard at ${url}/ (read-only)`);
     }
+    if (inspect !== undefined) log(`nrt: inspect on (NEURON_RT_INSPECT_ENABLE): the last execution's trace at ${url}/v2/neuron/trace`);
     if (modelControl === "explicit") log("nrt: model control explicit: POST /v2/repository/models/<m>/load|unload with the admin token");
     log(`try: ${curl}`);
     let announced: Announced | undefined;
@@ -504,7 +526,8 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
 /** Runs `nrt serve` until SIGINT or SIGTERM, then drains; returns the exit code. */
 export async function runServe(args: readonly string[]): Promise<number> {
   const options = parseServeArgs(args);
-  const server = await startServer({ ...options, grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT, announce: process.env });
+  const inspect = /^(1|true|yes|on)$/i.test(process.env.NEURON_RT_INSPECT_ENABLE ?? "");
+  const server = await startServer({ ...options, grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT, announce: process.env, inspect });
   const signal = await new Promise<string>((resolve) => {
     for (const s of ["SIGINT", "SIGTERM"] as const) process.once(s, () => resolve(s));
   });

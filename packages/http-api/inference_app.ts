@@ -26,6 +26,7 @@ import { isValidModelName, type ModelRepository, notReadyError, type RepositoryM
 import { readUpload, uploadBodyLimit } from "./model_upload.ts";
 import { newTiming } from "./served_model.ts";
 import { type NeuronActivity, neuronStatus } from "./neuron_activity.ts";
+import { TRACE_VIEWER_HTML, TRACE_VIEWER_SCRIPT } from "./trace_viewer.ts";
 
 /** Bounds on what one request, and all requests together, may make the server do (docs/security.md). */
 export interface InferenceLimits {
@@ -99,6 +100,12 @@ export interface InferenceAppOptions {
    * (docs/neuron-tools.md). Default: neither.
    */
   readonly activity?: NeuronActivity;
+  /**
+   * The last execution as a Chrome Trace Event document (`nrt serve` with `NEURON_RT_INSPECT_ENABLE`): serves it,
+   * read-only, at `GET /v2/neuron/trace` and drawn by the viewer page `GET /v2/neuron/trace/view`; `undefined`
+   * before the first execution (docs/neuron-tools.md). Default: off.
+   */
+  readonly inspect?: () => unknown;
 }
 
 /** The server name in `GET /v2`. */
@@ -312,7 +319,22 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
       return c.json(neuronStatus(rt, activity, Number(text)));
     });
   }
-
+  const inspect = options.inspect;
+  if (inspect !== undefined) {
+    on("GET", "/v2/neuron/trace", (c) => {
+      const trace = inspect();
+      if (trace === undefined) throw new HttpError(404, "Cannot answer the trace: no execution has finished since the server started");
+      return c.json(trace);
+    });
+    // The viewer page (ours): same-origin script only, as the dashboard.
+    const headers = {
+      "content-security-policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+      "x-content-type-options": "nosniff",
+      "cache-control": "no-cache",
+    };
+    on("GET", "/v2/neuron/trace/view", (c) => c.body(TRACE_VIEWER_HTML, 200, { "content-type": "text/html; charset=utf-8", ...headers }));
+    on("GET", "/v2/neuron/trace/view.js", (c) => c.body(TRACE_VIEWER_SCRIPT, 200, { "content-type": "text/javascript; charset=utf-8", ...headers }));
+  }
 
   if (dashboard !== undefined && monitor !== undefined) {
     registerDashboard({
