@@ -89,6 +89,8 @@ export class MonitorCollector {
   #previous: NeuronMonitorReport | undefined;
 
   /**
+   * Prepares a collector; nothing is read until {@linkcode MonitorCollector.collect}.
+   *
    * @param options Configuration, source, generation, environment.
    * @throws {NrtError} `NRT_INVALID` for an unknown `arch`.
    */

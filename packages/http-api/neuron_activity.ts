@@ -76,6 +76,8 @@ export class NeuronActivity {
   readonly deviceBusy: boolean;
 
   /**
+   * Starts an empty record: no execution counted, every NeuronCore idle.
+   *
    * @param options The device's busy counters, the clock and the latency ring's size.
    * @throws {RangeError} For a capacity that is not a positive integer.
    */

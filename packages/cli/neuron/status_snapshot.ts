@@ -61,6 +61,8 @@ export class StatusSnapshots {
   readonly #vcpus: number;
 
   /**
+   * Starts without baselines: each process's first reading will be its baseline.
+   *
    * @param template The device shown when no process reports one (`neuron_hardware_info` needs one).
    * @param vcpus The host's vCPU count (a process's CPU time is shared over them).
    */
