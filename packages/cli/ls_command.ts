@@ -17,7 +17,8 @@
  *
  * @module
  */
-import { envFromProcess, resolveRuntimeConfig } from "@nrt/core";
+import { resolveRuntimeConfig } from "@nrt/core";
+import process from "node:process";
 import type { PortalDeviceInfo } from "@nrt/core/portal";
 import type { SiliconSpec } from "@nrt/core/hal";
 import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
@@ -150,7 +151,8 @@ async function fromEmbedded(arch: string | undefined, env: Record<string, string
  * @throws {Error} When the daemon cannot be reached.
  */
 export async function collectLs(options: LsOptions = {}): Promise<NeuronLsSnapshot> {
-  const env = options.env ?? envFromProcess();
+  // The whole environment: the announcement folder's variables are not the runtime's (envFromProcess keeps only those).
+  const env = options.env ?? process.env;
   if (options.device !== undefined && options.arch !== undefined) {
     throw usageError(LS_COMMAND, "--arch and --device exclude each other (the device daemon simulates its own generation)");
   }

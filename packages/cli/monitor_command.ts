@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { envFromProcess, resolveRuntimeConfig } from "@nrt/core";
+import { resolveRuntimeConfig } from "@nrt/core";
 import type { NeuronStatus } from "@nrt/http-api";
 import { readFile } from "node:fs/promises";
 import process from "node:process";
@@ -96,7 +96,8 @@ export class MonitorCollector {
    */
   constructor(options: MonitorCollectorOptions) {
     this.#options = options;
-    this.#env = options.env ?? envFromProcess();
+    // The whole environment: the announcement folder's variables are not the runtime's (envFromProcess keeps only those).
+    this.#env = options.env ?? process.env;
     this.#snapshots = new StatusSnapshots(template(options.arch, this.#env), this.#host.vcpuCount);
   }
 
