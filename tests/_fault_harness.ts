@@ -44,7 +44,9 @@ export const opened: DeviceSimPortal[] = [];
 /** A runtime over a traced `DeviceSimPortal`, one logical core per NeuronCore, on a virtual clock by default. */
 export async function harness(o: HarnessOptions = {}): Promise<Harness> {
   const arch = o.arch ?? "cayman";
-  const sim = new DeviceSimPortal(arch === "sunda" ? { spec: SUNDA_SPEC } : arch === "mariana" ? { spec: MARIANA_SPEC } : {});
+  // The device's watchdog (ours) has the host's budget: a hung run is dropped by the device, the host only times out.
+  const watchdogMs = (o.execTimeoutSeconds ?? 30) * 1000;
+  const sim = new DeviceSimPortal(arch === "sunda" ? { spec: SUNDA_SPEC, watchdogMs } : arch === "mariana" ? { spec: MARIANA_SPEC, watchdogMs } : { watchdogMs });
   opened.push(sim);
   const trace = new TracingPortal(sim);
   const log = new MemoryLogger();
@@ -69,6 +71,14 @@ const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] }
 /** The NEFF of a small ReLU on 8 cores (the cheapest real kernel) for a generation. */
 export function reluNeff(arch: Arch): Uint8Array {
   return oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)], 8, [], arch);
+}
+
+/**
+ * A ReLU NEFF with other bytes (one unused scalar argument): a bystander model of its own on a core where
+ * {@linkcode reluNeff} is loaded too — the same NEFF twice on a core is one interned model (`nrt_load_util` step 7).
+ */
+export function bystanderNeff(arch: Arch = "cayman"): Uint8Array {
+  return oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)], 8, [1], arch);
 }
 
 /** The Cayman {@linkcode reluNeff}. */
@@ -114,9 +124,10 @@ export async function until(cond: () => boolean, what: string, turns = 20_000): 
 
 /**
  * Runs one execution that is expected to hang: waits until it sleeps on the virtual clock, checks it is still
- * pending one millisecond before the budget, then moves the clock to the budget. Returns the status and the virtual
- * time the wait took. `ready` delays the clock until the device reached the state to test (default: the armed fault
- * fired; e.g. a kernel spinning).
+ * pending one millisecond before the budget, moves the device's clock by the budget too (its watchdog then drops the
+ * hung run: containment is the device's job), then moves the host's clock to the budget. Returns the status and the
+ * virtual time the wait took. `ready` delays the clock until the device reached the state to test (default: the armed
+ * fault fired; e.g. a kernel spinning).
  */
 export async function execHung(h: Harness, l: Loaded, budgetMs: number, ready?: () => boolean): Promise<{ status: number; waitedMs: number }> {
   // By default the clock moves once the device has taken the doorbell and the armed fault fired: the device is an
@@ -131,6 +142,7 @@ export async function execHung(h: Harness, l: Loaded, budgetMs: number, ready?: 
     await h.clock.advance(budgetMs - 1);
     if (settled) throw new Error(`The execution ended before its ${budgetMs} ms budget`);
   }
+  await h.sim.elapse(0, budgetMs);
   await h.clock.advance(budgetMs > 1 ? 1 : budgetMs);
   const status = await p;
   return { status, waitedMs: h.clock.now() - t0 };
@@ -138,14 +150,14 @@ export async function execHung(h: Harness, l: Loaded, budgetMs: number, ready?: 
 
 /** The fault kinds of the matrix with the status each must produce and a piece of its log line. */
 export const FAULT_CASES: ReadonlyArray<{ name: string; spec: Omit<FaultSpec, "nc">; status: number; line: RegExp; poisons: boolean }> = [
-  { name: "tpb-error", spec: { kind: "tpb-error", mask: 0x10 }, status: NrtStatus.NRT_HW_ERROR, line: /\(FATAL-RT-UNDEFINED-STATE\) \[ND 0\]\[NC \d\] TPB_ERROR error_id 0x0a/, poisons: true },
+  { name: "tpb-error", spec: { kind: "tpb-error", mask: 0x10 }, status: NrtStatus.NRT_HW_ERROR, line: /\(FATAL-RT-UNDEFINED-STATE\) \[ND 0\]\[NC \d\] TPB_ERROR error_id 0x0a/, poisons: false },
   { name: "hbm-ue unrepairable", spec: { kind: "hbm-ue" }, status: NrtStatus.NRT_EXEC_HW_ERR_HBM_UE, line: /\[ND 0\] Uncorrectable HBM memory error is detected\. Execution results may be invalid\. Please terminate this instance/, poisons: true },
   { name: "hbm-ue repairable", spec: { kind: "hbm-ue", repairable: true }, status: NrtStatus.NRT_EXEC_HW_ERR_REPAIRABLE_HBM_UE, line: /Please reload the neuron driver or reboot your EC2 instance/, poisons: true },
   { name: "nc-ue", spec: { kind: "nc-ue", metadata: 0xbeef }, status: NrtStatus.NRT_EXEC_HW_ERR_NC_UE, line: /Uncorrectable memory error is detected, metadata: 0xbeef\. .*Please terminate or stop\/start this instance/, poisons: true },
   { name: "dma-abort", spec: { kind: "dma-abort", engine: 3 }, status: NrtStatus.NRT_EXEC_HW_ERR_DMA_ABORT, line: /DMA engine 3 is aborted \(engine state 3\)/, poisons: true },
-  { name: "oob", spec: { kind: "oob" }, status: NrtStatus.NRT_EXEC_OOB, line: /out-of-bounds access on model/, poisons: true },
+  { name: "oob", spec: { kind: "oob" }, status: NrtStatus.NRT_EXEC_OOB, line: /out-of-bounds access on model/, poisons: false },
   { name: "nq-overflow", spec: { kind: "nq-overflow" }, status: NrtStatus.NRT_EXEC_SW_NQ_OVERFLOW, line: /notification queue overflow on model/, poisons: true },
-  { name: "hang", spec: { kind: "hang" }, status: NrtStatus.NRT_TIMEOUT, line: /execution timeout \(30000 ms\) on model relu\.neff, waiting for execution completion notification/, poisons: true },
+  { name: "hang", spec: { kind: "hang" }, status: NrtStatus.NRT_TIMEOUT, line: /execution timeout \(30000 ms\) on model relu\.neff, waiting for execution completion notification/, poisons: false },
   { name: "collectives-hang", spec: { kind: "collectives-hang" }, status: NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES, line: /missing collectives status on model relu\.neff\. Suspected hang in waiting for barrier/, poisons: true },
   { name: "network-proxy", spec: { kind: "network-proxy" }, status: NrtStatus.NRT_NETWORK_PROXY_FAILURE, line: /network proxy failure/, poisons: true },
   { name: "fp-nan", spec: { kind: "fp-nan" }, status: NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR, line: /TPB_ERROR error_id 0x09 .*the execution completes/, poisons: false },

@@ -6,6 +6,7 @@ import { type CustomOpTensorSpec, MemoryLogger, Runtime, type RuntimeInitOptions
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { createInferenceApp, filesFromMap, type InferenceLimits, InferenceMetrics, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
 import type { Hono } from "hono";
+import type { DeviceSimPortal, FaultSpec } from "@nrt/device-sim";
 import { oneOpNeff } from "./_kernels.ts";
 
 const t = (name: string, dtype: string, shape: number[]): CustomOpTensorSpec => ({ name, dtype, shape });
@@ -48,6 +49,8 @@ export interface HttpFixture {
   readonly metrics: InferenceMetrics;
   /** The runtime's log. */
   readonly logger: MemoryLogger;
+  /** The simulated device (fault injection). */
+  readonly sim: DeviceSimPortal;
   /** Unloads everything, closes the runtime and the portal. */
   close(): Promise<void>;
 }
@@ -80,6 +83,7 @@ export async function httpFixture(options: {
     files,
     metrics,
     logger,
+    sim: container.resolve(PortalToken) as DeviceSimPortal,
     close: async () => {
       try {
         await repository.close();
@@ -89,6 +93,18 @@ export async function httpFixture(options: {
       }
     },
   };
+}
+
+/**
+ * Arms `fault` on the NeuronCore of `model`'s first instance, for the next run there. A Band-C fault (e.g. `nc-ue`,
+ * status 1202) poisons the model until it is loaded again (seed lifecycle-error-model §4.1, §5.5); a kernel trap (6)
+ * does not.
+ */
+export function injectOnModel(fx: HttpFixture, model: string, fault: Omit<FaultSpec, "nc" | "atExecution">): void {
+  const instance = fx.repository.get(model)?.served?.instances[0];
+  if (instance === undefined) throw new Error(`Model ${model} is not served`);
+  const nc = fx.runtime.cores()[instance.vnc].ncs[0];
+  fx.sim.faults.inject({ ...fault, nc, atExecution: 1 } as FaultSpec);
 }
 
 /** The admin token of the test servers. */

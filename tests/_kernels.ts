@@ -7,6 +7,21 @@ export function kernel(name: string): Uint8Array {
   return new Uint8Array(readFileSync(new URL(`../kernels/wasm/${name}.wasm`, import.meta.url)));
 }
 
+/**
+ * {@linkcode oneOpNeff} under another NEFF name: different bytes, so a second load on the same logical core is a model
+ * of its own instead of a reference to the interned one (`nrt_load_util` step 7).
+ */
+export function namedOneOpNeff(name: string, lib: string, fn: string, inputs: CustomOpTensorSpec[], outputs: CustomOpTensorSpec[]): Uint8Array {
+  return buildCustomOpNeff({
+    name,
+    target: "cayman",
+    inputs,
+    outputs,
+    libraries: [{ name: lib, wasm: kernel(lib), totalCpus: 8, functions: [{ opcode: 1, name: fn }] }],
+    calls: [{ opcode: 1, inputs: inputs.map((t) => t.name), outputs: outputs.map((t) => t.name), ints: [] }],
+  });
+}
+
 /** A one-call NEFF running `fn` of library `lib` with the given I/O. */
 export function oneOpNeff(
   lib: string,

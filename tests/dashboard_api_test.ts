@@ -171,17 +171,25 @@ describe("dashboard without admin", () => {
     expect(m.latency.counts.reduce((a, b) => a + b, 0)).toBe(m.stats.executions + 1); // + the warm-up execute
   });
 
-  test("a trapping kernel marks its Q7 cores faulted and its model poisoned", async () => {
+  test("a trapping kernel marks its Q7 cores faulted; a trap (6) does not poison, a Band-C fault does", async () => {
     expect((await s.app.request("/v2/models/trap/infer", post(trapInput))).status).toBe(500);
-    const st = await state(s.app);
-    const m = st.models.find((x) => x.name === "trap")!;
-    expect(m.state).toBe("POISONED");
-    expect(m.poisonedBy).toBe("NRT_HW_ERROR");
+    let st = await state(s.app);
+    let m = st.models.find((x) => x.name === "trap")!;
+    // NRT_HW_ERROR is Band A: not fail-stop (seed lifecycle-error-model §4.1).
+    expect(m.state).not.toBe("POISONED");
     const core = st.devices[0].cores[m.ncs[0]];
-    expect(core.state).toBe("faulted");
+    expect(core.state).not.toBe("faulted"); // the dashboard marks a core faulted while a resident model is poisoned
     expect(core.q7?.every((q) => q.state === "faulted" && q.fn === "trap")).toBe(true);
     expect(core.fault).toContain("Q7_TRAP");
     expect(st.executionStatus.failed + st.executionStatus.hardware_error).toBeGreaterThan(0);
+    // A Band-C fault (1202) on the model's core poisons it until it is loaded again.
+    s.portal.faults.inject({ kind: "nc-ue", nc: m.ncs[0], atExecution: 1 });
+    expect((await s.app.request("/v2/models/trap/infer", post(trapInput))).status).toBe(500);
+    st = await state(s.app);
+    m = st.models.find((x) => x.name === "trap")!;
+    expect(m.state).toBe("POISONED");
+    expect(m.poisonedBy).toBe("NRT_EXEC_HW_ERR_NC_UE");
+    expect(st.devices[0].cores[m.ncs[0]].state).toBe("faulted");
   });
 
   test("kernel printf reaches the state's log with its stream and NeuronCore", async () => {

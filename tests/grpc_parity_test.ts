@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createGrpcInferenceServer, type GrpcInferenceServer } from "../packages/grpc-api/mod.ts";
 import { bytesOf, Code, failure, type OipClient, oipClient } from "./_grpc_client.ts";
-import { binaryBody, type HttpFixture, httpFixture, post, readBinaryResponse } from "./_http.ts";
+import { binaryBody, type HttpFixture, httpFixture, injectOnModel, post, readBinaryResponse } from "./_http.ts";
 
 /** The gRPC code README.md gives each REST status. */
 const CODE_OF_HTTP: Record<number, number> = {
@@ -181,19 +181,22 @@ describe("gRPC answers as REST", () => {
 
   test("a fault and the poisoning after it answer as over REST: INTERNAL for 500, UNAVAILABLE for 503", async () => {
     const trap = [tensor("x", "FP32", [4], [1, 2, 3, 4])];
+    // A trap (6, Band A) then a Band-C fault (1202), which poisons the model until it is loaded again.
     const rest = [
       await restError("/v2/models/trap/infer", asRest("trap", trap).body),
+      (injectOnModel(fx, "trap", { kind: "nc-ue" }), await restError("/v2/models/trap/infer", asRest("trap", trap).body)),
       await restError("/v2/models/trap/infer", asRest("trap", trap).body),
     ];
     await fx.repository.load("trap");
     const grpc = [
       await failure(client.modelInfer(asGrpc("trap", trap))),
+      (injectOnModel(fx, "trap", { kind: "nc-ue" }), await failure(client.modelInfer(asGrpc("trap", trap)))),
       await failure(client.modelInfer(asGrpc("trap", trap))),
     ];
     expect(grpc.map((e) => ({ code: e.code, details: e.details }))).toEqual(
       rest.map((e) => ({ code: CODE_OF_HTTP[e.status], details: e.error })),
     );
-    expect(rest.map((e) => e.status)).toEqual([500, 503]);
+    expect(rest.map((e) => e.status)).toEqual([500, 500, 503]);
     await fx.repository.load("trap");
   });
 

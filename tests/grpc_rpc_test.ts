@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { CustomOpTensorSpec } from "@nrt/core";
 import { createGrpcInferenceServer, type GrpcInferenceServer } from "../packages/grpc-api/mod.ts";
 import { bytesOf, Code, failure, type OipClient, oipClient } from "./_grpc_client.ts";
-import { type HttpFixture, httpFixture, testModels } from "./_http.ts";
+import { type HttpFixture, httpFixture, injectOnModel, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
 const t = (name: string, dtype: string, shape: number[]): CustomOpTensorSpec => ({ name, dtype, shape });
@@ -378,6 +378,12 @@ describe("GRPCInferenceService over @grpc/grpc-js", () => {
     const fault = await failure(client.modelInfer(trap));
     expect(fault.code).toBe(Code.INTERNAL);
     expect(fault.details).toMatch(/\(NRT_[A-Z_]+\)$/);
+    // A trap (6) is Band A: the model stays ready. A Band-C fault (1202) poisons it (seed lifecycle-error-model §4.1).
+    expect(await client.modelReady("trap")).toEqual({ ready: true });
+    injectOnModel(fx, "trap", { kind: "nc-ue" });
+    const bandC = await failure(client.modelInfer(trap));
+    expect(bandC.code).toBe(Code.INTERNAL);
+    expect(bandC.details).toMatch(/\(NRT_EXEC_HW_ERR_NC_UE\)$/);
     const poisoned = await failure(client.modelInfer(trap));
     expect(poisoned.code).toBe(Code.UNAVAILABLE);
     expect(poisoned.details).toMatch(/^Model "trap" is not ready: it is poisoned by NRT_/);

@@ -3,7 +3,7 @@
  * `{"error": "..."}` body that conforms to the OpenAPI document, and the server stays live afterwards.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { control, type HttpFixture, httpFixture, post } from "./_http.ts";
+import { control, type HttpFixture, httpFixture, injectOnModel, post } from "./_http.ts";
 import { OipValidator } from "./_oip.ts";
 
 const LIMIT = 64 * 1024;
@@ -127,26 +127,42 @@ describe("REST status matrix", () => {
     });
   }
 
-  test("POST /v2/models/{m}/infer returns 500 naming the fault when the model traps, then 503 while it is poisoned", async () => {
+  test("POST /v2/models/{m}/infer returns 500 naming the fault when the model traps, and 500 again: a trap (6) does not poison", async () => {
     const req = () => post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] });
     const first = await fx.app.request("/v2/models/trap/infer", req());
     expect(first.status).toBe(500);
     expect(await oip.check("POST", "/v2/models/trap/infer", first)).toEqual([]);
     expect((await first.json()).error).toMatch(/NRT_HW_ERROR/);
+    // Band A: the model stays ready and the next request really runs (and traps again).
+    expect((await fx.app.request("/v2/models/trap/ready")).status).toBe(200);
+    const again = await fx.app.request("/v2/models/trap/infer", req());
+    expect(again.status).toBe(500);
+    expect((await again.json()).error).toMatch(/NRT_HW_ERROR/);
+    const metrics = await (await fx.app.request("/metrics")).text();
+    expect(metrics).toMatch(/^nrt_execution_status_total\{status="hardware_error"\} 2$/m);
+    expect(metrics).toMatch(/^nrt_inference_request_failure\{model="trap",version="1",reason="BACKEND"\} 2$/m);
+    expect(metrics).toMatch(/^nrt_model_ready\{model="trap",version="1"\} 1$/m);
+  });
+
+  test("POST /v2/models/{m}/infer returns 500 for a Band-C fault (1202), then 503 while the model is poisoned", async () => {
+    const req = () => post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] });
+    injectOnModel(fx, "trap", { kind: "nc-ue" });
+    const first = await fx.app.request("/v2/models/trap/infer", req());
+    expect(first.status).toBe(500);
+    expect((await first.json()).error).toMatch(/NRT_EXEC_HW_ERR_NC_UE/);
     const again = await fx.app.request("/v2/models/trap/infer", req());
     expect(again.status).toBe(503);
-    expect((await again.json()).error).toMatch(/Model "trap" is not ready: it is poisoned by NRT_HW_ERROR/);
+    expect((await again.json()).error).toMatch(/Model "trap" is not ready: it is poisoned by NRT_EXEC_HW_ERR_NC_UE/);
     const ready = await fx.app.request("/v2/models/trap/ready");
     expect(ready.status).toBe(503);
     expect(await oip.check("GET", "/v2/models/trap/ready", ready)).toEqual([]);
     expect((await fx.app.request("/v2/health/ready")).status).toBe(503);
     const index = await (await fx.app.request("/v2/repository/index", { method: "POST" })).json();
-    expect(index.find((e: { name: string }) => e.name === "trap").reason).toMatch(/poisoned by NRT_HW_ERROR/);
+    expect(index.find((e: { name: string }) => e.name === "trap").reason).toMatch(/poisoned by NRT_EXEC_HW_ERR_NC_UE/);
     // Other models are unaffected.
     expect((await fx.app.request(INFER, post(x8()))).status).toBe(200);
     const metrics = await (await fx.app.request("/metrics")).text();
-    expect(metrics).toMatch(/^nrt_execution_status_total\{status="hardware_error"\} 1$/m);
-    expect(metrics).toMatch(/^nrt_inference_request_failure\{model="trap",version="1",reason="BACKEND"\} 1$/m);
+    expect(metrics).toMatch(/^nrt_inference_request_failure\{model="trap",version="1",reason="BACKEND"\} 3$/m);
     expect(metrics).toMatch(/^nrt_inference_request_failure\{model="trap",version="1",reason="REJECTED"\} 1$/m);
     expect(metrics).toMatch(/^nrt_model_ready\{model="trap",version="1"\} 0$/m);
   });

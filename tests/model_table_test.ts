@@ -27,7 +27,8 @@ describe("the model table", () => {
       logger: new MemoryLogger(),
     });
     const neff = oneOpNeff("relu", "relu", [f32("x")], [f32("y")]);
-    await using resident = await rt.load(neff);
+    // The resident model is another NEFF: the same one twice on a core would share one interned model.
+    await using resident = await rt.load(oneOpNeff("relu", "relu", [f32("x")], [f32("y")], 8, [1]));
     const ins = new TensorSet(), outs = new TensorSet();
     ins.add("x", await rt.allocateTensor({ size: 64, name: "x" }));
     outs.add("y", await rt.allocateTensor({ size: 64, name: "y" }));

@@ -20,7 +20,7 @@ const N = 64;
 const ADD = oneOpNeff("vector_add", "vector_add", [f32("a", N), f32("b", N)], [f32("out", N)]);
 
 /** A NEFF carrying `count` libraries (images of `imageBytes`, or the real kernels) and one call of the first. */
-function multiLibNeff(count: number, imageBytes?: number): Uint8Array {
+function multiLibNeff(count: number, imageBytes?: number, name = `libs${count}.neff`): Uint8Array {
   const libraries = Array.from({ length: count }, (_, i) => ({
     name: i === 0 ? "vector_add" : `lib${i}`,
     wasm: i === 0 && imageBytes === undefined ? kernel("vector_add") : new Uint8Array(imageBytes ?? 256 + i).fill(i + 1),
@@ -28,7 +28,7 @@ function multiLibNeff(count: number, imageBytes?: number): Uint8Array {
     functions: [{ opcode: i + 1, name: i === 0 ? "vector_add" : `f${i}` }],
   }));
   return buildCustomOpNeff({
-    name: `libs${count}.neff`,
+    name,
     target: "cayman",
     inputs: [f32("a", N), f32("b", N)],
     outputs: [f32("out", N)],
@@ -157,7 +157,7 @@ describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
     const { rt } = await init();
     try {
       const base = rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS];
-      const two = [await rt.load(multiLibNeff(2)), await rt.load(multiLibNeff(2))];
+      const two = [await rt.load(multiLibNeff(2)), await rt.load(multiLibNeff(2, undefined, "libs2b.neff"))]; // two models (one NEFF twice would share one)
       expect(rt.events.list().filter((e) => e.startsWith("ucode_stage_libs nc=0 model"))).toHaveLength(4);
       const perModel = kernel("vector_add").byteLength + 257;
       expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(base + 2 * perModel);

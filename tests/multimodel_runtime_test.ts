@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { type ExecutionEvent, MemoryLogger, type Model, NrtError, NrtStatus, Runtime, type RuntimeOptions, TensorSet } from "@nrt/core";
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
-import { oneOpNeff } from "./_kernels.ts";
+import { namedOneOpNeff, oneOpNeff } from "./_kernels.ts";
 
 const containers: DependencyContainer[] = [];
 // Each simulated device owns Q7 Workers: close the portals so no Worker outlives the file.
@@ -19,6 +19,9 @@ const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] }
 const N = 64;
 const ADD = oneOpNeff("vector_add", "vector_add", [f32("a", N), f32("b", N)], [f32("out", N)]);
 const RELU = oneOpNeff("relu", "relu", [f32("x", N)], [f32("y", N)]);
+/** ADD under other names: models of their own on the same core (the same NEFF twice shares one interned model). */
+const ADD_B = namedOneOpNeff("vector_add_b.neff", "vector_add", "vector_add", [f32("a", N), f32("b", N)], [f32("out", N)]);
+const ADD_WARM = namedOneOpNeff("vector_add_warm.neff", "vector_add", "vector_add", [f32("a", N), f32("b", N)], [f32("out", N)]);
 const bytes = (a: Float32Array) => new Uint8Array(a.buffer.slice(0));
 const floats = (b: Uint8Array) => new Float32Array(b.slice().buffer);
 
@@ -48,7 +51,7 @@ describe("multi-model NeuronCores (seed runtime-synthesis §4.1, §4.2)", () => 
     const rt = await init();
     try {
       const a = Float32Array.from({ length: N }, (_, i) => i - 20), b = Float32Array.from({ length: N }, (_, i) => 2 * i);
-      const add1 = await rt.load(ADD), relu = await rt.load(RELU), add2 = await rt.load(ADD);
+      const add1 = await rt.load(ADD), relu = await rt.load(RELU), add2 = await rt.load(ADD_B);
       expect(new Set([add1.handle, relu.handle, add2.handle]).size).toBe(3);
       expect(rt.cores()[0].models.map((m) => m.handle)).toEqual([add1.handle, relu.handle, add2.handle]);
       const x = await io(rt, add1, { a, b }), y = await io(rt, relu, { x: a }), z = await io(rt, add2, { a: b, b: a });
@@ -100,7 +103,7 @@ describe("multi-model NeuronCores (seed runtime-synthesis §4.1, §4.2)", () => 
     try {
       const a = Float32Array.from({ length: N }, (_, i) => i * 0.25), b = Float32Array.from({ length: N }, (_, i) => 7 - i);
       const expected = Array.from(a, (v, i) => Math.fround(v + b[i]));
-      const warm = await rt.load(ADD); // keeps the shared library staged: the ledger baseline below includes it
+      const warm = await rt.load(ADD_WARM); // keeps the shared library staged: the ledger baseline below includes it
       const baseline = rt.memory().total;
       const tally = { ok: 0, invalidHandle: 0 };
       const start = performance.now();

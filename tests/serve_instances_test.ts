@@ -11,13 +11,25 @@ import { type ExecutionEvent, VirtualClock } from "@nrt/core";
 import { createGrpcInferenceServer, type GrpcInferenceServer } from "../packages/grpc-api/mod.ts";
 import { Code, failure, type OipClient, oipClient } from "./_grpc_client.ts";
 import { control, type HttpFixture, httpFixture, post } from "./_http.ts";
-import { oneOpNeff } from "./_kernels.ts";
+import { namedOneOpNeff, oneOpNeff } from "./_kernels.ts";
 
 const clock = new VirtualClock();
 const TIMEOUT_MS = 5_000;
+
+/**
+ * The execution timeout on both clocks: the device's clock moves by its watchdog budget (30 s, the simulator's
+ * default), so the device drops the spinning run itself, then the host's virtual clock reaches the budget and the
+ * host times out. The host writes nothing to the device on the fault path (seed lifecycle-error-model §5.5).
+ */
+async function timeOut(): Promise<void> {
+  await fx.sim.elapse(0, 30_000);
+  await clock.advance(TIMEOUT_MS);
+}
 const enc = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
 const f32 = (name: string, shape: number[]) => ({ name, dtype: "float32", shape });
-const relu = () => oneOpNeff("relu", "relu", [f32("x", [8])], [f32("y", [8])]);
+// Each served model is its own NEFF: one NEFF loaded twice on a core would share one interned model (nrt_load_util
+// step 7), and its instances would count each other's warm-ups.
+const relu = (name = "relu.neff") => namedOneOpNeff(name, "relu", "relu", [f32("x", [8])], [f32("y", [8])]);
 const spin = () => oneOpNeff("faults", "spin", [f32("x", [4])], [f32("y", [4])]);
 const trap = () => oneOpNeff("faults", "trap", [f32("x", [4])], [f32("y", [4])]);
 const reluReq = () => post({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }] });
@@ -42,9 +54,9 @@ describe("instance groups, warm-up and readiness", () => {
     fx = await httpFixture({
       files: {
         "relu.neff": relu(),
-        "pair.neff": relu(),
+        "pair.neff": relu("pair.neff"),
         "pair.json": enc({ vnc: 0, instances: 2 }),
-        "everywhere.neff": relu(),
+        "everywhere.neff": relu("everywhere.neff"),
         "everywhere.json": enc({ instances: "per-core" }),
         "spin.neff": spin(),
         "spin.json": enc({ vnc: 0, maxQueue: 4, warmup: false }), // spin never ends on its own
@@ -94,9 +106,9 @@ describe("instance groups, warm-up and readiness", () => {
     await until(() => served("spin").instances[0].busy && clock.pendingSleepers > 0, "spin to run on core 0");
     for (let k = 0; k < 3; k++) expect((await fx.app.request("/v2/models/pair/infer", reluReq())).status).toBe(200);
     expect(executions("pair")).toEqual([before[0], before[1] + 3]); // all on core 1
-    await clock.advance(TIMEOUT_MS);
+    await timeOut();
     expect((await running).status).toBe(504);
-    expect((await fx.app.request("/v2/repository/models/spin/load", control())).status).toBe(200); // reload the poisoned spin
+    expect((await fx.app.request("/v2/repository/models/spin/load", control())).status).toBe(200); // a load of the (not poisoned) spin: a no-op
   });
 
   test("GET /metrics shows each model's instance count and each instance's readiness, load and executions", async () => {
@@ -113,6 +125,7 @@ describe("instance groups, warm-up and readiness", () => {
 
   test("a REST request whose client leaves while it waits for an instance is dropped before it runs", async () => {
     const outcomesBefore = fx.metrics.modelSummary("spin");
+    const [ranBefore] = executions("spin"); // a timeout does not poison spin (Band A): no reload resets the count
     const running = fx.app.request("/v2/models/spin/infer", spinReq());
     await until(() => served("spin").instances[0].busy && clock.pendingSleepers > 0, "spin to run");
     const leaving = new AbortController();
@@ -122,10 +135,10 @@ describe("instance groups, warm-up and readiness", () => {
     await queued;
     await until(() => served("spin").queued === 0, "the queue to drop the request");
     expect(served("spin").inflight).toBe(1);
-    await clock.advance(TIMEOUT_MS);
+    await timeOut();
     expect((await running).status).toBe(504);
     await until(() => served("spin").inflight === 0, "the running request to end");
-    expect(executions("spin")).toEqual([1]); // the dropped request never executed
+    expect(executions("spin")).toEqual([ranBefore + 1]); // the dropped request never executed
     const after = fx.metrics.modelSummary("spin");
     expect(after.failure - outcomesBefore.failure).toBe(2); // the timeout and the dropped request
     expect(after.executions - outcomesBefore.executions).toBe(1);
@@ -133,6 +146,7 @@ describe("instance groups, warm-up and readiness", () => {
   });
 
   test("a gRPC ModelInfer cancelled while it waits for an instance is dropped before it runs", async () => {
+    const [ranBefore] = executions("spin");
     const running = fx.app.request("/v2/models/spin/infer", spinReq());
     await until(() => served("spin").instances[0].busy && clock.pendingSleepers > 0, "spin to run");
     const call = client.startInfer({
@@ -143,10 +157,10 @@ describe("instance groups, warm-up and readiness", () => {
     call.cancel();
     expect((await failure(call.result)).code).toBe(Code.CANCELLED);
     await until(() => served("spin").queued === 0, "the queue to drop the call");
-    await clock.advance(TIMEOUT_MS);
+    await timeOut();
     expect((await running).status).toBe(504);
     await until(() => served("spin").inflight === 0 && grpc.activeCalls === 0, "the calls to end");
-    expect(executions("spin")).toEqual([1]);
+    expect(executions("spin")).toEqual([ranBefore + 1]);
     expect((await fx.app.request("/v2/repository/models/spin/load", control())).status).toBe(200);
   });
 

@@ -4,8 +4,8 @@
  *
  * Seed: runtime-synthesis §7 (the end-to-end host model), lifecycle-error-model §1 (state guards: 13 before init,
  * 14 after close), §2.7 (load-path statuses and unwind), §3 (ref-counted unload: removed from lookup first, then
- * drained, RUNNING → STOPPING → STOPPED, vNC released last), §5.5 (fail-stop: a faulted model stays RUNNING but
- * poisoned), spmd-teardown §6 (close order); runtime-synthesis §4 (many models per core, per-core FIFO with
+ * drained, RUNNING → STOPPING → STOPPED, vNC released last), §4.1/§5.5 (fail-stop for Band C only: such a model
+ * stays RUNNING but poisoned; Band A/B leave it re-runnable), spmd-teardown §6 (close order); runtime-synthesis §4 (many models per core, per-core FIFO with
  * `h_running_model`, per-model ref count, logical cores), §6 (the NRT_2.0.0 implicit-async engine and the NRT_3.0.0
  * `nrta_*` scheduler). `docs/multi-model.md` describes the multi-model, logical-core and async design.
  *
@@ -22,6 +22,7 @@ import { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker, type
 import type { DlrModel as ModelRecord, ExecOutcome } from "./kmgr/dlr_model.ts";
 import { kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
+import { md5 } from "./neff/hash.ts";
 import { readNeffHeader } from "./neff/header.ts";
 import { readNeffAsync } from "./neff/neff_file.ts";
 import { checkNeffTarget } from "./kelf/target_check.ts";
@@ -152,10 +153,10 @@ export interface LoadOptions {
   readonly checkpoint?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
 }
 
-
 /** A loaded model. */
 export class Model {
   readonly #rt: Runtime;
+  readonly #record: ModelRecord;
   /** `H_MODEL` handle. */
   readonly handle: number;
   /** Model name (NEFF header name). */
@@ -170,12 +171,24 @@ export class Model {
   /** @internal */
   constructor(rt: Runtime, r: ModelRecord) {
     this.#rt = rt;
+    this.#record = r;
     this.handle = r.handle;
     this.name = r.name;
     this.vnc = r.vnc;
     const named = r.kelf.io.map((t, i) => ({ ...t, name: r.binding.keys[i] }));
     this.inputs = named.slice(0, r.kelf.inputCount).filter((_, i) => r.binding.sources[i] === "USER_INPUT");
     this.outputs = named.slice(r.kelf.inputCount);
+  }
+
+  /**
+   * `dlr_model.state` as this handle sees it (seed: lifecycle-error-model §1.2): `DMSTATE_RUNNING` while loaded,
+   * `DMSTATE_STOPPING` while its unload drains and unstages, `DMSTATE_STOPPED` once unloaded (also for a handle
+   * whose unload only dropped its reference to a model another handle still holds).
+   */
+  get state(): DlrModelState {
+    const r = this.#record;
+    // A handle whose unload only dropped its reference reads STOPPED; the last handle follows the model.
+    return r.holders.has(this) || r.holders.size === 0 ? r.state : DlrModelState.DMSTATE_STOPPED;
   }
 
   /** Runs the model once; resolves when the device completed (throws `NrtError` otherwise). */
@@ -199,6 +212,8 @@ export class Runtime {
   #state: NrtInitState = NrtInitState.NRT_STATE_START;
   /** `H_MODEL` → model: the lookup executions acquire through (the per-core model dbs are views of it). */
   readonly #models = new Map<number, ModelRecord>();
+  /** `nrt_load_util` step 7: the interned models, by NEFF digest and logical core. */
+  readonly #interned = new Map<string, ModelRecord>();
   readonly #tpbs: Tpb[] = [];
   readonly #vnc: VncTable;
   /** KMGR_EXEC_MODE_ASYNC: one worker per logical core (empty in synchronous mode). */
@@ -379,8 +394,19 @@ export class Runtime {
     const span = Math.max(1, header.lncSize);
     // nrt_vnc_usage_inc: reserve the vNC first; every failure below releases it.
     const vnc = this.#vnc.reserve(opts.vnc ?? 0, (v) => this.#vncLoad(v));
+    // nrt_load_util step 7, the model-id cache: the same NEFF on the same vNC shares its interned model, and the new
+    // handle only takes a reference (ours: looked up before the parse, so nothing is staged twice; only loads
+    // without a caller metaneff or checkpoint are shared, since those bind the model's weights).
+    const key = opts.metaneff === undefined && opts.checkpoint === undefined ? `${vnc}:${hexOf(md5(neff))}` : undefined;
+    const interned = key === undefined ? undefined : this.#interned.get(key);
+    if (interned !== undefined && interned.state === DlrModelState.DMSTATE_RUNNING && interned.poisoned === undefined) {
+      const shared = new Model(this, interned);
+      interned.holders.add(shared);
+      this.events.push(`nrt_load_util model=${interned.handle} interned: refs=${interned.holders.size}`);
+      return shared;
+    }
     const t0 = this.#onSpan === undefined ? 0 : hostClockMs();
-    const loading = this.#loadOn(neff, opts, vnc, span);
+    const loading = this.#loadOn(neff, opts, vnc, span, key);
     this.#loading.add(loading);
     try {
       return await loading;
@@ -399,7 +425,7 @@ export class Runtime {
   }
 
   /** `kmgr_load_nn_nc` on a reserved logical core: parse, then one `kbl_model_add` per physical core of the span. */
-  async #loadOn(neff: Uint8Array, opts: LoadOptions, vnc: number, span: number): Promise<Model> {
+  async #loadOn(neff: Uint8Array, opts: LoadOptions, vnc: number, span: number, cacheKey: string | undefined): Promise<Model> {
     const onSpan = this.#onSpan;
     let t = onSpan === undefined ? 0 : hostClockMs();
     const step = (name: string, nc?: number, detail?: string): void => {
@@ -442,7 +468,7 @@ export class Runtime {
     }
     const rec: ModelRecord = {
       handle, name: kelf.name, kelf, vnc, installed: parts[0], parts, state: DlrModelState.DMSTATE_STARTING, refCount: 0, staging: new Map(), binding,
-      resident: new Map(),
+      resident: new Map(), holders: new Set(), cacheKey,
     };
     try {
       // INPUT_STATE / INPUT_WEIGHT: device-resident, filled once from the checkpoint (seed: runtime-synthesis §2.3).
@@ -459,9 +485,12 @@ export class Runtime {
       await this.#unstage(rec).catch(() => {});
       throw e;
     }
-    this.#models.set(handle, rec); // add_model
+    this.#models.set(handle, rec); // the runtime's model lookup (add_model itself is kbl_model_add's step)
+    if (cacheKey !== undefined) this.#interned.set(cacheKey, rec);
     rec.state = DlrModelState.DMSTATE_RUNNING;
-    return new Model(this, rec);
+    const model = new Model(this, rec);
+    rec.holders.add(model);
+    return model;
   }
 
   #installServices(): { khal: Khal; target: { portal: Portal; device: number }; ledger: DmemLedger; event: (e: string) => void; log: Logger } {
@@ -470,16 +499,19 @@ export class Runtime {
 
   #record(model: Model): ModelRecord {
     const r = this.#models.get(model.handle);
-    if (r === undefined) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not loaded`);
+    if (r === undefined || !r.holders.has(model)) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not loaded`);
     return r;
   }
 
   /** Whether `model` is still loaded in this runtime (and the runtime is open). */
   isLoaded(model: Model): boolean {
-    return this.#state === NrtInitState.NRT_STATE_INIT && this.#models.has(model.handle);
+    return this.#state === NrtInitState.NRT_STATE_INIT && this.#models.get(model.handle)?.holders.has(model) === true;
   }
 
-  /** Whether a model is poisoned by a fault (fail-stop), and with which status. */
+  /**
+   * Whether a model is poisoned by a Band-C fault (1200..1206, fail-stop until unload: seed lifecycle-error-model
+   * §4.1, §5.5), and with which status. Band A/B verdicts never poison.
+   */
   poisonedStatus(model: Model): number | undefined {
     return this.#models.get(model.handle)?.poisoned;
   }
@@ -491,7 +523,8 @@ export class Runtime {
 
   /**
    * `nrt_execute` reporting the request's `exec_rets` instead of throwing for an execution result: resolves with the
-   * device's verdict (success, 1003/1004, or a fault — the model is then poisoned); rejects only when the request
+   * device's verdict (success, 1003/1004, or a fault — a Band-C fault 1200..1206 then poisons the model until unload,
+   * any other leaves it re-runnable); rejects only when the request
    * could not be made (state guard, unknown model, bad tensor set, runtime closed meanwhile).
    */
   run(model: Model, inputs: TensorSet, outputs: TensorSet): Promise<ExecOutcome> {
@@ -597,7 +630,7 @@ export class Runtime {
     try {
       await turn.ready;
       if (tpbs.some((t) => t.halted)) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
-      // An execution queued behind the one that faulted must not ring the halted stream (fail-stop, seed §5.5).
+      // An execution queued behind a Band-C fault must not ring the poisoned model's doorbell (fail-stop, seed §4.1/§5.5).
       if (r.poisoned !== undefined) {
         return { status: r.poisoned, execRets: r.parts.map(() => r.poisoned!) };
       }
@@ -625,20 +658,48 @@ export class Runtime {
     });
   }
 
-  /** `nrt_unload`: removed from lookup first, waits for in-flight executions, frees the model, releases its vNC. */
+  /**
+   * `nrt_unload` → `kmgr_unload_nn` → `nrt_vnc_usage_dec`, in the seed's order (lifecycle-error-model §3;
+   * runtime-synthesis §4.6): `nn_ref_decrement` of this handle's reference, and if the interned model is still
+   * referenced by another handle, return without teardown. Otherwise the model leaves the lookup (no new execution
+   * can acquire it), RUNNING → STOPPING, the async worker is told to stop taking the model's work
+   * (`kmgr_async_exec_model_stop`), in-flight executions drain (`kmgr_async_exec_poll`), `kmgr_unstage_kelf_model`,
+   * STOPPED, and the vNC is released last. Every step is a lifecycle event (`rt.events`).
+   *
+   * The drain waits for the executions' references to drop, as the synthesis seed's `remove_model` busy-waits
+   * (§4.2); an execution's reference never makes the unload return early (`docs/multi-model.md`).
+   *
+   * @throws {NrtError} `NRT_INVALID_HANDLE` for a handle already unloaded; 13/14 by state.
+   */
   async unload(model: Model): Promise<void> {
     this.guard();
     const r = this.#record(model);
+    r.holders.delete(model); // nn_ref_decrement
+    if (r.holders.size > 0) {
+      // kmgr_unload_nn: "if (rc != 0) return" — the interned model stays installed for its other handles.
+      this.events.push(`kmgr_unload_nn model=${r.handle} still referenced: refs=${r.holders.size}`);
+      this.#vnc.release(r.vnc); // nrt_vnc_usage_dec (this handle's reservation)
+      this.events.push(`nrt_vnc_usage_dec vnc=${r.vnc} model=${r.handle}`);
+      return;
+    }
     this.#models.delete(model.handle); // remove_model: no new execution can acquire it
+    if (r.cacheKey !== undefined && this.#interned.get(r.cacheKey) === r) this.#interned.delete(r.cacheKey);
+    r.state = DlrModelState.DMSTATE_STOPPING; // first: RUNNING → STOPPING
+    this.events.push(`kmgr_unload_nn model=${r.handle} DMSTATE_STOPPING`);
     const unloading = (async () => {
-      // Busy-wait in libnrt (_mm_pause until ref_count == 0); here the last execution out resolves this.
+      // kmgr_async_exec_model_stop: queued async jobs already hold their reference and drain below; none is added.
+      this.events.push(`kmgr_async_exec_model_stop model=${r.handle}`);
+      // kmgr_async_exec_poll: wait out the drain (libnrt busy-waits on the ref count; the last execution out wakes us).
       if (r.refCount > 0) await new Promise<void>((res) => (r.drained = res));
-      r.state = DlrModelState.DMSTATE_STOPPING;
+      this.events.push(`kmgr_async_exec_poll model=${r.handle} drained`);
       try {
         await this.#unstage(r);
+        this.events.push(`kmgr_unstage_kelf_model model=${r.handle}`);
       } finally {
         r.state = DlrModelState.DMSTATE_STOPPED;
+        this.events.push(`kmgr_unload_nn model=${r.handle} DMSTATE_STOPPED`);
         this.#vnc.release(r.vnc); // nrt_vnc_usage_dec, last
+        this.events.push(`nrt_vnc_usage_dec vnc=${r.vnc} model=${r.handle}`);
       }
     })();
     this.#loading.add(unloading);
@@ -794,6 +855,7 @@ export class Runtime {
     const target = { portal: this.#portal, device: this.device.index };
     const services = { khal: this.#khal, target, ledger: this.#ledger, log: this.log, event: (e: string) => this.events.push(e) };
     let first: unknown;
+    this.#interned.clear();
     for (const tpb of this.#tpbs.splice(0)) {
       const models = [...this.#models.values()].filter((m) => m.installed.tpb === tpb);
       try {
@@ -817,6 +879,10 @@ export class Runtime {
   async [Symbol.asyncDispose](): Promise<void> {
     if (this.#state === NrtInitState.NRT_STATE_INIT) await this.close();
   }
+}
+
+function hexOf(b: Uint8Array): string {
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
 /** Throws the `NrtError` of an execution result that is not `NRT_SUCCESS`. */

@@ -47,6 +47,16 @@ export const NrtStatus = {
 /** One `NRT_STATUS` value. */
 export type NrtStatus = typeof NrtStatus[keyof typeof NrtStatus];
 
+/**
+ * Whether an execution status carries the fail-stop posture: Band C, 1200..1206 (seed: lifecycle-error-model §4.1,
+ * "Only Band-C codes carry the fail-stop posture"). Such a model stays RUNNING but poisoned until `nrt_unload`
+ * (§5.5, §6); every other verdict — Band A (a timeout, a generic hardware error) and Band B (OOB, the soft 1003/1004)
+ * — leaves the model re-runnable ("it may be re-run or explicitly unloaded", runtime-synthesis §5.6).
+ */
+export function isFailStop(status: number): boolean {
+  return status >= NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES && status <= NrtStatus.NRT_NETWORK_PROXY_FAILURE;
+}
+
 const NAME_BY_CODE: ReadonlyMap<number, string> = new Map(
   Object.entries(NrtStatus).map(([name, code]) => [code, name]),
 );

@@ -66,6 +66,8 @@ export interface AgentInit {
   readonly timeline: SharedArrayBuffer;
   /** Allocations made before the agent started. */
   readonly mapped: readonly MappedAllocation[];
+  /** The device's hang budget in ms (ours: the sequencers' watchdog); 0 or absent: none. */
+  readonly watchdogMs?: number;
 }
 
 /** Control messages, host → agent, numbered in order. */
@@ -80,6 +82,7 @@ export type AgentMessage =
   | { readonly seq: number; readonly t: "reset-q7"; readonly nc: number }
   | { readonly seq: number; readonly t: "when-idle"; readonly nc: number | undefined; readonly doorbells: number }
   | { readonly seq: number; readonly t: "stdio"; readonly nc: number }
+  | { readonly seq: number; readonly t: "elapse"; readonly ms: number }
   | { readonly seq: number; readonly t: "close" };
 
 /** A reply, agent → host: the sequence number of the message it answers, and its value or error text. */
@@ -125,6 +128,7 @@ export class DeviceAgent {
       ncs: init.ncs,
       memory: this.#memory,
       q7Factory,
+      watchdogMs: init.watchdogMs,
       trace: {
         record: (nc, bytes) => log.append(LogKind.RECORD, nc, (p) => (p.set(bytes), bytes.length)),
         q7Event: (e) =>
@@ -213,6 +217,8 @@ export class DeviceAgent {
         return this.#whenIdle(msg.nc, msg.doorbells);
       case "stdio":
         return d.unit(msg.nc).sequencer.stdioEntries();
+      case "elapse":
+        return d.elapse(msg.ms);
       case "close":
         return this.#close();
     }

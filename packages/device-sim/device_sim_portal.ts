@@ -60,7 +60,17 @@ export interface DeviceSimOptions {
   readonly agents?: DeviceAgentMode;
   /** Creates the Q7 clusters of an inline device (default: the Worker-based `Q7Cluster`). */
   readonly q7Factory?: Q7ClusterFactory;
+  /**
+   * The device's hang budget in ms (ours; default {@linkcode DEFAULT_WATCHDOG_MS}, 0 turns it off): a run still in
+   * progress this long after it started is dropped by the device itself and the Q7 Workers busy with it are
+   * terminated. The host never halts a faulted stream (lifecycle-error-model §5.5); this is how a hung kernel is
+   * contained. Set it to the runtime's `NEURON_RT_EXEC_TIMEOUT` when that differs from the default.
+   */
+  readonly watchdogMs?: number;
 }
+
+/** The default device watchdog: 30 s, libnrt's default `NEURON_RT_EXEC_TIMEOUT` (ours). */
+export const DEFAULT_WATCHDOG_MS = 30_000;
 
 /** The host's side of one device. */
 class HostDevice {
@@ -80,6 +90,7 @@ class HostDevice {
     q7Factory: Q7ClusterFactory;
     q7Events: Q7BootEvent[];
     faultKinds: Map<number, FiredFault["kind"]>;
+    watchdogMs: number;
   }) {
     const post = (request: Parameters<AgentLink["post"]>[0]): void => {
       for (const l of this.links) l.post(request);
@@ -117,6 +128,7 @@ class HostDevice {
         fired,
         timeline,
         mapped: [],
+        watchdogMs: o.watchdogMs,
       };
       const link = o.mode === "inline" ? AgentLink.inline(init, o.q7Factory) : AgentLink.worker(init);
       this.links.push(link);
@@ -178,6 +190,10 @@ export class DeviceSimPortal implements Portal {
     const spec = options.spec ?? CAYMAN_SPEC;
     const count = options.devices ?? 1;
     if (!Number.isInteger(count) || count < 1) throw new RangeError(`Device count ${count} is not a positive integer`);
+    const watchdogMs = options.watchdogMs ?? DEFAULT_WATCHDOG_MS;
+    if (typeof watchdogMs !== "number" || !Number.isFinite(watchdogMs) || watchdogMs < 0) {
+      throw new RangeError(`Watchdog budget ${String(options.watchdogMs)} ms is not a finite number >= 0`);
+    }
     this.spec = spec;
     this.#hbmBytes = options.hbmBytes ?? spec.hbmBytes;
     this.agents = options.agents ?? (options.q7Factory !== undefined ? "inline" : "device");
@@ -195,6 +211,7 @@ export class DeviceSimPortal implements Portal {
         q7Factory: options.q7Factory ?? defaultQ7Factory,
         q7Events: this.#q7Events,
         faultKinds,
+        watchdogMs,
       }));
     const devices = this.#devices;
     this.faults = new FaultInjector(count, spec.ncPerDevice, { q7Cores: spec.q7CoresPerNc, dmaEngines: spec.dmaEngines }, {
@@ -341,6 +358,15 @@ export class DeviceSimPortal implements Portal {
    */
   async resetQ7(device: number, nc: number): Promise<void> {
     await this.#device(device, "reset the Q7 cores").linkOf(nc).request({ t: "reset-q7", nc });
+  }
+
+  /**
+   * Moves the device's clock `ms` ahead (ours): a test that runs the host on a virtual clock moves the device's time
+   * with it, so the device's watchdog drops a hung run without a real wait. Resolves once the watchdog has checked.
+   */
+  async elapse(device: number, ms: number): Promise<void> {
+    const d = this.#device(device, "move the device clock");
+    await Promise.all(d.links.map((l) => l.request({ t: "elapse", ms })));
   }
 
   /** Resolves when every doorbell rung so far is taken and the sequencers (of `device`, or one NeuronCore) are idle. */

@@ -38,7 +38,7 @@ export const FaultKind = {
   OOB: "oob",
   /** More records than the NQ ring holds, at once: the host's ring overflows, the stream halts. */
   NQ_OVERFLOW: "nq-overflow",
-  /** The core never posts its completion: the run stalls until the host halts the stream. */
+  /** The core never posts its completion: the run stalls until the device's watchdog (or an unload) drops it. */
   HANG: "hang",
   /** The collectives proxy reports a stuck barrier / operation, and the run never completes. */
   COLLECTIVES_HANG: "collectives-hang",

@@ -12,8 +12,11 @@
  *
  * Injected faults (`fault_injector.ts`) are taken at three points of a run: its start, every instruction boundary
  * ("now") and the DRAIN join (faults aimed at one Q7 core). Every record leaves through
- * {@linkcode Sequencer.pushRecord}. A stream-table write that removes the stream of the run in progress drops that
- * run (the host halted a faulted stream) and, when the Q7 cores are still busy with its op, terminates their Workers.
+ * {@linkcode Sequencer.pushRecord}. A stream-table write that removes the stream of the run in progress (an unload)
+ * drops that run and, when the Q7 cores are still busy with its op, terminates their Workers. A run that neither
+ * completes nor faults — a kernel in an endless loop, an injected hang — is the device's own to contain: its watchdog
+ * (ours: `watchdogMs`, the management core's hang budget) drops it the same way once the budget has passed. The host
+ * only times out and reports (lifecycle-error-model §5.5: no host-driven halt or reset on the fault path).
  *
  * @module
  */
@@ -69,7 +72,16 @@ export interface SequencerDeps {
   readonly onFault?: (fault: { slot: number; mask: number; message: string }) => void;
   /** Where a run records its timeline while the host set `NcStatus.TRACE` (none: never recorded). */
   readonly timeline?: TimelineSink;
+  /**
+   * The device's hang budget in ms (ours: the management core's watchdog): a run still in progress this long after
+   * it started is dropped by the device itself — no completion, Q7 Workers busy with it terminated. 0 or absent: no
+   * watchdog.
+   */
+  readonly watchdogMs?: number;
 }
+
+/** The cause a watchdog drop gives (the Q7 cluster's termination event and the sequencer fault say it). */
+export const WATCHDOG_CAUSE = "watchdog";
 
 class SequencerFault extends Error {
   constructor(readonly mask: number, message: string, readonly q7 = 0xff) {
@@ -84,6 +96,8 @@ const DROPPED = Symbol("dropped");
 
 interface Run {
   readonly entry: StreamEntry;
+  /** Device time (ms) the run started, for the watchdog. */
+  readonly startedAt: number;
   readonly count: number;
   model: number;
   slot: number;
@@ -112,6 +126,10 @@ export class Sequencer {
   #pumping: Promise<void> | undefined;
   #current: Run | undefined;
   #stopped = false;
+  /** The watchdog's timer, armed while a run is in progress (never while the sequencer is idle). */
+  #watchdog: ReturnType<typeof setTimeout> | undefined;
+  /** How far the device's clock is ahead of the shared clock (ms): {@linkcode Sequencer.elapse}. */
+  #skewMs = 0;
   /** Device-side model id made current by the last MODEL_SWITCH. */
   currentModel = 0;
   /** Faults the sequencer raised, newest last (observability: the record says what, this says why). */
@@ -261,6 +279,7 @@ export class Sequencer {
   /** Stops for good (portal close): queued runs are discarded and the run in progress is dropped. */
   shutdown(): void {
     this.#stopped = true;
+    this.#disarmWatchdog();
     for (const q of this.#queue.splice(0)) if ("settle" in q) q.settle();
     this.dropCurrent();
   }
@@ -297,7 +316,56 @@ export class Sequencer {
       }
     } finally {
       this.#pumping = undefined;
+      this.#disarmWatchdog();
     }
+  }
+
+  /**
+   * Moves the device's clock `ms` ahead (simulator-only, ours): what a test does to the device's time when it runs the
+   * host on a virtual clock, so that the watchdog sees the budget pass without waiting for it.
+   */
+  elapse(ms: number): void {
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`Cannot move the device clock by ${ms} ms`);
+    this.#skewMs += ms;
+    this.#checkWatchdog();
+  }
+
+  #now(): number {
+    return sharedClockMs() + this.#skewMs;
+  }
+
+  /** Arms the watchdog for the run in progress unless it is armed already (it re-arms itself for the next run). */
+  #armWatchdog(): void {
+    const budget = this.#d.watchdogMs ?? 0;
+    const r = this.#current;
+    if (budget <= 0 || r === undefined || this.#watchdog !== undefined || this.#stopped) return;
+    const left = Math.max(0, r.startedAt + budget - this.#now());
+    this.#watchdog = setTimeout(() => {
+      this.#watchdog = undefined;
+      this.#checkWatchdog();
+    }, Math.min(left, 0x7fff_ffff));
+  }
+
+  #disarmWatchdog(): void {
+    if (this.#watchdog !== undefined) clearTimeout(this.#watchdog);
+    this.#watchdog = undefined;
+  }
+
+  /**
+   * The watchdog: a run past the budget is dropped by the device (no completion record; the host's own timeout
+   * reports it) and Q7 cores busy with it are terminated; otherwise the timer is re-armed for the run in progress.
+   */
+  #checkWatchdog(): void {
+    const budget = this.#d.watchdogMs ?? 0;
+    const r = this.#current;
+    if (budget <= 0 || r === undefined || r.abort.signal.aborted) return;
+    if (this.#now() - r.startedAt >= budget) {
+      this.#noteFault({ slot: r.slot, mask: 0, message: `${WATCHDOG_CAUSE}: run ${r.count} of stream slot ${r.entry.slot} exceeded ${budget} ms; dropped` });
+      this.#drop(r, WATCHDOG_CAUSE);
+      return;
+    }
+    this.#disarmWatchdog();
+    this.#armWatchdog();
   }
 
   async #run(entry: StreamEntry): Promise<void> {
@@ -311,11 +379,12 @@ export class Sequencer {
     const regs = this.#d.regs;
     // The trace word is read once per run: an untraced run reads no clock beyond the two of the busy counter.
     const trace = this.#d.timeline !== undefined && Atomics.load(regs.status, NcStatus.TRACE) !== 0 ? this.#d.timeline : undefined;
-    const run: Run = { entry, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, q7Busy: false, abort, dropped, trace, fn: "" };
     const started = sharedClockMs();
+    const run: Run = { entry, startedAt: started + this.#skewMs, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, q7Busy: false, abort, dropped, trace, fn: "" };
     regs.counters[NcCounter.RUN_STARTED_MS] = started;
     let outcome: "completed" | "faulted" | "dropped" = "completed";
     this.#current = run;
+    this.#armWatchdog();
     Atomics.add(regs.status, NcStatus.RUNS, 1);
     this.#d.faults?.runStarted();
     try {
@@ -564,7 +633,7 @@ export class Sequencer {
       const o = this.#inject(run, f);
       if (o === "hang" || (o === "halt" && outcome === "continue")) outcome = o;
     }
-    if (outcome === "hang") return run.dropped.then(() => Promise.reject(new StreamHalt())); // never completes; the host halts the stream
+    if (outcome === "hang") return run.dropped.then(() => Promise.reject(new StreamHalt())); // never completes; the device's watchdog (or an unload) drops it
     if (outcome !== "continue") throw new StreamHalt();
     return undefined;
   }

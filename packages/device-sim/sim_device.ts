@@ -74,6 +74,8 @@ export interface SimDeviceOptions {
   readonly q7Factory: Q7ClusterFactory;
   /** Where the device reports. */
   readonly trace: SimDeviceTrace;
+  /** The sequencers' hang budget in ms (ours: the device's watchdog, `sequencer.ts`); 0 or absent: none. */
+  readonly watchdogMs?: number;
 }
 
 /** The device side of one simulated device (the NeuronCores one agent hosts). */
@@ -111,6 +113,7 @@ export class SimDevice {
         fileIo,
         onFault: (f) => o.trace.sequencerFault(nc, f),
         timeline: o.trace.timeline?.(nc),
+        watchdogMs: o.watchdogMs,
       });
       return { regs, sbuf, nq, q7, dma, sequencer, fileIo, faults };
     });
@@ -207,6 +210,11 @@ export class SimDevice {
   async whenIdle(nc?: number): Promise<void> {
     const units = nc === undefined ? this.ncs.filter((u): u is SimNeuronCore => u !== undefined) : [this.unit(nc)];
     for (const u of units) await u.sequencer.whenIdle();
+  }
+
+  /** Moves the device's clock `ms` ahead on every NeuronCore hosted here (the watchdog then checks its run). */
+  elapse(ms: number): void {
+    for (const u of this.ncs) u?.sequencer.elapse(ms);
   }
 
   /** Stops every Worker. */

@@ -9,7 +9,7 @@ import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { DeviceSimPortal, FaultKind } from "@nrt/device-sim";
 import { DeviceDaemon, linkPair, RemotePortal } from "@nrt/device-sim/remote";
 import { buildCustomOpNeff } from "@nrt/core";
-import { type HttpFixture, httpFixture, post } from "../_http.ts";
+import { type HttpFixture, httpFixture, injectOnModel, post } from "../_http.ts";
 
 describe("FaultInjector.inject()", () => {
   const portal = new DeviceSimPortal();
@@ -95,12 +95,14 @@ describe("readiness of a poisoned model", () => {
   afterAll(() => fx?.close());
   test("GET /v2/health/ready names the poisoned model in one readable sentence", async () => {
     fx = await httpFixture();
+    // A Band-C fault poisons the model (seed lifecycle-error-model §4.1); the kernel's own trap (6) would not.
+    injectOnModel(fx, "trap", { kind: "hbm-ue" });
     const res = await fx.app.request("/v2/models/trap/infer", post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] }));
     expect(res.status).toBe(500);
     const ready = await fx.app.request("/v2/health/ready");
     expect(ready.status).toBe(503);
     expect((await ready.json()).error).toBe(
-      'Server is not ready: model "trap" is not ready (it is poisoned by NRT_HW_ERROR (a fault during execution); load it again to recover)',
+      'Server is not ready: model "trap" is not ready (it is poisoned by NRT_EXEC_HW_ERR_HBM_UE (a fault during execution); load it again to recover)',
     );
   });
 });

@@ -2,7 +2,8 @@
  * `dlr_model`: what the runtime keeps per loaded model, and the outcome of one execution request.
  *
  * Seed: lifecycle-error-model §1.2 (`DLR_MODEL_STATE`, the volatile state and ref count), §1.3 (`exec_rets[2]`),
- * §5.5 (the poisoned, fail-stop model); runtime-synthesis §2.3 (the metaneff binding), §4.2 (ref counts).
+ * §5.5 (the poisoned, fail-stop model), §3.2 (`kmgr_unload_nn`: per-handle `nn_ref_decrement`, teardown at 0), §2.2
+ * step 7 (the interned model-id cache); runtime-synthesis §2.3 (the metaneff binding), §4.2 (ref counts).
  *
  * @module
  */
@@ -31,8 +32,17 @@ export interface DlrModel {
   /** One install per physical core the model spans (graph k on core k; `lnc_size` 2 → both cores of the vNC). */
   readonly parts: readonly InstalledModel[];
   state: DlrModelState;
+  /** References of executions in flight (`nn_ref_increment` per execute); an unload drains them. */
   refCount: number;
   drained?: () => void;
+  /**
+   * The load references: one per `Model` handle `nrt_load` returned for this interned model (ours: a set of handles
+   * for the seed's per-handle `nn_ref_decrement`). `kmgr_unload_nn` tears down only when the last one goes (seed:
+   * lifecycle-error-model §3.2).
+   */
+  readonly holders: Set<object>;
+  /** The `nrt_load_util` step-7 model-id cache key this model is interned under (`undefined`: not shared). */
+  cacheKey?: string;
   poisoned?: number;
   /** Device staging buffers for host-placed I/O, by io index. */
   readonly staging: Map<number, Tensor>;

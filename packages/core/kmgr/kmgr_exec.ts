@@ -11,10 +11,11 @@
  * `NRT_TIMEOUT` + `EXEC_FATAL_STATUS_TIMEOUT` + the FATAL-RT line), §5.5 (fail-stop: no retry, no core reset, no
  * run-stall release on the fault path), spmd-teardown §5.6 (the 8×2 stdio drain on every progress step).
  *
- * A fatal verdict halts the faulted model's stream (`hw_exec_queue_add_halt_request` for that one stream: a
- * stream-table clear through the HAL). The device then drops the run it may still be stuck in — a kernel in an
- * endless loop, a stalled sequencer — and stops the NeuronCore's Q7 Workers, so nothing keeps running after
- * `nrt_execute` returned. That is not a reset: the model stays poisoned until `nrt_unload`.
+ * On a fatal verdict the host only logs and reports (seed §5.5: "The host's only mechanical reaction to a hardware
+ * fault is to log and report"): the FATAL-RT lines, the per-engine instruction-pointer dump, the status. It writes
+ * nothing to the device — no halt request, no stream-table write, no reset. A run the device is still stuck in (a
+ * kernel in an endless loop, a stalled sequencer) is the device's own to contain: the simulated device's watchdog
+ * drops it (`@nrt/device-sim`, ours), as recovery of the engine is the management core's job in the seed.
  *
  * @module
  */
@@ -108,10 +109,7 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
     // on every execute).
     ac.abort(EXEC_SETTLED);
   }
-  if (step === ErpStep.ERP_STEP_FATAL) {
-    await dumpEngineIps(s, tpb.nc);
-    await execQueueHalt(s, m);
-  }
+  if (step === ErpStep.ERP_STEP_FATAL) await dumpEngineIps(s, tpb.nc);
   req.state = ExecState.EXEC_STATE_DONE;
   return req;
 }
@@ -159,11 +157,4 @@ async function abortedEngines(s: ExecServices, m: InstalledModel): Promise<numbe
 async function dumpEngineIps(s: ExecServices, nc: number): Promise<void> {
   const ips = await s.khal.readEngineIps(s.target, nc).catch(() => [] as number[]);
   s.log.error(`[ND ${s.target.device}][NC ${nc}] engine instruction pointers: ` + ips.map((ip, i) => `${engineName(i)}=0x${ip.toString(16)}`).join(" "));
-}
-
-/** Halts the faulted stream so the device drops a run still in flight (see the module doc); never a reset. */
-async function execQueueHalt(s: ExecServices, m: InstalledModel): Promise<void> {
-  await s.khal.streamRemove(s.target, m.tpb.nc, m.streamSlot).catch((e: unknown) => {
-    s.log.warn(`[ND ${s.target.device}][NC ${m.tpb.nc}] Cannot halt the faulted stream: ${e instanceof Error ? e.message : String(e)}`);
-  });
 }

@@ -1,18 +1,19 @@
 /**
  * `kmgr_exec` for one request on the physical cores of its model: `kmgr_exec_pre` (clone the tensor sets to device
  * memory where they are not there already, honouring `output_aliases_to`), `kbl_compute_setup` per core, the sync
- * exec of every core (one doorbell each, all polled), the priority-ranked verdict, fail-stop poisoning, and the
- * copy-back of host-placed outputs.
+ * exec of every core (one doorbell each, all polled), the priority-ranked verdict, fail-stop poisoning for Band C
+ * only, and the copy-back of host-placed outputs.
  *
  * Seed: runtime-synthesis §3.3 (`kmgr_exec → kmgr_exec_pre → kmgr_sync_exec`, `kbl_compute_setup` re-materialises
  * the template DMA rings), §2.3 (the metaneff binding), lifecycle-error-model §1.3 (`exec_rets[2]` ranked by
- * `nrt_get_status_priority`), §5.5 (fail-stop: a fatal verdict leaves the model RUNNING but poisoned), §5.6 (the
- * model is not freed on an exec error).
+ * `nrt_get_status_priority`), §4.1 ("Only Band-C codes carry the fail-stop posture"), §5.5 and §6 (a Band-C verdict
+ * leaves the model RUNNING but poisoned for the operator's `nrt_unload`; a failed exec leaves it RUNNING), runtime-
+ * synthesis §5.6 (the model is not freed on an exec error: "it may be re-run or explicitly unloaded").
  *
  * @module
  */
 import { hostClockMs } from "../host_span.ts";
-import { NrtStatus, worseStatus } from "../status.ts";
+import { isFailStop, NrtStatus, worseStatus } from "../status.ts";
 import { type InstallServices, kblComputeSetup } from "../tdrv/kbl_model_add.ts";
 import type { Tensor } from "../tensor.ts";
 import type { DlrModel, ExecOutcome } from "./dlr_model.ts";
@@ -73,9 +74,12 @@ export async function kmgrExecOnCores(r: DlrModel, tensors: ReadonlyArray<Tensor
   const execRets = reqs.map((q) => q.execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS));
   const status = execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS);
   if (onSpan !== undefined) t0 = hostClockMs();
-  // Fail-stop on any fatal verdict, whatever its rank: 1004 (soft) outranks some fatal causes (seed §4.2).
+  // A fatal verdict ends the request without copy-out (the outputs are not valid). Only a Band-C status poisons the
+  // model (RUNNING but poisoned until unload, seed §4.1/§5.5); Band A/B leave it re-runnable. The Band-C status is
+  // looked for in every core's verdict: the ranking can put a soft 1004 (CRITICAL) above it (seed §4.2).
   if (reqs.some((q) => q.fatal)) {
-    r.poisoned = status; // RUNNING but poisoned (seed: lifecycle-error-model §5.5)
+    const failStop = execRets.filter(isFailStop);
+    if (failStop.length > 0) r.poisoned = failStop.reduce(worseStatus);
     return { status, execRets };
   }
   for (const [i, t] of tensors.entries()) {
