@@ -35,6 +35,7 @@ export {
   type CoreInfo,
   type CoreMemory,
   type ExecutionEvent,
+  type LoadCollectivesOptions,
   type LoadOptions,
   Model,
   Runtime,
@@ -78,6 +79,19 @@ export {
   type PreparedExecution,
 } from "./nrta/nrta.ts";
 export { type VncChoice } from "./vnc/vnc.ts";
+export {
+  ccReference,
+  ccSizes,
+  Collective,
+  type CollectiveOptions,
+  Collectives,
+  type CollectivesComm,
+  fromBfloat16,
+  NrtaCcDtype,
+  NrtaCcOp,
+  NrtaCcRedOp,
+  toBfloat16,
+} from "./collectives/collectives.ts";
 export { type NeffFile, type NeffGraph, readNeff, readNeffAsync, type ReadNeffOptions } from "./neff/neff_file.ts";
 export type { JsonObject } from "./neff/_json.ts";
 export { buildNeff, type BuildNeffOptions } from "./neff/neff_builder.ts";

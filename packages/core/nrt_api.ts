@@ -16,6 +16,7 @@ import { guardInitState, NrtError, statusOfError } from "./error.ts";
 import { checkPoolUcodeOverride, type PoolUcodeOverride } from "./khal.ts";
 import type { MetaNeff } from "./kelf/metaneff.ts";
 import { type NrtaError, NrtaErrorTracker } from "./nrta/nrta.ts";
+import type { Collective } from "./collectives/collectives.ts";
 import { type Model, Runtime, type RuntimeInitOptions } from "./runtime.ts";
 import { NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
@@ -489,6 +490,60 @@ export class NrtApi {
     ver.value = { rt_major: 0, rt_minor: 1, rt_patch: 0, rt_maintenance: 0, rt_detail: "nrt (TypeScript) 0.1.0", git_hash: "" };
     return NrtStatus.NRT_SUCCESS;
   }
+
+  /**
+   * `nrt_load_collectives(neff, size, start_nc, nc_count, g_device_id, g_device_count, &model)` (seed:
+   * lifecycle-error-model §2.1): `nrt_load` between the global-comm check and the replica-group check; a bad comm or
+   * bad groups → `NRT_INVALID`. `replicaGroups` (ours: a trailing argument; default one group of every logical core).
+   */
+  async nrt_load_collectives(
+    neff: Uint8Array,
+    startNc: number,
+    ncCount: number,
+    gDeviceId: number,
+    gDeviceCount: number,
+    model: Ref<Model>,
+    replicaGroups?: readonly (readonly number[])[],
+  ): Promise<NrtStatus> {
+    return await status(async () => {
+      const rt = this.#guard();
+      if (!(neff instanceof Uint8Array)) throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
+      if (ncCount !== -1 && ncCount !== 1) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`);
+      model.value = await rt.loadCollectives(neff, { vnc: startNc < 0 ? 0 : startNc, globalDeviceId: gDeviceId, globalDeviceCount: gDeviceCount, replicaGroups });
+    });
+  }
+
+  /**
+   * `nrta_cc_prepare(op, redop, dtype, count, inputs, outputs, &cc)` (ours: the argument list; `NrtaCcOp`,
+   * `NrtaCcRedOp`, `NrtaCcDtype`): one input and output tensor per rank.
+   */
+  async nrta_cc_prepare(op: number, redop: number, dtype: number, count: number, inputs: readonly Tensor[], outputs: readonly Tensor[], cc: Ref<Collective>): Promise<NrtStatus> {
+    return await status(async () => {
+      const rt = this.#guard();
+      const opName = (["all-reduce", "all-gather", "reduce-scatter"] as const)[op];
+      const red = (["sum", "max"] as const)[redop], type = (["float32", "bfloat16"] as const)[dtype];
+      if (opName === undefined || red === undefined || type === undefined) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot prepare collective: op ${op}, redop ${redop} or dtype ${dtype} is unknown`);
+      }
+      cc.value = await rt.collectives.prepare({ op: opName, reduce: red, dtype: type, count, inputs, outputs });
+    });
+  }
+
+  /** `nrta_cc_schedule(cc, queue, err, &seq)`: on the COLLECTIVES unit (queue 0) of the collective's rank 0. */
+  nrta_cc_schedule(cc: Collective, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+    return this.#sync(() => {
+      this.#guard();
+      seq.value = cc.schedule({ queue, errors: err ?? undefined }).seq;
+    });
+  }
+
+  /** `nrta_cc_release(cc)` (ours): `NRT_COLL_PENDING` (1100) while a scheduled run is pending. */
+  async nrta_cc_release(cc: Collective): Promise<NrtStatus> {
+    return await status(async () => {
+      this.#guard();
+      await cc.release();
+    });
+  }
 }
 
 /** The process's default facade instance, behind the module-level `nrt_*` functions. */
@@ -686,4 +741,32 @@ export function nrt_destroy_tensor_set(set: Ref<TensorSet>): void {
 /** `nrt_free_model_tensor_info` on the default instance. */
 export function nrt_free_model_tensor_info(info: Ref<NrtTensorInfoArray>): NrtStatus {
   return nrt.nrt_free_model_tensor_info(info);
+}
+
+/** `nrt_load_collectives` on the default instance. */
+export function nrt_load_collectives(
+  neff: Uint8Array,
+  startNc: number,
+  ncCount: number,
+  gDeviceId: number,
+  gDeviceCount: number,
+  model: Ref<Model>,
+  replicaGroups?: readonly (readonly number[])[],
+): Promise<NrtStatus> {
+  return nrt.nrt_load_collectives(neff, startNc, ncCount, gDeviceId, gDeviceCount, model, replicaGroups);
+}
+
+/** `nrta_cc_prepare` on the default instance. */
+export function nrta_cc_prepare(op: number, redop: number, dtype: number, count: number, inputs: readonly Tensor[], outputs: readonly Tensor[], cc: Ref<Collective>): Promise<NrtStatus> {
+  return nrt.nrta_cc_prepare(op, redop, dtype, count, inputs, outputs, cc);
+}
+
+/** `nrta_cc_schedule` on the default instance. */
+export function nrta_cc_schedule(cc: Collective, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+  return nrt.nrta_cc_schedule(cc, queue, err, seq);
+}
+
+/** `nrta_cc_release` on the default instance. */
+export function nrta_cc_release(cc: Collective): Promise<NrtStatus> {
+  return nrt.nrta_cc_release(cc);
 }

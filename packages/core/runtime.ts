@@ -30,6 +30,7 @@ import type { NeffTensor } from "./neff/neff_signature.ts";
 import type { Portal, PortalDeviceInfo } from "./portal.ts";
 import type { SiliconSpec } from "./silicon_spec.ts";
 import { Nrta, type PreparedExecution } from "./nrta/nrta.ts";
+import { Collectives, encValidateGlobalComm, kmgrValidateReplicaGroups } from "./collectives/collectives.ts";
 import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
 import { type InstalledModel, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
@@ -153,6 +154,16 @@ export interface LoadOptions {
   readonly checkpoint?: ReadonlyMap<string, Uint8Array> | Readonly<Record<string, Uint8Array>>;
 }
 
+/** Options of {@linkcode Runtime.loadCollectives}: a load's options plus the comm (ours: defaults for one device). */
+export interface LoadCollectivesOptions extends LoadOptions {
+  /** `g_device_id` (default 0). */
+  readonly globalDeviceId?: number;
+  /** `g_device_count` (default 1; collectives span one device). */
+  readonly globalDeviceCount?: number;
+  /** Replica groups of logical cores (default: one group of every visible logical core). */
+  readonly replicaGroups?: readonly (readonly number[])[];
+}
+
 /** A loaded model. */
 export class Model {
   readonly #rt: Runtime;
@@ -248,6 +259,8 @@ export class Runtime {
   readonly execMode: KmgrExecMode | undefined;
   /** The NRT_3.0.0 `nrta_*` scheduler. */
   readonly nrta: Nrta;
+  /** Collectives across the logical cores of the device (`nrta_cc_prepare`, `docs/collectives.md`). */
+  readonly collectives: Collectives;
   /** Lifecycle events in order (creation and destruction of cores, staging, teardown): a bounded log to read or follow. */
   readonly events: RuntimeEvents = new RuntimeEvents();
   readonly #tensorCtx: TensorContext;
@@ -284,6 +297,17 @@ export class Runtime {
       for (let v = 0; v < this.#vnc.visibleCount; v++) this.#async.push(new AsyncExecWorker(v, depth, () => ++this.#jobId));
     }
     this.nrta = new Nrta({ vncCount: this.#vnc.visibleCount, guard: () => this.guard(), vncOf: (t) => this.#vncOfNc(t.nc) });
+    this.collectives = new Collectives({
+      guard: () => this.guard(),
+      owner: this,
+      tpbOf: (vnc) => {
+        if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
+        return this.#tpbs[this.#vnc.slots(vnc)[0]];
+      },
+      services: () => ({ ...this.#installServices(), clock: this.clock, timeoutMs: this.config.execTimeoutMs }),
+      nrta: this.nrta,
+      isLoaded: (m) => m instanceof Model && this.isLoaded(m),
+    });
   }
 
   /** `nrt_init`: resolves the portal and the matching arch pack, brings up every visible NeuronCore. */
@@ -383,6 +407,28 @@ export class Runtime {
   /** Physical NeuronCores of the device (`nrt_get_total_nc_count`). */
   get totalNcCount(): number {
     return this.#vnc.totalNc;
+  }
+
+  /**
+   * `nrt_load_collectives`: `enc_validate_global_comm`, the load, then `kmgr_trace_set_cc_global_id` and
+   * `kmgr_validate_replica_groups` (seed: lifecycle-error-model §2.1); a failed check after the load unloads the model.
+   * The model's logical core becomes a rank of {@linkcode Runtime.collectives} (`docs/collectives.md`).
+   *
+   * @throws {NrtError} `NRT_INVALID` for a bad global comm or replica groups; every `nrt_load` error.
+   */
+  async loadCollectives(neff: Uint8Array, options: LoadCollectivesOptions): Promise<Model> {
+    this.guard();
+    const { globalDeviceId = 0, globalDeviceCount = 1, replicaGroups, ...load } = options;
+    encValidateGlobalComm(globalDeviceId, globalDeviceCount);
+    const model = await this.load(neff, load);
+    try {
+      const groups = kmgrValidateReplicaGroups(replicaGroups, this.#vnc.visibleCount * globalDeviceCount);
+      this.collectives.register(model, { globalDeviceId, globalDeviceCount, replicaGroups: groups });
+    } catch (e) {
+      await this.unload(model).catch(() => {});
+      throw e;
+    }
+    return model;
   }
 
   /** `nrt_load`: NEFF bytes → a RUNNING model on a logical core (default 0), optionally with a metaneff. */
@@ -852,6 +898,7 @@ export class Runtime {
     while (this.#loading.size > 0) await Promise.allSettled([...this.#loading]);
     await Promise.all(this.#async.map((w) => w.drain()));
     await this.nrta.drain();
+    await this.collectives.close().catch((e: unknown) => this.log.warn(`Cannot release the prepared collectives: ${e instanceof Error ? e.message : String(e)}`));
     const target = { portal: this.#portal, device: this.device.index };
     const services = { khal: this.#khal, target, ledger: this.#ledger, log: this.log, event: (e: string) => this.events.push(e) };
     let first: unknown;

@@ -7,8 +7,8 @@
  *
  * Seed: lifecycle-error-model §2.1 (`nrt_load_collectives` = `enc_validate_global_comm` → `nrt_load_util` →
  * `kmgr_trace_set_cc_global_id` + `kmgr_validate_replica_groups`), §1.3 (`EXEC_STATE_WAIT_BARRIER_PROXY`: an
- * execution waits for the collectives barrier before its cores; here the barrier between the phases of an
- * all-reduce), §4.1 (`NRT_COLL_PENDING` 1100 "collectives still pending (async barrier)"; 1200 and 1206 are Band C,
+ * execution waits for the collectives barrier before its cores; ours: that role is the host's barrier between the
+ * phases of an all-reduce), §4.1 (`NRT_COLL_PENDING` 1100 "collectives still pending (async barrier)"; 1200 and 1206 are Band C,
  * the fail-stop band), §4.3 (the device fault → status funnel every phase's wait goes through), §5.4 (the "Suspected
  * hang" lines of a collectives hang), runtime-synthesis §6 (`nrta_cc_prepare` → `nrta_cc_schedule` on the NRT_3.0.0
  * async pool). Ours (`docs/collectives.md`): the argument lists of `nrta_cc_prepare` / `nrta_cc_schedule` /
