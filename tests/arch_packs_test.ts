@@ -93,7 +93,7 @@ describe("arch pack specs", () => {
     const c = cayman.CAYMAN_SPEC.csr;
     const registers = [
       "ncBlockStride", "semaphoreRead", "semaphoreSet", "semaphoreIncrement", "semaphoreDecrement", "event", "swapTable", "swapFileIoTable",
-      "streamTable", "notificationQueue", "engineIp", "dma", "q7Iram", "q7Dram",
+      "ucodeCore", "streamTable", "notificationQueue", "engineIp", "dma", "q7Iram", "q7Dram",
     ] as const;
     for (const other of [mariana.MARIANA_SPEC.csr, sunda.SUNDA_SPEC.csr]) {
       expect(registers.filter((k) => other[k] === c[k])).toEqual([]);
@@ -113,6 +113,7 @@ describe("arch pack specs", () => {
         ["event", c.event, 4 * s.eventsPerCore],
         ["swapTable", c.swapTable, 8],
         ["swapFileIoTable", c.swapFileIoTable, 8],
+        ["ucodeCore", c.ucodeCore, 4 * (s.nxCoresPerNc + s.q7CoresPerNc)],
         ["streamTable", c.streamTable, 16 * c.streamSlots],
         ["notificationQueue", c.notificationQueue, 24],
         ["engineIp", c.engineIp, 20],

@@ -91,6 +91,7 @@ function symbolic(spec: SiliconSpec, e: TraceEntry): string {
     ["semaphoreSet", c.semaphoreSet, 4, spec.semaphoresPerCore],
     ["event", c.event, 4, spec.eventsPerCore],
     ["streamTable", c.streamTable, 16, c.streamSlots],
+    ["ucodeCore", c.ucodeCore, 4, spec.nxCoresPerNc + spec.q7CoresPerNc],
   ];
   for (const [name, at, stride, count] of windows) {
     if (rel >= at && rel < at + stride * count && (rel - at) % stride === 0) return `${e.op} nc${nc} ${name}[${(rel - at) / stride}] ${e.value}`;

@@ -44,6 +44,7 @@ export const MAVERICK_SPEC: SiliconSpec = Object.freeze({
     runStall: 0x3000,
     swapTable: 0x3100,
     swapFileIoTable: 0x3108,
+    ucodeCore: 0x3110,
     streamTable: 0x3200,
     streamSlots: 16,
     notificationQueue: 0x3400,

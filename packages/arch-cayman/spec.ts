@@ -50,6 +50,7 @@ export const CAYMAN_SPEC: SiliconSpec = Object.freeze({
     runStall: 0x3000,
     swapTable: 0x3010,
     swapFileIoTable: 0x3018,
+    ucodeCore: 0x3020,
     streamTable: 0x4000,
     streamSlots: 64,
     notificationQueue: 0x5000,

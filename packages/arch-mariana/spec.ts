@@ -56,6 +56,7 @@ export const MARIANA_SPEC: SiliconSpec = Object.freeze({
     runStall: 0x3000,
     swapTable: 0x3040,
     swapFileIoTable: 0x3048,
+    ucodeCore: 0x3050,
     streamTable: 0x8000,
     streamSlots: 128,
     notificationQueue: 0x9000,

@@ -55,6 +55,7 @@ export const SUNDA_SPEC: SiliconSpec = Object.freeze({
     runStall: null,
     swapTable: 0x2010,
     swapFileIoTable: 0x2018,
+    ucodeCore: 0x2020,
     streamTable: 0x2400,
     streamSlots: 64,
     notificationQueue: 0x2800,

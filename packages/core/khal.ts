@@ -27,7 +27,7 @@ import {
   type StreamEntryFields,
 } from "./isa.ts";
 import type { DeviceMemory, Portal } from "./portal.ts";
-import { ncBlock, type SiliconSpec } from "./silicon_spec.ts";
+import { ncBlock, type SiliconSpec, ucodeCoreAddr, UcodeCoreCommand } from "./silicon_spec.ts";
 import { NrtStatus } from "./status.ts";
 
 /** A Pool-engine ucode image pair (`nrt_ucode_info`: `{iram, dram}{bin, size}`). */
@@ -110,8 +110,19 @@ export interface Khal {
   q7ReleaseRunStall(t: HalTarget, nc: number): Promise<void>;
   /** `aws_hal_q7_swap_table`: one call points the NeuronCore's Q7 engine (all 8 cores) at an opcode table. */
   q7SwapTable(t: HalTarget, nc: number, tablePa: number): Promise<void>;
-  /** `aws_hal_q7_swap_file_io_table`: points the Q7 file-IO table at the stdio block. */
+  /** `aws_hal_q7_swap_file_io_table`: points the Q7 file-IO table at the stdio block (0 detaches it). */
   q7SwapFileIoTable(t: HalTarget, nc: number, blockPa: number): Promise<void>;
+  /**
+   * `ucode_core_print_logs` (seed: spmd-teardown §6.2): the device moves the core's pending kernel output into the
+   * pool_stdio rings; resolves once it is there, for the host to drain. Ours: a `UcodeCoreCommand.PRINT_LOGS` write
+   * to the core's `csr.ucodeCore` word.
+   */
+  ucodeCorePrintLogs(t: HalTarget, nc: number, kind: "nx" | "q7", index: number): Promise<void>;
+  /**
+   * `ucode_core_destroy` → `ucode_lib_core_destroy` (seed: spmd-teardown §6.3, "device-side: stop image, free
+   * IRAM/DRAM"). Ours: a `UcodeCoreCommand.DESTROY` write to the core's `csr.ucodeCore` word.
+   */
+  ucodeCoreDestroy(t: HalTarget, nc: number, kind: "nx" | "q7", index: number): Promise<void>;
   /** `tdrv_arch_get_sem_inc_addr`: BAR0 offset of a semaphore's increment window. */
   semIncAddr(nc: number, semaphore: number): number;
   /** BAR0 offset of a semaphore's read window. */
@@ -279,6 +290,14 @@ class SpecKhal implements Khal {
 
   async q7SwapFileIoTable(t: HalTarget, nc: number, blockPa: number): Promise<void> {
     await t.portal.barWrite(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.swapFileIoTable, u64Bytes(blockPa));
+  }
+
+  async ucodeCorePrintLogs(t: HalTarget, nc: number, kind: "nx" | "q7", index: number): Promise<void> {
+    await t.portal.barWrite32(t.device, 0, ucodeCoreAddr(this.spec, nc, kind, index), UcodeCoreCommand.PRINT_LOGS);
+  }
+
+  async ucodeCoreDestroy(t: HalTarget, nc: number, kind: "nx" | "q7", index: number): Promise<void> {
+    await t.portal.barWrite32(t.device, 0, ucodeCoreAddr(this.spec, nc, kind, index), UcodeCoreCommand.DESTROY);
   }
 
   semIncAddr(nc: number, semaphore: number): number {

@@ -31,6 +31,12 @@ export interface CsrLayout {
   readonly swapTable: number;
   /** 8-byte register: device address of the stdio file-IO block (`aws_hal_q7_swap_file_io_table`). */
   readonly swapFileIoTable: number;
+  /**
+   * Per-core ucode control words (ours: the seeds do not say how `nrtucode_core_destroy` reaches the device): one u32
+   * per core, the 5 NX cores first (word `i`), then the 8 Q7 cores (word `nxCoresPerNc + c`). A write is a
+   * {@linkcode UcodeCoreCommand}, a read the core's {@linkcode UcodeCoreState} (spmd-teardown §6.2/§6.3).
+   */
+  readonly ucodeCore: number;
   /** Instruction-stream table: {@linkcode CsrLayout.streamSlots} entries of 16 bytes. */
   readonly streamTable: number;
   /** Number of entries of the instruction-stream table. */
@@ -113,6 +119,37 @@ export interface SiliconSpec {
   readonly addressMap: AddressMap;
   /** The custom-op DMA queue bundle: `{ marker 16, rel_queue_idx, eng_lo, eng_hi }` (seed: runtime-synthesis §3.1). */
   readonly customOpQueueBundle: { readonly relQueueIdx: number; readonly engLo: number; readonly engHi: number };
+}
+
+/**
+ * What the host writes to a core's {@linkcode CsrLayout.ucodeCore} word at `tdrv_destroy` (seed: spmd-teardown §6.2,
+ * §6.3: `ucode_core_print_logs(core); ucode_core_destroy(core)` for each of the 5 NX and 8 Q7 cores). The values are
+ * ours.
+ */
+export const UcodeCoreCommand = {
+  /** `ucode_core_print_logs`: the device moves the core's pending kernel output into the pool_stdio rings. */
+  PRINT_LOGS: 1,
+  /** `ucode_core_destroy` → `ucode_lib_core_destroy`: "device-side: stop image, free IRAM/DRAM". */
+  DESTROY: 2,
+} as const;
+/** One ucode core command. */
+export type UcodeCoreCommand = typeof UcodeCoreCommand[keyof typeof UcodeCoreCommand];
+
+/** What a core's {@linkcode CsrLayout.ucodeCore} word reads (ours). */
+export const UcodeCoreState = {
+  /** Brought up (the reset state, and again after a new Pool image install). */
+  LIVE: 0,
+  /** Destroyed: its image is stopped and its IRAM/DRAM returned. */
+  STOPPED: 1,
+} as const;
+/** One ucode core state. */
+export type UcodeCoreState = typeof UcodeCoreState[keyof typeof UcodeCoreState];
+
+/** BAR0 offset of a core's {@linkcode CsrLayout.ucodeCore} word: NX core `index`, or Q7 core `index`. */
+export function ucodeCoreAddr(spec: SiliconSpec, nc: number, kind: "nx" | "q7", index: number): number {
+  const count = kind === "nx" ? spec.nxCoresPerNc : spec.q7CoresPerNc;
+  if (!Number.isInteger(index) || index < 0 || index >= count) throw new RangeError(`${kind.toUpperCase()} core ${index} is outside 0..${count - 1}`);
+  return ncBlock(spec, nc) + spec.csr.ucodeCore + 4 * (kind === "nx" ? index : spec.nxCoresPerNc + index);
 }
 
 /** `KBIN_DMA_RING_TYPE_CUSTOM_OP` (seed: runtime-synthesis §2.3). */

@@ -9,7 +9,8 @@
  * Seed: runtime-synthesis §1.2 layer 4 (the two physical write primitives: bulk `ndl_bar_write` for the Q7 image
  * install and the single CSR write), §2.1 (Q7 IRAM/DRAM install DRAM-then-IRAM ×8, run-stall CSR 0x3000 0xFF →
  * 0x00), §3.1 (`aws_hal_q7_swap_table`), §3.3 (the doorbell semaphore increment), lifecycle-error-model §5.3 (the NQ
- * head/tail/overflow registers).
+ * head/tail/overflow registers), spmd-teardown §6.2/§6.3 (`ucode_core_print_logs` + `ucode_core_destroy` per core:
+ * the per-core ucode words, whose offsets and values are ours).
  *
  * @module
  */
@@ -23,7 +24,7 @@ export { ENGINE_IP_BYTES, NcRegisters, NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENT
 /** The register a BAR0 offset decodes to; `byte` is the offset inside the register or window. */
 export type Bar0Register =
   | { kind: "semaphore"; nc: number; op: "read" | "set" | "increment" | "decrement"; byte: number }
-  | { kind: "event" | "run-stall" | "swap-table" | "swap-file-io" | "stream-table" | "nq" | "engine-ip" | "dma"; nc: number; byte: number }
+  | { kind: "event" | "run-stall" | "swap-table" | "swap-file-io" | "ucode-core" | "stream-table" | "nq" | "engine-ip" | "dma"; nc: number; byte: number }
   | { kind: "q7-iram" | "q7-dram"; nc: number; core: number; byte: number };
 
 /** Decodes one BAR0 access of `length` bytes, or throws `NrtError(NRT_INVALID)` naming the offset in hex. */
@@ -50,6 +51,7 @@ export function decodeBar0(spec: SiliconSpec, ncCount: number, offset: number, l
     ["run-stall", c.runStall, 4],
     ["swap-table", c.swapTable, 8],
     ["swap-file-io", c.swapFileIoTable, 8],
+    ["ucode-core", c.ucodeCore, 4 * (spec.nxCoresPerNc + spec.q7CoresPerNc)],
     ["stream-table", c.streamTable, STREAM_ENTRY_BYTES * c.streamSlots],
     ["nq", c.notificationQueue, NQ_REGISTER_BYTES],
     ["engine-ip", c.engineIp, ENGINE_IP_BYTES],
@@ -80,6 +82,11 @@ export interface Bar0Listener {
   swapTableWritten(nc: number): Promise<void> | void;
   /** A stream-table entry was written (its run count restarts; a stream installed or removed). */
   streamTableWritten(nc: number, slot: number): Promise<void> | void;
+  /**
+   * A command was written to a ucode core word (`UcodeCoreCommand`: print logs, destroy; word `i` < 5 is NX core `i`,
+   * then the Q7 cores). Resolves once the device has carried it out.
+   */
+  ucodeCoreWritten(nc: number, word: number, command: number): Promise<void> | void;
 }
 
 /** The BAR0 register file of one device, host side. */
@@ -113,6 +120,7 @@ export class Bar0 {
       case "semaphore":
       case "event":
       case "run-stall":
+      case "ucode-core":
       case "engine-ip": {
         if (reg.byte % 4 !== 0 || data.byteLength % 4 !== 0) this.#unaligned(offset, data.byteLength);
         const v = new DataView(data.buffer, data.byteOffset, data.byteLength);
@@ -181,6 +189,8 @@ export class Bar0 {
         return word(r.swapTable, reg.byte);
       case "swap-file-io":
         return word(r.swapFileIo, reg.byte);
+      case "ucode-core":
+        return reg.byte % 4 === 0 ? r.ucodeCoreState(reg.byte >> 2) >>> 0 : 0;
       case "stream-table":
         return word(r.streamTable, reg.byte);
       case "nq":
@@ -235,6 +245,11 @@ export class Bar0 {
       case "engine-ip":
         Atomics.store(r.engineIp, i, value >>> 0);
         return;
+      case "ucode-core": {
+        // The word reads the core's state, which only the device sets: a write is a command for it.
+        const p = this.#listener.ucodeCoreWritten(reg.nc, i, value >>> 0);
+        return p instanceof Promise ? p : undefined;
+      }
     }
     return;
   }

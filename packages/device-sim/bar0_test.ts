@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { NrtError, NrtStatus } from "@nrt/core";
-import { ncBlock } from "@nrt/core/hal";
+import { ncBlock, ucodeCoreAddr, UcodeCoreState } from "@nrt/core/hal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { decodeBar0 } from "./bar0.ts";
 import { DeviceSimPortal } from "./device_sim_portal.ts";
@@ -33,6 +33,26 @@ describe("Bar0", () => {
     expect((err as NrtError).status).toBe(NrtStatus.NRT_INVALID);
     expect((err as Error).message).toContain("0x7ff0");
     expect(() => decodeBar0(S, S.ncPerDevice, ncBlock(S, S.ncPerDevice), 4)).toThrow(NrtError);
+    await p.close();
+  });
+
+  test("Bar0 ucode core words (ours; spmd-teardown §6.3): Q7 core 3's DESTROY clears only its windows and state, an unknown command is refused", async () => {
+    const p = new DeviceSimPortal();
+    const nc = 1;
+    expect(decodeBar0(S, S.ncPerDevice, ucodeCoreAddr(S, nc, "q7", 3), 4)).toEqual({ kind: "ucode-core", nc, byte: 4 * (S.nxCoresPerNc + 3) });
+    const image = new Uint8Array([1, 2, 3, 4]);
+    for (const c of [2, 3]) await p.barWrite(0, 0, ncBlock(S, nc) + csr.q7Iram + c * csr.q7IramStride, image);
+    await p.barWrite32(0, 0, ucodeCoreAddr(S, nc, "q7", 3), 2);
+    const regs = p.mappedRegisters(0, nc);
+    expect([regs.image("iram", 2)?.length, regs.image("iram", 3)]).toEqual([4, undefined]);
+    expect(await p.barRead32(0, 0, ucodeCoreAddr(S, nc, "q7", 3))).toBe(UcodeCoreState.STOPPED);
+    expect(await p.barRead32(0, 0, ucodeCoreAddr(S, nc, "q7", 2))).toBe(UcodeCoreState.LIVE);
+    // A new install brings the core back.
+    await p.barWrite(0, 0, ncBlock(S, nc) + csr.q7Iram + 3 * csr.q7IramStride, image);
+    expect(await p.barRead32(0, 0, ucodeCoreAddr(S, nc, "q7", 3))).toBe(UcodeCoreState.LIVE);
+    const refused = await p.barWrite32(0, 0, ucodeCoreAddr(S, nc, "nx", 0), 7).catch((e: unknown) => e);
+    expect(String(refused)).toContain("Unknown ucode core command 7 for NX core 0");
+    expect(await p.barRead32(0, 0, ucodeCoreAddr(S, nc, "nx", 0))).toBe(UcodeCoreState.LIVE);
     await p.close();
   });
 

@@ -27,6 +27,7 @@ import { type MappedAllocation, MemorySpace } from "./memory.ts";
 import { type NcRegisterBuffers, NcRegisters } from "./nc_registers.ts";
 import type { Q7BootEvent, Q7ClusterFactory, Q7CoreResult } from "./q7_complex.ts";
 import { SimDevice } from "./sim_device.ts";
+import { ucodeCoreWritten } from "./ucode_core.ts";
 
 /** The doorbell ring: a header of 16 Int32 words, then entries of 4 (nc, semaphore, count, control sequence). */
 export const DoorbellRing = {
@@ -77,6 +78,7 @@ export type AgentMessage =
   | { readonly seq: number; readonly t: "run-stall"; readonly nc: number; readonly previous: number; readonly value: number }
   | { readonly seq: number; readonly t: "swap-table"; readonly nc: number }
   | { readonly seq: number; readonly t: "stream-table"; readonly nc: number; readonly slot: number }
+  | { readonly seq: number; readonly t: "ucode-core"; readonly nc: number; readonly word: number; readonly command: number }
   | { readonly seq: number; readonly t: "arm"; readonly nc: number; readonly fault: ArmedFault }
   | { readonly seq: number; readonly t: "disarm"; readonly id: number | undefined }
   | { readonly seq: number; readonly t: "reset-q7"; readonly nc: number }
@@ -206,6 +208,8 @@ export class DeviceAgent {
         return d.swapTableWritten(msg.nc);
       case "stream-table":
         return d.streamTableWritten(msg.nc, msg.slot);
+      case "ucode-core":
+        return ucodeCoreWritten(d.unit(msg.nc), d.spec, msg.word, msg.command);
       case "arm":
         return d.unit(msg.nc).faults.arm(msg.fault);
       case "disarm":

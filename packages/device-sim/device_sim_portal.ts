@@ -110,6 +110,7 @@ class HostDevice {
       runStallWritten: (nc, previous, value) => this.#request(nc, { t: "run-stall", nc, previous, value }),
       swapTableWritten: (nc) => this.#request(nc, { t: "swap-table", nc }),
       streamTableWritten: (nc, slot) => this.#request(nc, { t: "stream-table", nc, slot }),
+      ucodeCoreWritten: (nc, word, command) => this.#request(nc, { t: "ucode-core", nc, word, command }),
     });
     const groups = o.mode === "core" ? this.regs.map((_, nc) => [nc]) : [this.regs.map((_, nc) => nc)];
     const readers: DeviceLogReader[] = [];

@@ -11,7 +11,9 @@
  * Ours: the manager runs when the sequencer joins a dispatch (DRAIN) — before the completion record, so the host
  * drains a run's output in the same progress step that sees the completion — and on a faulted join. A full ring is
  * overwritten (the newest entry replaces the oldest unread one) and counted as an overrun; the published read index
- * is what tells the device a slot is free again.
+ * is what tells the device a slot is free again. At teardown, `ucode_core_print_logs` of Q7 core `c` (spmd-teardown
+ * §6.2) moves only core `c`'s staged entries ({@linkcode FileIoManager.flushCore}); the other cores' wait, in order,
+ * for their own.
  *
  * @module
  */
@@ -54,6 +56,8 @@ export class FileIoManager {
   readonly #q7: Q7Complex | undefined;
   /** Entries dropped because no valid ring was described (stdout off, no block). */
   dropped = 0;
+  /** Entries taken from the cluster by a per-core flush that belong to other cores (written at their turn). */
+  #held: Array<{ cpu: number; stream: number; text: string }> = [];
 
   /**
    * Creates the manager over a NeuronCore's registers, the device memory and its Q7 cores. Without Q7 cores (the
@@ -77,9 +81,31 @@ export class FileIoManager {
    * @returns The number of entries written.
    */
   flush(): number | Promise<number> {
-    if (this.blockPa === 0 || this.#q7 === undefined || !this.#q7.started) return 0;
+    if (this.blockPa === 0 || this.#q7 === undefined || !this.#q7.started) return this.blockPa === 0 ? 0 : this.#write(this.#take());
     const staged = this.#q7.drainStdio();
-    return staged instanceof Promise ? staged.then((s) => this.#write(s)) : this.#write(staged);
+    return staged instanceof Promise ? staged.then((s) => this.#write(this.#take(s))) : this.#write(this.#take(staged));
+  }
+
+  /**
+   * `ucode_core_print_logs` of Q7 core `cpu` (ours: the seed names the call, spmd-teardown §6.2, not what it moves):
+   * writes that core's staged printf entries into the HBM rings and keeps the other cores' for their own turn.
+   * Nothing moves while the file-IO table points nowhere.
+   *
+   * @returns The number of ring entries written.
+   */
+  async flushCore(cpu: number): Promise<number> {
+    if (this.blockPa === 0) return 0;
+    const fresh = this.#q7 !== undefined && this.#q7.started ? await this.#q7.drainStdio() : [];
+    const all = this.#take(fresh);
+    this.#held = all.filter((e) => e.cpu !== cpu);
+    return this.#write(all.filter((e) => e.cpu === cpu));
+  }
+
+  /** The held entries, then `fresh`, oldest first; the hold is emptied. */
+  #take(fresh: ReadonlyArray<{ cpu: number; stream: number; text: string }> = []): Array<{ cpu: number; stream: number; text: string }> {
+    const out = this.#held.length === 0 ? [...fresh] : [...this.#held, ...fresh];
+    this.#held = [];
+    return out;
   }
 
   #write(staged: ReadonlyArray<{ cpu: number; stream: number; text: string }>): number {

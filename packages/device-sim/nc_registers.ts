@@ -4,8 +4,9 @@
  * Besides the BAR0 registers it holds the device's status words the host may read (Q7 state, DMA queue counters).
  *
  * Seed: runtime-synthesis §1.2 layer 4 (BAR0: the semaphore windows, the run-stall CSR, the Q7 IRAM/DRAM windows
- * written by the bulk image write), lifecycle-error-model §5.3 (the NQ head/tail/overflow registers). The layout
- * inside the buffers is ours.
+ * written by the bulk image write), lifecycle-error-model §5.3 (the NQ head/tail/overflow registers), spmd-teardown
+ * §6.2/§6.3 (the per-core state `ucode_core_destroy` leaves: image stopped, IRAM/DRAM freed). The layout inside the
+ * buffers, and the per-core ucode words, are ours.
  *
  * @module
  */
@@ -75,6 +76,8 @@ export interface NcRegisterLayout {
   readonly queueBytes: number;
   readonly swapTable: number;
   readonly swapFileIo: number;
+  /** The per-core ucode state words (5 NX, then 8 Q7). */
+  readonly ucodeCore: number;
   readonly streamTable: number;
   readonly nq: number;
   readonly engineIp: number;
@@ -100,6 +103,7 @@ export function ncRegisterLayout(spec: SiliconSpec): NcRegisterLayout {
   const queueBytes = take(8 * 2 * spec.q7CoresPerNc);
   const swapTable = take(8);
   const swapFileIo = take(8);
+  const ucodeCore = take(4 * (spec.nxCoresPerNc + spec.q7CoresPerNc));
   const streamTable = take(STREAM_ENTRY_BYTES * spec.csr.streamSlots);
   const nq = take(NQ_REGISTER_BYTES);
   const engineIp = take(ENGINE_IP_BYTES);
@@ -116,6 +120,7 @@ export function ncRegisterLayout(spec: SiliconSpec): NcRegisterLayout {
     queueBytes,
     swapTable,
     swapFileIo,
+    ucodeCore,
     streamTable,
     nq,
     engineIp,
@@ -167,6 +172,7 @@ export class NcRegisters {
   /** Utilization counters ({@linkcode NcCounter}), written by the device, read by the host. */
   readonly counters: Float64Array;
   readonly #runStall: Int32Array;
+  readonly #ucodeCore: Int32Array;
   readonly #lengths: Uint32Array;
   readonly #imageBuffer: SharedArrayBuffer;
   readonly #spec: SiliconSpec;
@@ -186,6 +192,7 @@ export class NcRegisters {
     this.#runStall = new Int32Array(b, l.runStall, 1);
     this.status = new Int32Array(b, l.status, STATUS_WORDS);
     this.#lengths = new Uint32Array(b, l.imageLengths, 2 * spec.q7CoresPerNc);
+    this.#ucodeCore = new Int32Array(b, l.ucodeCore, spec.nxCoresPerNc + spec.q7CoresPerNc);
     this.queueBytes = new Float64Array(b, l.queueBytes, 2 * spec.q7CoresPerNc);
     this.counters = new Float64Array(b, l.counters, COUNTER_WORDS);
     this.swapTable = new Uint8Array(b, l.swapTable, 8);
@@ -243,6 +250,37 @@ export class NcRegisters {
     Atomics.store(this.nqWords, at >> 2, value | 0);
   }
 
+  /**
+   * The state of a ucode core (`UcodeCoreState` of `@nrt/core/hal`): word `i` is NX core `i`, word `nx + c` Q7 core
+   * `c`. Both sides map it; only the device writes it.
+   */
+  ucodeCoreState(word: number): number {
+    return Atomics.load(this.#ucodeCore, word);
+  }
+
+  /** Sets a ucode core's state word (device side). */
+  setUcodeCoreState(word: number, state: number): void {
+    Atomics.store(this.#ucodeCore, word, state);
+  }
+
+  /** Number of ucode core words (NX cores, then Q7 cores). */
+  get ucodeCoreCount(): number {
+    return this.#ucodeCore.length;
+  }
+
+  /**
+   * `ucode_core_destroy`'s device side for Q7 core `core` (seed: spmd-teardown §6.3, "stop image, free IRAM/DRAM"):
+   * both windows are zeroed and hold no image any more.
+   */
+  clearImage(core: number): void {
+    for (const kind of ["iram", "dram"] as const) {
+      const i = this.#lengthIndex(kind, core);
+      const n = this.#lengths[i];
+      if (n > 0) new Uint8Array(this.#imageBuffer, this.#imageOffset(kind, core), n).fill(0);
+      this.#lengths[i] = 0;
+    }
+  }
+
   /** The bytes installed in Q7 core `core`'s IRAM (`kind` "iram") or DRAM window, or `undefined` when none. */
   image(kind: "iram" | "dram", core: number): Uint8Array | undefined {
     const n = this.#lengths[this.#lengthIndex(kind, core)];
@@ -262,6 +300,11 @@ export class NcRegisters {
     const before = byte === 0 ? 0 : this.#lengths[i];
     new Uint8Array(this.#imageBuffer, at + byte, data.byteLength).set(data);
     this.#lengths[i] = Math.max(before, byte + data.byteLength);
+    // Ours: an install brings a destroyed core back; the first write of `aws_hal_q7_ucode_eng_init` (core 0's DRAM at
+    // byte 0) is the NeuronCore's bring-up, and brings its NX cores back too.
+    const nx = this.#spec.nxCoresPerNc;
+    Atomics.store(this.#ucodeCore, nx + core, 0);
+    if (core === 0 && kind === "dram" && byte === 0) for (let k = 0; k < nx; k++) Atomics.store(this.#ucodeCore, k, 0);
   }
 
   #lengthIndex(kind: "iram" | "dram", core: number): number {

@@ -223,6 +223,17 @@ export class Q7Complex {
     }
   }
 
+  /**
+   * The last of the 8 cores was destroyed (`ucode_core_destroy`, seed: spmd-teardown §6.3 "stop image, free
+   * IRAM/DRAM"): the Workers stop and the released image is forgotten, so nothing runs until a new install and
+   * release. The cores are back in their reset state, held.
+   */
+  unload(cause: string): void {
+    this.#stopCluster(cause);
+    this.#image = undefined;
+    this.#setState("stalled");
+  }
+
   /** Terminates the Workers (a Q7 reset or close); the next EXTENDED_INST boots a fresh cluster. */
   terminate(cause: string): void {
     this.#stopCluster(cause);

@@ -17,7 +17,8 @@
  * §5.5 `pool_stdio_queue_consume_all_entries` (copy-out in one or two segments, each 0xf0-byte host record taken at
  * `0x100 * slot + 0x10` — the +0x10 skips the 16-byte entry header; `read_idx_local += n`, published as a u64 through
  * the host-write-only pointer so the device reuses slots; `nlog(stream_tag)` with 3 = stdout, 1 = stderr);
- * §5.6 the 8×2 block drain, run on every `exec_request_progress_one_step`.
+ * §5.6 the 8×2 block drain, run on every `exec_request_progress_one_step`;
+ * §6.7 `pool_stdio_block_destroy` detaches the file-IO table before the frees.
  *
  * Ours (the seed leaves them open): the 0x280-byte info table is the 16 descriptors of 0x28 bytes (stdout [0..7],
  * then stderr [0..7]); the read indices live in the block at +0x400 / +0x420, the write index is the u32 in the 4
@@ -213,10 +214,19 @@ async function poolStdioQueueInit(
   return q;
 }
 
-/** `pool_stdio_block_destroy`: frees every ring, then the block. */
+/**
+ * `pool_stdio_block_destroy` (seed: spmd-teardown §6.7, "detach Q7 file-IO table, dmem_free queues + 0x440 block"):
+ * points the Q7 file-IO table at nothing (0), so the device stops writing into the rings, then frees every ring and
+ * the block. A step that fails does not stop the later ones; the first error is thrown at the end.
+ */
 export async function poolStdioBlockDestroy(s: PoolStdioServices, sb: PoolStdioBlock): Promise<void> {
   sb.initialized = false;
   let first: unknown;
+  try {
+    await s.khal.q7SwapFileIoTable(s.target, sb.nc, 0);
+  } catch (e) {
+    first ??= e;
+  }
   for (const list of [sb.stdoutQueues, sb.stderrQueues]) {
     for (let i = 0; i < list.length; i++) {
       const q = list[i];

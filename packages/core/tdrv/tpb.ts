@@ -6,7 +6,17 @@
  * check; `aws_hal_q7_ucode_eng_init` writes DRAM before IRAM to all 8 Q7 cores; `pool_stdio_block_init`; run-stall
  * released the per-arch way), spmd-teardown §5.2 (the 0x440-byte stdio HBM block, stdout/stderr queues wired in
  * slot [0]), §6.2 (`tdrv_destroy` per TPB: halt exec queue → 5 NX destroys → loadable-library destroys → 8 Q7
- * destroys, always all 8 → notification_destroy → pool_stdio_block_destroy → ucode_free_lib_set → model db).
+ * destroys, always all 8 → notification_destroy → pool_stdio_block_destroy → ucode_free_lib_set → model db), §6.3
+ * (`ucode_core_destroy`: "device-side: stop image, free IRAM/DRAM").
+ *
+ * The teardown's device effects ({@linkcode tpbDestroy}): each of the 13 cores' `ucode_core_print_logs` has the
+ * device move the core's pending kernel output into the pool_stdio rings, which the host drains to its logger right
+ * away, before the core's `ucode_core_destroy` stops its image and returns its IRAM/DRAM; `pool_stdio_block_destroy`
+ * runs only when the halt request succeeded (`if (!halt_error)`) and detaches the Q7 file-IO table before its frees.
+ * Ours (the seeds leave them open): the halt request is acknowledged by the device answering a read of its NQ head
+ * after the core's exec queue drained, and a failure of that read is the halt error; with a halt error the stdio block
+ * and its rings stay allocated and the file-IO table keeps pointing at them (the device may still write there), and
+ * the runtime logs it; NX cores run no kernel code in the simulator, so their print moves nothing.
  *
  * @module
  */
@@ -15,7 +25,7 @@ import { DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES } from "../config.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
 import { type HalTarget, type Khal, type NotificationQueue, overridePoolUcode, type PoolUcodeOverride } from "../khal.ts";
 import type { Logger } from "../log.ts";
-import { type PoolStdioBlock, poolStdioBlockDestroy, poolStdioBlockInit } from "../stdio/pool_stdio.ts";
+import { type PoolStdioBlock, poolStdioBlockDestroy, poolStdioBlockDrain, poolStdioBlockInit } from "../stdio/pool_stdio.ts";
 
 export { POOL_STDIO_BLOCK_BYTES } from "../stdio/pool_stdio.ts";
 
@@ -151,16 +161,44 @@ export async function tpbInit(s: TpbServices, nc: number, custom: PoolUcodeOverr
 }
 
 /**
- * `tdrv_destroy`'s per-TPB spine, in the seed's order. Always destroys all 8 Q7 cores, whatever `total_cpus` the
- * loaded libraries declared (seed: spmd-teardown §6.2 GOTCHA). `unstageModels` frees the model db.
+ * `hw_exec_queue_add_halt_request` (seed: spmd-teardown §6.2, "gates the core destroys"): the core takes no new work,
+ * its exec queue drains, and the device acknowledges. Ours: the acknowledgement is the device answering a read of its
+ * NQ head; the failure of that read is the `halt_error` that skips `pool_stdio_block_destroy`.
+ *
+ * @returns The halt error, or `undefined` when the halt succeeded.
+ */
+async function hwExecQueueAddHaltRequest(s: TpbServices, tpb: Tpb): Promise<unknown> {
+  tpb.halted = true;
+  await tpb.queue.idle();
+  try {
+    await s.khal.nqHead(s.target, tpb.nc);
+    return undefined;
+  } catch (e) {
+    return e ?? new Error("halt request failed");
+  }
+}
+
+/**
+ * `ucode_core_print_logs` then `ucode_core_destroy` of one core (seed: spmd-teardown §6.2, §6.3): the device moves
+ * the core's pending kernel output into the stdio rings, the host drains them to its logger, then the device stops
+ * the core's image and frees its IRAM/DRAM.
+ */
+async function ucodeCorePrintAndDestroy(s: TpbServices, tpb: Tpb, core: UcodeCore, step: (f: () => Promise<void>) => Promise<void>): Promise<void> {
+  await step(async () => {
+    await s.khal.ucodeCorePrintLogs(s.target, tpb.nc, core.kind, core.index);
+    await poolStdioBlockDrain(s, tpb.stdio);
+  });
+  await step(() => s.khal.ucodeCoreDestroy(s.target, tpb.nc, core.kind, core.index));
+}
+
+/**
+ * `tdrv_destroy`'s per-TPB spine, in the seed's order (spmd-teardown §6.2, §6.7): halt the exec queue; print and
+ * destroy the 5 NX cores; destroy the loadable libraries; print and destroy the 8 Q7 cores — always all 8, whatever
+ * `total_cpus` the loaded libraries declared (§6.2 GOTCHA); notification_destroy; `if (!halt_error)`
+ * pool_stdio_block_destroy; ucode_free_lib_set; the model db (`unstageModels`). A failing step does not stop the
+ * later ones; the first error is thrown at the end.
  */
 export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () => Promise<void>): Promise<void> {
-  tpb.halted = true;
-  s.event(`hw_exec_queue_add_halt_request nc=${tpb.nc}`);
-  await tpb.queue.idle();
-  for (const core of tpb.nx.splice(0)) s.event(`ucode_core_destroy nc=${tpb.nc} NX ${core.name}`);
-  for (const [key, lib] of tpb.extIsaLibs) s.event(`ucode_ll_destroy nc=${tpb.nc} ${key.slice(0, 8)} users=${lib.users}`);
-  for (const core of tpb.q7.splice(0)) s.event(`ucode_core_destroy nc=${tpb.nc} Q7 ${core.index}`);
   let first: unknown;
   const step = async (f: () => Promise<void>) => {
     try {
@@ -169,6 +207,17 @@ export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () =>
       first ??= e;
     }
   };
+  const haltError = await hwExecQueueAddHaltRequest(s, tpb);
+  s.event(`hw_exec_queue_add_halt_request nc=${tpb.nc}${haltError === undefined ? "" : " failed"}`);
+  for (const core of tpb.nx.splice(0)) {
+    await ucodeCorePrintAndDestroy(s, tpb, core, step);
+    s.event(`ucode_core_destroy nc=${tpb.nc} NX ${core.name}`);
+  }
+  for (const [key, lib] of tpb.extIsaLibs) s.event(`ucode_ll_destroy nc=${tpb.nc} ${key.slice(0, 8)} users=${lib.users}`);
+  for (const core of tpb.q7.splice(0)) {
+    await ucodeCorePrintAndDestroy(s, tpb, core, step);
+    s.event(`ucode_core_destroy nc=${tpb.nc} Q7 ${core.index}`);
+  }
   if (tpb.nq !== undefined) {
     const nq = tpb.nq;
     tpb.nq = undefined;
@@ -176,11 +225,17 @@ export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () =>
     await step(() => s.ledger.free(nq.dmem));
     s.event(`notification_destroy nc=${tpb.nc}`);
   }
-  if (tpb.stdio !== undefined) {
+  if (tpb.stdio !== undefined && haltError === undefined) {
     const b = tpb.stdio;
     tpb.stdio = undefined;
     await step(() => poolStdioBlockDestroy(s, b));
     s.event(`pool_stdio_block_destroy nc=${tpb.nc}`);
+  } else if (tpb.stdio !== undefined) {
+    // seed §6.2: `if (!halt_error) pool_stdio_block_destroy(…)` — skipped: the block, its rings and the file-IO table
+    // stay as they are (ours: logged, and left allocated, since the device may still write into them).
+    const why = haltError instanceof Error ? haltError.message : String(haltError);
+    s.log.warn(`[ND ${tpb.device}][NC ${tpb.nc}] exec queue halt failed (${why}): pool stdio block kept`, { nc: tpb.nc });
+    tpb.stdio = undefined;
   }
   for (const lib of tpb.extIsaLibs.values()) await step(() => s.ledger.free(lib.dmem));
   tpb.extIsaLibs.clear();
