@@ -139,7 +139,8 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
   for (const e of tpb) {
     const r = e.record;
     const q7 = r.q7 !== 0xff ? ` Q7 core ${r.q7}` : "";
-    const what = `TPB_ERROR error_id ${hex(r.code)} subtype ${e.subtype} (${e.text}) mask ${hex(r.mask, 4)} on engine ${ENGINE_NAMES[r.engine] ?? r.engine}${q7}`;
+    const seq = e.sequencerText === undefined ? "" : ` [${e.sequencerText}]`;
+    const what = `TPB_ERROR error_id ${hex(r.code)} subtype ${e.subtype} (${e.text})${seq} mask ${hex(r.mask, 4)} on engine ${ENGINE_NAMES[r.engine] ?? r.engine}${q7}`;
     if (e.fatal) log.error(`(FATAL-RT-UNDEFINED-STATE) ${where} ${what}, model ${modelName}`);
     else log.warn(`${where} ${what}, model ${modelName}: the execution completes with its result flagged`);
   }
