@@ -36,7 +36,9 @@ export interface LoadResult {
 
 async function run(job: LoadJob): Promise<LoadResult> {
   const host = new URL(job.url).hostname;
-  if (host !== "127.0.0.1" && host !== "localhost" && host !== "[::1]") throw new Error(`Refusing to load ${host}: loopback only`);
+  if (host !== "127.0.0.1" && host !== "localhost" && host !== "[::1]") {
+    throw new Error(`Refusing to load ${host}: loopback only`);
+  }
   const deadline = performance.now() + job.seconds * 1000;
   const latencies: number[] = [];
   let started = 0, errors = 0;
@@ -46,7 +48,11 @@ async function run(job: LoadJob): Promise<LoadResult> {
       started++;
       const t = performance.now();
       try {
-        const res = await fetch(job.url, { method: "POST", body: job.body, headers: { "content-type": "application/json" } });
+        const res = await fetch(job.url, {
+          method: "POST",
+          body: job.body,
+          headers: { "content-type": "application/json" },
+        });
         await res.arrayBuffer();
         if (res.status !== 200) errors++;
       } catch {
@@ -62,7 +68,10 @@ async function run(job: LoadJob): Promise<LoadResult> {
   return { completed: latencies.length, errors, elapsedMs, p50Ms: q(0.5), p99Ms: q(0.99) };
 }
 
-const scope = globalThis as unknown as { onmessage: ((e: MessageEvent<LoadJob>) => void) | null; postMessage(v: unknown): void };
+const scope = globalThis as unknown as {
+  onmessage: ((e: MessageEvent<LoadJob>) => void) | null;
+  postMessage(v: unknown): void;
+};
 scope.onmessage = (e) => {
   run(e.data).then((r) => scope.postMessage({ ok: r }), (err) => scope.postMessage({ error: String(err) }));
 };

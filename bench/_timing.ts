@@ -1,7 +1,9 @@
 /** Shared by the benchmarks: run counts and the median timing loop (warm-up first, then `runs` timed calls). */
 
 /** Timed runs per measurement (`RUNS` in the environment overrides). */
-export const RUNS: number = Number((globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.RUNS ?? 300);
+export const RUNS: number = Number(
+  (globalThis as { process?: { env: Record<string, string | undefined> } }).process?.env.RUNS ?? 300,
+);
 
 /** The median of `xs`. */
 export function median(xs: readonly number[]): number {
@@ -24,7 +26,9 @@ export async function timeUs(fn: () => Promise<unknown>, runs: number = RUNS): P
 export const RUNTIME: string = (globalThis as { Bun?: unknown }).Bun !== undefined ? "bun" : "deno";
 
 /** Whether the benchmark was asked for machine-readable output (`--json`, as `nrt bench --json` passes). */
-export const JSON_OUTPUT: boolean = ((globalThis as { process?: { argv: string[] } }).process?.argv ?? []).includes("--json");
+export const JSON_OUTPUT: boolean = ((globalThis as { process?: { argv: string[] } }).process?.argv ?? []).includes(
+  "--json",
+);
 
 /**
  * Prints one table of a benchmark: a title and `console.table` rows, or with `--json` one JSON line

@@ -37,7 +37,12 @@ type Case = (typeof CASES)[number];
 const inputData = (n: number) => new Uint8Array(new Float32Array(n).fill(1.5).buffer);
 
 /** A runtime on the simulated device with one model of `c` loaded on `cpus` Q7 cores; `first` is its first execute. */
-async function withModel<T>(c: Case, cpus: 1 | 8, agents: DeviceAgentMode, f: (execute: () => Promise<void>, first: number) => Promise<T>): Promise<T> {
+async function withModel<T>(
+  c: Case,
+  cpus: 1 | 8,
+  agents: DeviceAgentMode,
+  f: (execute: () => Promise<void>, first: number) => Promise<T>,
+): Promise<T> {
   const container = createNrtContainer({ agents });
   const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], logger: new MemoryLogger() });
   try {
@@ -57,7 +62,9 @@ async function withModel<T>(c: Case, cpus: 1 | 8, agents: DeviceAgentMode, f: (e
     const first = (performance.now() - t0) * 1000;
     const out = await outs.get("out").read();
     const want = c.fn === "vector_add" ? 3 : undefined;
-    if (want !== undefined && new Float32Array(out.buffer, out.byteOffset, 4)[0] !== want) throw new Error(`${c.name}: wrong result`);
+    if (want !== undefined && new Float32Array(out.buffer, out.byteOffset, 4)[0] !== want) {
+      throw new Error(`${c.name}: wrong result`);
+    }
     return await f(execute, first);
   } finally {
     await rt.close();
@@ -91,7 +98,13 @@ for (const c of CASES) {
   const runtimeUs = await withModel(c, 8, "device", (execute) => timeUs(execute));
   const bareUs = await bare(c, 8);
   const copyUs = await bare(c, 8, true);
-  vsLimit.push({ case: c.name, execute_us: Math.round(runtimeUs), bare_workers_us: Math.round(bareUs), plain_copy_us: Math.round(copyUs), ratio: +(runtimeUs / bareUs).toFixed(2) });
+  vsLimit.push({
+    case: c.name,
+    execute_us: Math.round(runtimeUs),
+    bare_workers_us: Math.round(bareUs),
+    plain_copy_us: Math.round(copyUs),
+    ratio: +(runtimeUs / bareUs).toFixed(2),
+  });
 }
 emit("exec", `Model.execute vs the raw kernel on 8 bare Workers + copies, median of ${RUNS} runs`, vsLimit);
 
@@ -99,9 +112,16 @@ emit("exec", `Model.execute vs the raw kernel on 8 bare Workers + copies, median
 const va = CASES[1];
 const spmd = [];
 for (const side of ["runtime", "bare Workers"] as const) {
-  const time = (cpus: 1 | 8) => side === "runtime" ? withModel(va, cpus, "device", (execute) => timeUs(execute)) : bare(va, cpus);
+  const time = (cpus: 1 | 8) =>
+    side === "runtime" ? withModel(va, cpus, "device", (execute) => timeUs(execute)) : bare(va, cpus);
   const one = await time(1), eight = await time(8);
-  spmd.push({ side, one_core_us: Math.round(one), eight_cores_us: Math.round(eight), speedup: +(one / eight).toFixed(2), goal: +(0.8 * Math.min(8, CPUS)).toFixed(2) });
+  spmd.push({
+    side,
+    one_core_us: Math.round(one),
+    eight_cores_us: Math.round(eight),
+    speedup: +(one / eight).toFixed(2),
+    goal: +(0.8 * Math.min(8, CPUS)).toFixed(2),
+  });
 }
 emit("exec", `SPMD: vector_add 1 MiB on 8 Q7 cores vs 1 (${CPUS} CPUs), median of ${RUNS} runs`, spmd);
 
@@ -133,7 +153,13 @@ const firsts = [];
         await model.unload();
       }
       const first = median(samples);
-      firsts.push({ case: c.name, first_execute_us: Math.round(first), steady_us: Math.round(steady), ratio: +(first / steady).toFixed(2), goal: 2 });
+      firsts.push({
+        case: c.name,
+        first_execute_us: Math.round(first),
+        steady_us: Math.round(steady),
+        ratio: +(first / steady).toFixed(2),
+        goal: 2,
+      });
     }
   } finally {
     await rt.close();
@@ -145,7 +171,10 @@ emit("exec", "First execute after a load in a running runtime (median of 10 load
 // 4. Where the device runs.
 const placements = [];
 for (const agents of ["device", "core", "inline"] as const) {
-  placements.push({ agents, noop_execute_us: Math.round(await withModel(CASES[0], 8, agents, (execute) => timeUs(execute))) });
+  placements.push({
+    agents,
+    noop_execute_us: Math.round(await withModel(CASES[0], 8, agents, (execute) => timeUs(execute))),
+  });
 }
 const bareNoop = await bare(CASES[0], 8);
 for (const p of placements) Object.assign(p, { ratio_to_bare: +(p.noop_execute_us / bareNoop).toFixed(2) });

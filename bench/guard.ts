@@ -139,9 +139,9 @@ emit(
   `Loop guard: vector_add 1 MiB (float32, ${N} elements) on one core (main thread, shared memory), ` +
     `median of ${RUNS} interleaved calls; spin stop time median of ${STOPS}`,
   BUILDS.map((b, k) => ({
-  build: b.name,
-  vector_add_us: Math.round(us[k]),
-  ratio_to_raw: +(us[k] / us[0]).toFixed(2),
-  spin_stop_ms: k === 0 ? "never" : +stops[k - 1].toFixed(2),
-})),
+    build: b.name,
+    vector_add_us: Math.round(us[k]),
+    ratio_to_raw: +(us[k] / us[0]).toFixed(2),
+    spin_stop_ms: k === 0 ? "never" : +stops[k - 1].toFixed(2),
+  })),
 );

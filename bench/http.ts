@@ -26,8 +26,17 @@ interface Server {
 }
 
 const g = globalThis as unknown as {
-  Bun?: { version: string; serve(o: { hostname: string; port: number; fetch: Fetch }): { port: number; stop(force?: boolean): Promise<void> } };
-  Deno?: { version: { deno: string }; serve(o: { hostname: string; port: number; onListen(a: { port: number }): void }, f: Fetch): { shutdown(): Promise<void> } };
+  Bun?: {
+    version: string;
+    serve(o: { hostname: string; port: number; fetch: Fetch }): { port: number; stop(force?: boolean): Promise<void> };
+  };
+  Deno?: {
+    version: { deno: string };
+    serve(
+      o: { hostname: string; port: number; onListen(a: { port: number }): void },
+      f: Fetch,
+    ): { shutdown(): Promise<void> };
+  };
 };
 const RUNTIME = g.Bun !== undefined ? "bun" : "deno";
 
@@ -43,14 +52,20 @@ function serve(fetch: Fetch): Promise<Server> {
   }
   const deno = g.Deno!;
   return new Promise((resolve) => {
-    const s = deno.serve({ hostname: "127.0.0.1", port: 0, onListen: (a) => resolve({ port: a.port, stop: () => s.shutdown() }) }, fetch);
+    const s = deno.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      onListen: (a) => resolve({ port: a.port, stop: () => s.shutdown() }),
+    }, fetch);
   });
 }
 
 function load(job: LoadJob): Promise<LoadResult> {
   const w = new Worker(new URL("./_http_client.ts", import.meta.url), { type: "module" });
   return new Promise<LoadResult>((resolve, reject) => {
-    w.onmessage = (e: MessageEvent<{ ok?: LoadResult; error?: string }>) => (e.data.ok ? resolve(e.data.ok) : reject(new Error(e.data.error)));
+    w.onmessage = (
+      e: MessageEvent<{ ok?: LoadResult; error?: string }>,
+    ) => (e.data.ok ? resolve(e.data.ok) : reject(new Error(e.data.error)));
     w.onerror = (e) => reject(new Error(String((e as ErrorEvent).message)));
     w.postMessage(job);
   }).finally(() => w.terminate());
@@ -58,24 +73,37 @@ function load(job: LoadJob): Promise<LoadResult> {
 
 /** One measurement in this runtime. */
 async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: LoadResult; ratio: number }> {
-  const connections = arg("connections", 64), requests = arg("requests", 20_000), seconds = arg("seconds", 10), instances = arg("instances", 4);
+  const connections = arg("connections", 64),
+    requests = arg("requests", 20_000),
+    seconds = arg("seconds", 10),
+    instances = arg("instances", 4);
   const wasm = new Uint8Array(readFileSync(new URL("../kernels/wasm/relu.wasm", import.meta.url)));
   const neff = buildCustomOpNeff({
     name: "relu.neff",
     target: CAYMAN_SPEC.name,
     inputs: [{ name: "x", dtype: "float32", shape: [8] }],
     outputs: [{ name: "y", dtype: "float32", shape: [8] }],
-    libraries: [{ name: "relu", wasm, totalCpus: Number(process.env.CPUS ?? 8) as 1 | 8, functions: [{ opcode: 1, name: "relu" }] }],
+    libraries: [{
+      name: "relu",
+      wasm,
+      totalCpus: Number(process.env.CPUS ?? 8) as 1 | 8,
+      functions: [{ opcode: 1, name: "relu" }],
+    }],
     calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
   });
   const container = createNrtContainer({ agents: (process.env.AGENTS ?? "device") as "device" });
   const runtime = await Runtime.init({ ...nrtPlugins(container), logger: new MemoryLogger() });
-  const files = filesFromMap({ "relu.neff": neff, "relu.json": new TextEncoder().encode(JSON.stringify({ vnc: 0, instances })) });
+  const files = filesFromMap({
+    "relu.neff": neff,
+    "relu.json": new TextEncoder().encode(JSON.stringify({ vnc: 0, instances })),
+  });
   const repository = new ModelRepository({ runtime, files });
   await repository.scan();
   await repository.loadAll();
   const app = createInferenceApp({ runtime, repository });
-  const body = JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2, -1, 0, 1, 2, 3, 4] }] });
+  const body = JSON.stringify({
+    inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2, -1, 0, 1, 2, 3, 4] }],
+  });
   const sample = await app.request("/v2/models/relu/infer", { method: "POST", body });
   const json = await sample.text();
   if (sample.status !== 200) throw new Error(`The bench model does not run: ${json}`);
@@ -90,7 +118,13 @@ async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: Lo
   const inferServer = await serve(app.fetch);
   const bareServer = await serve(bare.fetch);
   try {
-    const job = (port: number, n: number): LoadJob => ({ url: `http://127.0.0.1:${port}/v2/models/relu/infer`, body, connections, requests: n, seconds });
+    const job = (port: number, n: number): LoadJob => ({
+      url: `http://127.0.0.1:${port}/v2/models/relu/infer`,
+      body,
+      connections,
+      requests: n,
+      seconds,
+    });
     await load(job(inferServer.port, 500)); // warm-up: JIT, connections, staging buffers
     await load(job(bareServer.port, 500));
     const infer = await load(job(inferServer.port, requests));
@@ -108,9 +142,16 @@ async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: Lo
 
 function report(r: { runtime: string; infer: LoadResult; bare: LoadResult; ratio: number }): string {
   const line = (name: string, x: LoadResult) =>
-    `  ${name.padEnd(26)} ${String(Math.round(x.completed / (x.elapsedMs / 1000))).padStart(7)} req/s  ${String(x.completed).padStart(6)} requests  ` +
+    `  ${name.padEnd(26)} ${String(Math.round(x.completed / (x.elapsedMs / 1000))).padStart(7)} req/s  ${
+      String(x.completed).padStart(6)
+    } requests  ` +
     `p50 ${x.p50Ms.toFixed(2)} ms  p99 ${x.p99Ms.toFixed(2)} ms  errors ${x.errors}`;
-  return [`${r.runtime}:`, line("POST /infer (relu FP32[8])", r.infer), line("bare Hono route", r.bare), `  throughput ratio infer/bare: ${r.ratio.toFixed(2)}`].join("\n");
+  return [
+    `${r.runtime}:`,
+    line("POST /infer (relu FP32[8])", r.infer),
+    line("bare Hono route", r.bare),
+    `  throughput ratio infer/bare: ${r.ratio.toFixed(2)}`,
+  ].join("\n");
 }
 
 if (process.argv.includes("--child")) {

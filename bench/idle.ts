@@ -31,6 +31,12 @@ await rt.close();
 await container.resolve(PortalToken).close();
 const after = await rss();
 emit("idle", "Resident memory of an idle simulated Trn2 device (nothing loaded)", [
-  { process_before_MiB: +before.toFixed(1), with_idle_device_MiB: +idle.toFixed(1), device_MiB: +(idle - before).toFixed(1), after_close_MiB: +after.toFixed(1), goal_MiB: 100 },
+  {
+    process_before_MiB: +before.toFixed(1),
+    with_idle_device_MiB: +idle.toFixed(1),
+    device_MiB: +(idle - before).toFixed(1),
+    after_close_MiB: +after.toFixed(1),
+    goal_MiB: 100,
+  },
 ]);
 process.exit(0);

@@ -34,6 +34,16 @@ function bareRead(): number {
 const members = bareRead();
 const ours = await timeUs(() => Promise.resolve(void readNeff(file)), RUNS);
 const bare = await timeUs(() => Promise.resolve(void bareRead()), RUNS);
-emit("neff", `readNeff(matmul_large.neff, ${file.byteLength} B, ${members} members) vs node:zlib gunzip + ustar walk, median of ${RUNS} runs`, [
-  { case: "matmul_large.neff", readNeff_us: Math.round(ours), gunzip_ustar_us: Math.round(bare), ratio: +(ours / bare).toFixed(2), goal: 1.3 },
-]);
+emit(
+  "neff",
+  `readNeff(matmul_large.neff, ${file.byteLength} B, ${members} members) vs node:zlib gunzip + ustar walk, median of ${RUNS} runs`,
+  [
+    {
+      case: "matmul_large.neff",
+      readNeff_us: Math.round(ours),
+      gunzip_ustar_us: Math.round(bare),
+      ratio: +(ours / bare).toFixed(2),
+      goal: 1.3,
+    },
+  ],
+);

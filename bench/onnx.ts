@@ -41,7 +41,12 @@ const CASES = [
   { what: "Relu of 16 floats (the floor)", onnx: reluModel(), shape: [1, 16], goal: undefined },
   { what: "MLP 784-256-128-10, batch 1", onnx: denseMlpModel([784, 256, 128, 10]), shape: [1, 784], goal: 3 },
   { what: "MLP 784-256-128-10, batch 8", onnx: denseMlpModel([784, 256, 128, 10]), shape: [8, 784], goal: 3 },
-  { what: "CNN conv 32-32-64-64, 32x32, batch 1", onnx: vggModel([32, 32, 64, 64], 32), shape: [1, 3, 32, 32], goal: 2 },
+  {
+    what: "CNN conv 32-32-64-64, 32x32, batch 1",
+    onnx: vggModel([32, 32, 64, 64], 32),
+    shape: [1, 3, 32, 32],
+    goal: 2,
+  },
   { what: "CNN conv 8-16, 16x16, batch 32", onnx: cnnModel(), shape: [32, 3, 16, 16], goal: undefined },
   { what: "transformer block S=8 D=32, batch 4", onnx: transformerModel(), shape: [4, 8, 32], goal: undefined },
 ] as const;
@@ -92,7 +97,10 @@ try {
     }
     const a = median(nrtMs), b = median(ortMs);
     // Bytes the DMA moves per execution: every call's inputs in and outputs out (weights included).
-    const moved = compiled.calls.reduce((a, k) => a + [...k.inputs, ...k.outputs].reduce((x, v) => x + compiled.values[v].byteLength, 0), 0);
+    const moved = compiled.calls.reduce(
+      (a, k) => a + [...k.inputs, ...k.outputs].reduce((x, v) => x + compiled.values[v].byteLength, 0),
+      0,
+    );
     rows.push({
       model: c.what,
       calls: `${compiled.calls.length} (${compiled.stats.singleCore} on 1 core)`,
@@ -110,5 +118,9 @@ try {
   await rt.close();
   await container.resolve(PortalToken).close();
 }
-emit("onnx", `compiled ONNX on the simulated device vs onnxruntime-web (wasm, 1 thread), median of ${RUNS * ROUNDS} runs each`, rows);
+emit(
+  "onnx",
+  `compiled ONNX on the simulated device vs onnxruntime-web (wasm, 1 thread), median of ${RUNS * ROUNDS} runs each`,
+  rows,
+);
 process.exit(0);

@@ -22,7 +22,12 @@ const SETS = Number(env.SETS ?? 3);
 const ROUNDS = 3;
 
 const container = createNrtContainer();
-const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+const rt = await Runtime.init({
+  ...nrtPlugins(container),
+  visibleCores: [0, 1],
+  virtualCoreSize: 1,
+  logger: new MemoryLogger(),
+});
 try {
   const f32 = (name: string) => ({ name, dtype: "float32", shape: [N] });
   const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a"), f32("b")], [f32("out")]));
@@ -33,7 +38,9 @@ try {
   }));
   const sets: Array<{ a: Tensor; b: Tensor; out: Tensor; ins: TensorSet; outs: TensorSet }> = [];
   for (let s = 0; s < SETS; s++) {
-    const [a, b, out] = await Promise.all(["a", "b", "out"].map((n) => rt.allocateTensor({ size: N * 4, name: `${n}${s}` })));
+    const [a, b, out] = await Promise.all(
+      ["a", "b", "out"].map((n) => rt.allocateTensor({ size: N * 4, name: `${n}${s}` })),
+    );
     const ins = new TensorSet(), outs = new TensorSet();
     ins.add("a", a);
     ins.add("b", b);
@@ -69,7 +76,9 @@ try {
       const free = lastExec[i] === undefined ? [] : [lastExec[i]!];
       const wa = rt.nrta.tensorWrite(s.a, h.a, 0, { queue: 0, after: free });
       const wb = rt.nrta.tensorWrite(s.b, h.b, 0, { queue: 1, after: free });
-      const x = rt.nrta.executeSchedule(rt.prepareExecution(model, s.ins, s.outs), { after: [wa, wb, ...(lastRead[i] ? [lastRead[i]!] : [])] });
+      const x = rt.nrta.executeSchedule(rt.prepareExecution(model, s.ins, s.outs), {
+        after: [wa, wb, ...(lastRead[i] ? [lastRead[i]!] : [])],
+      });
       const r = rt.nrta.tensorRead(h.out, s.out, 0, N * 4, { after: [x] });
       lastExec[i] = x;
       lastRead[i] = r;
@@ -98,7 +107,12 @@ try {
   }
   const best = (xs: number[]) => Math.min(...xs);
   const mb = (BATCHES * 3 * N * 4) / 2 ** 20;
-  const row = (name: string, ms: number) => ({ mode: name, ms: +ms.toFixed(1), batches_per_s: +((BATCHES / ms) * 1000).toFixed(0), MiB_per_s: +((mb / ms) * 1000).toFixed(0) });
+  const row = (name: string, ms: number) => ({
+    mode: name,
+    ms: +ms.toFixed(1),
+    batches_per_s: +((BATCHES / ms) * 1000).toFixed(0),
+    MiB_per_s: +((mb / ms) * 1000).toFixed(0),
+  });
   const ratio = +(best(times.sync) / best(times.nrta)).toFixed(2);
   // The most any overlap can gain on this machine: the sync loop's wall time against its CPU time (host, device
   // agent and Q7 Workers together) spread over every CPU.
@@ -107,12 +121,24 @@ try {
   const ceiling = +(best(times.sync) / Math.max(syncCpu / cpus, 1e-9)).toFixed(2);
   emit(
     "pipeline",
-    `nrta_* pipeline vs nrt_execute (sync): ${BATCHES} batches of 2 × ${(N * 4) / 1024} KiB in + ${(N * 4) / 1024} KiB out, ` +
+    `nrta_* pipeline vs nrt_execute (sync): ${BATCHES} batches of 2 × ${(N * 4) / 1024} KiB in + ${
+      (N * 4) / 1024
+    } KiB out, ` +
       `${SETS} buffer sets, best of ${ROUNDS}; throughput ratio ${ratio}×; the sync loop keeps ` +
       `${(syncCpu / best(times.sync)).toFixed(2)} of ${cpus} CPUs busy, so no overlap can beat ${ceiling}× here`,
     [
-      { ...row("nrt_execute (sync)", best(times.sync)), cpus_busy: +(syncCpu / best(times.sync)).toFixed(2), ratio: 1, ceiling },
-      { ...row("nrta_* pipeline", best(times.nrta)), cpus_busy: +(Math.min(...cpu.nrta) / best(times.nrta)).toFixed(2), ratio, ceiling },
+      {
+        ...row("nrt_execute (sync)", best(times.sync)),
+        cpus_busy: +(syncCpu / best(times.sync)).toFixed(2),
+        ratio: 1,
+        ceiling,
+      },
+      {
+        ...row("nrta_* pipeline", best(times.nrta)),
+        cpus_busy: +(Math.min(...cpu.nrta) / best(times.nrta)).toFixed(2),
+        ratio,
+        ceiling,
+      },
     ],
   );
 } finally {

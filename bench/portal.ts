@@ -22,12 +22,15 @@ import { connectDeviceDaemon } from "../packages/cli/transports.ts";
 import type { RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { emit, RUNS, timeUs } from "./_timing.ts";
-import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
+import { ArchPackToken, nrtPlugins, PortalToken } from "@nrt/cli";
 import { cayman } from "@nrt/arch-cayman";
 
-
-
-const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, { name: "vector_add", fn: "vector_add", n: (1 << 20) / 4, ins: 2 }];
+const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, {
+  name: "vector_add",
+  fn: "vector_add",
+  n: (1 << 20) / 4,
+  ins: 2,
+}];
 
 /** Median execute time (µs) of each case on the portal registered in `c`. */
 async function executeTimes(c: DependencyContainer): Promise<number[]> {
@@ -81,7 +84,9 @@ local.register(PortalToken, { useValue: sim });
 const dir = mkdtempSync(join(tmpdir(), "nrt-bench-"));
 const sock = join(dir, "d.sock");
 const bun = new URL("../node_modules/.bin/bun", import.meta.url).pathname;
-const daemon = spawn(bun, [new URL("../packages/cli/device_daemon.ts", import.meta.url).pathname, "--socket", sock], { stdio: ["ignore", "pipe", "ignore"] });
+const daemon = spawn(bun, [new URL("../packages/cli/device_daemon.ts", import.meta.url).pathname, "--socket", sock], {
+  stdio: ["ignore", "pipe", "ignore"],
+});
 let remote: RemotePortal | undefined;
 try {
   await new Promise<void>((resolve, reject) => {
@@ -103,13 +108,22 @@ try {
   const overSocket = await executeTimes(rc);
   const [csrLocal, bulkLocal] = await portalTimes(sim);
   const [csrRemote, bulkRemote] = await portalTimes(remote);
-  const row = (name: string, a: number, b: number) => ({ case: name, in_process_us: Math.round(a), remote_us: Math.round(b), ratio: +(b / a).toFixed(2) });
-  emit("portal", `nrt_execute on the remote backend (daemon process, Unix socket) vs in-process, median of ${RUNS} runs each`, [
-    row("execute noop", inProcess[0], overSocket[0]),
-    row("execute vector_add 1 MiB", inProcess[1], overSocket[1]),
-    row("barRead32 round trip", csrLocal, csrRemote),
-    row("memWrite+memRead 1 MiB", bulkLocal, bulkRemote),
-  ]);
+  const row = (name: string, a: number, b: number) => ({
+    case: name,
+    in_process_us: Math.round(a),
+    remote_us: Math.round(b),
+    ratio: +(b / a).toFixed(2),
+  });
+  emit(
+    "portal",
+    `nrt_execute on the remote backend (daemon process, Unix socket) vs in-process, median of ${RUNS} runs each`,
+    [
+      row("execute noop", inProcess[0], overSocket[0]),
+      row("execute vector_add 1 MiB", inProcess[1], overSocket[1]),
+      row("barRead32 round trip", csrLocal, csrRemote),
+      row("memWrite+memRead 1 MiB", bulkLocal, bulkRemote),
+    ],
+  );
 } finally {
   await remote?.close();
   await sim.close();

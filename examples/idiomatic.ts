@@ -31,7 +31,9 @@ export async function main(log: (s: string) => void = console.log): Promise<numb
   await model.execute(inputs, outputs); // throws NrtError with the status on failure
   const p = new Float32Array((await probs.read()).slice().buffer);
   const rows = [0, 1, 2, 3].map((r) => Array.from(p.subarray(r * 8, r * 8 + 8)));
-  log(`row 0: ${rows[0].map((v) => v.toFixed(4)).join(" ")} (sums to ${rows[0].reduce((a, b) => a + b, 0).toFixed(4)})`);
+  log(
+    `row 0: ${rows[0].map((v) => v.toFixed(4)).join(" ")} (sums to ${rows[0].reduce((a, b) => a + b, 0).toFixed(4)})`,
+  );
   await logits.free();
   await probs.free();
   return rows;

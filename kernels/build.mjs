@@ -5,7 +5,7 @@
 //   node kernels/build.mjs --out DIR    write them to DIR instead
 //
 // Other modules (kernels/build_test.ts) import buildKernels() to rebuild in memory.
-import { readdir, mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import process from "node:process";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -27,13 +27,18 @@ export const WASM_DIR = join(KERNELS_DIR, "wasm");
 export const KERNEL_FLAGS = Object.freeze([
   "--importMemory", // the NeuronCore's memory is the import env.memory ...
   "--sharedMemory", // ... shared by the 8 cores ...
-  "--initialMemory", "0", // ... asking for no minimum size (the kernel holds no data) ...
-  "--maximumMemory", "65536", // ... and declaring the full 4 GiB maximum a shared memory must name.
-  "--enable", "threads",
-  "--runtime", "stub", // no GC; nothing allocates anyway.
+  "--initialMemory",
+  "0", // ... asking for no minimum size (the kernel holds no data) ...
+  "--maximumMemory",
+  "65536", // ... and declaring the full 4 GiB maximum a shared memory must name.
+  "--enable",
+  "threads",
+  "--runtime",
+  "stub", // no GC; nothing allocates anyway.
   "-O3",
   "--noAssert",
-  "--use", "abort=", // no env.abort import and no message strings in a data segment.
+  "--use",
+  "abort=", // no env.abort import and no message strings in a data segment.
 ]);
 
 /**

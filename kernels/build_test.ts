@@ -114,7 +114,10 @@ describe("kernels/build.mjs", () => {
       // flags 0x03 = has maximum + shared
       expect({ name, memoryLimits }).toEqual({ name, memoryLimits: [0x03, 0, 65536] });
       // 0 custom (names), 8 start, 11 data, 12 data count
-      expect({ name, forbidden: sections.filter((id) => [0, 8, 11, 12].includes(id)) }).toEqual({ name, forbidden: [] });
+      expect({ name, forbidden: sections.filter((id) => [0, 8, 11, 12].includes(id)) }).toEqual({
+        name,
+        forbidden: [],
+      });
       // No memory or global definitions either: a kernel owns no state.
       expect({ name, owned: sections.filter((id) => id === 5 || id === 6) }).toEqual({ name, owned: [] });
     }

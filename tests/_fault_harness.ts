@@ -46,7 +46,13 @@ export async function harness(o: HarnessOptions = {}): Promise<Harness> {
   const arch = o.arch ?? "cayman";
   // The device's watchdog (ours) has the host's budget: a hung run is dropped by the device, the host only times out.
   const watchdogMs = (o.execTimeoutSeconds ?? 30) * 1000;
-  const sim = new DeviceSimPortal(arch === "sunda" ? { spec: SUNDA_SPEC, watchdogMs } : arch === "mariana" ? { spec: MARIANA_SPEC, watchdogMs } : { watchdogMs });
+  const sim = new DeviceSimPortal(
+    arch === "sunda"
+      ? { spec: SUNDA_SPEC, watchdogMs }
+      : arch === "mariana"
+      ? { spec: MARIANA_SPEC, watchdogMs }
+      : { watchdogMs },
+  );
   opened.push(sim);
   const trace = new TracingPortal(sim);
   const log = new MemoryLogger();
@@ -93,7 +99,9 @@ export async function load(rt: Runtime, neff: Uint8Array, vnc: number): Promise<
     await x.write(new Uint8Array(Float32Array.from({ length: t.size / 4 }, (_, i) => i - 8).buffer));
     ins.add(t.name, x);
   }
-  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: vnc, size: t.size, name: t.name }));
+  for (const t of model.outputs) {
+    outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: vnc, size: t.size, name: t.name }));
+  }
   return { model, ins, outs };
 }
 
@@ -129,7 +137,12 @@ export async function until(cond: () => boolean, what: string, turns = 20_000): 
  * virtual time the wait took. `ready` delays the clock until the device reached the state to test (default: the armed
  * fault fired; e.g. a kernel spinning).
  */
-export async function execHung(h: Harness, l: Loaded, budgetMs: number, ready?: () => boolean): Promise<{ status: number; waitedMs: number }> {
+export async function execHung(
+  h: Harness,
+  l: Loaded,
+  budgetMs: number,
+  ready?: () => boolean,
+): Promise<{ status: number; waitedMs: number }> {
   // By default the clock moves once the device has taken the doorbell and the armed fault fired: the device is an
   // agent of its own, and a budget that ran out before it even started the run would aim the fault at a later run.
   const firedBefore = h.sim.faults.fired().length;
@@ -149,17 +162,92 @@ export async function execHung(h: Harness, l: Loaded, budgetMs: number, ready?: 
 }
 
 /** The fault kinds of the matrix with the status each must produce and a piece of its log line. */
-export const FAULT_CASES: ReadonlyArray<{ name: string; spec: Omit<FaultSpec, "nc">; status: number; line: RegExp; poisons: boolean }> = [
-  { name: "tpb-error", spec: { kind: "tpb-error", mask: 0x10 }, status: NrtStatus.NRT_HW_ERROR, line: /\(FATAL-RT-UNDEFINED-STATE\) \[ND 0\]\[NC \d\] TPB_ERROR error_id 0x0a/, poisons: false },
-  { name: "hbm-ue unrepairable", spec: { kind: "hbm-ue" }, status: NrtStatus.NRT_EXEC_HW_ERR_HBM_UE, line: /\[ND 0\] Uncorrectable HBM memory error is detected\. Execution results may be invalid\. Please terminate this instance/, poisons: true },
-  { name: "hbm-ue repairable", spec: { kind: "hbm-ue", repairable: true }, status: NrtStatus.NRT_EXEC_HW_ERR_REPAIRABLE_HBM_UE, line: /Please reload the neuron driver or reboot your EC2 instance/, poisons: true },
-  { name: "nc-ue", spec: { kind: "nc-ue", metadata: 0xbeef }, status: NrtStatus.NRT_EXEC_HW_ERR_NC_UE, line: /Uncorrectable memory error is detected, metadata: 0xbeef\. .*Please terminate or stop\/start this instance/, poisons: true },
-  { name: "dma-abort", spec: { kind: "dma-abort", engine: 3 }, status: NrtStatus.NRT_EXEC_HW_ERR_DMA_ABORT, line: /DMA engine 3 is aborted \(engine state 3\)/, poisons: true },
-  { name: "oob", spec: { kind: "oob" }, status: NrtStatus.NRT_EXEC_OOB, line: /out-of-bounds access on model/, poisons: false },
-  { name: "nq-overflow", spec: { kind: "nq-overflow" }, status: NrtStatus.NRT_EXEC_SW_NQ_OVERFLOW, line: /notification queue overflow on model/, poisons: true },
-  { name: "hang", spec: { kind: "hang" }, status: NrtStatus.NRT_TIMEOUT, line: /execution timeout \(30000 ms\) on model relu\.neff, waiting for execution completion notification/, poisons: false },
-  { name: "collectives-hang", spec: { kind: "collectives-hang" }, status: NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES, line: /missing collectives status on model relu\.neff\. Suspected hang in waiting for barrier/, poisons: true },
-  { name: "network-proxy", spec: { kind: "network-proxy" }, status: NrtStatus.NRT_NETWORK_PROXY_FAILURE, line: /network proxy failure/, poisons: true },
-  { name: "fp-nan", spec: { kind: "fp-nan" }, status: NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR, line: /TPB_ERROR error_id 0x09 .*the execution completes/, poisons: false },
-  { name: "recoverable", spec: { kind: "recoverable" }, status: NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR, line: /TPB_ERROR error_id 0x09 .*the execution completes/, poisons: false },
+export const FAULT_CASES: ReadonlyArray<
+  { name: string; spec: Omit<FaultSpec, "nc">; status: number; line: RegExp; poisons: boolean }
+> = [
+  {
+    name: "tpb-error",
+    spec: { kind: "tpb-error", mask: 0x10 },
+    status: NrtStatus.NRT_HW_ERROR,
+    line: /\(FATAL-RT-UNDEFINED-STATE\) \[ND 0\]\[NC \d\] TPB_ERROR error_id 0x0a/,
+    poisons: false,
+  },
+  {
+    name: "hbm-ue unrepairable",
+    spec: { kind: "hbm-ue" },
+    status: NrtStatus.NRT_EXEC_HW_ERR_HBM_UE,
+    line:
+      /\[ND 0\] Uncorrectable HBM memory error is detected\. Execution results may be invalid\. Please terminate this instance/,
+    poisons: true,
+  },
+  {
+    name: "hbm-ue repairable",
+    spec: { kind: "hbm-ue", repairable: true },
+    status: NrtStatus.NRT_EXEC_HW_ERR_REPAIRABLE_HBM_UE,
+    line: /Please reload the neuron driver or reboot your EC2 instance/,
+    poisons: true,
+  },
+  {
+    name: "nc-ue",
+    spec: { kind: "nc-ue", metadata: 0xbeef },
+    status: NrtStatus.NRT_EXEC_HW_ERR_NC_UE,
+    line: /Uncorrectable memory error is detected, metadata: 0xbeef\. .*Please terminate or stop\/start this instance/,
+    poisons: true,
+  },
+  {
+    name: "dma-abort",
+    spec: { kind: "dma-abort", engine: 3 },
+    status: NrtStatus.NRT_EXEC_HW_ERR_DMA_ABORT,
+    line: /DMA engine 3 is aborted \(engine state 3\)/,
+    poisons: true,
+  },
+  {
+    name: "oob",
+    spec: { kind: "oob" },
+    status: NrtStatus.NRT_EXEC_OOB,
+    line: /out-of-bounds access on model/,
+    poisons: false,
+  },
+  {
+    name: "nq-overflow",
+    spec: { kind: "nq-overflow" },
+    status: NrtStatus.NRT_EXEC_SW_NQ_OVERFLOW,
+    line: /notification queue overflow on model/,
+    poisons: true,
+  },
+  {
+    name: "hang",
+    spec: { kind: "hang" },
+    status: NrtStatus.NRT_TIMEOUT,
+    line: /execution timeout \(30000 ms\) on model relu\.neff, waiting for execution completion notification/,
+    poisons: false,
+  },
+  {
+    name: "collectives-hang",
+    spec: { kind: "collectives-hang" },
+    status: NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES,
+    line: /missing collectives status on model relu\.neff\. Suspected hang in waiting for barrier/,
+    poisons: true,
+  },
+  {
+    name: "network-proxy",
+    spec: { kind: "network-proxy" },
+    status: NrtStatus.NRT_NETWORK_PROXY_FAILURE,
+    line: /network proxy failure/,
+    poisons: true,
+  },
+  {
+    name: "fp-nan",
+    spec: { kind: "fp-nan" },
+    status: NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR,
+    line: /TPB_ERROR error_id 0x09 .*the execution completes/,
+    poisons: false,
+  },
+  {
+    name: "recoverable",
+    spec: { kind: "recoverable" },
+    status: NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR,
+    line: /TPB_ERROR error_id 0x09 .*the execution completes/,
+    poisons: false,
+  },
 ];

@@ -4,7 +4,14 @@
  */
 import { type CustomOpTensorSpec, MemoryLogger, Runtime, type RuntimeInitOptions } from "@nrt/core";
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import { createInferenceApp, filesFromMap, type InferenceLimits, InferenceMetrics, ModelRepository, type RepositoryFiles } from "@nrt/http-api";
+import {
+  createInferenceApp,
+  filesFromMap,
+  type InferenceLimits,
+  InferenceMetrics,
+  ModelRepository,
+  type RepositoryFiles,
+} from "@nrt/http-api";
 import type { Hono } from "hono";
 import type { DeviceSimPortal, FaultSpec } from "@nrt/device-sim";
 import { oneOpNeff } from "./_kernels.ts";
@@ -20,12 +27,21 @@ const t = (name: string, dtype: string, shape: number[]): CustomOpTensorSpec => 
 export function testModels(): Record<string, Uint8Array> {
   return {
     "relu.neff": oneOpNeff("relu", "relu", [t("x", "float32", [8])], [t("y", "float32", [8])]),
-    "add.neff": oneOpNeff("vector_add", "vector_add", [t("a", "float32", [16]), t("b", "float32", [16])], [t("out", "float32", [16])]),
+    "add.neff": oneOpNeff("vector_add", "vector_add", [t("a", "float32", [16]), t("b", "float32", [16])], [
+      t("out", "float32", [16]),
+    ]),
     "cpu_map.neff": oneOpNeff("cpu_map", "cpu_map", [t("x", "float32", [16])], [t("y", "int32", [16])]),
     "mixed.neff": oneOpNeff(
       "noop",
       "noop",
-      [t("h", "float16", [4]), t("bf", "bfloat16", [2, 2]), t("i", "int32", [2, 3]), t("flag", "bool", [3]), t("u8", "uint8", [5]), t("l", "int64", [2])],
+      [
+        t("h", "float16", [4]),
+        t("bf", "bfloat16", [2, 2]),
+        t("i", "int32", [2, 3]),
+        t("flag", "bool", [3]),
+        t("u8", "uint8", [5]),
+        t("l", "int64", [2]),
+      ],
       [t("oh", "float16", [4]), t("oi", "int64", [3]), t("od", "float64", [2])],
       1,
     ),
@@ -70,12 +86,23 @@ export async function httpFixture(options: {
   const runtime = await Runtime.init({ logger, ...options.runtime, ...nrtPlugins(container) });
   const files = options.files ?? testModels();
   const repoFiles = filesFromMap(files);
-  const repository = new ModelRepository({ runtime, files: options.wrapFiles?.(repoFiles) ?? repoFiles, maxQueue: options.maxQueue });
+  const repository = new ModelRepository({
+    runtime,
+    files: options.wrapFiles?.(repoFiles) ?? repoFiles,
+    maxQueue: options.maxQueue,
+  });
   await repository.scan();
   await repository.loadAll();
   const metrics = new InferenceMetrics();
   const modelControl = options.modelControl ?? "explicit";
-  const app = createInferenceApp({ runtime, repository, limits: options.limits, metrics, modelControl, adminToken: ADMIN_TOKEN });
+  const app = createInferenceApp({
+    runtime,
+    repository,
+    limits: options.limits,
+    metrics,
+    modelControl,
+    adminToken: ADMIN_TOKEN,
+  });
   return {
     app,
     runtime,
@@ -117,11 +144,18 @@ export function control(body: unknown = {}, token: string = ADMIN_TOKEN): Reques
 
 /** A JSON POST. */
 export function post(body: unknown, headers: Record<string, string> = {}): RequestInit {
-  return { method: "POST", body: typeof body === "string" ? body : JSON.stringify(body), headers: { "content-type": "application/json", ...headers } };
+  return {
+    method: "POST",
+    body: typeof body === "string" ? body : JSON.stringify(body),
+    headers: { "content-type": "application/json", ...headers },
+  };
 }
 
 /** A binary-extension request body: the JSON header, then the binary sections. */
-export function binaryBody(header: unknown, ...sections: Uint8Array[]): { body: Uint8Array; headers: Record<string, string> } {
+export function binaryBody(
+  header: unknown,
+  ...sections: Uint8Array[]
+): { body: Uint8Array; headers: Record<string, string> } {
   const head = new TextEncoder().encode(JSON.stringify(header));
   const body = new Uint8Array(head.length + sections.reduce((a, s) => a + s.length, 0));
   body.set(head);
@@ -130,11 +164,16 @@ export function binaryBody(header: unknown, ...sections: Uint8Array[]): { body: 
     body.set(s, o);
     o += s.length;
   }
-  return { body, headers: { "inference-header-content-length": String(head.length), "content-type": "application/octet-stream" } };
+  return {
+    body,
+    headers: { "inference-header-content-length": String(head.length), "content-type": "application/octet-stream" },
+  };
 }
 
 /** Splits a binary-extension response into its JSON header and binary part. */
-export async function readBinaryResponse(res: Response): Promise<{ json: Record<string, unknown>; binary: Uint8Array }> {
+export async function readBinaryResponse(
+  res: Response,
+): Promise<{ json: Record<string, unknown>; binary: Uint8Array }> {
   const bytes = new Uint8Array(await res.arrayBuffer());
   const n = Number(res.headers.get("inference-header-content-length"));
   return { json: JSON.parse(new TextDecoder().decode(bytes.subarray(0, n))), binary: bytes.slice(n) };

@@ -11,7 +11,13 @@ export function kernel(name: string): Uint8Array {
  * {@linkcode oneOpNeff} under another NEFF name: different bytes, so a second load on the same logical core is a model
  * of its own instead of a reference to the interned one (`nrt_load_util` step 7).
  */
-export function namedOneOpNeff(name: string, lib: string, fn: string, inputs: CustomOpTensorSpec[], outputs: CustomOpTensorSpec[]): Uint8Array {
+export function namedOneOpNeff(
+  name: string,
+  lib: string,
+  fn: string,
+  inputs: CustomOpTensorSpec[],
+  outputs: CustomOpTensorSpec[],
+): Uint8Array {
   return buildCustomOpNeff({
     name,
     target: "cayman",

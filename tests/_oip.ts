@@ -24,16 +24,29 @@ export type Problems = string[];
 const LOCAL: Record<string, object> = {
   live: { type: "object", required: ["live"], properties: { live: { type: "boolean" } } },
   server_ready: { type: "object", required: ["ready"], properties: { ready: { type: "boolean" } } },
-  model_ready: { type: "object", required: ["name", "ready"], properties: { name: { type: "string" }, ready: { type: "boolean" } } },
+  model_ready: {
+    type: "object",
+    required: ["name", "ready"],
+    properties: { name: { type: "string" }, ready: { type: "boolean" } },
+  },
   repository_index: {
     type: "array",
     items: {
       type: "object",
       required: ["name", "version", "state", "reason"],
-      properties: { name: { type: "string" }, version: { type: "string" }, state: { enum: ["UNAVAILABLE", "LOADING", "READY", "UNLOADING"] }, reason: { type: "string" } },
+      properties: {
+        name: { type: "string" },
+        version: { type: "string" },
+        state: { enum: ["UNAVAILABLE", "LOADING", "READY", "UNLOADING"] },
+        reason: { type: "string" },
+      },
     },
   },
-  repository_change: { type: "object", required: ["name", "state"], properties: { name: { type: "string" }, state: { type: "string" } } },
+  repository_change: {
+    type: "object",
+    required: ["name", "state"],
+    properties: { name: { type: "string" }, state: { type: "string" } },
+  },
   statistics: {
     type: "object",
     required: ["model_stats"],
@@ -42,7 +55,15 @@ const LOCAL: Record<string, object> = {
         type: "array",
         items: {
           type: "object",
-          required: ["name", "version", "last_inference", "inference_count", "execution_count", "inference_stats", "batch_stats"],
+          required: [
+            "name",
+            "version",
+            "last_inference",
+            "inference_count",
+            "execution_count",
+            "inference_stats",
+            "batch_stats",
+          ],
           properties: {
             inference_stats: {
               type: "object",
@@ -68,17 +89,28 @@ export class OipValidator {
   readonly #binaryResponse: ValidateFunction;
 
   constructor() {
-    const doc = parse(readFileSync(SPEC, "utf8")) as { paths: Record<string, Record<string, Operation>>; components: unknown };
+    const doc = parse(readFileSync(SPEC, "utf8")) as {
+      paths: Record<string, Record<string, Operation>>;
+      components: unknown;
+    };
     this.#ajv.addSchema({ $id: "oip", components: doc.components });
     for (const [tpl, ops] of Object.entries(doc.paths)) {
       // inference_rest.md: the "/versions/<v>" part is optional; "/v2/" is also "/v2".
-      const body = tpl.replace(/\/$/, "").replace("/versions/${MODEL_VERSION}", "(?:/versions/[^/]+)?").replace("${MODEL_NAME}", "[^/]+");
+      const body = tpl.replace(/\/$/, "").replace("/versions/${MODEL_VERSION}", "(?:/versions/[^/]+)?").replace(
+        "${MODEL_NAME}",
+        "[^/]+",
+      );
       this.#paths.push({ re: new RegExp(`^${body}/?$`), ops });
     }
     this.#error = this.#ref("#/components/schemas/metadata_model_error_response");
     const outputs = (doc.components as { schemas: Record<string, { required: string[] }> }).schemas;
     // A copy of response_output without "data" in required; its internal $refs point into the document.
-    const binaryOutput = JSON.parse(JSON.stringify({ ...outputs.response_output, required: ["name", "shape", "datatype"] }).replaceAll('"#/components', '"oip#/components'));
+    const binaryOutput = JSON.parse(
+      JSON.stringify({ ...outputs.response_output, required: ["name", "shape", "datatype"] }).replaceAll(
+        '"#/components',
+        '"oip#/components',
+      ),
+    );
     // inference_response itself requires data on every output; check the binary form without that clause.
     this.#binaryResponse = this.#ajv.compile({
       type: "object",
@@ -93,7 +125,18 @@ export class OipValidator {
           items: {
             anyOf: [
               { $ref: "oip#/components/schemas/response_output" },
-              { allOf: [binaryOutput, { required: ["parameters"], properties: { parameters: { type: "object", required: ["binary_data_size"], properties: { binary_data_size: { type: "integer", minimum: 0 } } } } }] },
+              {
+                allOf: [binaryOutput, {
+                  required: ["parameters"],
+                  properties: {
+                    parameters: {
+                      type: "object",
+                      required: ["binary_data_size"],
+                      properties: { binary_data_size: { type: "integer", minimum: 0 } },
+                    },
+                  },
+                }],
+              },
             ],
           },
         },
@@ -110,7 +153,10 @@ export class OipValidator {
   /** The schema a response must match: the document's for its path and status, else the local one. */
   schemaFor(method: string, path: string, status: number): { name: string; validate: ValidateFunction } {
     if (status >= 400) return { name: "error object", validate: this.#error };
-    const local = (name: string) => ({ name: `inference_rest.md/extension ${name}`, validate: this.#ajv.compile(LOCAL[name]) });
+    const local = (name: string) => ({
+      name: `inference_rest.md/extension ${name}`,
+      validate: this.#ajv.compile(LOCAL[name]),
+    });
     // GET /v2/models/stats is the statistics extension, not the metadata of a model called "stats".
     if (/\/stats$/.test(path)) return local("statistics");
     for (const p of this.#paths) {
@@ -138,8 +184,12 @@ export class OipValidator {
     const bytes = new Uint8Array(await res.clone().arrayBuffer());
     if (path === "/metrics" && res.status === 200) {
       const text = new TextDecoder().decode(bytes);
-      const bad = text.split("\n").filter((l) => l !== "" && !/^# (HELP|TYPE) \w+ .+$/.test(l) && !/^\w+(\{(\w+="[^"]*",?)*\})? -?[0-9.e+]+$/.test(l));
-      return type.startsWith("text/plain") ? bad.map((l) => `bad metrics line: ${l}`) : [`metrics content-type is ${type}`];
+      const bad = text.split("\n").filter((l) =>
+        l !== "" && !/^# (HELP|TYPE) \w+ .+$/.test(l) && !/^\w+(\{(\w+="[^"]*",?)*\})? -?[0-9.e+]+$/.test(l)
+      );
+      return type.startsWith("text/plain")
+        ? bad.map((l) => `bad metrics line: ${l}`)
+        : [`metrics content-type is ${type}`];
     }
     let body: unknown;
     let binary = false;
@@ -155,7 +205,9 @@ export class OipValidator {
     } catch (e) {
       return [`body is not JSON: ${(e as Error).message}`];
     }
-    const { name, validate } = binary ? { name: "binary inference_response", validate: this.#binaryResponse } : this.schemaFor(method, path, res.status);
+    const { name, validate } = binary
+      ? { name: "binary inference_response", validate: this.#binaryResponse }
+      : this.schemaFor(method, path, res.status);
     if (validate(body)) return [];
     return (validate.errors ?? []).map((e) => `${name}: ${e.instancePath || "/"} ${e.message}`);
   }

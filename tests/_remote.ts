@@ -20,7 +20,9 @@ const ROOT = new URL("..", import.meta.url).pathname;
 export const BUN: string = join(ROOT, "node_modules/.bin/bun");
 const MAIN = join(ROOT, "packages/cli/main.ts");
 /** The daemon entry: `main.ts device-sim` once the command is wired there, the daemon module itself until then. */
-export const DAEMON_ENTRY: string = readFileSync(MAIN, "utf8").includes('"device-sim"') ? MAIN : join(ROOT, "packages/cli/device_daemon.ts");
+export const DAEMON_ENTRY: string = readFileSync(MAIN, "utf8").includes('"device-sim"')
+  ? MAIN
+  : join(ROOT, "packages/cli/device_daemon.ts");
 /** The runtime client used by the multi-process tests. */
 export const CLIENT_ENTRY: string = join(ROOT, "tests/_remote_client.ts");
 
@@ -47,8 +49,15 @@ export function spawnBun(args: string[], env: Record<string, string> = {}): Proc
     stderr: [],
     exited: false,
     exitCode: null,
-    line: (re, timeoutMs = 15_000) => until(() => p.lines.find((l) => re.test(l)), timeoutMs, () => `no line ${re} from ${args.join(" ")}; stdout: ${p.lines.join(" | ")}; stderr: ${p.stderr.join(" | ")}`),
-    exit: (timeoutMs = 10_000) => until(() => (p.exited ? { code: p.exitCode } : undefined), timeoutMs, () => `${args.join(" ")} did not exit`).then((r) => r.code),
+    line: (re, timeoutMs = 15_000) =>
+      until(
+        () => p.lines.find((l) => re.test(l)),
+        timeoutMs,
+        () => `no line ${re} from ${args.join(" ")}; stdout: ${p.lines.join(" | ")}; stderr: ${p.stderr.join(" | ")}`,
+      ),
+    exit: (timeoutMs = 10_000) =>
+      until(() => (p.exited ? { code: p.exitCode } : undefined), timeoutMs, () => `${args.join(" ")} did not exit`)
+        .then((r) => r.code),
     kill: (signal = "SIGKILL") => {
       if (!p.exited) child.kill(signal);
     },
@@ -69,7 +78,11 @@ export function spawnBun(args: string[], env: Record<string, string> = {}): Proc
 }
 
 /** Polls `f` until it returns a value, within `timeoutMs` (no sleeps: a short timer tick between polls). */
-export async function until<T>(f: () => T | undefined | Promise<T | undefined>, timeoutMs: number, what: () => string = () => "condition"): Promise<T> {
+export async function until<T>(
+  f: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+  what: () => string = () => "condition",
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await f();
@@ -92,7 +105,12 @@ export interface DaemonProc extends Proc {
 
 /** Starts a daemon (`--socket PATH` or `--port 0`) and waits for its "listening on" line. */
 export async function startDaemon(where: { socket: string } | { port: 0 }, extra: string[] = []): Promise<DaemonProc> {
-  const args = [DAEMON_ENTRY, "device-sim", ...("socket" in where ? ["--socket", where.socket] : ["--port", "0"]), ...extra];
+  const args = [
+    DAEMON_ENTRY,
+    "device-sim",
+    ...("socket" in where ? ["--socket", where.socket] : ["--port", "0"]),
+    ...extra,
+  ];
   const p = spawnBun(args);
   try {
     const line = await p.line(/listening on /);
@@ -104,7 +122,10 @@ export async function startDaemon(where: { socket: string } | { port: 0 }, extra
 }
 
 /** A child container with the three arch packs and a RemotePortal connected to `address`. */
-export async function remoteContainer(address: string, name = "nrt-test"): Promise<{ c: DependencyContainer; portal: RemotePortal }> {
+export async function remoteContainer(
+  address: string,
+  name = "nrt-test",
+): Promise<{ c: DependencyContainer; portal: RemotePortal }> {
   const portal = await connectDeviceDaemon(parseAddress(address), { name, requestTimeoutMs: 20_000 });
   const c = container.createChildContainer();
   c.register(ArchPackToken, { useValue: sunda });

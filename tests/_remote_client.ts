@@ -53,6 +53,11 @@ try {
   say({ event: "done" });
   process.exit(0);
 } catch (e) {
-  say({ event: "error", stage, status: e instanceof NrtError ? e.status : -1, message: e instanceof Error ? e.message : String(e) });
+  say({
+    event: "error",
+    stage,
+    status: e instanceof NrtError ? e.status : -1,
+    message: e instanceof Error ? e.message : String(e),
+  });
   process.exit(1);
 }

@@ -36,7 +36,11 @@ export interface ServeProcess {
  * Starts `nrt serve ARGS`: with the runtime running the tests (`how: "runtime"`), or as the image does it, through
  * `deploy/container/nrt` with the workspace's Bun and sources in place of `/usr/local/bin/bun` and `/app`.
  */
-export function spawnServe(args: readonly string[], how: "runtime" | "container" = "runtime", env: Record<string, string> = {}): ServeProcess {
+export function spawnServe(
+  args: readonly string[],
+  how: "runtime" | "container" = "runtime",
+  env: Record<string, string> = {},
+): ServeProcess {
   const [file, argv] = how === "container"
     ? ["sh", [CONTAINER_NRT, "serve", ...args]]
     : isDeno
@@ -72,12 +76,23 @@ export function spawnServe(args: readonly string[], how: "runtime" | "container"
     lines,
     stderr,
     line: (re, timeoutMs = 60_000) =>
-      until(() => {
-        const l = lines.find((x) => re.test(x));
-        if (l === undefined && exit !== undefined) throw new Error(`nrt serve exited with ${exit} before printing ${re}; ${describe()}`);
-        return l;
-      }, timeoutMs, () => `${re}; ${describe()}`),
-    exited: (timeoutMs = 60_000) => until(() => (exit === undefined ? undefined : { code: exit }), timeoutMs, () => `the exit; ${describe()}`).then((r) => r.code),
+      until(
+        () => {
+          const l = lines.find((x) => re.test(x));
+          if (l === undefined && exit !== undefined) {
+            throw new Error(
+              `nrt serve exited with ${exit} before printing ${re}; ${describe()}`,
+            );
+          }
+          return l;
+        },
+        timeoutMs,
+        () => `${re}; ${describe()}`,
+      ),
+    exited: (timeoutMs = 60_000) =>
+      until(() => (exit === undefined ? undefined : { code: exit }), timeoutMs, () => `the exit; ${describe()}`).then((
+        r,
+      ) => r.code),
     kill: (signal = "SIGKILL") => {
       // process.kill, not child.kill: Deno 2.9.6's node:child_process reports a child it sent SIGTERM to as killed
       // by the signal (exit code null) even when the child handled it and exited 0.

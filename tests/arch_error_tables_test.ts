@@ -3,9 +3,27 @@
  * the seed's `v2_error_get_infer_error_subtype` (lifecycle-error-model §4.5), plus the 12-entry text tables.
  */
 import { describe, expect, test } from "bun:test";
-import { CAYMAN_DEFAULT_ISA_ERROR_TEXT, CAYMAN_ERROR_SUBTYPES, CAYMAN_ISA_ERRORS, CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, cayman } from "@nrt/arch-cayman";
-import { MARIANA_DEFAULT_ISA_ERROR_TEXT, MARIANA_ERROR_SUBTYPES, MARIANA_ISA_ERRORS, MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, mariana } from "@nrt/arch-mariana";
-import { SUNDA_DEFAULT_ISA_ERROR_TEXT, SUNDA_ERROR_SUBTYPES, SUNDA_ISA_ERRORS, SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, sunda } from "@nrt/arch-sunda";
+import {
+  cayman,
+  CAYMAN_DEFAULT_ISA_ERROR_TEXT,
+  CAYMAN_ERROR_SUBTYPES,
+  CAYMAN_ISA_ERRORS,
+  CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+} from "@nrt/arch-cayman";
+import {
+  mariana,
+  MARIANA_DEFAULT_ISA_ERROR_TEXT,
+  MARIANA_ERROR_SUBTYPES,
+  MARIANA_ISA_ERRORS,
+  MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+} from "@nrt/arch-mariana";
+import {
+  sunda,
+  SUNDA_DEFAULT_ISA_ERROR_TEXT,
+  SUNDA_ERROR_SUBTYPES,
+  SUNDA_ISA_ERRORS,
+  SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+} from "@nrt/arch-sunda";
 import type { Khal } from "@nrt/core/hal";
 import { NotificationKind, notificationWord } from "@nrt/core/isa";
 import { createKhal } from "@nrt/core/hal";
@@ -21,17 +39,58 @@ interface Pack {
 }
 
 const PACKS: readonly Pack[] = [
-  { khal: "SundaKhal", make: () => createKhal(sunda), dveMask: SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: SUNDA_ERROR_SUBTYPES, texts: SUNDA_ISA_ERRORS, fallback: SUNDA_DEFAULT_ISA_ERROR_TEXT },
-  { khal: "CaymanKhal", make: () => createKhal(cayman), dveMask: CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: CAYMAN_ERROR_SUBTYPES, texts: CAYMAN_ISA_ERRORS, fallback: CAYMAN_DEFAULT_ISA_ERROR_TEXT },
-  { khal: "MarianaKhal", make: () => createKhal(mariana), dveMask: MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK, maskName: "MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", subtypes: MARIANA_ERROR_SUBTYPES, texts: MARIANA_ISA_ERRORS, fallback: MARIANA_DEFAULT_ISA_ERROR_TEXT },
+  {
+    khal: "SundaKhal",
+    make: () => createKhal(sunda),
+    dveMask: SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+    maskName: "SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK",
+    subtypes: SUNDA_ERROR_SUBTYPES,
+    texts: SUNDA_ISA_ERRORS,
+    fallback: SUNDA_DEFAULT_ISA_ERROR_TEXT,
+  },
+  {
+    khal: "CaymanKhal",
+    make: () => createKhal(cayman),
+    dveMask: CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+    maskName: "CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK",
+    subtypes: CAYMAN_ERROR_SUBTYPES,
+    texts: CAYMAN_ISA_ERRORS,
+    fallback: CAYMAN_DEFAULT_ISA_ERROR_TEXT,
+  },
+  {
+    khal: "MarianaKhal",
+    make: () => createKhal(mariana),
+    dveMask: MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
+    maskName: "MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK",
+    subtypes: MARIANA_ERROR_SUBTYPES,
+    texts: MARIANA_ISA_ERRORS,
+    fallback: MARIANA_DEFAULT_ISA_ERROR_TEXT,
+  },
 ];
 
 /** The mask sweep: zero, all ones, every single bit, the seed's constants and their complements, some mixtures. */
 const MASKS: readonly number[] = [
   ...new Set([
-    0x0000, 0xffff, ...Array.from({ length: 16 }, (_, b) => 1 << b),
-    0xfd6b, ~0xfd6b & 0xffff, 0x7e00, ~0x7e00 & 0xffff, 0x0081, 0x0180, 0x0380, 0x7e81, 0x7f80, 0x7f81, 0x8000, 0x8081,
-    0x0294, 0x1234, 0xabcd, 0x5a5a, 0xa5a5,
+    0x0000,
+    0xffff,
+    ...Array.from({ length: 16 }, (_, b) => 1 << b),
+    0xfd6b,
+    ~0xfd6b & 0xffff,
+    0x7e00,
+    ~0x7e00 & 0xffff,
+    0x0081,
+    0x0180,
+    0x0380,
+    0x7e81,
+    0x7f80,
+    0x7f81,
+    0x8000,
+    0x8081,
+    0x0294,
+    0x1234,
+    0xabcd,
+    0x5a5a,
+    0xa5a5,
   ]),
 ];
 
@@ -88,7 +147,16 @@ for (const p of PACKS) {
     test(`${p.khal}.errorSubtype() reads only the low 24 bits of the record`, () => {
       for (const id of [0, 1, 4, 9, 10, 11, 12]) {
         for (const m of [0, 0x0100, 0x8001]) {
-          const rec = notificationWord({ code: id, mask: m, engine: 2, q7: 7, kind: NotificationKind.TPB_ERROR, model: 0x1234, value: 0xdead, aux: 0 });
+          const rec = notificationWord({
+            code: id,
+            mask: m,
+            engine: 2,
+            q7: 7,
+            kind: NotificationKind.TPB_ERROR,
+            model: 0x1234,
+            value: 0xdead,
+            aux: 0,
+          });
           expect(khal.errorSubtype(rec)).toBe(khal.errorSubtype(word(id, m)));
         }
       }
@@ -96,7 +164,9 @@ for (const p of PACKS) {
 
     test(`${p.khal}.errorSubtype() returns the 12-entry table for the ids without a branch`, () => {
       expect(p.subtypes.length).toBe(12);
-      for (const id of [0, 2, 3, 5, 6, 7, 8, 9, 10, 11]) expect(khal.errorSubtype(word(id, 0xffff))).toBe(p.subtypes[id]);
+      for (const id of [0, 2, 3, 5, 6, 7, 8, 9, 10, 11]) {
+        expect(khal.errorSubtype(word(id, 0xffff))).toBe(p.subtypes[id]);
+      }
     });
 
     test(`${p.khal}.isaErrorText() returns the 12-entry table and the default above 11`, () => {
@@ -111,7 +181,9 @@ for (const p of PACKS) {
 describe("per-arch error tables", () => {
   test("the error_id 1 branch differs per arch exactly where the DVE-spurious masks differ", () => {
     const [s, c, m] = PACKS.map((p) => p.make());
-    const rows = [0x0001, 0x0080, 0x0100, 0x0200, 0x0400].map((mask) => [mask, ...[s, c, m].map((k) => k.errorSubtype(word(1, mask)))]);
+    const rows = [0x0001, 0x0080, 0x0100, 0x0200, 0x0400].map((
+      mask,
+    ) => [mask, ...[s, c, m].map((k) => k.errorSubtype(word(1, mask)))]);
     expect(rows).toEqual([
       [0x0001, 0, 1, 1], // Sunda's mask 0x0081 has bit 0
       [0x0080, 0, 0, 0], // every mask has bit 7

@@ -19,9 +19,27 @@ afterAll(async () => {
 });
 
 const PACKS = [
-  { name: "sunda", mod: sunda as Record<string, unknown>, spec: sunda.SUNDA_SPEC, khal: (): Khal => createKhal(sunda.sunda), arch: 2 },
-  { name: "cayman", mod: cayman as Record<string, unknown>, spec: cayman.CAYMAN_SPEC, khal: (): Khal => createKhal(cayman.cayman), arch: 3 },
-  { name: "mariana", mod: mariana as Record<string, unknown>, spec: mariana.MARIANA_SPEC, khal: (): Khal => createKhal(mariana.mariana), arch: 4 },
+  {
+    name: "sunda",
+    mod: sunda as Record<string, unknown>,
+    spec: sunda.SUNDA_SPEC,
+    khal: (): Khal => createKhal(sunda.sunda),
+    arch: 2,
+  },
+  {
+    name: "cayman",
+    mod: cayman as Record<string, unknown>,
+    spec: cayman.CAYMAN_SPEC,
+    khal: (): Khal => createKhal(cayman.cayman),
+    arch: 3,
+  },
+  {
+    name: "mariana",
+    mod: mariana as Record<string, unknown>,
+    spec: mariana.MARIANA_SPEC,
+    khal: (): Khal => createKhal(mariana.mariana),
+    arch: 4,
+  },
 ] as const;
 
 const GiB = 1024 ** 3, MiB = 1024 ** 2;
@@ -30,19 +48,35 @@ const dir = (name: string) => new URL(`../packages/arch-${name}/`, import.meta.u
 describe("arch packs mirror each other", () => {
   test("the three packs hold the same file names", () => {
     const files = PACKS.map((p) => readdirSync(dir(p.name)).filter((f) => !f.endsWith("_test.ts")).sort());
-    expect(files[0]).toEqual(["README.md", "deno.json", "error_tables.ts", "mod.ts", "pack.ts", "package.json", "spec.ts"]);
+    expect(files[0]).toEqual([
+      "README.md",
+      "deno.json",
+      "error_tables.ts",
+      "mod.ts",
+      "pack.ts",
+      "package.json",
+      "spec.ts",
+    ]);
     expect(files[1]).toEqual(files[0]);
     expect(files[2]).toEqual(files[0]);
   });
 
   test("the three packs export the same names modulo the arch prefix", () => {
-    const normal = (p: (typeof PACKS)[number]) => Object.keys(p.mod).map((k) => k.replace(new RegExp(p.name, "i"), "<arch>")).sort();
+    const normal = (p: (typeof PACKS)[number]) =>
+      Object.keys(p.mod).map((k) => k.replace(new RegExp(p.name, "i"), "<arch>")).sort();
     const [s, c, m] = PACKS.map(normal);
     expect(s).toEqual(c);
     expect(m).toEqual(c);
     expect(s).toEqual([
-      "<arch>", "<arch>ErrorSubtype", "<arch>IsaErrorText", "<arch>_DEFAULT_ISA_ERROR_TEXT", "<arch>_ERROR_SUBTYPES",
-      "<arch>_ERROR_TABLES", "<arch>_ISA_ERRORS", "<arch>_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK", "<arch>_SPEC",
+      "<arch>",
+      "<arch>ErrorSubtype",
+      "<arch>IsaErrorText",
+      "<arch>_DEFAULT_ISA_ERROR_TEXT",
+      "<arch>_ERROR_SUBTYPES",
+      "<arch>_ERROR_TABLES",
+      "<arch>_ISA_ERRORS",
+      "<arch>_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK",
+      "<arch>_SPEC",
     ].sort());
   });
 
@@ -73,27 +107,63 @@ describe("arch pack specs", () => {
     const s = sunda.SUNDA_SPEC;
     expect([s.arch, s.name, s.generation, s.ncPerDevice, s.hbmBytes, s.sbufBytesPerCore, s.semaphoresPerCore])
       .toEqual([TpbArchType.AL_HAL_TPB_ARCH_TYPE_SUNDA, "sunda", "NC-v2", 2, 32 * GiB, 24 * MiB, 256]);
-    expect([s.csr.runStall, s.runStallRelease, s.hwDecode, s.forcedVirtualCoreSize]).toEqual([null, "evt-sem", false, 1]);
+    expect([s.csr.runStall, s.runStallRelease, s.hwDecode, s.forcedVirtualCoreSize]).toEqual([
+      null,
+      "evt-sem",
+      false,
+      1,
+    ]);
     expect(s.instances).toEqual(["trn1", "inf2"]);
   });
 
   test("CAYMAN_SPEC: NC-v3, 8 NeuronCores, host CSR 0x3000 run-stall, LNC 2 by default", () => {
     const s = cayman.CAYMAN_SPEC;
-    expect([s.arch, s.name, s.generation, s.ncPerDevice, s.csr.runStall, s.runStallRelease, s.defaultVirtualCoreSize, s.forcedVirtualCoreSize])
+    expect([
+      s.arch,
+      s.name,
+      s.generation,
+      s.ncPerDevice,
+      s.csr.runStall,
+      s.runStallRelease,
+      s.defaultVirtualCoreSize,
+      s.forcedVirtualCoreSize,
+    ])
       .toEqual([3, "cayman", "NC-v3", 8, 0x3000, "host-csr", 2, null]);
   });
 
   test("MARIANA_SPEC: NC-v4, 8 NeuronCores, 144 GiB HBM, 32 MiB SBUF, host CSR 0x3000 run-stall", () => {
     const s = mariana.MARIANA_SPEC;
-    expect([s.arch, s.name, s.generation, s.ncPerDevice, s.hbmBytes, s.sbufBytesPerCore, s.csr.runStall, s.runStallRelease])
+    expect([
+      s.arch,
+      s.name,
+      s.generation,
+      s.ncPerDevice,
+      s.hbmBytes,
+      s.sbufBytesPerCore,
+      s.csr.runStall,
+      s.runStallRelease,
+    ])
       .toEqual([4, "mariana", "NC-v4", 8, 144 * GiB, 32 * MiB, 0x3000, "host-csr"]);
   });
 
   test("Mariana's and Sunda's register layouts differ from Cayman's at every register but the run-stall CSR", () => {
     const c = cayman.CAYMAN_SPEC.csr;
     const registers = [
-      "ncBlockStride", "semaphoreRead", "semaphoreSet", "semaphoreIncrement", "semaphoreDecrement", "event", "swapTable", "swapFileIoTable",
-      "ucodeCore", "streamTable", "notificationQueue", "engineIp", "dma", "q7Iram", "q7Dram",
+      "ncBlockStride",
+      "semaphoreRead",
+      "semaphoreSet",
+      "semaphoreIncrement",
+      "semaphoreDecrement",
+      "event",
+      "swapTable",
+      "swapFileIoTable",
+      "ucodeCore",
+      "streamTable",
+      "notificationQueue",
+      "engineIp",
+      "dma",
+      "q7Iram",
+      "q7Dram",
     ] as const;
     for (const other of [mariana.MARIANA_SPEC.csr, sunda.SUNDA_SPEC.csr]) {
       expect(registers.filter((k) => other[k] === c[k])).toEqual([]);
@@ -123,7 +193,9 @@ describe("arch pack specs", () => {
         ...(c.runStall === null ? [] : [["runStall", c.runStall, 4] as [string, number, number]]),
       ];
       const sorted = [...ranges].sort((a, b) => a[1] - b[1]);
-      for (let i = 1; i < sorted.length; i++) expect([sorted[i][0], sorted[i][1] >= sorted[i - 1][1] + sorted[i - 1][2]]).toEqual([sorted[i][0], true]);
+      for (let i = 1; i < sorted.length; i++) {
+        expect([sorted[i][0], sorted[i][1] >= sorted[i - 1][1] + sorted[i - 1][2]]).toEqual([sorted[i][0], true]);
+      }
       const last = sorted[sorted.length - 1];
       expect(last[1] + last[2]).toBeLessThanOrEqual(c.ncBlockStride);
       expect(c.q7IramStride).toBeGreaterThanOrEqual(s.q7IramBytes);
@@ -147,7 +219,14 @@ describe("per-arch run-stall release (seed runtime-synthesis §2.1)", () => {
         await khal.q7ReleaseRunStall({ portal: trace, device: 0 }, nc);
       }
       const expected = host
-        ? [0, 1].flatMap((nc) => [{ op: "barWrite32", device: 0, target: ncBlock(p.spec, nc) + 0x3000, value: 0xff }, { op: "barWrite32", device: 0, target: ncBlock(p.spec, nc) + 0x3000, value: 0 }])
+        ? [0, 1].flatMap((
+          nc,
+        ) => [{ op: "barWrite32", device: 0, target: ncBlock(p.spec, nc) + 0x3000, value: 0xff }, {
+          op: "barWrite32",
+          device: 0,
+          target: ncBlock(p.spec, nc) + 0x3000,
+          value: 0,
+        }])
         : [];
       expect(trace.entries).toEqual(expected);
     });

@@ -5,16 +5,16 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { CAYMAN_SPEC, cayman } from "@nrt/arch-cayman";
-import { MARIANA_SPEC, mariana } from "@nrt/arch-mariana";
-import { SUNDA_SPEC, sunda } from "@nrt/arch-sunda";
+import { cayman, CAYMAN_SPEC } from "@nrt/arch-cayman";
+import { mariana, MARIANA_SPEC } from "@nrt/arch-mariana";
+import { sunda, SUNDA_SPEC } from "@nrt/arch-sunda";
 import { type CustomOpTensorSpec, MemoryLogger, Runtime, type RuntimeInitOptions, TensorSet } from "@nrt/core";
 import { ncBlock, type SiliconSpec } from "@nrt/core/hal";
 import { type TraceEntry, TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { container } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
-import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
+import { ArchPackToken, nrtPlugins, PortalToken } from "@nrt/cli";
 
 const opened: DeviceSimPortal[] = [];
 // Each simulated device owns Q7 Workers: close the portals so no Worker outlives the file.
@@ -34,7 +34,12 @@ function setup(spec: SiliconSpec, agents?: "inline") {
   c.register(ArchPackToken, { useValue: cayman });
   c.register(ArchPackToken, { useValue: mariana });
   c.register(PortalToken, { useValue: trace });
-  return { c, sim, trace, init: (o: Partial<RuntimeInitOptions> = {}) => Runtime.init({ ...nrtPlugins(c), logger: new MemoryLogger(), ...o }) };
+  return {
+    c,
+    sim,
+    trace,
+    init: (o: Partial<RuntimeInitOptions> = {}) => Runtime.init({ ...nrtPlugins(c), logger: new MemoryLogger(), ...o }),
+  };
 }
 
 const f32 = (name: string, shape: number[]): CustomOpTensorSpec => ({ name, dtype: "float32", shape });
@@ -65,22 +70,42 @@ function workload(target: string): Array<{ neff: Uint8Array; inputs: Record<stri
   return [
     {
       neff: oneOpNeff("vector_add", "vector_add", [f32("a", [n]), f32("b", [n])], [f32("out", [n])], 8, [], target),
-      inputs: { a: bytes(Float32Array.from({ length: n }, (_, i) => i / 3)), b: bytes(Float32Array.from({ length: n }, (_, i) => Math.cos(i))) },
+      inputs: {
+        a: bytes(Float32Array.from({ length: n }, (_, i) => i / 3)),
+        b: bytes(Float32Array.from({ length: n }, (_, i) => Math.cos(i))),
+      },
     },
-    { neff: oneOpNeff("relu", "relu", [f32("x", [n])], [f32("y", [n])], 8, [], target), inputs: { x: bytes(Float32Array.from({ length: n }, (_, i) => Math.sin(i) * 10)) } },
-    { neff: oneOpNeff("softmax", "softmax_rows", [f32("x", [6, 20])], [f32("y", [6, 20])], 8, [], target), inputs: { x: bytes(Float32Array.from({ length: 120 }, (_, i) => Math.tan(i) % 7)) } },
+    {
+      neff: oneOpNeff("relu", "relu", [f32("x", [n])], [f32("y", [n])], 8, [], target),
+      inputs: { x: bytes(Float32Array.from({ length: n }, (_, i) => Math.sin(i) * 10)) },
+    },
+    {
+      neff: oneOpNeff("softmax", "softmax_rows", [f32("x", [6, 20])], [f32("y", [6, 20])], 8, [], target),
+      inputs: { x: bytes(Float32Array.from({ length: 120 }, (_, i) => Math.tan(i) % 7)) },
+    },
     {
       neff: oneOpNeff("matmul", "matmul", [f32("a", [9, 11]), f32("b", [11, 5])], [f32("c", [9, 5])], 8, [], target),
-      inputs: { a: bytes(Float32Array.from({ length: 99 }, (_, i) => Math.sqrt(i))), b: bytes(Float32Array.from({ length: 55 }, (_, i) => 1 / (i + 1))) },
+      inputs: {
+        a: bytes(Float32Array.from({ length: 99 }, (_, i) => Math.sqrt(i))),
+        b: bytes(Float32Array.from({ length: 55 }, (_, i) => 1 / (i + 1))),
+      },
     },
-    { neff: oneOpNeff("cpu_map", "cpu_map", [i32("x", [100])], [i32("y", [100])], 8, [], target), inputs: { x: new Uint8Array(400) } },
-    { neff: oneOpNeff("reduce_sum", "sum_all", [f32("x", [50])], [f32("s", [1])], 1, [], target), inputs: { x: bytes(Float32Array.from({ length: 50 }, (_, i) => i * 1.5)) } },
+    {
+      neff: oneOpNeff("cpu_map", "cpu_map", [i32("x", [100])], [i32("y", [100])], 8, [], target),
+      inputs: { x: new Uint8Array(400) },
+    },
+    {
+      neff: oneOpNeff("reduce_sum", "sum_all", [f32("x", [50])], [f32("s", [1])], 1, [], target),
+      inputs: { x: bytes(Float32Array.from({ length: 50 }, (_, i) => i * 1.5)) },
+    },
   ];
 }
 
 /** A trace entry with device addresses replaced by the register they hit, so traces of two layouts compare. */
 function symbolic(spec: SiliconSpec, e: TraceEntry): string {
-  if (e.op !== "barWrite" && e.op !== "barWrite32") return `${e.op} nc${e.nc ?? "-"} ${e.op.startsWith("sem") ? `sem${e.target} ` : ""}${e.value}`;
+  if (e.op !== "barWrite" && e.op !== "barWrite32") {
+    return `${e.op} nc${e.nc ?? "-"} ${e.op.startsWith("sem") ? `sem${e.target} ` : ""}${e.value}`;
+  }
   const c = spec.csr;
   const nc = Math.floor((e.target - c.ncBlockBase) / c.ncBlockStride);
   const rel = e.target - ncBlock(spec, nc);
@@ -94,7 +119,9 @@ function symbolic(spec: SiliconSpec, e: TraceEntry): string {
     ["ucodeCore", c.ucodeCore, 4, spec.nxCoresPerNc + spec.q7CoresPerNc],
   ];
   for (const [name, at, stride, count] of windows) {
-    if (rel >= at && rel < at + stride * count && (rel - at) % stride === 0) return `${e.op} nc${nc} ${name}[${(rel - at) / stride}] ${e.value}`;
+    if (rel >= at && rel < at + stride * count && (rel - at) % stride === 0) {
+      return `${e.op} nc${nc} ${name}[${(rel - at) / stride}] ${e.value}`;
+    }
   }
   const named: Array<[string, number | null, number]> = [
     ["runStall", c.runStall, 4],
@@ -143,7 +170,12 @@ describe("one NEFF, three generations", () => {
         const bootedAtInit = sim.q7Events().filter((e) => e.kind === "released").length;
         await run(rt, w.neff, w.inputs);
         await run(rt, w.neff, w.inputs);
-        q7.push([[bootedAtInit, "", undefined], ...sim.q7Events().filter((e) => e.kind === "released").map((e) => [e.nc, e.kind, e.via] as [number, string, string | undefined])]);
+        q7.push([
+          [bootedAtInit, "", undefined],
+          ...sim.q7Events().filter((e) => e.kind === "released").map((e) =>
+            [e.nc, e.kind, e.via] as [number, string, string | undefined]
+          ),
+        ]);
       } finally {
         await rt.close();
       }
@@ -167,23 +199,27 @@ describe("one NEFF, three generations", () => {
 });
 
 describe("Sunda forces the virtual core size to 1 (seed runtime-synthesis §4.5)", () => {
-  test("Sunda with NEURON_RT_VIRTUAL_CORE_SIZE=2 (env or option) runs with virtual core size 1 on both NeuronCores", async () => {
-    for (const o of [{ env: { NEURON_RT_VIRTUAL_CORE_SIZE: "2" } }, { virtualCoreSize: 2 }]) {
-      const { init } = setup(SUNDA_SPEC);
-      const rt = await init(o);
-      try {
-        expect(rt.config.virtualCoreSize).toBe(2); // the configuration says 2 ...
-        expect(rt.virtualCoreSize).toBe(1); // ... the pack forces 1
-        expect(rt.visibleVncCount).toBe(2);
-        const w = workload("sunda")[1];
-        const [y] = await run(rt, w.neff, w.inputs, 1); // logical core 1 = physical core 1
-        const x = new Float32Array(w.inputs.x.slice().buffer);
-        expect(Array.from(new Float32Array(y.slice().buffer))).toEqual(Array.from(x, (v) => Math.max(v, 0)));
-      } finally {
-        await rt.close();
+  test(
+    "Sunda with NEURON_RT_VIRTUAL_CORE_SIZE=2 (env or option) runs with virtual core size 1 on both NeuronCores",
+    async () => {
+      for (const o of [{ env: { NEURON_RT_VIRTUAL_CORE_SIZE: "2" } }, { virtualCoreSize: 2 }]) {
+        const { init } = setup(SUNDA_SPEC);
+        const rt = await init(o);
+        try {
+          expect(rt.config.virtualCoreSize).toBe(2); // the configuration says 2 ...
+          expect(rt.virtualCoreSize).toBe(1); // ... the pack forces 1
+          expect(rt.visibleVncCount).toBe(2);
+          const w = workload("sunda")[1];
+          const [y] = await run(rt, w.neff, w.inputs, 1); // logical core 1 = physical core 1
+          const x = new Float32Array(w.inputs.x.slice().buffer);
+          expect(Array.from(new Float32Array(y.slice().buffer))).toEqual(Array.from(x, (v) => Math.max(v, 0)));
+        } finally {
+          await rt.close();
+        }
       }
-    }
-  }, 30_000);
+    },
+    30_000,
+  );
 
   test("Cayman and Mariana honour NEURON_RT_VIRTUAL_CORE_SIZE 1 and 2", async () => {
     for (const spec of [CAYMAN_SPEC, MARIANA_SPEC]) {
@@ -191,7 +227,11 @@ describe("Sunda forces the virtual core size to 1 (seed runtime-synthesis §4.5)
         const { init } = setup(spec);
         const rt = await init({ env: { NEURON_RT_VIRTUAL_CORE_SIZE: size } });
         try {
-          expect([spec.name, rt.virtualCoreSize, rt.visibleVncCount]).toEqual([spec.name, Number(size), 8 / Number(size)]);
+          expect([spec.name, rt.virtualCoreSize, rt.visibleVncCount]).toEqual([
+            spec.name,
+            Number(size),
+            8 / Number(size),
+          ]);
         } finally {
           await rt.close();
         }

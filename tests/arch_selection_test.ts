@@ -28,7 +28,9 @@ describe("pack selection", () => {
   test("Runtime.init() refuses a device whose arch has no registered pack, naming the arch and the registered packs", async () => {
     const sim = new DeviceSimPortal({ spec: MARIANA_SPEC });
     opened.push(sim);
-    const e = await Runtime.init({ portal: sim, archPacks: [sunda, cayman], logger: new MemoryLogger() }).catch((x: unknown) => x);
+    const e = await Runtime.init({ portal: sim, archPacks: [sunda, cayman], logger: new MemoryLogger() }).catch((
+      x: unknown,
+    ) => x);
     expect(e).toBeInstanceOf(NrtError);
     expect((e as NrtError).status).toBe(NrtStatus.NRT_HW_ERROR);
     expect((e as NrtError).message).toContain("al_hal_tpb_arch_type 4");
@@ -45,32 +47,41 @@ describe("pack selection", () => {
     expect((await sim.devices().catch((x: unknown) => x)) instanceof NrtError).toBe(true); // closed by the failed init
   });
 
-  test("createNrtContainer() simulates cayman by default, else the arch option, else NRT_ARCH, and the runtime picks the matching pack", async () => {
-    const cases: Array<[Parameters<typeof createNrtContainer>[0], string]> = [
-      [{}, "cayman"],
-      [{ arch: "sunda" }, "sunda"],
-      [{ arch: "mariana" }, "mariana"],
-      [{ arch: "trn1" }, "sunda"],
-      [{ arch: "inf2" }, "sunda"],
-      [{ arch: "trn2" }, "cayman"],
-      [{ env: { NRT_ARCH: "mariana" } }, "mariana"],
-      [{ env: { NRT_ARCH: "TRN1" } }, "sunda"],
-      [{ env: { NRT_ARCH: "" } }, "cayman"],
-      [{ arch: "cayman", env: { NRT_ARCH: "sunda" } }, "cayman"],
-      [{ spec: SUNDA_SPEC, arch: "mariana" }, "sunda"],
-    ];
-    const chosen: string[] = [];
-    for (const [options] of cases) {
-      const c = createNrtContainer(options);
-      const portal = c.resolve(PortalToken);
-      opened.push(portal);
-      const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0], virtualCoreSize: 1, logger: new MemoryLogger() });
-      expect(rt.spec.arch).toBe((await portal.devices())[0].arch);
-      chosen.push(rt.spec.name);
-      await rt.close();
-    }
-    expect(chosen).toEqual(cases.map(([, name]) => name));
-  }, 30_000);
+  test(
+    "createNrtContainer() simulates cayman by default, else the arch option, else NRT_ARCH, and the runtime picks the matching pack",
+    async () => {
+      const cases: Array<[Parameters<typeof createNrtContainer>[0], string]> = [
+        [{}, "cayman"],
+        [{ arch: "sunda" }, "sunda"],
+        [{ arch: "mariana" }, "mariana"],
+        [{ arch: "trn1" }, "sunda"],
+        [{ arch: "inf2" }, "sunda"],
+        [{ arch: "trn2" }, "cayman"],
+        [{ env: { NRT_ARCH: "mariana" } }, "mariana"],
+        [{ env: { NRT_ARCH: "TRN1" } }, "sunda"],
+        [{ env: { NRT_ARCH: "" } }, "cayman"],
+        [{ arch: "cayman", env: { NRT_ARCH: "sunda" } }, "cayman"],
+        [{ spec: SUNDA_SPEC, arch: "mariana" }, "sunda"],
+      ];
+      const chosen: string[] = [];
+      for (const [options] of cases) {
+        const c = createNrtContainer(options);
+        const portal = c.resolve(PortalToken);
+        opened.push(portal);
+        const rt = await Runtime.init({
+          ...nrtPlugins(c),
+          visibleCores: [0],
+          virtualCoreSize: 1,
+          logger: new MemoryLogger(),
+        });
+        expect(rt.spec.arch).toBe((await portal.devices())[0].arch);
+        chosen.push(rt.spec.name);
+        await rt.close();
+      }
+      expect(chosen).toEqual(cases.map(([, name]) => name));
+    },
+    30_000,
+  );
 
   test("createNrtContainer() registers all three packs side by side", () => {
     const c = createNrtContainer();
@@ -86,7 +97,9 @@ describe("pack selection", () => {
       e = x;
     }
     expect(e).toBeInstanceOf(NrtError);
-    expect((e as NrtError).message).toBe('Unknown architecture "trn9": expected one of sunda, trn1, inf2, cayman, trn2, mariana');
+    expect((e as NrtError).message).toBe(
+      'Unknown architecture "trn9": expected one of sunda, trn1, inf2, cayman, trn2, mariana',
+    );
   });
 });
 
@@ -99,9 +112,16 @@ describe("a third-party pack (examples/third_party_pack)", () => {
   }, 30_000);
 
   test("the fourth generation needs no edit to core: no file of packages/core names it, and its HAL is built from its data", () => {
-    const files = readdirSync(new URL("../packages/core/", import.meta.url), { recursive: true }).map(String).filter((f) => f.endsWith(".ts") && !f.endsWith("_test.ts"));
+    const files = readdirSync(new URL("../packages/core/", import.meta.url), { recursive: true }).map(String).filter((
+      f,
+    ) => f.endsWith(".ts") && !f.endsWith("_test.ts"));
     expect(files.length).toBeGreaterThan(20);
-    for (const f of files) expect([f, /maverick/i.test(readFileSync(new URL(`../packages/core/${f}`, import.meta.url), "utf8"))]).toEqual([f, false]);
+    for (const f of files) {
+      expect([f, /maverick/i.test(readFileSync(new URL(`../packages/core/${f}`, import.meta.url), "utf8"))]).toEqual([
+        f,
+        false,
+      ]);
+    }
     const khal = createKhal(maverick);
     expect(khal.semIncAddr(0, 1)).toBe(MAVERICK_SPEC.csr.ncBlockBase + MAVERICK_SPEC.csr.semaphoreIncrement + 4);
     expect(khal.isaErrorText(3)).toBe("maverick-sim ISA error 3");
@@ -122,7 +142,14 @@ describe("a third-party pack (examples/third_party_pack)", () => {
 });
 
 // The third-party pack runs the same conformance suite as the shipped ones.
-khalContract({ describe, test, expect }, "maverick-sim", () => maverick, (spec) => {
-  const sim = new DeviceSimPortal({ spec });
-  return Promise.resolve({ portal: sim, spec, close: () => sim.close(), q7Events: () => sim.q7Events() });
-}, [], { kernel: (name) => Promise.resolve(kernel(name)) });
+khalContract(
+  { describe, test, expect },
+  "maverick-sim",
+  () => maverick,
+  (spec) => {
+    const sim = new DeviceSimPortal({ spec });
+    return Promise.resolve({ portal: sim, spec, close: () => sim.close(), q7Events: () => sim.q7Events() });
+  },
+  [],
+  { kernel: (name) => Promise.resolve(kernel(name)) },
+);

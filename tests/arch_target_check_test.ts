@@ -59,11 +59,14 @@ describe("checkNeffTarget()", () => {
     expect(() => checkNeffTarget("mariana", SUNDA_SPEC, true, KNOWN)).toThrow(
       'Cannot load a NEFF built for "mariana" (al_hal_tpb_arch_type 4) on a sunda device (NC-v2, al_hal_tpb_arch_type 2): a newer generation\'s NEFF never runs on an older one',
     );
-    expect(() => checkNeffTarget("inferentia9", CAYMAN_SPEC, true, KNOWN)).toThrow('"inferentia9" is not a NeuronCore generation this runtime knows');
+    expect(() => checkNeffTarget("inferentia9", CAYMAN_SPEC, true, KNOWN)).toThrow(
+      '"inferentia9" is not a NeuronCore generation this runtime knows',
+    );
   });
 
   test("checkNeffTarget() knows the instance families and ignores case", () => {
-    expect(["trn1", "inf2", "TRN1", " Sunda "].map((t) => neffTargetArch(t, [SUNDA_SPEC, CAYMAN_SPEC, MARIANA_SPEC]))).toEqual([2, 2, 2, 2]);
+    expect(["trn1", "inf2", "TRN1", " Sunda "].map((t) => neffTargetArch(t, [SUNDA_SPEC, CAYMAN_SPEC, MARIANA_SPEC])))
+      .toEqual([2, 2, 2, 2]);
     expect(neffTargetArch("trn2", [SUNDA_SPEC, CAYMAN_SPEC, MARIANA_SPEC])).toBe(3);
     expect(verdict("trn2", CAYMAN_SPEC, false)).toBe("ok");
     expect(verdict("inf2", SUNDA_SPEC, false)).toBe("ok");
@@ -71,7 +74,9 @@ describe("checkNeffTarget()", () => {
   });
 
   test("checkNeffTarget() knows only the generations it is given: a name no pack answers to is unknown", () => {
-    expect(() => checkNeffTarget("sunda", CAYMAN_SPEC, true, [CAYMAN_SPEC])).toThrow('"sunda" is not a NeuronCore generation this runtime knows');
+    expect(() => checkNeffTarget("sunda", CAYMAN_SPEC, true, [CAYMAN_SPEC])).toThrow(
+      '"sunda" is not a NeuronCore generation this runtime knows',
+    );
     expect(neffTargetArch("cayman", [])).toBeUndefined();
   });
 

@@ -4,9 +4,20 @@
  * an empty poll `NRT_QUEUE_EMPTY`; `nrt_register_async_exec_callback` and `nrt_async_drain_queued_execs`.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { type AsyncExecCompletion, MemoryLogger, type Model, NrtApi, type NrtAsyncExecCompletion, NrtError, NrtStatus, type Ref, Runtime, TensorSet } from "@nrt/core";
+import {
+  type AsyncExecCompletion,
+  MemoryLogger,
+  type Model,
+  NrtApi,
+  type NrtAsyncExecCompletion,
+  NrtError,
+  NrtStatus,
+  type Ref,
+  Runtime,
+  TensorSet,
+} from "@nrt/core";
 import { KmgrExecMode } from "../packages/core/state.ts";
-import { createNrtContainer, PortalToken, nrtPlugins } from "@nrt/cli";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 
@@ -26,7 +37,13 @@ function container(): DependencyContainer {
 }
 
 async function init(depth: number): Promise<Runtime> {
-  return await Runtime.init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, asyncExecMaxInflightRequests: depth, logger: new MemoryLogger() });
+  return await Runtime.init({
+    ...nrtPlugins(container()),
+    visibleCores: [0, 1],
+    virtualCoreSize: 1,
+    asyncExecMaxInflightRequests: depth,
+    logger: new MemoryLogger(),
+  });
 }
 
 async function addIo(rt: Runtime, model: Model, shift = 0) {
@@ -41,36 +58,44 @@ async function addIo(rt: Runtime, model: Model, shift = 0) {
 }
 
 describe("async execution (NRT_2.0.0, KMGR_EXEC_MODE_ASYNC)", () => {
-  test("with a queue depth of Q, submitting Q + k at once gives exactly k NRT_QUEUE_FULL; an empty poll returns NRT_QUEUE_EMPTY at once", async () => {
-    const Q = 4, k = 3;
-    const rt = await init(Q);
-    try {
-      expect(rt.execMode).toBe(KmgrExecMode.KMGR_EXEC_MODE_ASYNC);
-      const model = await rt.load(ADD);
-      const { ins, outs } = await addIo(rt, model, 1);
-      expect(rt.poll(0)).toBeUndefined(); // synchronous: nothing to await
-      const ids: number[] = [];
-      const full: unknown[] = [];
-      for (let i = 0; i < Q + k; i++) {
-        try {
-          ids.push(rt.submit(model, ins, outs));
-        } catch (e) {
-          full.push(e);
+  test(
+    "with a queue depth of Q, submitting Q + k at once gives exactly k NRT_QUEUE_FULL; an empty poll returns NRT_QUEUE_EMPTY at once",
+    async () => {
+      const Q = 4, k = 3;
+      const rt = await init(Q);
+      try {
+        expect(rt.execMode).toBe(KmgrExecMode.KMGR_EXEC_MODE_ASYNC);
+        const model = await rt.load(ADD);
+        const { ins, outs } = await addIo(rt, model, 1);
+        expect(rt.poll(0)).toBeUndefined(); // synchronous: nothing to await
+        const ids: number[] = [];
+        const full: unknown[] = [];
+        for (let i = 0; i < Q + k; i++) {
+          try {
+            ids.push(rt.submit(model, ins, outs));
+          } catch (e) {
+            full.push(e);
+          }
         }
+        expect(ids).toHaveLength(Q);
+        expect(full).toHaveLength(k);
+        for (const e of full) expect((e as NrtError).status).toBe(NrtStatus.NRT_QUEUE_FULL);
+        await rt.drainAsync(0);
+        const done: AsyncExecCompletion[] = [];
+        for (let c = rt.poll(0); c !== undefined; c = rt.poll(0)) done.push(c);
+        expect(done.map((c) => [c.id, c.model, c.vnc, c.status])).toEqual(
+          ids.map((id) => [id, model.handle, 0, NrtStatus.NRT_SUCCESS]),
+        );
+        expect(rt.poll(0)).toBeUndefined();
+        expect(Array.from(new Float32Array((await outs.get("out").read()).slice().buffer))).toEqual(
+          Array.from({ length: N }, (_, i) => i + 1),
+        );
+      } finally {
+        await rt.close();
       }
-      expect(ids).toHaveLength(Q);
-      expect(full).toHaveLength(k);
-      for (const e of full) expect((e as NrtError).status).toBe(NrtStatus.NRT_QUEUE_FULL);
-      await rt.drainAsync(0);
-      const done: AsyncExecCompletion[] = [];
-      for (let c = rt.poll(0); c !== undefined; c = rt.poll(0)) done.push(c);
-      expect(done.map((c) => [c.id, c.model, c.vnc, c.status])).toEqual(ids.map((id) => [id, model.handle, 0, NrtStatus.NRT_SUCCESS]));
-      expect(rt.poll(0)).toBeUndefined();
-      expect(Array.from(new Float32Array((await outs.get("out").read()).slice().buffer))).toEqual(Array.from({ length: N }, (_, i) => i + 1));
-    } finally {
-      await rt.close();
-    }
-  }, 30_000);
+    },
+    30_000,
+  );
 
   test("a submission refused with NRT_QUEUE_FULL succeeds once one request completed", async () => {
     const Q = 3;
@@ -104,86 +129,123 @@ describe("async execution (NRT_2.0.0, KMGR_EXEC_MODE_ASYNC)", () => {
       const io0 = await addIo(rt, m0, 2), io1 = await addIo(rt, m1, 3);
       rt.submit(m0, io0.ins, io0.outs);
       rt.submit(m0, io0.ins, io0.outs);
-      expect(() => rt.submit(m0, io0.ins, io0.outs)).toThrow(expect.objectContaining({ status: NrtStatus.NRT_QUEUE_FULL }));
+      expect(() => rt.submit(m0, io0.ins, io0.outs)).toThrow(
+        expect.objectContaining({ status: NrtStatus.NRT_QUEUE_FULL }),
+      );
       rt.submit(m1, io1.ins, io1.outs); // core 1 has its own queue
       await m0.unload(); // waits for both queued executions of m0
       const c0 = [rt.poll(0), rt.poll(0)];
       expect(c0.map((c) => c?.status)).toEqual([NrtStatus.NRT_SUCCESS, NrtStatus.NRT_SUCCESS]);
       await rt.drainAsync(1);
       expect(rt.poll(1)?.status).toBe(NrtStatus.NRT_SUCCESS);
-      expect(() => rt.submit(m0, io0.ins, io0.outs)).toThrow(expect.objectContaining({ status: NrtStatus.NRT_INVALID_HANDLE }));
+      expect(() => rt.submit(m0, io0.ins, io0.outs)).toThrow(
+        expect.objectContaining({ status: NrtStatus.NRT_INVALID_HANDLE }),
+      );
     } finally {
       await rt.close();
     }
   }, 30_000);
 
-  test("nrt_execute queues and returns at once; nrt_register_async_exec_callback and nrt_async_drain_queued_execs", async () => {
-    const api = new NrtApi();
-    expect(await api.nrt_init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, asyncExecMaxInflightRequests: 2, logger: new MemoryLogger() }))
-      .toBe(NrtStatus.NRT_SUCCESS);
-    try {
-      const rt = api.runtime!;
-      const model: Ref<Model> = {};
-      expect(await api.nrt_load(ADD, 0, 1, model)).toBe(NrtStatus.NRT_SUCCESS);
-      const { ins, outs } = await addIo(rt, model.value!);
-      const calls: unknown[][] = [];
-      const params = { tag: "p" };
-      expect(api.nrt_register_async_exec_callback((...args) => calls.push(args), params)).toBe(NrtStatus.NRT_SUCCESS);
-      expect(await api.nrt_execute(model.value!, ins, outs)).toBe(NrtStatus.NRT_SUCCESS);
-      expect(await api.nrt_execute(model.value!, ins, outs)).toBe(NrtStatus.NRT_SUCCESS);
-      expect(await api.nrt_execute(model.value!, ins, outs)).toBe(NrtStatus.NRT_QUEUE_FULL);
-      expect(calls).toHaveLength(0); // nrt_execute returned before the device finished
-      expect(await api.nrt_async_drain_queued_execs(0)).toBe(NrtStatus.NRT_SUCCESS);
-      expect(calls.map(([p, id, vnc, , status]) => [p, id, vnc, status])).toEqual([
-        [params, model.value!.handle, 0, NrtStatus.NRT_SUCCESS],
-        [params, model.value!.handle, 0, NrtStatus.NRT_SUCCESS],
-      ]);
-      expect(calls[1][3]).toBeGreaterThan(calls[0][3] as number);
-      expect(await api.nrt_async_drain_queued_execs(5)).toBe(NrtStatus.NRT_INVALID);
-    } finally {
-      await api.nrt_close();
-    }
-  }, 30_000);
+  test(
+    "nrt_execute queues and returns at once; nrt_register_async_exec_callback and nrt_async_drain_queued_execs",
+    async () => {
+      const api = new NrtApi();
+      expect(
+        await api.nrt_init({
+          ...nrtPlugins(container()),
+          visibleCores: [0, 1],
+          virtualCoreSize: 1,
+          asyncExecMaxInflightRequests: 2,
+          logger: new MemoryLogger(),
+        }),
+      )
+        .toBe(NrtStatus.NRT_SUCCESS);
+      try {
+        const rt = api.runtime!;
+        const model: Ref<Model> = {};
+        expect(await api.nrt_load(ADD, 0, 1, model)).toBe(NrtStatus.NRT_SUCCESS);
+        const { ins, outs } = await addIo(rt, model.value!);
+        const calls: unknown[][] = [];
+        const params = { tag: "p" };
+        expect(api.nrt_register_async_exec_callback((...args) => calls.push(args), params)).toBe(NrtStatus.NRT_SUCCESS);
+        expect(await api.nrt_execute(model.value!, ins, outs)).toBe(NrtStatus.NRT_SUCCESS);
+        expect(await api.nrt_execute(model.value!, ins, outs)).toBe(NrtStatus.NRT_SUCCESS);
+        expect(await api.nrt_execute(model.value!, ins, outs)).toBe(NrtStatus.NRT_QUEUE_FULL);
+        expect(calls).toHaveLength(0); // nrt_execute returned before the device finished
+        expect(await api.nrt_async_drain_queued_execs(0)).toBe(NrtStatus.NRT_SUCCESS);
+        expect(calls.map(([p, id, vnc, , status]) => [p, id, vnc, status])).toEqual([
+          [params, model.value!.handle, 0, NrtStatus.NRT_SUCCESS],
+          [params, model.value!.handle, 0, NrtStatus.NRT_SUCCESS],
+        ]);
+        expect(calls[1][3]).toBeGreaterThan(calls[0][3] as number);
+        expect(await api.nrt_async_drain_queued_execs(5)).toBe(NrtStatus.NRT_INVALID);
+      } finally {
+        await api.nrt_close();
+      }
+    },
+    30_000,
+  );
 
-  test("an empty poll is NRT_QUEUE_EMPTY (15) through nrt_async_exec_poll and Runtime.tryPoll; a ready one is 0 with the completion", async () => {
-    const api = new NrtApi();
-    expect(await api.nrt_init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, asyncExecMaxInflightRequests: 2, logger: new MemoryLogger() }))
-      .toBe(0);
-    try {
-      const rt = api.runtime!;
-      const model: Ref<Model> = {};
-      expect(await api.nrt_load(ADD, 0, 1, model)).toBe(0);
-      const { ins, outs } = await addIo(rt, model.value!);
-      const got: Ref<NrtAsyncExecCompletion> = {};
-      // Seed runtime-synthesis §6: "an empty poll as NRT_QUEUE_EMPTY(15)".
-      expect(api.nrt_async_exec_poll(0, got)).toBe(15);
-      expect(got.value).toBeUndefined();
-      expect(rt.tryPoll(0)).toEqual({ status: 15 });
-      expect(rt.tryPoll(1)).toEqual({ status: 15 });
-      const id = rt.submit(model.value!, ins, outs);
-      await rt.drainAsync(0);
-      expect(api.nrt_async_exec_poll(0, got)).toBe(0);
-      expect(got.value).toEqual({ model_id: model.value!.handle, vnc: 0, job_id: id, status: 0 });
-      expect(api.nrt_async_exec_poll(0, got)).toBe(15);
-      const id2 = rt.submit(model.value!, ins, outs);
-      await rt.drainAsync(0);
-      const typed = rt.tryPoll(0);
-      expect(typed.status).toBe(0);
-      if (typed.status === NrtStatus.NRT_SUCCESS) expect([typed.completion.id, typed.completion.status]).toEqual([id2, 0]);
-      expect(rt.tryPoll(0)).toEqual({ status: 15 });
-      // Bad input: a logical core that is not visible is NRT_INVALID (2), not an empty queue.
-      expect(api.nrt_async_exec_poll(7, got)).toBe(2);
-      expect(() => rt.tryPoll(7)).toThrow(expect.objectContaining({ status: 2 }));
-    } finally {
-      await api.nrt_close();
-    }
-    // After close: NRT_CLOSED (14).
-    expect(api.nrt_async_exec_poll(0, {})).toBe(14);
-  }, 30_000);
+  test(
+    "an empty poll is NRT_QUEUE_EMPTY (15) through nrt_async_exec_poll and Runtime.tryPoll; a ready one is 0 with the completion",
+    async () => {
+      const api = new NrtApi();
+      expect(
+        await api.nrt_init({
+          ...nrtPlugins(container()),
+          visibleCores: [0, 1],
+          virtualCoreSize: 1,
+          asyncExecMaxInflightRequests: 2,
+          logger: new MemoryLogger(),
+        }),
+      )
+        .toBe(0);
+      try {
+        const rt = api.runtime!;
+        const model: Ref<Model> = {};
+        expect(await api.nrt_load(ADD, 0, 1, model)).toBe(0);
+        const { ins, outs } = await addIo(rt, model.value!);
+        const got: Ref<NrtAsyncExecCompletion> = {};
+        // Seed runtime-synthesis §6: "an empty poll as NRT_QUEUE_EMPTY(15)".
+        expect(api.nrt_async_exec_poll(0, got)).toBe(15);
+        expect(got.value).toBeUndefined();
+        expect(rt.tryPoll(0)).toEqual({ status: 15 });
+        expect(rt.tryPoll(1)).toEqual({ status: 15 });
+        const id = rt.submit(model.value!, ins, outs);
+        await rt.drainAsync(0);
+        expect(api.nrt_async_exec_poll(0, got)).toBe(0);
+        expect(got.value).toEqual({ model_id: model.value!.handle, vnc: 0, job_id: id, status: 0 });
+        expect(api.nrt_async_exec_poll(0, got)).toBe(15);
+        const id2 = rt.submit(model.value!, ins, outs);
+        await rt.drainAsync(0);
+        const typed = rt.tryPoll(0);
+        expect(typed.status).toBe(0);
+        if (typed.status === NrtStatus.NRT_SUCCESS) {
+          expect([typed.completion.id, typed.completion.status]).toEqual([id2, 0]);
+        }
+        expect(rt.tryPoll(0)).toEqual({ status: 15 });
+        // Bad input: a logical core that is not visible is NRT_INVALID (2), not an empty queue.
+        expect(api.nrt_async_exec_poll(7, got)).toBe(2);
+        expect(() => rt.tryPoll(7)).toThrow(expect.objectContaining({ status: 2 }));
+      } finally {
+        await api.nrt_close();
+      }
+      // After close: NRT_CLOSED (14).
+      expect(api.nrt_async_exec_poll(0, {})).toBe(14);
+    },
+    30_000,
+  );
 
   test("an empty poll in synchronous mode is refused with NRT_INVALID (2): there is no async queue", async () => {
     const api = new NrtApi();
-    expect(await api.nrt_init({ ...nrtPlugins(container()), visibleCores: [0], virtualCoreSize: 1, logger: new MemoryLogger() })).toBe(0);
+    expect(
+      await api.nrt_init({
+        ...nrtPlugins(container()),
+        visibleCores: [0],
+        virtualCoreSize: 1,
+        logger: new MemoryLogger(),
+      }),
+    ).toBe(0);
     try {
       expect(api.nrt_async_exec_poll(0, {})).toBe(2);
     } finally {

@@ -1,7 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { runNrt as capture } from "./_cli.ts";
 
-
 const COMMANDS = ["serve", "demo", "inspect", "run", "pack", "devices", "bench", "device-sim"];
 
 describe("the nrt command", () => {
@@ -25,7 +24,13 @@ describe("the nrt command", () => {
 
   test("nrt devices --json lists the simulated generation chosen by --arch", async () => {
     const cayman = JSON.parse((await capture(["devices", "--json"])).out).devices[0];
-    expect(cayman).toMatchObject({ arch: "cayman", generation: "NC-v3", neuronCores: 8, hbmBytes: 96 * 2 ** 30, q7CoresPerNc: 8 });
+    expect(cayman).toMatchObject({
+      arch: "cayman",
+      generation: "NC-v3",
+      neuronCores: 8,
+      hbmBytes: 96 * 2 ** 30,
+      q7CoresPerNc: 8,
+    });
     const sunda = JSON.parse((await capture(["devices", "--arch", "sunda", "--json"])).out).devices[0];
     expect(sunda).toMatchObject({ arch: "sunda", neuronCores: 2, virtualCoreSize: 1 });
     const text = await capture(["devices", "--arch", "mariana"]);

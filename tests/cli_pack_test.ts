@@ -10,7 +10,6 @@ import { runNrt as capture } from "./_cli.ts";
 // @ts-ignore: a plain JS build script without types
 import { KERNEL_FLAGS as BUILD_FLAGS } from "../kernels/build.mjs";
 
-
 describe("nrt pack", () => {
   test("the packer compiles kernels with exactly the flags of kernels/build.mjs", () => {
     expect([...KERNEL_FLAGS]).toEqual([...BUILD_FLAGS]);
@@ -33,27 +32,45 @@ describe("nrt pack", () => {
   test("a manifest with YAML, a prebuilt wasm and an unknown field shape is read or refused clearly", async () => {
     const dir = mkdtempSync(join(tmpdir(), "nrt-pack-"));
     const yaml = join(dir, "m.yaml");
-    writeFileSync(yaml, [
-      "name: relu.neff",
-      "inputs: [{ name: x, dtype: float32, shape: [4] }]",
-      "outputs: [{ name: y, dtype: float32, shape: [4] }]",
-      `libraries: [{ name: relu, wasm: ${join(process.cwd(), "kernels/wasm/relu.wasm")}, functions: [{ opcode: 7, name: relu }] }]`,
-      "calls: [{ opcode: 7, inputs: [x], outputs: [y] }]",
-    ].join("\n"));
+    writeFileSync(
+      yaml,
+      [
+        "name: relu.neff",
+        "inputs: [{ name: x, dtype: float32, shape: [4] }]",
+        "outputs: [{ name: y, dtype: float32, shape: [4] }]",
+        `libraries: [{ name: relu, wasm: ${
+          join(process.cwd(), "kernels/wasm/relu.wasm")
+        }, functions: [{ opcode: 7, name: relu }] }]`,
+        "calls: [{ opcode: 7, inputs: [x], outputs: [y] }]",
+      ].join("\n"),
+    );
     expect(readNeff(await packManifest(yaml)).outputs[0].name).toBe("y");
-    expect(() => parseManifest('{"name": "x", "inputs": [], "outputs": [], "libraries": [{"name": "a", "functions": [{"opcode": 1, "name": "f"}]}], "calls": []}', "m.json"))
+    expect(() =>
+      parseManifest(
+        '{"name": "x", "inputs": [], "outputs": [], "libraries": [{"name": "a", "functions": [{"opcode": 1, "name": "f"}]}], "calls": []}',
+        "m.json",
+      )
+    )
       .toThrow('library "a" needs exactly one of "wasm" and "source"');
     expect(() => parseManifest("{", "m.json")).toThrow("is not valid JSON");
-    await expect(runPack([], () => {}, () => {})).rejects.toThrow(new UsageError("Cannot parse nrt pack arguments: MANIFEST is missing"));
+    await expect(runPack([], () => {}, () => {})).rejects.toThrow(
+      new UsageError("Cannot parse nrt pack arguments: MANIFEST is missing"),
+    );
   }, 60_000);
 
   test("a kernel that does not compile is refused with the compiler's diagnostics", async () => {
     const dir = mkdtempSync(join(tmpdir(), "nrt-pack-"));
-    writeFileSync(join(dir, "bad.ts"), "export function f(): void { let x: i32 = \"no\"; }\n");
-    writeFileSync(join(dir, "m.json"), JSON.stringify({
-      name: "bad", inputs: [], outputs: [], calls: [],
-      libraries: [{ name: "bad", source: "bad.ts", functions: [{ opcode: 1, name: "f" }] }],
-    }));
+    writeFileSync(join(dir, "bad.ts"), 'export function f(): void { let x: i32 = "no"; }\n');
+    writeFileSync(
+      join(dir, "m.json"),
+      JSON.stringify({
+        name: "bad",
+        inputs: [],
+        outputs: [],
+        calls: [],
+        libraries: [{ name: "bad", source: "bad.ts", functions: [{ opcode: 1, name: "f" }] }],
+      }),
+    );
     await expect(packManifest(join(dir, "m.json"))).rejects.toThrow(/Cannot compile kernel .*bad\.ts/);
   }, 60_000);
 });

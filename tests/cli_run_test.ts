@@ -5,15 +5,29 @@ import { join } from "node:path";
 import { runNrt as capture } from "./_cli.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
-
 describe("nrt run", () => {
   test("nrt run FILE --input NAME=FILE.json --json executes a custom-op NEFF and prints its outputs", async () => {
     const dir = mkdtempSync(join(tmpdir(), "nrt-run-"));
     const neff = join(dir, "add.neff");
-    writeFileSync(neff, oneOpNeff("vector_add", "vector_add", [{ name: "a", dtype: "float32", shape: [2, 2] }, { name: "b", dtype: "float32", shape: [4] }], [{ name: "sum", dtype: "float32", shape: [4] }]));
+    writeFileSync(
+      neff,
+      oneOpNeff("vector_add", "vector_add", [{ name: "a", dtype: "float32", shape: [2, 2] }, {
+        name: "b",
+        dtype: "float32",
+        shape: [4],
+      }], [{ name: "sum", dtype: "float32", shape: [4] }]),
+    );
     writeFileSync(join(dir, "a.json"), JSON.stringify([[1, 2], [3, 4]]));
     writeFileSync(join(dir, "b.json"), JSON.stringify([10, 20, 30, 40.5]));
-    const r = await capture(["run", neff, "--input", `a=${join(dir, "a.json")}`, "--input", `b=${join(dir, "b.json")}`, "--json"]);
+    const r = await capture([
+      "run",
+      neff,
+      "--input",
+      `a=${join(dir, "a.json")}`,
+      "--input",
+      `b=${join(dir, "b.json")}`,
+      "--json",
+    ]);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.out)).toEqual({ model: "vector_add.neff", outputs: { sum: [11, 22, 33, 44.5] } });
   }, 60_000);
@@ -21,40 +35,72 @@ describe("nrt run", () => {
   test("nrt run reports a missing input on stderr with exit code 1, and no file with exit code 2", async () => {
     const dir = mkdtempSync(join(tmpdir(), "nrt-run-"));
     const neff = join(dir, "relu.neff");
-    writeFileSync(neff, oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [4] }], [{ name: "y", dtype: "float32", shape: [4] }]));
+    writeFileSync(
+      neff,
+      oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [4] }], [{
+        name: "y",
+        dtype: "float32",
+        shape: [4],
+      }]),
+    );
     const r = await capture(["run", neff]);
     expect(r.code).toBe(1);
     expect(r.err).toBe(`nrt run: Cannot run ${neff}: input "x" is missing; pass --input x=FILE.json`);
     expect((await capture(["run"])).code).toBe(2);
   }, 60_000);
 
-  test("nrt run refuses an input of the wrong size, a value that is not a number, an unknown input and bad JSON", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "nrt-run-"));
-    const neff = join(dir, "relu.neff");
-    writeFileSync(neff, oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [2, 2] }], [{ name: "y", dtype: "float32", shape: [4] }]));
-    const file = (name: string, text: string) => {
-      writeFileSync(join(dir, name), text);
-      return join(dir, name);
-    };
-    const cases: Array<[string[], string]> = [
-      [["--input", `x=${file("short.json", "[[1, 2], [3]]")}`], `input "x" needs 4 numbers; ${join(dir, "short.json")} holds 3`],
-      [["--input", `x=${file("text.json", '[1, 2, "3", 4]')}`], `input "x" needs numbers; ${join(dir, "text.json")} holds "3" at index 2`],
-      [["--input", `x=${file("ok.json", "[1, 2, 3, 4]")}`, "--input", `z=${join(dir, "ok.json")}`], 'the model has no input "z"; its inputs are x'],
-    ];
-    for (const [args, why] of cases) {
-      const r = await capture(["run", neff, ...args]);
-      expect(r.code).toBe(1);
-      expect(r.err).toBe(`nrt run: Cannot run ${neff}: ${why}`);
-    }
-    const bad = await capture(["run", neff, "--input", `x=${file("bad.json", "[1, 2,")}`]);
-    expect(bad.code).toBe(1);
-    expect(bad.err.startsWith(`nrt run: Cannot run ${neff}: input "x" cannot be read from ${join(dir, "bad.json")}: `)).toBe(true);
-  }, 60_000);
+  test(
+    "nrt run refuses an input of the wrong size, a value that is not a number, an unknown input and bad JSON",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "nrt-run-"));
+      const neff = join(dir, "relu.neff");
+      writeFileSync(
+        neff,
+        oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [2, 2] }], [{
+          name: "y",
+          dtype: "float32",
+          shape: [4],
+        }]),
+      );
+      const file = (name: string, text: string) => {
+        writeFileSync(join(dir, name), text);
+        return join(dir, name);
+      };
+      const cases: Array<[string[], string]> = [
+        [
+          ["--input", `x=${file("short.json", "[[1, 2], [3]]")}`],
+          `input "x" needs 4 numbers; ${join(dir, "short.json")} holds 3`,
+        ],
+        [
+          ["--input", `x=${file("text.json", '[1, 2, "3", 4]')}`],
+          `input "x" needs numbers; ${join(dir, "text.json")} holds "3" at index 2`,
+        ],
+        [
+          ["--input", `x=${file("ok.json", "[1, 2, 3, 4]")}`, "--input", `z=${join(dir, "ok.json")}`],
+          'the model has no input "z"; its inputs are x',
+        ],
+      ];
+      for (const [args, why] of cases) {
+        const r = await capture(["run", neff, ...args]);
+        expect(r.code).toBe(1);
+        expect(r.err).toBe(`nrt run: Cannot run ${neff}: ${why}`);
+      }
+      const bad = await capture(["run", neff, "--input", `x=${file("bad.json", "[1, 2,")}`]);
+      expect(bad.code).toBe(1);
+      expect(
+        bad.err.startsWith(`nrt run: Cannot run ${neff}: input "x" cannot be read from ${join(dir, "bad.json")}: `),
+      ).toBe(true);
+    },
+    60_000,
+  );
 
   test("nrt run refuses an integer input value its dtype cannot hold", async () => {
     const dir = mkdtempSync(join(tmpdir(), "nrt-run-"));
     const neff = join(dir, "relu.neff");
-    writeFileSync(neff, oneOpNeff("relu", "relu", [{ name: "x", dtype: "int8", shape: [2] }], [{ name: "y", dtype: "int8", shape: [2] }]));
+    writeFileSync(
+      neff,
+      oneOpNeff("relu", "relu", [{ name: "x", dtype: "int8", shape: [2] }], [{ name: "y", dtype: "int8", shape: [2] }]),
+    );
     writeFileSync(join(dir, "x.json"), "[1, 300]");
     const r = await capture(["run", neff, "--input", `x=${join(dir, "x.json")}`]);
     expect(r.code).toBe(1);

@@ -6,7 +6,20 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { cayman } from "@nrt/arch-cayman";
-import { type Collective, MemoryLogger, type Model, NrtApi, NrtaCcDtype, NrtaCcOp, NrtaCcRedOp, NrtaErrorTracker, NrtError, nrtaSeqXu, type Ref, type Tensor } from "@nrt/core";
+import {
+  type Collective,
+  MemoryLogger,
+  type Model,
+  NrtaCcDtype,
+  NrtaCcOp,
+  NrtaCcRedOp,
+  NrtaErrorTracker,
+  NrtApi,
+  nrtaSeqXu,
+  NrtError,
+  type Ref,
+  type Tensor,
+} from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { harness, load, opened, RELU_NEFF } from "./_fault_harness.ts";
 
@@ -45,7 +58,10 @@ describe("nrt_load_collectives", () => {
       ["a fractional rank", { replicaGroups: [[0, 1.5], [2, 3]] }],
     ];
     for (const [what, o] of bad) {
-      expect({ what, status: await statusOf(rt.loadCollectives(RELU_NEFF, { vnc: 1, ...o })) }).toEqual({ what, status: 2 });
+      expect({ what, status: await statusOf(rt.loadCollectives(RELU_NEFF, { vnc: 1, ...o })) }).toEqual({
+        what,
+        status: 2,
+      });
     }
     expect(rt.cores()[1].models).toEqual([]);
     expect(rt.memory().total).toBe(baseline);
@@ -59,7 +75,11 @@ describe("nrt_load_collectives", () => {
     expect(installs()).toBe(++n);
     expect(rt.memory().total).toBe(baseline);
     const m = await rt.loadCollectives(RELU_NEFF, { vnc: 1, replicaGroups: [[0, 1], [2, 3]] });
-    expect(rt.collectives.commOf(m)).toEqual({ globalDeviceId: 0, globalDeviceCount: 1, replicaGroups: [[0, 1], [2, 3]] });
+    expect(rt.collectives.commOf(m)).toEqual({
+      globalDeviceId: 0,
+      globalDeviceCount: 1,
+      replicaGroups: [[0, 1], [2, 3]],
+    });
     // Every collectives model of the runtime must agree on the groups.
     expect(await statusOf(rt.loadCollectives(RELU_NEFF, { vnc: 2, replicaGroups: [[0, 2], [1, 3]] }))).toBe(2);
     await m.unload();
@@ -70,7 +90,13 @@ describe("nrt_load_collectives", () => {
   test("through the facade: 0 on success, 2 for a bad comm, and the comm is recorded", async () => {
     const api = new NrtApi();
     const sim = new DeviceSimPortal();
-    await api.nrt_init({ portal: sim, archPacks: [cayman], visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    await api.nrt_init({
+      portal: sim,
+      archPacks: [cayman],
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      logger: new MemoryLogger(),
+    });
     const m: Ref<Model> = {};
     expect(await api.nrt_load_collectives(RELU_NEFF, 0, 1, 0, 2, m)).toBe(2);
     expect(await api.nrt_load_collectives(RELU_NEFF, 0, 1, 3, 1, m)).toBe(2);
@@ -113,7 +139,12 @@ describe("nrta_cc_prepare / nrta_cc_schedule", () => {
       ["two ranks on one core", { op: "all-reduce", count: 16, inputs: [a[0], b[0]], outputs: [b[0], a[0]] }],
       ["a core without a collectives model", { op: "all-reduce", count: 16, inputs: [a[0], c2], outputs: [b[0], c2] }],
       ["ranks that are not a whole replica group", { op: "all-reduce", count: 16, inputs: [a[0]], outputs: [b[0]] }],
-      ["reduce-scatter output overlapping an input", { op: "reduce-scatter", count: 4, inputs: a, outputs: [a[0].slice(0, 16), b[1]] }],
+      ["reduce-scatter output overlapping an input", {
+        op: "reduce-scatter",
+        count: 4,
+        inputs: a,
+        outputs: [a[0].slice(0, 16), b[1]],
+      }],
     ];
     for (const [what, o] of cases) {
       expect({ what, status: await statusOf(rt.collectives.prepare(o as never)) }).toEqual({ what, status: 2 });
@@ -126,7 +157,13 @@ describe("nrta_cc_prepare / nrta_cc_schedule", () => {
   test("schedule runs on the COLLECTIVES unit (4); a release while the run is pending is NRT_COLL_PENDING (1100)", async () => {
     const api = new NrtApi();
     const sim = new DeviceSimPortal();
-    await api.nrt_init({ portal: sim, archPacks: [cayman], visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    await api.nrt_init({
+      portal: sim,
+      archPacks: [cayman],
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      logger: new MemoryLogger(),
+    });
     const rt = api.runtime!;
     for (const v of [0, 1]) expect(await api.nrt_load_collectives(RELU_NEFF, v, 1, 0, 1, {})).toBe(0);
     const baseline = rt.memory().total;
@@ -142,7 +179,9 @@ describe("nrta_cc_prepare / nrta_cc_schedule", () => {
     const afterTensors = rt.memory().total;
     const cc: Ref<Collective> = {};
     expect(await api.nrta_cc_prepare(9, NrtaCcRedOp.SUM, NrtaCcDtype.FLOAT32, 4, ins, outs, cc)).toBe(2);
-    expect(await api.nrta_cc_prepare(NrtaCcOp.ALL_GATHER, NrtaCcRedOp.SUM, NrtaCcDtype.FLOAT32, 4, ins, outs, cc)).toBe(0);
+    expect(await api.nrta_cc_prepare(NrtaCcOp.ALL_GATHER, NrtaCcRedOp.SUM, NrtaCcDtype.FLOAT32, 4, ins, outs, cc)).toBe(
+      0,
+    );
     expect(rt.memory().total).toBeGreaterThan(afterTensors);
     const err: Ref<NrtaErrorTracker> = {};
     expect(api.nrta_error_tracker_create(0, err)).toBe(0);
@@ -173,7 +212,13 @@ describe("nrta_cc_prepare / nrta_cc_schedule", () => {
   test("an in-place all-reduce (input = output) is correct, and runs again with new data", async () => {
     const { rt, dev, baseline } = await twoRanks();
     const x = [await dev(0, 40, "x0"), await dev(1, 40, "x1")];
-    await using cc = await rt.collectives.prepare({ op: "all-reduce", reduce: "max", count: 10, inputs: x, outputs: x });
+    await using cc = await rt.collectives.prepare({
+      op: "all-reduce",
+      reduce: "max",
+      count: 10,
+      inputs: x,
+      outputs: x,
+    });
     for (const round of [1, 2]) {
       await x[0].write(new Uint8Array(Float32Array.from({ length: 10 }, (_, i) => i * round).buffer));
       await x[1].write(new Uint8Array(Float32Array.from({ length: 10 }, (_, i) => (9 - i) * round).buffer));
@@ -194,8 +239,13 @@ describe("nrta_cc_prepare / nrta_cc_schedule", () => {
     const { rt } = h;
     for (const v of [0, 1]) await rt.loadCollectives(RELU_NEFF, { vnc: v });
     const relu = await load(rt, RELU_NEFF, 0);
-    const x = [await rt.allocateTensor({ size: 64, vnc: 0, name: "x0" }), await rt.allocateTensor({ size: 64, vnc: 1, name: "x1" })];
-    for (const [v, t] of x.entries()) await t.write(new Uint8Array(Float32Array.from({ length: 16 }, (_, i) => i + 10 * v).buffer));
+    const x = [
+      await rt.allocateTensor({ size: 64, vnc: 0, name: "x0" }),
+      await rt.allocateTensor({ size: 64, vnc: 1, name: "x1" }),
+    ];
+    for (const [v, t] of x.entries()) {
+      await t.write(new Uint8Array(Float32Array.from({ length: 16 }, (_, i) => i + 10 * v).buffer));
+    }
     await using cc = await rt.collectives.prepare({ op: "all-reduce", count: 16, inputs: x, outputs: x });
     const order: string[] = [];
     await Promise.all([
@@ -206,7 +256,9 @@ describe("nrta_cc_prepare / nrta_cc_schedule", () => {
     const sum = Float32Array.from({ length: 16 }, (_, i) => 2 * i + 10);
     for (const t of x) expect(new Float32Array((await t.read(0, 64)).slice().buffer)).toEqual(sum);
     const y = relu.outs.get(relu.model.outputs[0].name);
-    expect(new Float32Array((await y.read(0, 64)).slice().buffer)).toEqual(Float32Array.from({ length: 16 }, (_, i) => Math.max(0, i - 8)));
+    expect(new Float32Array((await y.read(0, 64)).slice().buffer)).toEqual(
+      Float32Array.from({ length: 16 }, (_, i) => Math.max(0, i - 8)),
+    );
     await cc.release();
     await rt.close();
   });
@@ -215,15 +267,25 @@ describe("nrta_cc_prepare / nrta_cc_schedule", () => {
     const h = await harness({ visibleCores: [0, 1, 2, 3], virtualCoreSize: 2 });
     const { rt } = h;
     for (const v of [0, 1]) await rt.loadCollectives(RELU_NEFF, { vnc: v });
-    const x = [await rt.allocateTensor({ size: 32, vnc: 0, name: "x0" }), await rt.allocateTensor({ size: 32, vnc: 1, name: "x1" })];
+    const x = [
+      await rt.allocateTensor({ size: 32, vnc: 0, name: "x0" }),
+      await rt.allocateTensor({ size: 32, vnc: 1, name: "x1" }),
+    ];
     await x[0].write(new Uint8Array(Float32Array.from([1, 5, -3, 8, 0, 2, 2, 9]).buffer));
     await x[1].write(new Uint8Array(Float32Array.from([4, 4, -1, 1, 0, 3, 1, 9]).buffer));
     const before = [0, 1, 2, 3].map((nc) => h.sim.queueBytes(0, nc).m2s.reduce((a, b) => a + b, 0));
     await using cc = await rt.collectives.prepare({ op: "all-reduce", reduce: "max", count: 8, inputs: x, outputs: x });
     await cc.run();
-    for (const t of x) expect(Array.from(new Float32Array((await t.read(0, 32)).slice().buffer))).toEqual([4, 5, -1, 8, 0, 3, 2, 9]);
+    for (const t of x) {
+      expect(Array.from(new Float32Array((await t.read(0, 32)).slice().buffer))).toEqual([4, 5, -1, 8, 0, 3, 2, 9]);
+    }
     // Physical cores 0 and 2 (the first of each logical core) moved 2 × 32 bytes each; 1 and 3 nothing.
-    expect([0, 1, 2, 3].map((nc) => h.sim.queueBytes(0, nc).m2s.reduce((a, b) => a + b, 0) - before[nc])).toEqual([64, 0, 64, 0]);
+    expect([0, 1, 2, 3].map((nc) => h.sim.queueBytes(0, nc).m2s.reduce((a, b) => a + b, 0) - before[nc])).toEqual([
+      64,
+      0,
+      64,
+      0,
+    ]);
     await cc.release();
     await rt.close();
   });

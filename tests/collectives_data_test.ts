@@ -6,7 +6,7 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { ccReference, fromBfloat16, NrtaCcDtype, NrtaCcOp, NrtaCcRedOp, type Runtime, type Tensor } from "@nrt/core";
-import { harness, type Harness, opened, RELU_NEFF } from "./_fault_harness.ts";
+import { type Harness, harness, opened, RELU_NEFF } from "./_fault_harness.ts";
 
 afterAll(async () => {
   for (const p of opened.splice(0)) await p.close();
@@ -43,7 +43,11 @@ function values(dtype: number, b: Uint8Array): number[] {
     : Array.from({ length: b.byteLength / 2 }, (_, i) => fromBfloat16(v.getUint16(2 * i, true)));
 }
 
-const OPS = { "all-reduce": NrtaCcOp.ALL_REDUCE, "all-gather": NrtaCcOp.ALL_GATHER, "reduce-scatter": NrtaCcOp.REDUCE_SCATTER } as const;
+const OPS = {
+  "all-reduce": NrtaCcOp.ALL_REDUCE,
+  "all-gather": NrtaCcOp.ALL_GATHER,
+  "reduce-scatter": NrtaCcOp.REDUCE_SCATTER,
+} as const;
 const RANKS = 4;
 
 async function fourRanks(): Promise<Harness> {
@@ -105,7 +109,9 @@ describe("collectives move real bytes through the DMA queues and match the host 
               const col = xs.map((x) => x[base + j]);
               const exact = red === NrtaCcRedOp.SUM ? col.reduce((a, b) => a + b, 0) : Math.max(...col);
               const mag = col.reduce((a, b) => a + Math.abs(b), 0);
-              expect(Math.abs(got[j] - exact)).toBeLessThanOrEqual((dt === NrtaCcDtype.FLOAT32 ? 4 * 2 ** -24 : 4 * 2 ** -8) * mag);
+              expect(Math.abs(got[j] - exact)).toBeLessThanOrEqual(
+                (dt === NrtaCcDtype.FLOAT32 ? 4 * 2 ** -24 : 4 * 2 ** -8) * mag,
+              );
             }
           } else {
             expect(await outs[3].read(2 * count * e, count * e)).toEqual(data[2]);

@@ -7,7 +7,7 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { ccReference, NrtaCcDtype, NrtaCcOp, NrtaCcRedOp, NrtaErrorTracker, NrtError, type Tensor } from "@nrt/core";
-import { exec, harness, type Harness, load, opened, RELU_NEFF } from "./_fault_harness.ts";
+import { exec, type Harness, harness, load, opened, RELU_NEFF } from "./_fault_harness.ts";
 
 afterAll(async () => {
   for (const p of opened.splice(0)) await p.close();
@@ -29,7 +29,10 @@ async function setup(n: number, sizes: { input: number; output: number }) {
   const h = await harness({ visibleCores: [...Array(n).keys()] });
   for (let v = 0; v < n; v++) await h.rt.loadCollectives(RELU_NEFF, { vnc: v });
   const baseline = h.rt.memory().total;
-  const data = Array.from({ length: n }, (_, v) => new Uint8Array(Float32Array.from({ length: sizes.input / 4 }, (_, i) => (v + 1) * 0.5 + i).buffer));
+  const data = Array.from(
+    { length: n },
+    (_, v) => new Uint8Array(Float32Array.from({ length: sizes.input / 4 }, (_, i) => (v + 1) * 0.5 + i).buffer),
+  );
   const ins: Tensor[] = [], outs: Tensor[] = [];
   for (let v = 0; v < n; v++) {
     ins.push(await h.rt.allocateTensor({ size: sizes.input, vnc: v, name: `in${v}` }));
@@ -56,8 +59,15 @@ describe("injected collectives faults hit a collective in flight", () => {
     for (const v of [0, 1, 3]) expect(await outs[v].read(0, count * 4)).toEqual(want);
     expect(await outs[2].read(0, count * 4)).toEqual(new Uint8Array(count * 4));
     const lines = h.log.entries.map((e) => e.message);
-    expect(lines.some((l) => /\[NC 2\] missing collectives status on model collective all-reduce\. Suspected hang in waiting for barrier/.test(l))).toBe(true);
-    expect(lines).toContain("(FATAL-RT-UNDEFINED-STATE) [ND 0][NC 2] Suspected hang in collectives operation 2 out of 2");
+    expect(
+      lines.some((l) =>
+        /\[NC 2\] missing collectives status on model collective all-reduce\. Suspected hang in waiting for barrier/
+          .test(l)
+      ),
+    ).toBe(true);
+    expect(lines).toContain(
+      "(FATAL-RT-UNDEFINED-STATE) [ND 0][NC 2] Suspected hang in collectives operation 2 out of 2",
+    );
     // Poisoned: the next run answers 1200 without touching the device.
     expect(cc.poisoned).toBe(1200);
     const still = [0, 1, 2, 3].map((nc) => m2s(h, nc));

@@ -5,9 +5,15 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type CustomOpTensorSpec, LogLevel, MemoryLogger, Runtime } from "@nrt/core";
-import { createNrtContainer, parseServeArgs, SimDeviceView, startServer, nrtPlugins, PortalToken } from "@nrt/cli";
+import { createNrtContainer, nrtPlugins, parseServeArgs, PortalToken, SimDeviceView, startServer } from "@nrt/cli";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { createInferenceApp, DashboardMonitor, type DashboardState, filesFromMap, ModelRepository } from "@nrt/http-api";
+import {
+  createInferenceApp,
+  DashboardMonitor,
+  type DashboardState,
+  filesFromMap,
+  ModelRepository,
+} from "@nrt/http-api";
 import type { Hono } from "hono";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -15,7 +21,8 @@ import { join } from "node:path";
 import { ADMIN_TOKEN, control, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
-const hasServe = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" || typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
+const hasServe = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" ||
+  typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
 const f32 = (name: string, n: number): CustomOpTensorSpec => ({ name, dtype: "float32", shape: [n] });
 
 interface Server {
@@ -34,8 +41,16 @@ async function server(admin: boolean): Promise<Server> {
   const portal = container.resolve(PortalToken) as DeviceSimPortal;
   sim.attach(portal);
   const monitor = new DashboardMonitor();
-  const runtime = await Runtime.init({ ...nrtPlugins(container), logger: monitor.wrapLogger(new MemoryLogger(LogLevel.ERROR)), onExecution: monitor.onExecution, onSpan: monitor.onSpan });
-  const files = { ...testModels(), "hello.neff": oneOpNeff("faults", "printf", [f32("x", 64)], [f32("y", 64)], 1, [2]) };
+  const runtime = await Runtime.init({
+    ...nrtPlugins(container),
+    logger: monitor.wrapLogger(new MemoryLogger(LogLevel.ERROR)),
+    onExecution: monitor.onExecution,
+    onSpan: monitor.onSpan,
+  });
+  const files = {
+    ...testModels(),
+    "hello.neff": oneOpNeff("faults", "printf", [f32("x", 64)], [f32("y", 64)], 1, [2]),
+  };
   const repository = new ModelRepository({ runtime, files: filesFromMap(files) });
   await repository.scan();
   await repository.loadAll();
@@ -70,7 +85,9 @@ const state = async (app: Hono): Promise<DashboardState> => {
 };
 const relu = { inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2, -1, 0, 1, 2, 3, -3] }] };
 const trapInput = { inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] };
-const helloInput = { inputs: [{ name: "x", shape: [64], datatype: "FP32", data: Array.from({ length: 64 }, () => 0) }] };
+const helloInput = {
+  inputs: [{ name: "x", shape: [64], datatype: "FP32", data: Array.from({ length: 64 }, () => 0) }],
+};
 
 describe("dashboard without admin", () => {
   let s: Server;
@@ -122,7 +139,9 @@ describe("dashboard without admin", () => {
     for (const what of ["unload", "load"]) {
       const res = await s.app.request(`/v2/repository/models/add/${what}`, post({}));
       expect(res.status).toBe(403);
-      expect((await res.json()).error).toBe(`Cannot ${what} model "add": model control is off; start the server with --model-control explicit`);
+      expect((await res.json()).error).toBe(
+        `Cannot ${what} model "add": model control is off; start the server with --model-control explicit`,
+      );
     }
     expect((await state(s.app)).models.find((m) => m.name === "add")?.state).toBe("RUNNING");
   });
@@ -165,7 +184,8 @@ describe("dashboard without admin", () => {
       expect(st.startUs).toBeLessThanOrEqual(st.endUs);
       expect(st.endUs).toBeLessThanOrEqual(last.durationUs + 1);
     }
-    const doorbell = last.steps.find((st) => st.name === "doorbell")!, wait = last.steps.find((st) => st.name === "completion_wait")!;
+    const doorbell = last.steps.find((st) => st.name === "doorbell")!,
+      wait = last.steps.find((st) => st.name === "completion_wait")!;
     expect(wait.endUs).toBeGreaterThanOrEqual(doorbell.startUs);
     expect(m.latency.counts.length).toBe(m.latency.boundsUs.length + 1);
     expect(m.latency.counts.reduce((a, b) => a + b, 0)).toBe(m.stats.executions + 1); // + the warm-up execute
@@ -198,7 +218,10 @@ describe("dashboard without admin", () => {
     const res = await s.app.request(`/v2/dashboard/state?after=${seq}`);
     const st: DashboardState = await res.json();
     const nc = st.models.find((m) => m.name === "hello")!.ncs[0];
-    expect(st.log.filter((l) => l.stream === "stdout").map((l) => [l.message, l.nc])).toEqual([["line 0 from core 0", nc], ["line 1 from core 0", nc]]);
+    expect(st.log.filter((l) => l.stream === "stdout").map((l) => [l.message, l.nc])).toEqual([[
+      "line 0 from core 0",
+      nc,
+    ], ["line 1 from core 0", nc]]);
     expect(st.log.every((l) => l.seq > seq)).toBe(true);
   });
 
@@ -286,7 +309,12 @@ describe("dashboard with admin", () => {
   });
 
   test("without a fault API, fault injection answers 501", async () => {
-    const app = createInferenceApp({ runtime: s.runtime, repository: s.repository, adminToken: ADMIN_TOKEN, dashboard: true });
+    const app = createInferenceApp({
+      runtime: s.runtime,
+      repository: s.repository,
+      adminToken: ADMIN_TOKEN,
+      dashboard: true,
+    });
     const res = await app.request("/v2/dashboard/faults", control({ kind: "oob" }));
     expect(res.status).toBe(501);
     expect((await state(app)).server.faultApi).toBe(false);
@@ -359,27 +387,37 @@ describe("nrt serve --admin", () => {
     expect(parseServeArgs(["--demo", "--admin"])).toEqual({ demo: true, admin: true });
   });
 
-  test.if(hasServe)("startServer() serves the dashboard; admin is off by default; close() ends open event streams", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "nrt-dashboard-serve-"));
-    const lines: string[] = [];
-    const server = await startServer({ models: dir, demo: true, arch: "cayman", port: 0, log: (l) => lines.push(l) });
-    try {
-      expect(lines).toContain(`nrt: dashboard at ${server.url}/ (read-only)`);
-      const page = await fetch(`${server.url}/`);
-      expect([page.status, (await page.text()).includes("<title>nrt dashboard</title>")]).toEqual([200, true]);
-      const denied = await fetch(`${server.url}/v2/dashboard/faults`, { method: "POST", body: '{"kind":"oob"}', headers: { "content-type": "application/json" } });
-      expect([denied.status, (await denied.json()).error]).toEqual([403, "Cannot inject a fault: operator actions are disabled; start the server with --admin"]);
-      const events = await fetch(`${server.url}/v2/dashboard/events`);
-      const reader = events.body!.pipeThrough(new TextDecoderStream()).getReader();
-      expect((await reader.read()).value?.startsWith("event: state\n")).toBe(true);
-      // The stream is still open: close() must end it instead of waiting for it.
-      await server.close();
-      let done = false;
-      while (!done) done = (await reader.read()).done;
-      expect(done).toBe(true);
-    } finally {
-      await server.close();
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  test.if(hasServe)(
+    "startServer() serves the dashboard; admin is off by default; close() ends open event streams",
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), "nrt-dashboard-serve-"));
+      const lines: string[] = [];
+      const server = await startServer({ models: dir, demo: true, arch: "cayman", port: 0, log: (l) => lines.push(l) });
+      try {
+        expect(lines).toContain(`nrt: dashboard at ${server.url}/ (read-only)`);
+        const page = await fetch(`${server.url}/`);
+        expect([page.status, (await page.text()).includes("<title>nrt dashboard</title>")]).toEqual([200, true]);
+        const denied = await fetch(`${server.url}/v2/dashboard/faults`, {
+          method: "POST",
+          body: '{"kind":"oob"}',
+          headers: { "content-type": "application/json" },
+        });
+        expect([denied.status, (await denied.json()).error]).toEqual([
+          403,
+          "Cannot inject a fault: operator actions are disabled; start the server with --admin",
+        ]);
+        const events = await fetch(`${server.url}/v2/dashboard/events`);
+        const reader = events.body!.pipeThrough(new TextDecoderStream()).getReader();
+        expect((await reader.read()).value?.startsWith("event: state\n")).toBe(true);
+        // The stream is still open: close() must end it instead of waiting for it.
+        await server.close();
+        let done = false;
+        while (!done) done = (await reader.read()).done;
+        expect(done).toBe(true);
+      } finally {
+        await server.close();
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });

@@ -11,7 +11,11 @@ import { startServer } from "@nrt/cli";
 // block must equal that block.
 const repo = fileURLToPath(new URL("../", import.meta.url));
 const doc = readFileSync(join(repo, "docs/kernels.md"), "utf8");
-const blocks = [...doc.matchAll(/```(\w+)([^\n]*)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1], info: m[2].trim(), body: m[3] }));
+const blocks = [...doc.matchAll(/```(\w+)([^\n]*)\n([\s\S]*?)```/g)].map((m) => ({
+  lang: m[1],
+  info: m[2].trim(),
+  body: m[3],
+}));
 
 describe("docs/kernels.md", () => {
   test("a new user following docs/kernels.md literally gets a working custom op, served over REST", async () => {

@@ -31,7 +31,12 @@ describe("examples/", () => {
   }, 60_000);
 
   test("rest_client.ts runs an inference over HTTP against the demo server", async () => {
-    const server = await startServer({ models: await mkdtemp(join(tmpdir(), "nrt-example-")), demo: true, port: 0, log: quiet });
+    const server = await startServer({
+      models: await mkdtemp(join(tmpdir(), "nrt-example-")),
+      demo: true,
+      port: 0,
+      log: quiet,
+    });
     try {
       const out = await restClient(server.url, quiet);
       expect(out.data.length).toBeGreaterThan(0);

@@ -12,26 +12,32 @@ const SPIN_NEFF = oneOpNeff("faults", "spin", [f32("x", 64)], [f32("y", 64)]);
 
 describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
   for (const seconds of [1, 30, 600]) {
-    test(`a hang under a ${seconds} s budget yields NRT_TIMEOUT at exactly ${seconds * 1000} ms of virtual time`, async () => {
-      const h = await harness({ visibleCores: [0], execTimeoutSeconds: seconds });
-      try {
-        const l = await load(h.rt, RELU_NEFF, 0);
-        h.sim.faults.inject({ kind: "hang", nc: 0, atExecution: 1 });
-        const { status, waitedMs } = await execHung(h, l, seconds * 1000);
-        expect(status).toBe(NrtStatus.NRT_TIMEOUT);
-        expect(waitedMs).toBe(seconds * 1000);
-        expect(h.log.messages()).toContain(
-          `(FATAL-RT-UNDEFINED-STATE) [ND 0][NC 0] execution timeout (${seconds * 1000} ms) on model relu.neff, waiting for execution completion notification`,
-        );
-        expect(h.clock.pendingSleepers).toBe(0);
-        expect(h.sim.notificationWaiters(0, 0)).toBe(0);
-        // The hung run was dropped by the device's own watchdog (the host wrote nothing): the sequencer is idle again.
-        await h.sim.whenIdle(0, 0);
-        expect(h.sim.sequencerFaults(0, 0).some((f) => f.message.startsWith("watchdog: "))).toBe(true);
-      } finally {
-        await h.rt.close();
-      }
-    }, 30_000);
+    test(
+      `a hang under a ${seconds} s budget yields NRT_TIMEOUT at exactly ${seconds * 1000} ms of virtual time`,
+      async () => {
+        const h = await harness({ visibleCores: [0], execTimeoutSeconds: seconds });
+        try {
+          const l = await load(h.rt, RELU_NEFF, 0);
+          h.sim.faults.inject({ kind: "hang", nc: 0, atExecution: 1 });
+          const { status, waitedMs } = await execHung(h, l, seconds * 1000);
+          expect(status).toBe(NrtStatus.NRT_TIMEOUT);
+          expect(waitedMs).toBe(seconds * 1000);
+          expect(h.log.messages()).toContain(
+            `(FATAL-RT-UNDEFINED-STATE) [ND 0][NC 0] execution timeout (${
+              seconds * 1000
+            } ms) on model relu.neff, waiting for execution completion notification`,
+          );
+          expect(h.clock.pendingSleepers).toBe(0);
+          expect(h.sim.notificationWaiters(0, 0)).toBe(0);
+          // The hung run was dropped by the device's own watchdog (the host wrote nothing): the sequencer is idle again.
+          await h.sim.whenIdle(0, 0);
+          expect(h.sim.sequencerFaults(0, 0).some((f) => f.message.startsWith("watchdog: "))).toBe(true);
+        } finally {
+          await h.rt.close();
+        }
+      },
+      30_000,
+    );
   }
 
   test("100 hangs across the three budgets each end at exactly their budget on the virtual clock", async () => {
@@ -52,33 +58,40 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
     }
   }, 30_000);
 
-  test("an endless kernel loop times out on the virtual clock and its Q7 Workers are gone when the call returns", async () => {
-    const h = await harness({ visibleCores: [0] });
-    try {
-      const spin = await load(h.rt, SPIN_NEFF, 0);
-      // Let the kernel really spin on the 8 cores before the budget runs out.
-      const { status } = await execHung(h, spin, 30_000, () => h.sim.q7Busy(0, 0));
-      expect(status).toBe(NrtStatus.NRT_TIMEOUT);
-      expect(h.sim.q7Started(0, 0)).toBe(false);
-      // The device's watchdog stopped the spinning cores; the host wrote no stream table (no halt) on the fault path.
-      expect(h.sim.q7Events().filter((e) => e.kind === "cluster-terminated").map((e) => e.detail)).toEqual(["watchdog"]);
-      const streamWrites = (): number => h.trace.entries.filter((e) => e.op === "barWrite" && e.target >= 0x4000 && e.target < 0x5000).length;
-      // NRT_TIMEOUT is Band A: not fail-stop (seed lifecycle-error-model §4.1). The model is re-runnable: the next
-      // execute really rings the doorbell, spins again on a fresh cluster, and times out again.
-      expect(h.rt.poisonedStatus(spin.model)).toBeUndefined();
-      h.trace.clear();
-      const again = await execHung(h, spin, 30_000, () => h.sim.q7Busy(0, 0));
-      expect(again.status).toBe(NrtStatus.NRT_TIMEOUT);
-      expect(h.trace.entries.filter((e) => e.op === "semaphoreIncrement").length).toBe(1);
-      expect(streamWrites()).toBe(0);
-      expect(h.sim.q7Started(0, 0)).toBe(false);
-      await spin.model.unload();
-      const ok = await load(h.rt, RELU_NEFF, 0);
-      expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
-    } finally {
-      await h.rt.close();
-    }
-  }, 30_000);
+  test(
+    "an endless kernel loop times out on the virtual clock and its Q7 Workers are gone when the call returns",
+    async () => {
+      const h = await harness({ visibleCores: [0] });
+      try {
+        const spin = await load(h.rt, SPIN_NEFF, 0);
+        // Let the kernel really spin on the 8 cores before the budget runs out.
+        const { status } = await execHung(h, spin, 30_000, () => h.sim.q7Busy(0, 0));
+        expect(status).toBe(NrtStatus.NRT_TIMEOUT);
+        expect(h.sim.q7Started(0, 0)).toBe(false);
+        // The device's watchdog stopped the spinning cores; the host wrote no stream table (no halt) on the fault path.
+        expect(h.sim.q7Events().filter((e) => e.kind === "cluster-terminated").map((e) => e.detail)).toEqual([
+          "watchdog",
+        ]);
+        const streamWrites = (): number =>
+          h.trace.entries.filter((e) => e.op === "barWrite" && e.target >= 0x4000 && e.target < 0x5000).length;
+        // NRT_TIMEOUT is Band A: not fail-stop (seed lifecycle-error-model §4.1). The model is re-runnable: the next
+        // execute really rings the doorbell, spins again on a fresh cluster, and times out again.
+        expect(h.rt.poisonedStatus(spin.model)).toBeUndefined();
+        h.trace.clear();
+        const again = await execHung(h, spin, 30_000, () => h.sim.q7Busy(0, 0));
+        expect(again.status).toBe(NrtStatus.NRT_TIMEOUT);
+        expect(h.trace.entries.filter((e) => e.op === "semaphoreIncrement").length).toBe(1);
+        expect(streamWrites()).toBe(0);
+        expect(h.sim.q7Started(0, 0)).toBe(false);
+        await spin.model.unload();
+        const ok = await load(h.rt, RELU_NEFF, 0);
+        expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
+      } finally {
+        await h.rt.close();
+      }
+    },
+    30_000,
+  );
 
   test("on the real clock, a real endless loop is stopped after the 1 s budget", async () => {
     const h = await harness({ visibleCores: [0], execTimeoutSeconds: 1, clock: new SystemClock() });

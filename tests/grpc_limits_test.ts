@@ -10,7 +10,13 @@ import { VirtualClock } from "@nrt/core";
 import { loadSync } from "@grpc/proto-loader";
 import { connect } from "node:net";
 import { networkInterfaces } from "node:os";
-import { createGrpcInferenceServer, DEFAULT_GRPC_HOST, DEFAULT_GRPC_LIMITS, type GrpcInferenceServer, type GrpcLimits } from "../packages/grpc-api/mod.ts";
+import {
+  createGrpcInferenceServer,
+  DEFAULT_GRPC_HOST,
+  DEFAULT_GRPC_LIMITS,
+  type GrpcInferenceServer,
+  type GrpcLimits,
+} from "../packages/grpc-api/mod.ts";
 import { bytesOf, Code, failure, FIXTURE_PROTO, type OipClient, oipClient } from "./_grpc_client.ts";
 import { type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";

@@ -184,7 +184,8 @@ describe("gRPC answers as REST", () => {
     // A trap (6, Band A) then a Band-C fault (1202), which poisons the model until it is loaded again.
     const rest = [
       await restError("/v2/models/trap/infer", asRest("trap", trap).body),
-      (injectOnModel(fx, "trap", { kind: "nc-ue" }), await restError("/v2/models/trap/infer", asRest("trap", trap).body)),
+      (injectOnModel(fx, "trap", { kind: "nc-ue" }),
+        await restError("/v2/models/trap/infer", asRest("trap", trap).body)),
       await restError("/v2/models/trap/infer", asRest("trap", trap).body),
     ];
     await fx.repository.load("trap");

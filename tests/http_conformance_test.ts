@@ -29,14 +29,21 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
   });
 
   test("every operation of the OpenAPI document answers 200 with its schema", async () => {
-    const doc = parse(readFileSync(new URL("../../shared/fixtures/oip/open_inference_rest.yaml", import.meta.url), "utf8")) as {
+    const doc = parse(
+      readFileSync(new URL("../../shared/fixtures/oip/open_inference_rest.yaml", import.meta.url), "utf8"),
+    ) as {
       paths: Record<string, Record<string, unknown>>;
     };
     const infer = { inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }] };
     let operations = 0;
     for (const [tpl, ops] of Object.entries(doc.paths)) {
       for (const method of Object.keys(ops).filter((k) => k === "get" || k === "post")) {
-        for (const path of new Set([tpl.replace("${MODEL_NAME}", "relu").replace("${MODEL_VERSION}", "1"), tpl.replace("${MODEL_NAME}", "relu").replace("/versions/${MODEL_VERSION}", "")])) {
+        for (
+          const path of new Set([
+            tpl.replace("${MODEL_NAME}", "relu").replace("${MODEL_VERSION}", "1"),
+            tpl.replace("${MODEL_NAME}", "relu").replace("/versions/${MODEL_VERSION}", ""),
+          ])
+        ) {
           const res = await call(path, method === "post" ? post(infer) : undefined);
           expect({ method, path, status: res.status }).toEqual({ method, path, status: 200 });
           operations++;
@@ -49,7 +56,11 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
   test("GET /v2 names the server and its extensions", async () => {
     for (const path of ["/v2", "/v2/"]) {
       const body = await (await call(path)).json();
-      expect(body).toEqual({ name: "nrt", version: "0.1.0", extensions: ["binary_tensor_data", "model_repository", "statistics"] });
+      expect(body).toEqual({
+        name: "nrt",
+        version: "0.1.0",
+        extensions: ["binary_tensor_data", "model_repository", "statistics"],
+      });
     }
   });
 
@@ -68,7 +79,14 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
       instances: [{ name: "relu_0", vnc: 3, ready: true }],
     });
     const mixed = await (await call("/v2/models/mixed/versions/1")).json();
-    expect(mixed.inputs.map((t: { datatype: string }) => t.datatype)).toEqual(["FP16", "BF16", "INT32", "BOOL", "UINT8", "INT64"]);
+    expect(mixed.inputs.map((t: { datatype: string }) => t.datatype)).toEqual([
+      "FP16",
+      "BF16",
+      "INT32",
+      "BOOL",
+      "UINT8",
+      "INT64",
+    ]);
     expect(mixed.outputs).toEqual([
       { name: "oh", datatype: "FP16", shape: [4] },
       { name: "oi", datatype: "INT64", shape: [3] },
@@ -82,7 +100,13 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
   });
 
   test("POST /v2/models/{m}/infer runs relu on JSON data and echoes the id", async () => {
-    const res = await call("/v2/models/relu/infer", post({ id: "42", inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2.5, -0, 0, 0.5, 1, 1e6, -1e6] }] }));
+    const res = await call(
+      "/v2/models/relu/infer",
+      post({
+        id: "42",
+        inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2.5, -0, 0, 0.5, 1, 1e6, -1e6] }],
+      }),
+    );
     expect(await res.json()).toEqual({
       model_name: "relu",
       model_version: "1",
@@ -93,27 +117,41 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
 
   test("POST /v2/models/{m}/infer refuses data nested other than as its shape (nested-as-shape: datatype_test.ts)", async () => {
     const a = Array.from({ length: 16 }, (_, i) => i), b = Array.from({ length: 16 }, (_, i) => 100 * i);
-    const ragged = await call("/v2/models/add/versions/1/infer", post({
-      inputs: [
-        { name: "a", shape: [16], datatype: "FP32", data: [a.slice(0, 8), a.slice(8)] },
-        { name: "b", shape: [16], datatype: "FP32", data: b },
-      ],
-    }));
+    const ragged = await call(
+      "/v2/models/add/versions/1/infer",
+      post({
+        inputs: [
+          { name: "a", shape: [16], datatype: "FP32", data: [a.slice(0, 8), a.slice(8)] },
+          { name: "b", shape: [16], datatype: "FP32", data: b },
+        ],
+      }),
+    );
     expect(ragged.status).toBe(400);
     expect((await ragged.json()).error).toBe(
       'Cannot read input "a": "data"[0] is an array inside a flat list; send a flat array or one nested as the shape [16]',
     );
-    const res = await call("/v2/models/add/versions/1/infer", post({
-      inputs: [{ name: "a", shape: [16], datatype: "FP32", data: a }, { name: "b", shape: [16], datatype: "FP32", data: b }],
-      outputs: [{ name: "out" }],
-    }));
+    const res = await call(
+      "/v2/models/add/versions/1/infer",
+      post({
+        inputs: [{ name: "a", shape: [16], datatype: "FP32", data: a }, {
+          name: "b",
+          shape: [16],
+          datatype: "FP32",
+          data: b,
+        }],
+        outputs: [{ name: "out" }],
+      }),
+    );
     const body = await res.json();
     expect(body.outputs[0].data).toEqual(a.map((x, i) => x + b[i]));
     expect(body.id).toBeUndefined();
   });
 
   test("POST /v2/models/{m}/infer returns INT32 outputs as JSON integers", async () => {
-    const res = await call("/v2/models/cpu_map/infer", post({ inputs: [{ name: "x", shape: [16], datatype: "FP32", data: new Array(16).fill(0) }] }));
+    const res = await call(
+      "/v2/models/cpu_map/infer",
+      post({ inputs: [{ name: "x", shape: [16], datatype: "FP32", data: new Array(16).fill(0) }] }),
+    );
     const body = await res.json();
     expect(body.outputs[0]).toMatchObject({ name: "y", datatype: "INT32", shape: [16] });
     // Eight cores, 16 elements: core k writes elements 2k and 2k+1.
@@ -166,7 +204,11 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
     const res = await call("/v2/models/mixed/infer", { method: "POST", body, headers });
     const { json, binary } = await readBinaryResponse(res);
     const outputs = json.outputs as Array<Record<string, unknown>>;
-    expect(outputs.map((o) => [o.name, o.datatype, o.shape])).toEqual([["oh", "FP16", [4]], ["oi", "INT64", [3]], ["od", "FP64", [2]]]);
+    expect(outputs.map((o) => [o.name, o.datatype, o.shape])).toEqual([["oh", "FP16", [4]], ["oi", "INT64", [3]], [
+      "od",
+      "FP64",
+      [2],
+    ]]);
     expect(outputs[0].parameters).toEqual({ binary_data_size: 8 });
     expect(binary.length).toBe(8);
     expect((outputs[1].data as number[]).length).toBe(3);
@@ -174,7 +216,9 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
   });
 
   test("POST /v2/models/{m}/infer with binary inputs and no binary output returns JSON", async () => {
-    const { body, headers } = binaryBody({ inputs: [{ name: "x", shape: [8], datatype: "FP32", parameters: { binary_data_size: 32 } }] }, f32([-1, 1, -2, 2, -3, 3, -4, 4]));
+    const { body, headers } = binaryBody({
+      inputs: [{ name: "x", shape: [8], datatype: "FP32", parameters: { binary_data_size: 32 } }],
+    }, f32([-1, 1, -2, 2, -3, 3, -4, 4]));
     const res = await call("/v2/models/relu/infer", { method: "POST", body, headers });
     expect(res.headers.get("inference-header-content-length")).toBeNull();
     expect((await res.json()).outputs[0].data).toEqual([0, 1, 0, 2, 0, 3, 0, 4]);
@@ -182,7 +226,9 @@ describe("REST conformance (Open Inference Protocol v2)", () => {
 
   test("POST /v2/repository/index lists every model with its state", async () => {
     const index = await (await call("/v2/repository/index", { method: "POST" })).json();
-    expect(index).toEqual(["add", "cpu_map", "mixed", "relu", "trap"].map((name) => ({ name, version: "1", state: "READY", reason: "" })));
+    expect(index).toEqual(
+      ["add", "cpu_map", "mixed", "relu", "trap"].map((name) => ({ name, version: "1", state: "READY", reason: "" })),
+    );
     const ready = await (await call("/v2/repository/index", post({ ready: true }))).json();
     expect(ready.length).toBe(5);
   });

@@ -25,10 +25,18 @@ const gates = new Map<string, Promise<void>>();
 let fx: HttpFixture;
 
 const enc = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
-const reluReq = () => post({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }] });
+const reluReq = () =>
+  post({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }] });
 const spinReq = () => post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] });
 const addReq = (k: number) =>
-  post({ inputs: [{ name: "a", shape: [16], datatype: "FP32", data: new Array(16).fill(k) }, { name: "b", shape: [16], datatype: "FP32", data: new Array(16).fill(1) }] });
+  post({
+    inputs: [{ name: "a", shape: [16], datatype: "FP32", data: new Array(16).fill(k) }, {
+      name: "b",
+      shape: [16],
+      datatype: "FP32",
+      data: new Array(16).fill(1),
+    }],
+  });
 
 /** Yields to the event loop (the virtual clock's own zero step) until `cond` holds. */
 async function until(cond: () => boolean): Promise<void> {
@@ -45,9 +53,18 @@ function settled<T>(p: Promise<T>): () => boolean {
 describe("REST model repository", () => {
   beforeAll(async () => {
     const { "relu.neff": relu, "add.neff": add } = testModels();
-    const spin = oneOpNeff("faults", "spin", [{ name: "x", dtype: "float32", shape: [4] }], [{ name: "y", dtype: "float32", shape: [4] }]);
+    const spin = oneOpNeff("faults", "spin", [{ name: "x", dtype: "float32", shape: [4] }], [{
+      name: "y",
+      dtype: "float32",
+      shape: [4],
+    }]);
     fx = await httpFixture({
-      files: { "relu.neff": relu, "add.neff": add, "spin.neff": spin, "spin.json": enc({ vnc: 3, maxQueue: 1, warmup: false }) },
+      files: {
+        "relu.neff": relu,
+        "add.neff": add,
+        "spin.neff": spin,
+        "spin.json": enc({ vnc: 3, maxQueue: 1, warmup: false }),
+      },
       runtime: { clock, execTimeoutSeconds: TIMEOUT_MS / 1000 },
       wrapFiles: (f) => ({
         list: f.list,
@@ -67,7 +84,9 @@ describe("REST model repository", () => {
     expect((await fx.app.request("/v2/repository/models/relu/unload", control())).status).toBe(200);
     expect((await fx.app.request("/v2/models/relu/infer", reluReq())).status).toBe(503);
     reads.delete("relu.neff");
-    const all = await Promise.all(Array.from({ length: 8 }, () => fx.app.request("/v2/repository/models/relu/load", control())));
+    const all = await Promise.all(
+      Array.from({ length: 8 }, () => fx.app.request("/v2/repository/models/relu/load", control())),
+    );
     expect(all.map((r) => r.status)).toEqual(new Array(8).fill(200));
     expect(reads.get("relu.neff")).toBe(1);
     expect((await fx.app.request("/v2/models/relu/infer", reluReq())).status).toBe(200);
@@ -128,19 +147,31 @@ describe("REST model repository", () => {
     expect((await fx.app.request("/v2/models/spin/infer", spinReq())).status).toBe(503);
     expect((await fx.app.request("/v2/models/relu/infer", reluReq())).status).toBe(200);
     const index = await (await fx.app.request("/v2/repository/index", { method: "POST" })).json();
-    expect(index.find((e: { name: string }) => e.name === "spin")).toEqual({ name: "spin", version: "1", state: "UNLOADING", reason: "unloading" });
+    expect(index.find((e: { name: string }) => e.name === "spin")).toEqual({
+      name: "spin",
+      version: "1",
+      state: "UNLOADING",
+      reason: "unloading",
+    });
     expect(unloaded()).toBe(false);
     await timeOut();
     expect((await running).status).toBe(504);
     expect(await (await unload).json()).toEqual({ name: "spin", state: "UNAVAILABLE" });
-    expect((await (await fx.app.request("/v2/models/spin/ready")).json()).error).toBe('Model "spin" is not ready: not loaded');
+    expect((await (await fx.app.request("/v2/models/spin/ready")).json()).error).toBe(
+      'Model "spin" is not ready: not loaded',
+    );
   });
 
   test("POST /v2/repository/index picks up a NEFF added to the directory and drops one removed", async () => {
     fx.files["relu2.neff"] = fx.files["relu.neff"];
     fx.files["relu2.json"] = enc({ vnc: 0 }); // not logical core 3, where spin timed out
     let index = await (await fx.app.request("/v2/repository/index", { method: "POST" })).json();
-    expect(index.find((e: { name: string }) => e.name === "relu2")).toEqual({ name: "relu2", version: "1", state: "UNAVAILABLE", reason: "not loaded" });
+    expect(index.find((e: { name: string }) => e.name === "relu2")).toEqual({
+      name: "relu2",
+      version: "1",
+      state: "UNAVAILABLE",
+      reason: "not loaded",
+    });
     expect((await fx.app.request("/v2/models/relu2")).status).toBe(503);
     expect((await fx.app.request("/v2/repository/models/relu2/load", control())).status).toBe(200);
     expect((await fx.app.request("/v2/models/relu2/infer", reluReq())).status).toBe(200);
@@ -157,7 +188,9 @@ describe("REST model repository", () => {
     expect((await fx.app.request("/v2/repository/models/add/unload", control())).status).toBe(200);
     expect((await fx.app.request("/v2/repository/models/add/load", control())).status).toBe(200);
     expect(fx.repository.get("add")!.served!.vncs).toEqual([1, 2]);
-    const res = await Promise.all(Array.from({ length: 8 }, (_, k) => fx.app.request("/v2/models/add/infer", addReq(k))));
+    const res = await Promise.all(
+      Array.from({ length: 8 }, (_, k) => fx.app.request("/v2/models/add/infer", addReq(k))),
+    );
     const outs = await Promise.all(res.map(async (r) => (await r.json()).outputs[0].data[0]));
     expect(outs).toEqual(Array.from({ length: 8 }, (_, k) => k + 1));
   });
@@ -168,7 +201,9 @@ describe("REST model repository", () => {
     await fx.app.request("/v2/repository/index", { method: "POST" });
     const bad = await fx.app.request("/v2/repository/models/bad/load", control());
     expect(bad.status).toBe(400);
-    expect((await bad.json()).error).toBe('Cannot load model "bad": bad.json "instances" must be an integer from 1 to 64 or "per-core"');
+    expect((await bad.json()).error).toBe(
+      'Cannot load model "bad": bad.json "instances" must be an integer from 1 to 64 or "per-core"',
+    );
     fx.files["bad.json"] = enc({ vnc: 9 });
     const far = await fx.app.request("/v2/repository/models/bad/load", control());
     expect(far.status).toBe(503);

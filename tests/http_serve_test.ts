@@ -9,7 +9,8 @@ import { mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const hasServe = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" || typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
+const hasServe = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" ||
+  typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
 
 function curl(line: string): Promise<string | undefined> {
   return new Promise((resolve) => {
@@ -19,7 +20,21 @@ function curl(line: string): Promise<string | undefined> {
 
 describe("nrt serve", () => {
   test("parseServeArgs() reads --models, --arch, --port, --host, --max-body and --demo", () => {
-    expect(parseServeArgs(["--models", "m", "--arch", "cayman", "--port", "0", "--host", "::1", "--max-body", "1024", "--demo"])).toEqual({
+    expect(
+      parseServeArgs([
+        "--models",
+        "m",
+        "--arch",
+        "cayman",
+        "--port",
+        "0",
+        "--host",
+        "::1",
+        "--max-body",
+        "1024",
+        "--demo",
+      ]),
+    ).toEqual({
       models: "m",
       arch: "cayman",
       port: 0,
@@ -28,43 +43,60 @@ describe("nrt serve", () => {
       demo: true,
     });
     expect(() => parseServeArgs(["--port", "70000"])).toThrow("--port 70000 is not an integer from 0 to 65535");
-    expect(() => parseServeArgs(["--models"])).toThrow("Cannot parse nrt serve arguments: Option '--models <value>' argument missing");
+    expect(() => parseServeArgs(["--models"])).toThrow(
+      "Cannot parse nrt serve arguments: Option '--models <value>' argument missing",
+    );
     expect(() => parseServeArgs(["--verbose"])).toThrow("Cannot parse nrt serve arguments: Unknown option '--verbose'");
     expect(() => parseServeArgs(["--model-control", "poll"])).toThrow("--model-control poll is not none or explicit");
-    expect(parseServeArgs(["--admin", "--admin-token-file", "t", "--model-control", "explicit", "--allowed-host", "a", "--allowed-host", "b"]))
+    expect(
+      parseServeArgs([
+        "--admin",
+        "--admin-token-file",
+        "t",
+        "--model-control",
+        "explicit",
+        "--allowed-host",
+        "a",
+        "--allowed-host",
+        "b",
+      ]),
+    )
       .toEqual({ admin: true, adminTokenFile: "t", modelControl: "explicit", allowedHosts: ["a", "b"] });
   });
 
-  test.if(hasServe)("startServer() serves the demo models on a free port and its curl line returns an inference", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "nrt-serve-test-"));
-    const lines: string[] = [];
-    const server = await startServer({ models: dir, demo: true, port: 0, log: (s) => lines.push(s) });
-    try {
-      expect((await readdir(dir)).sort()).toEqual(["matmul.neff", "relu.neff", "softmax.neff", "vector_add.neff"]);
-      expect(lines[0]).toMatch(/^nrt: 4 of 4 model\(s\) from .* ready on the simulated cayman device/);
-      expect(lines).toContain(`nrt: listening on http://127.0.0.1:${server.port}`);
-      expect(lines).toContain(`try: ${server.curl}`);
-      expect(server.curl).toBe(
-        `curl -s localhost:${server.port}/v2/models/relu/infer -d '{"inputs":[{"name":"x","shape":[8],"datatype":"FP32","data":[-3,-2,-1,0,1,2,3,-3]}]}'`,
-      );
-      // What curl -d sends: a form content type, which the server ignores.
-      const res = await fetch(`${server.url}${server.example.path}`, {
-        method: "POST",
-        body: server.example.body,
-        headers: { "content-type": "application/x-www-form-urlencoded" },
-      });
-      expect(res.status).toBe(200);
-      expect(await res.json()).toEqual({
-        model_name: "relu",
-        model_version: "1",
-        outputs: [{ name: "y", datatype: "FP32", shape: [8], data: [0, 0, 0, 0, 1, 2, 3, 0] }],
-      });
-      const out = await curl(server.curl);
-      if (out !== undefined) expect(JSON.parse(out).outputs[0].data).toEqual([0, 0, 0, 0, 1, 2, 3, 0]);
-      expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
-    } finally {
-      await server.close();
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  test.if(hasServe)(
+    "startServer() serves the demo models on a free port and its curl line returns an inference",
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), "nrt-serve-test-"));
+      const lines: string[] = [];
+      const server = await startServer({ models: dir, demo: true, port: 0, log: (s) => lines.push(s) });
+      try {
+        expect((await readdir(dir)).sort()).toEqual(["matmul.neff", "relu.neff", "softmax.neff", "vector_add.neff"]);
+        expect(lines[0]).toMatch(/^nrt: 4 of 4 model\(s\) from .* ready on the simulated cayman device/);
+        expect(lines).toContain(`nrt: listening on http://127.0.0.1:${server.port}`);
+        expect(lines).toContain(`try: ${server.curl}`);
+        expect(server.curl).toBe(
+          `curl -s localhost:${server.port}/v2/models/relu/infer -d '{"inputs":[{"name":"x","shape":[8],"datatype":"FP32","data":[-3,-2,-1,0,1,2,3,-3]}]}'`,
+        );
+        // What curl -d sends: a form content type, which the server ignores.
+        const res = await fetch(`${server.url}${server.example.path}`, {
+          method: "POST",
+          body: server.example.body,
+          headers: { "content-type": "application/x-www-form-urlencoded" },
+        });
+        expect(res.status).toBe(200);
+        expect(await res.json()).toEqual({
+          model_name: "relu",
+          model_version: "1",
+          outputs: [{ name: "y", datatype: "FP32", shape: [8], data: [0, 0, 0, 0, 1, 2, 3, 0] }],
+        });
+        const out = await curl(server.curl);
+        if (out !== undefined) expect(JSON.parse(out).outputs[0].data).toEqual([0, 0, 0, 0, 1, 2, 3, 0]);
+        expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
+      } finally {
+        await server.close();
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });

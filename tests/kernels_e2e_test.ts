@@ -51,10 +51,15 @@ describe("reference kernels end to end on the simulated Cayman device", () => {
   for (const n of [1, 7, 1000, 65_537, (4 << 20) / 4]) {
     test(`vector_add and relu are exact for ${n} elements`, async () => {
       const a = f32s(n), b = f32s(n);
-      const add = new Float32Array((await run(oneOpNeff("vector_add", "vector_add", [spec("a", [n]), spec("b", [n])], [spec("o", [n])]), { a, b })).o.buffer);
+      const add = new Float32Array(
+        (await run(oneOpNeff("vector_add", "vector_add", [spec("a", [n]), spec("b", [n])], [spec("o", [n])]), { a, b }))
+          .o.buffer,
+      );
       for (let i = 0; i < n; i += Math.max(1, n >> 12)) expect(add[i]).toBe(Math.fround(a[i] + b[i]));
       expect(add[n - 1]).toBe(Math.fround(a[n - 1] + b[n - 1]));
-      const r = new Float32Array((await run(oneOpNeff("relu", "relu", [spec("a", [n])], [spec("o", [n])]), { a }, "host")).o.buffer);
+      const r = new Float32Array(
+        (await run(oneOpNeff("relu", "relu", [spec("a", [n])], [spec("o", [n])]), { a }, "host")).o.buffer,
+      );
       expect(r.every((v, i) => v === Math.max(0, a[i]))).toBe(true);
     }, 60_000);
   }
@@ -62,7 +67,10 @@ describe("reference kernels end to end on the simulated Cayman device", () => {
   for (const [rows, cols] of [[1, 1], [3, 5], [64, 100], [1024, 1024]]) {
     test(`softmax_rows matches the reference for [${rows}, ${cols}]`, async () => {
       const x = f32s(rows * cols).map((v) => v * 20);
-      const got = new Float32Array((await run(oneOpNeff("softmax", "softmax_rows", [spec("x", [rows, cols])], [spec("y", [rows, cols])]), { x })).y.buffer);
+      const got = new Float32Array(
+        (await run(oneOpNeff("softmax", "softmax_rows", [spec("x", [rows, cols])], [spec("y", [rows, cols])]), { x })).y
+          .buffer,
+      );
       const ref = new Float64Array(rows * cols);
       for (let r = 0; r < rows; r++) {
         let m = -Infinity, s = 0;
@@ -78,22 +86,34 @@ describe("reference kernels end to end on the simulated Cayman device", () => {
   for (const [m, k, n] of [[1, 1, 1], [5, 3, 7], [64, 64, 64], [256, 512, 128], [1024, 1024, 8]]) {
     test(`matmul matches the reference for [${m}, ${k}] × [${k}, ${n}]`, async () => {
       const a = f32s(m * k), b = f32s(k * n);
-      const got = new Float32Array((await run(oneOpNeff("matmul", "matmul", [spec("a", [m, k]), spec("b", [k, n])], [spec("c", [m, n])]), { a, b })).c.buffer);
+      const got = new Float32Array(
+        (await run(oneOpNeff("matmul", "matmul", [spec("a", [m, k]), spec("b", [k, n])], [spec("c", [m, n])]), {
+          a,
+          b,
+        })).c.buffer,
+      );
       const ref = new Float64Array(m * n);
-      for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) {
-        let s = 0;
-        for (let t = 0; t < k; t++) s += a[i * k + t] * b[t * n + j];
-        ref[i * n + j] = s;
+      for (let i = 0; i < m; i++) {
+        for (let j = 0; j < n; j++) {
+          let s = 0;
+          for (let t = 0; t < k; t++) s += a[i * k + t] * b[t * n + j];
+          ref[i * n + j] = s;
+        }
       }
       // 1e-5 relative; sums that cancel to near zero get an absolute floor of 1e-7 (float32 rounding of the result).
-      for (let i = 0; i < m * n; i++) expect(Math.abs(got[i] - ref[i])).toBeLessThanOrEqual(1e-5 * Math.abs(ref[i]) + 1e-7);
+      for (let i = 0; i < m * n; i++) {
+        expect(Math.abs(got[i] - ref[i])).toBeLessThanOrEqual(1e-5 * Math.abs(ref[i]) + 1e-7);
+      }
     }, 60_000);
   }
 
   test("cpu_map shows all 8 Q7 cores took their share, and the DMA queues moved 1/8 each", async () => {
     const n = 8000;
     const portal = c.resolve(PortalToken) as unknown as DeviceSimPortal;
-    const got = new Int32Array((await run(oneOpNeff("cpu_map", "cpu_map", [spec("x", [n])], [spec("id", [n], "int32")]), { x: f32s(n) })).id.buffer);
+    const got = new Int32Array(
+      (await run(oneOpNeff("cpu_map", "cpu_map", [spec("x", [n])], [spec("id", [n], "int32")]), { x: f32s(n) })).id
+        .buffer,
+    );
     const counts = new Array(8).fill(0);
     for (const v of got) counts[v]++;
     expect(counts).toEqual(new Array(8).fill(n / 8));
@@ -104,18 +124,27 @@ describe("reference kernels end to end on the simulated Cayman device", () => {
   test("a total_cpus = 1 library runs on core 0 only", async () => {
     const n = 1000;
     const x = f32s(n);
-    const got = new Float32Array((await run(oneOpNeff("reduce_sum", "sum_all", [spec("x", [n])], [spec("s", [1])], 1), { x })).s.buffer);
+    const got = new Float32Array(
+      (await run(oneOpNeff("reduce_sum", "sum_all", [spec("x", [n])], [spec("s", [1])], 1), { x })).s.buffer,
+    );
     expect(Math.abs(got[0] - x.reduce((a, b) => a + b, 0))).toBeLessThan(1e-3);
   }, 60_000);
 
   test("two calls in one NEFF run in order: relu then vector_add", async () => {
     const n = 512;
     const neff = buildCustomOpNeff({
-      name: "chain", target: "cayman",
-      inputs: [spec("a", [n]), spec("b", [n])], outputs: [spec("r", [n]), spec("o", [n])],
+      name: "chain",
+      target: "cayman",
+      inputs: [spec("a", [n]), spec("b", [n])],
+      outputs: [spec("r", [n]), spec("o", [n])],
       libraries: [
         { name: "relu", wasm: kernel("relu"), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] },
-        { name: "vector_add", wasm: kernel("vector_add"), totalCpus: 8, functions: [{ opcode: 2, name: "vector_add" }] },
+        {
+          name: "vector_add",
+          wasm: kernel("vector_add"),
+          totalCpus: 8,
+          functions: [{ opcode: 2, name: "vector_add" }],
+        },
       ],
       calls: [{ opcode: 1, inputs: ["a"], outputs: ["r"] }, { opcode: 2, inputs: ["r", "b"], outputs: ["o"] }],
     });
@@ -165,10 +194,23 @@ describe("metaneff binding (seed runtime-synthesis §2.3)", () => {
     const portal = c.resolve(PortalToken);
     const before = (await portal.memUsage(0)).allocations;
     const bad = [
-      { input_tensors: [{ name: "a", shape: [n + 1], data_type: "float32" }], output_tensors: [{ name: "b", shape: [n], data_type: "float32" }] },
-      { input_tensors: [{ name: "a", shape: [n], data_type: "int32" }], output_tensors: [{ name: "b", shape: [n], data_type: "float32" }] },
-      { input_tensors: [{ name: "a", shape: [n], data_type: "float32", type: "INPUT_STATE" as const }], output_tensors: [{ name: "b", shape: [n], data_type: "float32" }] },
-      { input_tensors: [{ name: "a", shape: [n], data_type: "float32" }], output_tensors: [{ name: "b", shape: [n], data_type: "float32" }], output_aliases_to: { "0": 3 } },
+      {
+        input_tensors: [{ name: "a", shape: [n + 1], data_type: "float32" }],
+        output_tensors: [{ name: "b", shape: [n], data_type: "float32" }],
+      },
+      {
+        input_tensors: [{ name: "a", shape: [n], data_type: "int32" }],
+        output_tensors: [{ name: "b", shape: [n], data_type: "float32" }],
+      },
+      {
+        input_tensors: [{ name: "a", shape: [n], data_type: "float32", type: "INPUT_STATE" as const }],
+        output_tensors: [{ name: "b", shape: [n], data_type: "float32" }],
+      },
+      {
+        input_tensors: [{ name: "a", shape: [n], data_type: "float32" }],
+        output_tensors: [{ name: "b", shape: [n], data_type: "float32" }],
+        output_aliases_to: { "0": 3 },
+      },
     ];
     for (const metaneff of bad) await expect(rt.load(neff, { metaneff })).rejects.toMatchObject({ status: 2 });
     expect((await portal.memUsage(0)).allocations).toBe(before);

@@ -28,7 +28,11 @@ const RUNTIME_IMAGE = process.env.NRT_RUNTIME_IMAGE ?? "localhost/debian:bookwor
 function run(file: string, args: string[], timeoutMs = 900_000): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
     execFile(file, args, { cwd: ROOT, timeout: timeoutMs, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === "number" ? (err as { code: number }).code : 1;
+      const code = err === null
+        ? 0
+        : typeof (err as { code?: unknown }).code === "number"
+        ? (err as { code: number }).code
+        : 1;
       resolve({ code, out: `${stdout}${stderr}` });
     });
   });
@@ -43,12 +47,25 @@ function run(file: string, args: string[], timeoutMs = 900_000): Promise<{ code:
  */
 async function offlineContext(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "nrt-image-context-"));
-  for (const path of ["package.json", "mod.ts", "Containerfile", ".dockerignore", "kernels", "packages", "deploy/container"]) {
+  for (
+    const path of [
+      "package.json",
+      "mod.ts",
+      "Containerfile",
+      ".dockerignore",
+      "kernels",
+      "packages",
+      "deploy/container",
+    ]
+  ) {
     await cp(join(ROOT, path), join(dir, path), { recursive: true, filter: (src) => !src.includes("/node_modules") });
   }
   const lock = JSON.parse(await readFile(join(ROOT, "package-lock.json"), "utf8"));
   for (const [path, entry] of Object.entries(lock.packages as Record<string, Record<string, unknown>>)) {
-    if (!path.startsWith("node_modules/") || entry.link === true || entry.resolved !== undefined || entry.version === undefined) continue;
+    if (
+      !path.startsWith("node_modules/") || entry.link === true || entry.resolved !== undefined ||
+      entry.version === undefined
+    ) continue;
     const name = path.slice(path.lastIndexOf("node_modules/") + "node_modules/".length);
     entry.resolved = `https://registry.npmjs.org/${name}/-/${name.split("/").pop()}-${entry.version}.tgz`;
   }
@@ -62,9 +79,14 @@ async function descendants(pid: number): Promise<Array<{ pid: number; cmdline: s
   const walk = async (p: number): Promise<void> => {
     const tasks = await readdir(`/proc/${p}/task`).catch(() => [] as string[]);
     for (const t of tasks) {
-      const children = (await readFile(`/proc/${p}/task/${t}/children`, "utf8").catch(() => "")).split(" ").filter((x) => x !== "").map(Number);
+      const children = (await readFile(`/proc/${p}/task/${t}/children`, "utf8").catch(() => "")).split(" ").filter((
+        x,
+      ) => x !== "").map(Number);
       for (const c of children) {
-        out.push({ pid: c, cmdline: (await readFile(`/proc/${c}/cmdline`, "utf8").catch(() => "")).replaceAll("\0", " ") });
+        out.push({
+          pid: c,
+          cmdline: (await readFile(`/proc/${c}/cmdline`, "utf8").catch(() => "")).replaceAll("\0", " "),
+        });
         await walk(c);
       }
     }
@@ -85,17 +107,34 @@ async function main(): Promise<void> {
   }
   for (const base of [NODE_IMAGE, RUNTIME_IMAGE]) {
     if ((await run("buildah", ["inspect", "--type", "image", base])).code !== 0) {
-      console.log(`kserve image smoke: skipped: base image ${base} is not in local storage (docs/deploy-kserve.md says how to import one)`);
+      console.log(
+        `kserve image smoke: skipped: base image ${base} is not in local storage (docs/deploy-kserve.md says how to import one)`,
+      );
       return;
     }
   }
   const t0 = performance.now();
   const context = await offlineContext();
   const build = await run("buildah", [
-    "bud", "--isolation", "chroot", "--layers", "--format", "docker",
-    "--build-arg", `NODE_IMAGE=${NODE_IMAGE}`, "--build-arg", `RUNTIME_IMAGE=${RUNTIME_IMAGE}`, "--build-arg", "NPM_FLAGS=--offline",
-    "--volume", `${join(homedir(), ".npm")}:/root/.npm:O`,
-    "-t", IMAGE, "-f", join(context, "Containerfile"), context,
+    "bud",
+    "--isolation",
+    "chroot",
+    "--layers",
+    "--format",
+    "docker",
+    "--build-arg",
+    `NODE_IMAGE=${NODE_IMAGE}`,
+    "--build-arg",
+    `RUNTIME_IMAGE=${RUNTIME_IMAGE}`,
+    "--build-arg",
+    "NPM_FLAGS=--offline",
+    "--volume",
+    `${join(homedir(), ".npm")}:/root/.npm:O`,
+    "-t",
+    IMAGE,
+    "-f",
+    join(context, "Containerfile"),
+    context,
   ]);
   await rm(context, { recursive: true, force: true });
   if (build.code !== 0) fail(`buildah bud exited ${build.code}:\n${build.out.slice(-4000)}`);
@@ -105,13 +144,35 @@ async function main(): Promise<void> {
   const work = await mkdtemp(join(tmpdir(), "nrt-image-smoke-"));
   const models = join(work, "models");
   await mkdir(join(models, "relu", "1"), { recursive: true, mode: 0o755 });
-  await writeFile(join(models, "relu", "1", "model.neff"), (await buildDemoModels("cayman"))["relu.neff"], { mode: 0o644 });
+  await writeFile(join(models, "relu", "1", "model.neff"), (await buildDemoModels("cayman"))["relu.neff"], {
+    mode: 0o644,
+  });
   await writeFile(join(models, "relu", "config.json"), JSON.stringify({ instances: 2 }), { mode: 0o644 });
   const ctr = (await run("buildah", ["from", "--pull-never", IMAGE])).out.trim().split("\n").pop()!;
   const [port, grpcPort] = [await freePort(), await freePort()];
   // The image's entry command, bound to loopback on free ports (the host's network is shared).
-  const command = ["nrt", "serve", "--models", "/mnt/models", "--host", "127.0.0.1", "--port", String(port), "--grpc-port", String(grpcPort)];
-  const server = spawn("buildah", ["run", "--isolation", "chroot", "-v", `${models}:/mnt/models:ro`, ctr, "--", ...command], { stdio: ["ignore", "pipe", "pipe"] });
+  const command = [
+    "nrt",
+    "serve",
+    "--models",
+    "/mnt/models",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--grpc-port",
+    String(grpcPort),
+  ];
+  const server = spawn("buildah", [
+    "run",
+    "--isolation",
+    "chroot",
+    "-v",
+    `${models}:/mnt/models:ro`,
+    ctr,
+    "--",
+    ...command,
+  ], { stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   server.stdout!.on("data", (d) => (output += String(d)));
   server.stderr!.on("data", (d) => (output += String(d)));
@@ -131,24 +192,37 @@ async function main(): Promise<void> {
       body: JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: x }] }),
     });
     const rest = await res.json();
-    if (JSON.stringify(rest.outputs?.[0]?.data) !== JSON.stringify(y)) fail(`REST answered ${res.status} ${JSON.stringify(rest)}`);
+    if (JSON.stringify(rest.outputs?.[0]?.data) !== JSON.stringify(y)) {
+      fail(`REST answered ${res.status} ${JSON.stringify(rest)}`);
+    }
     const meta = await (await fetch(`http://127.0.0.1:${port}/v2/models/relu`)).json();
-    if (meta.instances?.length !== 2) fail(`the model metadata lists ${JSON.stringify(meta.instances)}, expected 2 instances`);
-    const rpc = await client.modelInfer({ model_name: "relu", inputs: [{ name: "x", datatype: "FP32", shape: [8], contents: { fp32_contents: x } }] });
-    if (JSON.stringify(rpc.outputs[0].contents.fp32_contents) !== JSON.stringify(y)) fail(`gRPC answered ${JSON.stringify(rpc)}`);
+    if (meta.instances?.length !== 2) {
+      fail(`the model metadata lists ${JSON.stringify(meta.instances)}, expected 2 instances`);
+    }
+    const rpc = await client.modelInfer({
+      model_name: "relu",
+      inputs: [{ name: "x", datatype: "FP32", shape: [8], contents: { fp32_contents: x } }],
+    });
+    if (JSON.stringify(rpc.outputs[0].contents.fp32_contents) !== JSON.stringify(y)) {
+      fail(`gRPC answered ${JSON.stringify(rpc)}`);
+    }
     console.log(`kserve image smoke: REST and gRPC answered relu from /mnt/models (relu/1/model.neff, 2 instances)`);
   } finally {
     client.close();
     // `buildah run` does not forward SIGTERM to the container's process (it kills it): signal Bun itself, as the
     // kubelet signals a container's main process.
-    const bun = await descendants(server.pid!).then((pids) => pids.find((p) => p.cmdline.includes("packages/cli/main.ts")));
+    const bun = await descendants(server.pid!).then((pids) =>
+      pids.find((p) => p.cmdline.includes("packages/cli/main.ts"))
+    );
     if (bun === undefined) server.kill("SIGKILL");
     else process.kill(bun.pid, "SIGTERM");
   }
   const code = await Promise.race([exited, new Promise<"hung">((r) => setTimeout(() => r("hung"), 60_000))]);
   await run("buildah", ["rm", ctr]);
   await rm(work, { recursive: true, force: true });
-  if (code !== 0 || !output.includes("nrt: stopped")) fail(`SIGTERM: the container's command exited with ${code}:\n${output}`);
+  if (code !== 0 || !output.includes("nrt: stopped")) {
+    fail(`SIGTERM: the container's command exited with ${code}:\n${output}`);
+  }
   console.log("kserve image smoke: SIGTERM drained and stopped the server, exit code 0");
 }
 

@@ -15,7 +15,21 @@ import { readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { CrdValidator, dockerIgnored, inferenceServiceProblems, type K8sObject, KSERVE_FIXTURES, kserveValidators, lintContainerfile, parseContainerfile, parseDockerIgnore, parseYamlDocuments, readYamlDocuments, SERVE_COMMAND, servingRuntimeProblems } from "./_kserve.ts";
+import {
+  CrdValidator,
+  dockerIgnored,
+  inferenceServiceProblems,
+  type K8sObject,
+  KSERVE_FIXTURES,
+  kserveValidators,
+  lintContainerfile,
+  parseContainerfile,
+  parseDockerIgnore,
+  parseYamlDocuments,
+  readYamlDocuments,
+  SERVE_COMMAND,
+  servingRuntimeProblems,
+} from "./_kserve.ts";
 import { oipClient } from "./_grpc_client.ts";
 import { freePort, spawnServe } from "./_serve_process.ts";
 
@@ -445,7 +459,16 @@ describe("the image's entry command on /mnt/models as the storage initializer wr
   async function entryCommand(dir: string, model: string, version: string, extra: string[] = []): Promise<void> {
     const [port, grpcPort] = [await freePort(), await freePort()];
     // SERVE_COMMAND with loopback and free ports in place of 0.0.0.0, 8080 and 8081.
-    const args = [...SERVE_COMMAND.slice(2, 4), "--host", "127.0.0.1", "--port", String(port), "--grpc-port", String(grpcPort), ...extra]
+    const args = [
+      ...SERVE_COMMAND.slice(2, 4),
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+      "--grpc-port",
+      String(grpcPort),
+      ...extra,
+    ]
       .map((a) => (a === "/mnt/models" ? dir : a));
     const server = spawnServe(args, "container");
     const client = oipClient(`127.0.0.1:${grpcPort}`);
@@ -457,8 +480,16 @@ describe("the image's entry command on /mnt/models as the storage initializer wr
         method: "POST",
         body: JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: X }] }),
       });
-      expect(await res.json()).toEqual({ model_name: model, model_version: version, outputs: [{ name: "y", datatype: "FP32", shape: [8], data: Y }] });
-      const rpc = await client.modelInfer({ model_name: model, model_version: version, inputs: [{ name: "x", datatype: "FP32", shape: [8], contents: { fp32_contents: X } }] });
+      expect(await res.json()).toEqual({
+        model_name: model,
+        model_version: version,
+        outputs: [{ name: "y", datatype: "FP32", shape: [8], data: Y }],
+      });
+      const rpc = await client.modelInfer({
+        model_name: model,
+        model_version: version,
+        inputs: [{ name: "x", datatype: "FP32", shape: [8], contents: { fp32_contents: X } }],
+      });
       expect([rpc.model_version, rpc.outputs[0].contents.fp32_contents]).toEqual([version, Y]);
       // Closed before the signal: Deno's HTTP/2 client aborts the process when a server's GOAWAY reaches an open
       // session (an nghttp2 assertion, denoland/deno#36788).
@@ -472,17 +503,21 @@ describe("the image's entry command on /mnt/models as the storage initializer wr
     }
   }
 
-  test("storageUri s3://bucket/repo/ (relu/2/model.neff): REST and gRPC answer version 2; SIGTERM exits 0", async () => {
-    const dir = await mkdtemp(join(tmpdir(), "nrt-kserve-repo-"));
-    try {
-      await mkdir(join(dir, "relu", "2"), { recursive: true });
-      await writeFile(join(dir, "relu", "2", "model.neff"), await relu());
-      await writeFile(join(dir, "relu", "config.json"), JSON.stringify({ instances: 2 }));
-      await entryCommand(dir, "relu", "2");
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  }, 120_000);
+  test(
+    "storageUri s3://bucket/repo/ (relu/2/model.neff): REST and gRPC answer version 2; SIGTERM exits 0",
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), "nrt-kserve-repo-"));
+      try {
+        await mkdir(join(dir, "relu", "2"), { recursive: true });
+        await writeFile(join(dir, "relu", "2", "model.neff"), await relu());
+        await writeFile(join(dir, "relu", "config.json"), JSON.stringify({ instances: 2 }));
+        await entryCommand(dir, "relu", "2");
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 
   test("storageUri s3://bucket/repo/relu/ (1/model.neff) with --model-name relu: REST and gRPC answer", async () => {
     const dir = await mkdtemp(join(tmpdir(), "nrt-kserve-one-"));

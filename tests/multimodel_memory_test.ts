@@ -3,7 +3,17 @@
  * per-core totals, `nrt_get_vnc_memory_stats`, out-of-memory on a small simulated HBM, and the ulib staging policy.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { buildCustomOpNeff, MemoryLogger, NrtApi, NrtError, NrtStatus, type Ref, Runtime, TensorSet, type NrtVncMemoryStats } from "@nrt/core";
+import {
+  buildCustomOpNeff,
+  MemoryLogger,
+  NrtApi,
+  NrtError,
+  NrtStatus,
+  type NrtVncMemoryStats,
+  type Ref,
+  Runtime,
+  TensorSet,
+} from "@nrt/core";
 import { DmaMemUsageType } from "../packages/core/dmem/dmem.ts";
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
@@ -23,7 +33,9 @@ const ADD = oneOpNeff("vector_add", "vector_add", [f32("a", N), f32("b", N)], [f
 function multiLibNeff(count: number, imageBytes?: number, name = `libs${count}.neff`): Uint8Array {
   const libraries = Array.from({ length: count }, (_, i) => ({
     name: i === 0 ? "vector_add" : `lib${i}`,
-    wasm: i === 0 && imageBytes === undefined ? kernel("vector_add") : new Uint8Array(imageBytes ?? 256 + i).fill(i + 1),
+    wasm: i === 0 && imageBytes === undefined
+      ? kernel("vector_add")
+      : new Uint8Array(imageBytes ?? 256 + i).fill(i + 1),
     totalCpus: 8,
     functions: [{ opcode: i + 1, name: i === 0 ? "vector_add" : `f${i}` }],
   }));
@@ -62,85 +74,112 @@ async function runAdd(rt: Runtime, vnc = 0): Promise<Float32Array> {
 }
 
 describe("dmem (seed runtime-synthesis §4.3)", () => {
-  test("every allocation is booked under a category; the per-core totals and nrt_get_vnc_memory_stats agree", async () => {
-    const { rt } = await init();
-    try {
-      const core0 = () => rt.memory().cores.find((c) => c.nc === 0)!;
-      const row = core0().byUsage;
-      expect(row[DmaMemUsageType.NOTIFICATIONS]).toBeGreaterThan(0);
-      expect(row[DmaMemUsageType.POOL_STDIO]).toBeGreaterThan(0);
-      const model = await rt.load(ADD);
-      const after = core0().byUsage;
-      for (const k of [DmaMemUsageType.DMA_DESCRIPTORS, DmaMemUsageType.UCODE_TABLE, DmaMemUsageType.ARG_TABLES, DmaMemUsageType.INSTRUCTIONS, DmaMemUsageType.UCODE_LIBS]) {
-        expect(after[k]).toBeGreaterThan(0);
+  test(
+    "every allocation is booked under a category; the per-core totals and nrt_get_vnc_memory_stats agree",
+    async () => {
+      const { rt } = await init();
+      try {
+        const core0 = () => rt.memory().cores.find((c) => c.nc === 0)!;
+        const row = core0().byUsage;
+        expect(row[DmaMemUsageType.NOTIFICATIONS]).toBeGreaterThan(0);
+        expect(row[DmaMemUsageType.POOL_STDIO]).toBeGreaterThan(0);
+        const model = await rt.load(ADD);
+        const after = core0().byUsage;
+        for (
+          const k of [
+            DmaMemUsageType.DMA_DESCRIPTORS,
+            DmaMemUsageType.UCODE_TABLE,
+            DmaMemUsageType.ARG_TABLES,
+            DmaMemUsageType.INSTRUCTIONS,
+            DmaMemUsageType.UCODE_LIBS,
+          ]
+        ) {
+          expect(after[k]).toBeGreaterThan(0);
+        }
+        let sum = 0;
+        expect(after.length).toBe(22);
+        for (let k = 0; k < 22; k++) sum += after[k];
+        expect(core0().total).toBe(sum);
+        expect(rt.memoryStats(0)).toEqual({ bytesUsed: sum, bytesLimit: 96 * 1024 * MiB });
+        const api = new NrtApi();
+        const stats: Ref<NrtVncMemoryStats> = {};
+        expect(api.nrt_get_vnc_memory_stats(0, stats)).toBe(NrtStatus.NRT_UNINITIALIZED);
+        await model.unload();
+      } finally {
+        await rt.close();
       }
-      let sum = 0;
-      expect(after.length).toBe(22);
-      for (let k = 0; k < 22; k++) sum += after[k];
-      expect(core0().total).toBe(sum);
-      expect(rt.memoryStats(0)).toEqual({ bytesUsed: sum, bytesLimit: 96 * 1024 * MiB });
-      const api = new NrtApi();
-      const stats: Ref<NrtVncMemoryStats> = {};
-      expect(api.nrt_get_vnc_memory_stats(0, stats)).toBe(NrtStatus.NRT_UNINITIALIZED);
-      await model.unload();
-    } finally {
-      await rt.close();
-    }
-    expect(rt.memory().total).toBe(0);
-  }, 30_000);
+      expect(rt.memory().total).toBe(0);
+    },
+    30_000,
+  );
 
-  test("out of memory on a 4 MiB HBM returns NRT_RESOURCE, logs the usage per category, leaves nothing half-loaded, and a smaller load succeeds", async () => {
-    const { rt, log, sim } = await init(4 * MiB);
-    try {
-      expect(rt.memoryStats(0).bytesLimit).toBe(4 * MiB);
-      // Leave 1.5 MiB of HBM free; the big model stages two 1 MiB libraries.
-      const filler = await rt.allocateTensor({ vnc: 1, size: 4 * MiB - rt.memory().hbmUsed - 1.5 * MiB, name: "filler" });
-      const before = { booked: rt.memory().total, portal: await sim.memUsage(0), events: rt.events.list().length };
-      const e = await rt.load(multiLibNeff(2, MiB)).catch((x) => x);
-      expect(e).toBeInstanceOf(NrtError);
-      expect(e.status).toBe(NrtStatus.NRT_RESOURCE);
-      expect(e.message).toContain("device memory is exhausted");
-      const lines = log.messages().filter((m) => /usage|HBM total/.test(m)).join("\n");
-      expect(lines).toMatch(/ucode_libs=\d+/);
-      expect(lines).toMatch(/pool_stdio=\d+/);
-      expect(lines).toMatch(/notifications=\d+/);
-      expect(lines).toMatch(/NC 1 usage: .*tensors=\d+/);
-      expect(lines).toContain(`of ${4 * MiB} bytes`);
-      // Nothing half-loaded: same bytes booked, same device allocations, no resident model, the vNC released.
-      expect(rt.memory().total).toBe(before.booked);
-      expect(await sim.memUsage(0)).toEqual(before.portal);
-      expect(rt.cores()[0].models).toEqual([]);
-      expect(Array.from(await runAdd(rt))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
-      await filler.free();
-    } finally {
-      await rt.close();
-    }
-    expect(rt.memory().total).toBe(0);
-  }, 30_000);
+  test(
+    "out of memory on a 4 MiB HBM returns NRT_RESOURCE, logs the usage per category, leaves nothing half-loaded, and a smaller load succeeds",
+    async () => {
+      const { rt, log, sim } = await init(4 * MiB);
+      try {
+        expect(rt.memoryStats(0).bytesLimit).toBe(4 * MiB);
+        // Leave 1.5 MiB of HBM free; the big model stages two 1 MiB libraries.
+        const filler = await rt.allocateTensor({
+          vnc: 1,
+          size: 4 * MiB - rt.memory().hbmUsed - 1.5 * MiB,
+          name: "filler",
+        });
+        const before = { booked: rt.memory().total, portal: await sim.memUsage(0), events: rt.events.list().length };
+        const e = await rt.load(multiLibNeff(2, MiB)).catch((x) => x);
+        expect(e).toBeInstanceOf(NrtError);
+        expect(e.status).toBe(NrtStatus.NRT_RESOURCE);
+        expect(e.message).toContain("device memory is exhausted");
+        const lines = log.messages().filter((m) => /usage|HBM total/.test(m)).join("\n");
+        expect(lines).toMatch(/ucode_libs=\d+/);
+        expect(lines).toMatch(/pool_stdio=\d+/);
+        expect(lines).toMatch(/notifications=\d+/);
+        expect(lines).toMatch(/NC 1 usage: .*tensors=\d+/);
+        expect(lines).toContain(`of ${4 * MiB} bytes`);
+        // Nothing half-loaded: same bytes booked, same device allocations, no resident model, the vNC released.
+        expect(rt.memory().total).toBe(before.booked);
+        expect(await sim.memUsage(0)).toEqual(before.portal);
+        expect(rt.cores()[0].models).toEqual([]);
+        expect(Array.from(await runAdd(rt))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
+        await filler.free();
+      } finally {
+        await rt.close();
+      }
+      expect(rt.memory().total).toBe(0);
+    },
+    30_000,
+  );
 });
 
 describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
-  test("two single-library models on one core stage the library once; another core stages its own; the set is freed at close", async () => {
-    const { rt } = await init();
-    const image = kernel("vector_add").byteLength;
-    try {
-      const m1 = await rt.load(ADD), m2 = await rt.load(ADD);
-      expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=0 shared vector_add")).toHaveLength(1);
-      expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
-      const m3 = await rt.load(ADD, 1);
-      expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=1 shared vector_add")).toHaveLength(1);
-      expect(rt.memory().cores.find((c) => c.nc === 1)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
-      for (const m of [m1, m2, m3]) await m.unload();
-      // Cached per core until close (ucode_free_lib_set), not freed with the last model.
-      expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
-      // The cached set still serves a new model on that core.
-      expect(Array.from(await runAdd(rt, 1))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
-    } finally {
-      await rt.close();
-    }
-    expect(rt.events.list().filter((e) => e.startsWith("ucode_free_lib_set"))).toEqual(["ucode_free_lib_set nc=0", "ucode_free_lib_set nc=1"]);
-    expect(rt.memory().total).toBe(0);
-  }, 30_000);
+  test(
+    "two single-library models on one core stage the library once; another core stages its own; the set is freed at close",
+    async () => {
+      const { rt } = await init();
+      const image = kernel("vector_add").byteLength;
+      try {
+        const m1 = await rt.load(ADD), m2 = await rt.load(ADD);
+        expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=0 shared vector_add")).toHaveLength(1);
+        expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+        const m3 = await rt.load(ADD, 1);
+        expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=1 shared vector_add")).toHaveLength(1);
+        expect(rt.memory().cores.find((c) => c.nc === 1)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+        for (const m of [m1, m2, m3]) await m.unload();
+        // Cached per core until close (ucode_free_lib_set), not freed with the last model.
+        expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
+        // The cached set still serves a new model on that core.
+        expect(Array.from(await runAdd(rt, 1))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
+      } finally {
+        await rt.close();
+      }
+      expect(rt.events.list().filter((e) => e.startsWith("ucode_free_lib_set"))).toEqual([
+        "ucode_free_lib_set nc=0",
+        "ucode_free_lib_set nc=1",
+      ]);
+      expect(rt.memory().total).toBe(0);
+    },
+    30_000,
+  );
 
   test("concurrent loads of a new single-library model on one core stage it exactly once", async () => {
     const { rt } = await init();
@@ -153,24 +192,30 @@ describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
     }
   }, 30_000);
 
-  test("2..9 libraries are staged per model, and more than 9 are refused with Exceeded max number of GPSIMD libs", async () => {
-    const { rt } = await init();
-    try {
-      const base = rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS];
-      const two = [await rt.load(multiLibNeff(2)), await rt.load(multiLibNeff(2, undefined, "libs2b.neff"))]; // two models (one NEFF twice would share one)
-      expect(rt.events.list().filter((e) => e.startsWith("ucode_stage_libs nc=0 model"))).toHaveLength(4);
-      const perModel = kernel("vector_add").byteLength + 257;
-      expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(base + 2 * perModel);
-      const nine = await rt.load(multiLibNeff(9));
-      const e = await rt.load(multiLibNeff(10)).catch((x) => x);
-      expect(e).toBeInstanceOf(NrtError);
-      expect(e.message).toContain("Exceeded max number of GPSIMD libs");
-      for (const m of [...two, nine]) await m.unload();
-      // Per-model sets go with their models.
-      expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(base);
-    } finally {
-      await rt.close();
-    }
-    expect(rt.memory().total).toBe(0);
-  }, 30_000);
+  test(
+    "2..9 libraries are staged per model, and more than 9 are refused with Exceeded max number of GPSIMD libs",
+    async () => {
+      const { rt } = await init();
+      try {
+        const base = rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS];
+        const two = [await rt.load(multiLibNeff(2)), await rt.load(multiLibNeff(2, undefined, "libs2b.neff"))]; // two models (one NEFF twice would share one)
+        expect(rt.events.list().filter((e) => e.startsWith("ucode_stage_libs nc=0 model"))).toHaveLength(4);
+        const perModel = kernel("vector_add").byteLength + 257;
+        expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(
+          base + 2 * perModel,
+        );
+        const nine = await rt.load(multiLibNeff(9));
+        const e = await rt.load(multiLibNeff(10)).catch((x) => x);
+        expect(e).toBeInstanceOf(NrtError);
+        expect(e.message).toContain("Exceeded max number of GPSIMD libs");
+        for (const m of [...two, nine]) await m.unload();
+        // Per-model sets go with their models.
+        expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(base);
+      } finally {
+        await rt.close();
+      }
+      expect(rt.memory().total).toBe(0);
+    },
+    30_000,
+  );
 });

@@ -19,16 +19,38 @@ const GiB = 2 ** 30;
 
 function scratch(): { path: string; env: Record<string, string>; remove(): void } {
   const path = mkdtempSync(join(tmpdir(), "nrt-ls-"));
-  return { path, env: { NRT_RUNTIME_DIR: join(path, "run") }, remove: () => rmSync(path, { recursive: true, force: true }) };
+  return {
+    path,
+    env: { NRT_RUNTIME_DIR: join(path, "run") },
+    remove: () => rmSync(path, { recursive: true, force: true }),
+  };
 }
 
 describe("nrt ls: the embedded simulator and the servers announced on this machine", () => {
   test("a Cayman device: 4 logical NeuronCores of 2, 96 GB, and the announced server holding all of them", async () => {
     const s = scratch();
     try {
-      const a = await announce({ kind: "serve", pid: process.pid, command: "nrt serve --models /m", url: "http://127.0.0.1:1", runtimeVersion: NRT_RUNTIME_VERSION, ncs: [0, 1, 2, 3, 4, 5, 6, 7], started: 1 }, s.env);
+      const a = await announce({
+        kind: "serve",
+        pid: process.pid,
+        command: "nrt serve --models /m",
+        url: "http://127.0.0.1:1",
+        runtimeVersion: NRT_RUNTIME_VERSION,
+        ncs: [0, 1, 2, 3, 4, 5, 6, 7],
+        started: 1,
+      }, s.env);
       // A server killed with SIGKILL leaves its file behind: skipped, as its pid is gone.
-      writeFileSync(join(s.env.NRT_RUNTIME_DIR, "serve-2147483646.json"), JSON.stringify({ kind: "serve", pid: 2147483646, command: "gone", url: "http://x", runtimeVersion: "0", started: 1 }));
+      writeFileSync(
+        join(s.env.NRT_RUNTIME_DIR, "serve-2147483646.json"),
+        JSON.stringify({
+          kind: "serve",
+          pid: 2147483646,
+          command: "gone",
+          url: "http://x",
+          runtimeVersion: "0",
+          started: 1,
+        }),
+      );
       writeFileSync(join(s.env.NRT_RUNTIME_DIR, "serve-77.json"), "{not json");
       const snap = await collectLs({ arch: "cayman", env: s.env });
       const doc = JSON.parse(formatNeuronLs(snap, { format: "json" })) as NeuronLsJson;
@@ -43,7 +65,12 @@ describe("nrt ls: the embedded simulator and the servers announced on this machi
         nc_count: 4,
         memory_size: 96 * GiB,
         neuroncore_ids: [0, 1, 2, 3],
-        neuron_processes: [{ pid: process.pid, command: "nrt serve --models /m", neuron_runtime_version: "0.1.0", neuroncore_ids: [0, 1, 2, 3] }],
+        neuron_processes: [{
+          pid: process.pid,
+          command: "nrt serve --models /m",
+          neuron_runtime_version: "0.1.0",
+          neuroncore_ids: [0, 1, 2, 3],
+        }],
       }]);
       const table = formatNeuronLs(snap);
       const lines = table.split("\n");
@@ -64,7 +91,9 @@ describe("nrt ls: the embedded simulator and the servers announced on this machi
   test("a Trn1 device has no logical NeuronCore config, as neuron-ls on Trn1", async () => {
     const s = scratch();
     try {
-      const doc = JSON.parse(formatNeuronLs(await collectLs({ arch: "trn1", env: s.env }), { format: "legacy-json" })) as NeuronLsLegacyDeviceJson[];
+      const doc = JSON.parse(
+        formatNeuronLs(await collectLs({ arch: "trn1", env: s.env }), { format: "legacy-json" }),
+      ) as NeuronLsLegacyDeviceJson[];
       expect(doc.length).toBe(1);
       expect(doc[0].instance_type).toBe("trn1");
       expect(doc[0].nc_count).toBe(2);
@@ -91,8 +120,14 @@ describe("nrt ls: a device daemon's client processes and their cores", () => {
   test("every client session is listed with the logical cores it holds (--device, --output-format json and -j)", async () => {
     const s = scratch();
     const running = await startDeviceDaemon({ address: { path: join(s.path, "d.sock") }, log: () => {} });
-    const a = await connectDeviceDaemon({ path: join(s.path, "d.sock") }, { pid: 4242, name: "python3 infer.py --model a.neff" });
-    const b = await connectDeviceDaemon({ path: join(s.path, "d.sock") }, { pid: 5151, name: "nrt serve --device unix:d.sock" });
+    const a = await connectDeviceDaemon({ path: join(s.path, "d.sock") }, {
+      pid: 4242,
+      name: "python3 infer.py --model a.neff",
+    });
+    const b = await connectDeviceDaemon({ path: join(s.path, "d.sock") }, {
+      pid: 5151,
+      name: "nrt serve --device unix:d.sock",
+    });
     try {
       await a.acquireCores(0, [0, 1]);
       await b.acquireCores(0, [2, 3, 4, 5]);
@@ -102,11 +137,19 @@ describe("nrt ls: a device daemon's client processes and their cores", () => {
       expect(doc.neuron_devices[0].neuroncore_ids).toEqual([0, 1, 2, 3]);
       expect(doc.neuron_devices[0].neuron_processes).toEqual([
         { pid: 4242, command: "python3 infer.py --model a.neff", neuron_runtime_version: "0.1.0", neuroncore_ids: [0] },
-        { pid: 5151, command: "nrt serve --device unix:d.sock", neuron_runtime_version: "0.1.0", neuroncore_ids: [1, 2] },
+        {
+          pid: 5151,
+          command: "nrt serve --device unix:d.sock",
+          neuron_runtime_version: "0.1.0",
+          neuroncore_ids: [1, 2],
+        },
       ]);
       const legacy = await runNrt(["ls", "-j", "--device", `unix:${join(s.path, "d.sock")}`]);
       const devices = JSON.parse(legacy.out) as NeuronLsLegacyDeviceJson[];
-      expect(devices[0].neuron_processes.map((p) => [p.pid, "neuroncore_ids" in p])).toEqual([[4242, false], [5151, false]]);
+      expect(devices[0].neuron_processes.map((p) => [p.pid, "neuroncore_ids" in p])).toEqual([[4242, false], [
+        5151,
+        false,
+      ]]);
       const table = await runNrt(["ls", "--device", `unix:${join(s.path, "d.sock")}`]);
       expect(table.out).toContain("| 4242 | python3 infer.py --model a.neff");
       expect(table.out).toContain("|        |        |          |        | 5151 | nrt serve --device unix:d.sock");
@@ -126,11 +169,15 @@ describe("nrt ls: a device daemon's client processes and their cores", () => {
       const d2 = spawnBun([DAEMON_ENTRY, "device-sim", "--socket", join(s.path, "e.sock")], s.env);
       procs.push(d2);
       await d2.line(/listening on /);
-      const client = spawnBun([CLIENT_ENTRY, "--address", `unix:${join(s.path, "e.sock")}`, "--name", "server-a"], { NEURON_RT_VISIBLE_CORES: "2-3" });
+      const client = spawnBun([CLIENT_ENTRY, "--address", `unix:${join(s.path, "e.sock")}`, "--name", "server-a"], {
+        NEURON_RT_VISIBLE_CORES: "2-3",
+      });
       procs.push(client);
       expect(JSON.parse(await client.line(/"event"/, 20_000)).event).toBe("ready");
       const snap = await collectLs({ env: s.env });
-      expect(snap.processes.map((p) => [p.pid, p.command, p.neuroncoreIds])).toEqual([[client.child.pid, "server-a", [1]]]);
+      expect(snap.processes.map((p) => [p.pid, p.command, p.neuroncoreIds])).toEqual([[client.child.pid, "server-a", [
+        1,
+      ]]]);
       client.child.stdin!.end("exit\n");
       expect(await client.exit()).toBe(0);
       d2.kill("SIGTERM");
@@ -152,6 +199,8 @@ describe("nrt ls: a device daemon's client processes and their cores", () => {
     expect(both.err).toContain("--output-format and -j/--json-output exclude each other");
     const addr = await runNrt(["ls", "--device", "nowhere"]);
     expect(addr.code).toBe(2);
-    expect(addr.err).toContain('Cannot parse nrt ls arguments: --device nowhere: Cannot parse the daemon address "nowhere"');
+    expect(addr.err).toContain(
+      'Cannot parse nrt ls arguments: --device nowhere: Cannot parse the daemon address "nowhere"',
+    );
   });
 });

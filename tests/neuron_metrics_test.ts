@@ -59,7 +59,9 @@ describe("/metrics: neuron-monitor-prometheus.py's names beside nrt's", () => {
     for (let i = 0; i < RUNS; i++) {
       const res = await fetch(`${server.url}/v2/models/relu/infer`, {
         method: "POST",
-        body: JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -2, 3, -4, 5, -6, 7, -8] }] }),
+        body: JSON.stringify({
+          inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -2, 3, -4, 5, -6, 7, -8] }],
+        }),
       });
       expect(res.status).toBe(200);
       await res.body?.cancel();
@@ -69,7 +71,14 @@ describe("/metrics: neuron-monitor-prometheus.py's names beside nrt's", () => {
     const { samples, types } = parseExposition(await (await fetch(`${server.url}/metrics`)).text());
     const after = await (await fetch(`${server.url}/v2/neuron/status`)).json() as NeuronStatus;
     const tag = String(process.pid);
-    const instance = { instance_name: "", instance_id: "", instance_type: "trn2", availability_zone: "", region: "", subnet_id: "" };
+    const instance = {
+      instance_name: "",
+      instance_id: "",
+      instance_type: "trn2",
+      availability_zone: "",
+      region: "",
+      subnet_id: "",
+    };
     const pick = (name: string, labels: Record<string, string> = {}) =>
       samples.filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v));
     const one = (name: string, labels: Record<string, string>) => {
@@ -83,17 +92,30 @@ describe("/metrics: neuron-monitor-prometheus.py's names beside nrt's", () => {
 
     // execution_status_total / execution_errors_total: counters with status_type / error_type.
     expect(types.get("execution_status_total")).toBe("counter");
-    expect(pick("execution_status_total")[0].labels).toEqual({ ...instance, runtime_tag: tag, status_type: "completed" });
+    expect(pick("execution_status_total")[0].labels).toEqual({
+      ...instance,
+      runtime_tag: tag,
+      status_type: "completed",
+    });
     expect(one("execution_status_total", { runtime_tag: tag, status_type: "completed" })).toBe(RUNS);
-    for (const s of ["completed_with_err", "completed_with_num_err", "timed_out", "incorrect_input", "failed_to_queue"]) {
+    for (
+      const s of ["completed_with_err", "completed_with_num_err", "timed_out", "incorrect_input", "failed_to_queue"]
+    ) {
       expect(one("execution_status_total", { status_type: s })).toBe(0);
     }
     expect(pick("execution_errors_total").map((s) => [s.labels.error_type, s.value])).toEqual([
-      ["generic", 0], ["numerical", 0], ["transient", 0], ["model", 0], ["runtime", 0], ["hardware", 0],
+      ["generic", 0],
+      ["numerical", 0],
+      ["transient", 0],
+      ["model", 0],
+      ["runtime", 0],
+      ["hardware", 0],
     ]);
 
     // execution_latency_seconds: the seven percentiles of the runs just made, within the time they took.
-    const lat = Object.fromEntries(pick("execution_latency_seconds", { runtime_tag: tag }).map((s) => [s.labels.percentile, s.value]));
+    const lat = Object.fromEntries(
+      pick("execution_latency_seconds", { runtime_tag: tag }).map((s) => [s.labels.percentile, s.value]),
+    );
     expect(Object.keys(lat)).toEqual(["p0", "p1", "p25", "p50", "p75", "p99", "p100"]);
     expect(lat.p0).toBeGreaterThan(0);
     expect(lat.p0).toBeLessThanOrEqual(lat.p50);
@@ -103,7 +125,9 @@ describe("/metrics: neuron-monitor-prometheus.py's names beside nrt's", () => {
     // neuroncore_utilization_ratio: relu ran on logical core 0 only; its ratio is the device busy time since the
     // server started (well under the one-minute window) over that time.
     expect(after.time.clock_ms - after.time.since_ms).toBeLessThan(60_000);
-    const u = Object.fromEntries(pick("neuroncore_utilization_ratio", { runtime_tag: tag }).map((s) => [s.labels.neuroncore, s.value]));
+    const u = Object.fromEntries(
+      pick("neuroncore_utilization_ratio", { runtime_tag: tag }).map((s) => [s.labels.neuroncore, s.value]),
+    );
     expect(Object.keys(u)).toEqual(["0", "1", "2", "3"]);
     const busy0 = (s: NeuronStatus) => (s.cores[0].busy_ms[0] + s.cores[0].busy_ms[1]) / 2;
     expect(busy0(after)).toBeGreaterThan(0);
@@ -115,7 +139,8 @@ describe("/metrics: neuron-monitor-prometheus.py's names beside nrt's", () => {
     const core0 = deviceMemoryBreakdown(after.cores[0].device_memory);
     expect(core0.model_code).toBeGreaterThan(0);
     for (const [cat, bytes] of Object.entries(core0)) {
-      expect(one(`neuroncore_memory_usage_${cat}`, { runtime_tag: tag, neuroncore: "0", memory_location: "None" })).toBe(bytes);
+      expect(one(`neuroncore_memory_usage_${cat}`, { runtime_tag: tag, neuroncore: "0", memory_location: "None" }))
+        .toBe(bytes);
     }
     const hbm = after.cores.reduce((a, c) => a + c.device_memory.reduce((x, y) => x + y, 0), 0);
     expect(one("neuron_runtime_memory_used_bytes", { runtime_tag: tag, memory_location: "neuron_device" })).toBe(hbm);
@@ -125,8 +150,15 @@ describe("/metrics: neuron-monitor-prometheus.py's names beside nrt's", () => {
 
     // hardware_ecc_events_total: the four counters of device 0, without runtime_tag.
     expect(types.get("hardware_ecc_events_total")).toBe("counter");
-    expect(pick("hardware_ecc_events_total").map((s) => [s.labels.event_type, s.labels.neuron_device_index, "runtime_tag" in s.labels, s.value])).toEqual([
-      ["mem_ecc_corrected", "0", false, 0], ["mem_ecc_uncorrected", "0", false, 0], ["sram_ecc_corrected", "0", false, 0], ["sram_ecc_uncorrected", "0", false, 0],
+    expect(
+      pick("hardware_ecc_events_total").map((
+        s,
+      ) => [s.labels.event_type, s.labels.neuron_device_index, "runtime_tag" in s.labels, s.value]),
+    ).toEqual([
+      ["mem_ecc_corrected", "0", false, 0],
+      ["mem_ecc_uncorrected", "0", false, 0],
+      ["sram_ecc_corrected", "0", false, 0],
+      ["sram_ecc_uncorrected", "0", false, 0],
     ]);
   });
 });

@@ -60,7 +60,13 @@ describe("GET /v2/neuron/status (ours)", () => {
     const s = await status();
     expect(s.schema).toBe("nrt-neuron-status/1");
     expect(s.pid).toBe(process.pid);
-    expect(s.device).toMatchObject({ arch: "cayman", generation: "NC-v3", physical_cores: 8, virtual_core_size: 2, device_busy: true });
+    expect(s.device).toMatchObject({
+      arch: "cayman",
+      generation: "NC-v3",
+      physical_cores: 8,
+      virtual_core_size: 2,
+      device_busy: true,
+    });
     expect(s.models.map((m) => [m.name, m.vnc])).toEqual([["relu.neff", 0]]); // the NEFF header's name
     expect((await fetch(`${server.url}/v2/neuron/status?after=x`)).status).toBe(400);
     expect((await fetch(`${server.url}/v2/neuron/status`, { method: "POST" })).status).toBe(405);
@@ -71,7 +77,11 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
   test("a workload of known size shows in the next report, and the exporter's reader gets the same values", async () => {
     const collector = new MonitorCollector({ config: defaultMonitorConfig(), source: { kind: "discover" }, env });
     const first = (await collector.collect()).report;
-    expect(first.neuron_runtime_data.map((r) => [r.pid, r.neuron_runtime_tag, r.error])).toEqual([[process.pid, String(process.pid), ""]]);
+    expect(first.neuron_runtime_data.map((r) => [r.pid, r.neuron_runtime_tag, r.error])).toEqual([[
+      process.pid,
+      String(process.pid),
+      "",
+    ]]);
     // The first reading is the baseline: no activity yet.
     expect(first.neuron_runtime_data[0].report.execution_stats?.execution_summary.completed).toBe(0);
 
@@ -89,7 +99,14 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
 
     // execution_stats: exactly the workload, every execution completed; latencies from those executions.
     const stats = rt.report.execution_stats!;
-    expect(stats.execution_summary).toEqual({ completed: RUNS, completed_with_err: 0, completed_with_num_err: 0, timed_out: 0, incorrect_input: 0, failed_to_queue: 0 });
+    expect(stats.execution_summary).toEqual({
+      completed: RUNS,
+      completed_with_err: 0,
+      completed_with_num_err: 0,
+      timed_out: 0,
+      incorrect_input: 0,
+      failed_to_queue: 0,
+    });
     expect(Object.values(stats.error_summary).every((n) => n === 0)).toBe(true);
     const total = stats.latency_stats.total_latency!;
     const device = stats.latency_stats.device_latency!;
@@ -104,7 +121,8 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
     // runs; the other logical cores stayed idle.
     const counters = rt.report.neuroncore_counters!;
     expect(Object.keys(counters.neuroncores_in_use)).toEqual(["0", "1", "2", "3"]);
-    const busy = (s: NeuronStatus, nc: number) => s.cores.flatMap((c) => c.ncs.map((n, i) => [n, c.busy_ms[i]] as const)).find(([n]) => n === nc)![1];
+    const busy = (s: NeuronStatus, nc: number) =>
+      s.cores.flatMap((c) => c.ncs.map((n, i) => [n, c.busy_ms[i]] as const)).find(([n]) => n === nc)![1];
     const busy0 = (busy(after, 0) - busy(before, 0)) / 1000;
     expect(busy0).toBeGreaterThan(0);
     expect(busy0).toBeGreaterThanOrEqual(device.p0 * RUNS - 1e-9);
@@ -140,7 +158,13 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
     });
     expect(second.instance_info.instance_type).toBe("trn2");
     expect(second.system_data?.neuron_hw_counters?.neuron_devices).toEqual([
-      { neuron_device_index: 0, mem_ecc_corrected: 0, mem_ecc_uncorrected: 0, sram_ecc_uncorrected: 0, sram_ecc_corrected: 0 },
+      {
+        neuron_device_index: 0,
+        mem_ecc_corrected: 0,
+        mem_ecc_uncorrected: 0,
+        sram_ecc_uncorrected: 0,
+        sram_ecc_corrected: 0,
+      },
     ]);
 
     // The exporter's reading of the two lines.
@@ -150,24 +174,33 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
     const tag = { runtime_tag: String(process.pid) };
     expect(reader.value("execution_status_total", { ...tag, status_type: "completed" })).toBe(RUNS);
     expect(reader.value("execution_errors_total", { ...tag, error_type: "hardware" })).toBe(0);
-    expect(reader.value("neuroncore_utilization_ratio", { ...tag, neuroncore: "0" })).toBeCloseTo(u0.neuroncore_utilization / 100, 12);
+    expect(reader.value("neuroncore_utilization_ratio", { ...tag, neuroncore: "0" })).toBeCloseTo(
+      u0.neuroncore_utilization / 100,
+      12,
+    );
     expect(reader.value("neuroncore_utilization_ratio", { ...tag, neuroncore: "3" })).toBe(0);
     expect(reader.value("execution_latency_seconds", { ...tag, percentile: "p100" })).toBe(total.p100);
     expect(reader.value("neuroncore_memory_usage_model_code", { ...tag, neuroncore: "0" })).toBe(core0.model_code);
-    expect(reader.value("neuron_runtime_memory_used_bytes", { ...tag, memory_location: "neuron_device" })).toBe(mem.neuron_runtime_used_bytes.neuron_device);
+    expect(reader.value("neuron_runtime_memory_used_bytes", { ...tag, memory_location: "neuron_device" })).toBe(
+      mem.neuron_runtime_used_bytes.neuron_device,
+    );
     expect(reader.samples("hardware_ecc_events_total").map((s) => s.value)).toEqual([0, 0, 0, 0]);
     expect(reader.value("neuron_hardware_info", { neuron_device_count: "1" })).toBe(1);
     expect(reader.value("system_vcpu_count")).toBeGreaterThan(0);
   });
 
   test("Execution model: a group not due is repeated; when it falls due it counts everything since it last ran", async () => {
-    const config = parseMonitorConfig(JSON.stringify({ neuron_runtimes: [{ metrics: [{ type: "execution_stats", period: "1h" }] }] }));
+    const config = parseMonitorConfig(
+      JSON.stringify({ neuron_runtimes: [{ metrics: [{ type: "execution_stats", period: "1h" }] }] }),
+    );
     const c = new MonitorCollector({ config, source: { kind: "url", url: server.url }, env });
     const first = (await c.collect()).report;
     await infer();
     await infer();
     const second = (await c.collect()).report; // within the hour: nothing is due
-    expect(second.neuron_runtime_data[0].report.execution_stats).toEqual(first.neuron_runtime_data[0].report.execution_stats);
+    expect(second.neuron_runtime_data[0].report.execution_stats).toEqual(
+      first.neuron_runtime_data[0].report.execution_stats,
+    );
     await infer();
     const third = (await c.collect(true)).report;
     expect(third.neuron_runtime_data[0].report.execution_stats?.execution_summary.completed).toBe(3);
@@ -176,11 +209,21 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
 
   test("with no process announced, reports still come, with an empty neuron_runtime_data", async () => {
     const empty = { NRT_RUNTIME_DIR: join(dir, "nobody") };
-    const collector = new MonitorCollector({ config: defaultMonitorConfig(), source: { kind: "discover" }, env: empty, arch: "trn1" });
+    const collector = new MonitorCollector({
+      config: defaultMonitorConfig(),
+      source: { kind: "discover" },
+      env: empty,
+      arch: "trn1",
+    });
     const r: NeuronMonitorReport = (await collector.collect()).report;
     expect(r.neuron_runtime_data).toEqual([]);
     expect(Object.keys(r)).toEqual(["neuron_runtime_data", "system_data", "instance_info", "neuron_hardware_info"]);
-    expect(r.neuron_hardware_info).toMatchObject({ neuron_device_type: "trainium", neuron_device_count: 1, neuroncore_per_device_count: 2, error: "" });
+    expect(r.neuron_hardware_info).toMatchObject({
+      neuron_device_type: "trainium",
+      neuron_device_count: 1,
+      neuroncore_per_device_count: 2,
+      error: "",
+    });
     expect("logical_neuroncore_config" in r.neuron_hardware_info).toBe(false);
     const reader = new NeuronMonitorPrometheusReader();
     reader.consume(serializeMonitorReport(r));
@@ -194,12 +237,18 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
     const client = await connectDeviceDaemon({ path: join(dir, "d.sock") }, { pid: 4242, name: "python3 infer.py" });
     try {
       await client.acquireCores(0, [0, 1]);
-      const collector = new MonitorCollector({ config: defaultMonitorConfig(), source: { kind: "socket", address: `unix:${join(dir, "d.sock")}` }, env });
+      const collector = new MonitorCollector({
+        config: defaultMonitorConfig(),
+        source: { kind: "socket", address: `unix:${join(dir, "d.sock")}` },
+        env,
+      });
       const r = (await collector.collect()).report;
       expect(r.neuron_runtime_data).toEqual([{
         pid: 4242,
         neuron_runtime_tag: "4242",
-        error: `process 4242 holds NeuronCores of the device daemon at unix:${join(dir, "d.sock")} but announces no status endpoint (not an nrt serve)`,
+        error: `process 4242 holds NeuronCores of the device daemon at unix:${
+          join(dir, "d.sock")
+        } but announces no status endpoint (not an nrt serve)`,
         report: {},
       }]);
       const reader = new NeuronMonitorPrometheusReader();
@@ -213,7 +262,14 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
 
   test("nrt monitor --url -c CONFIG --count 2 prints two one-line reports with the configured groups", async () => {
     const config = join(dir, "monitor.json");
-    writeFileSync(config, JSON.stringify({ period: "50ms", neuron_runtimes: [{ tag_filter: ".*", metrics: [{ type: "execution_stats" }, { type: "memory_used" }] }], system_metrics: [{ type: "memory_info" }] }));
+    writeFileSync(
+      config,
+      JSON.stringify({
+        period: "50ms",
+        neuron_runtimes: [{ tag_filter: ".*", metrics: [{ type: "execution_stats" }, { type: "memory_used" }] }],
+        system_metrics: [{ type: "memory_info" }],
+      }),
+    );
     const r = await runNrt(["monitor", "--url", server.url, "-c", config, "--count", "2"]);
     expect(r.code).toBe(0);
     const lines = r.out.split("\n");
@@ -227,13 +283,21 @@ describe("nrt monitor: reports of the servers announced on this machine", () => 
 
   test("usage errors exit 2 and name the cause", async () => {
     const both = await runNrt(["monitor", "--url", "http://127.0.0.1:1", "--socket", "/x"]);
-    expect([both.code, both.err.split("\n")[0]]).toEqual([2, "Cannot parse nrt monitor arguments: --url and --socket exclude each other"]);
+    expect([both.code, both.err.split("\n")[0]]).toEqual([
+      2,
+      "Cannot parse nrt monitor arguments: --url and --socket exclude each other",
+    ]);
     const url = await runNrt(["monitor", "--url", "ftp://x"]);
-    expect([url.code, url.err.split("\n")[0]]).toEqual([2, "Cannot parse nrt monitor arguments: --url ftp://x is not an http or https URL"]);
+    expect([url.code, url.err.split("\n")[0]]).toEqual([
+      2,
+      "Cannot parse nrt monitor arguments: --url ftp://x is not an http or https URL",
+    ]);
     const bad = join(dir, "bad.json");
     writeFileSync(bad, JSON.stringify({ period: "soon" }));
     const cfg = await runNrt(["monitor", "-c", bad]);
     expect(cfg.code).toBe(2);
-    expect(cfg.err).toContain(`Cannot parse nrt monitor arguments: ${bad}: Cannot use neuron-monitor config: period is "soon"`);
+    expect(cfg.err).toContain(
+      `Cannot parse nrt monitor arguments: ${bad}: Cannot use neuron-monitor config: period is "soon"`,
+    );
   });
 });

@@ -18,10 +18,13 @@ const f32 = (name: string, shape: number[]) => ({ name, dtype: "float32", shape 
 let dir: string;
 let trace: ChromeTrace;
 
-const slices = (pred: (e: TraceEvent) => boolean = () => true) => trace.traceEvents.filter((e) => e.ph === "X" && pred(e));
+const slices = (pred: (e: TraceEvent) => boolean = () => true) =>
+  trace.traceEvents.filter((e) => e.ph === "X" && pred(e));
 const end = (e: TraceEvent) => e.ts + (e.dur ?? 0);
 const threadName = (pid: number, tid: number) =>
-  (trace.traceEvents.find((e) => e.ph === "M" && e.name === "thread_name" && e.pid === pid && e.tid === tid)?.args as { name: string } | undefined)?.name;
+  (trace.traceEvents.find((e) => e.ph === "M" && e.name === "thread_name" && e.pid === pid && e.tid === tid)?.args as {
+    name: string;
+  } | undefined)?.name;
 const within = (inner: TraceEvent, outer: TraceEvent) => inner.ts >= outer.ts && end(inner) <= end(outer) + 1e-3;
 
 beforeAll(async () => {
@@ -51,7 +54,9 @@ describe("nrt profile: the trace's structure", () => {
   });
 
   test("a track per host call, the sequencer, each DMA queue used, each of the 8 Q7 cores, the records, the stdio drain", () => {
-    const names = trace.traceEvents.filter((e) => e.ph === "M" && e.name === "thread_name").map((e) => (e.args as { name: string }).name);
+    const names = trace.traceEvents.filter((e) => e.ph === "M" && e.name === "thread_name").map((e) =>
+      (e.args as { name: string }).name
+    );
     expect(names).toEqual(expect.arrayContaining([
       "nrt_load",
       "nrt_execute",
@@ -62,12 +67,18 @@ describe("nrt profile: the trace's structure", () => {
       "DMA queue 0 (M2S)",
       "DMA queue 0 (S2M)",
     ]));
-    const processes = trace.traceEvents.filter((e) => e.ph === "M" && e.name === "process_name").map((e) => (e.args as { name: string }).name);
+    const processes = trace.traceEvents.filter((e) => e.ph === "M" && e.name === "process_name").map((e) =>
+      (e.args as { name: string }).name
+    );
     expect(processes).toEqual(["host: nrt runtime", "NeuronCore 0"]);
   });
 
   test("the DMA queues carry the model's bytes: 32 in (x, 8 float32) and 32 out (y)", () => {
-    const bytes = (dir: string) => slices((e) => threadName(e.pid, e.tid)?.endsWith(`(${dir})`) === true).reduce((a, e) => a + (e.args!.bytes as number), 0);
+    const bytes = (dir: string) =>
+      slices((e) => threadName(e.pid, e.tid)?.endsWith(`(${dir})`) === true).reduce(
+        (a, e) => a + (e.args!.bytes as number),
+        0,
+      );
     expect(bytes("M2S")).toBe(32);
     expect(bytes("S2M")).toBe(32);
   });
@@ -82,7 +93,12 @@ describe("nrt profile: nesting", () => {
         for (const b of list) {
           if (a === b) continue;
           const disjoint = end(a) <= b.ts + 1e-3 || end(b) <= a.ts + 1e-3;
-          expect({ track, a: a.name, b: b.name, ok: disjoint || within(a, b) || within(b, a) }).toEqual({ track, a: a.name, b: b.name, ok: true });
+          expect({ track, a: a.name, b: b.name, ok: disjoint || within(a, b) || within(b, a) }).toEqual({
+            track,
+            a: a.name,
+            b: b.name,
+            ok: true,
+          });
         }
       }
     }
@@ -90,10 +106,14 @@ describe("nrt profile: nesting", () => {
 
   test("the load's stages lie in nrt_load, the execution's steps in nrt_execute, every instruction in its run", () => {
     const [load] = slices((e) => e.name === "nrt_load");
-    for (const s of ["neff_parse", "kelf_load", "kbl_model_add"]) expect(within(slices((e) => e.name === s)[0], load)).toBe(true);
+    for (const s of ["neff_parse", "kelf_load", "kbl_model_add"]) {
+      expect(within(slices((e) => e.name === s)[0], load)).toBe(true);
+    }
     const [exec] = slices((e) => e.name === "nrt_execute");
     const steps = slices((e) => e.cat === "host,execute" && e.name !== "nrt_execute");
-    expect(steps.map((e) => e.name)).toEqual(expect.arrayContaining(["kmgr_exec_pre", "doorbell", "completion_wait", "copy_out"]));
+    expect(steps.map((e) => e.name)).toEqual(
+      expect.arrayContaining(["kmgr_exec_pre", "doorbell", "completion_wait", "copy_out"]),
+    );
     for (const s of steps) expect(within(s, exec)).toBe(true);
     const [run] = slices((e) => e.cat === "device,sequencer");
     expect(run.args!.outcome).toBe("completed");
@@ -132,13 +152,25 @@ describe("nrt profile: the ordering facts", () => {
 describe("nrt profile: the command", () => {
   test("-o writes the trace file; bad arguments exit 2", async () => {
     const out = join(dir, "trace.json");
-    const r = await runNrt(["profile", join(dir, "relu.neff"), "--input", `x=${join(dir, "x.json")}`, "-o", out, "--arch", "cayman"]);
+    const r = await runNrt([
+      "profile",
+      join(dir, "relu.neff"),
+      "--input",
+      `x=${join(dir, "x.json")}`,
+      "-o",
+      out,
+      "--arch",
+      "cayman",
+    ]);
     expect(r.code).toBe(0);
     const written = JSON.parse(readFileSync(out, "utf8")) as ChromeTrace;
     expect(written.traceEvents.filter((e) => e.name === "doorbell").length).toBe(1);
     expect((await runNrt(["profile"])).code).toBe(2);
     const bad = await runNrt(["profile", join(dir, "relu.neff"), "--input", "x"]);
-    expect([bad.code, bad.err.split("\n")[0]]).toEqual([2, "Cannot parse nrt profile arguments: --input x is not NAME=FILE.json"]);
+    expect([bad.code, bad.err.split("\n")[0]]).toEqual([
+      2,
+      "Cannot parse nrt profile arguments: --input x is not NAME=FILE.json",
+    ]);
     const unknown = await runNrt(["profile", join(dir, "relu.neff"), "--input", `z=${join(dir, "x.json")}`]);
     expect(unknown.code).toBe(1);
     expect(unknown.err).toContain('the model has no input "z"');
@@ -147,18 +179,30 @@ describe("nrt profile: the command", () => {
 
 describe("nrt serve with NEURON_RT_INSPECT_ENABLE", () => {
   test("GET /v2/neuron/trace answers the last execution with the same tracks and facts; off, the route is absent", async () => {
-    const server = await startServer({ models: dir, port: 0, grpcPort: "off", arch: "cayman", inspect: true, log: () => {} });
+    const server = await startServer({
+      models: dir,
+      port: 0,
+      grpcPort: "off",
+      arch: "cayman",
+      inspect: true,
+      log: () => {},
+    });
     const plain = await startServer({ models: dir, port: 0, grpcPort: "off", arch: "cayman", log: () => {} });
     try {
       const res = await fetch(`${server.url}/v2/models/relu/infer`, {
         method: "POST",
-        body: JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -2, 3, -4, 5, -6, 7, -8] }] }),
+        body: JSON.stringify({
+          inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -2, 3, -4, 5, -6, 7, -8] }],
+        }),
       });
       expect(res.status).toBe(200);
       await res.body?.cancel();
       const answer = await fetch(`${server.url}/v2/neuron/trace`);
       const t = await answer.json() as ChromeTrace;
-      expect({ status: answer.status, body: answer.status === 200 ? "trace" : t }).toEqual({ status: 200, body: "trace" });
+      expect({ status: answer.status, body: answer.status === 200 ? "trace" : t }).toEqual({
+        status: 200,
+        body: "trace",
+      });
       const x = t.traceEvents.filter((e) => e.ph === "X");
       expect(x.filter((e) => e.name === "nrt_execute").map((e) => e.args!.detail)).toEqual(["relu.neff"]);
       expect(x.filter((e) => e.name === "doorbell").length).toBe(1);

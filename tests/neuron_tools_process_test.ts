@@ -24,46 +24,58 @@ function nrt(args: string[], env: Record<string, string>): { code: number | null
 }
 
 describe("nrt ls and nrt monitor find a running nrt serve", () => {
-  test("the server announces itself; ls lists it with its cores, monitor reports it; SIGTERM withdraws it", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "nrt-tools-"));
-    const env = { NRT_RUNTIME_DIR: join(dir, "run"), NRT_ARCH: "cayman" };
-    writeFileSync(join(dir, "relu.neff"), oneOpNeff("relu", "relu", [f32("x")], [f32("y")]));
-    const server = spawnServe(["--models", dir, "--port", "0", "--grpc-port", "0"], "runtime", env);
-    try {
-      const url = /listening on (\S+)/.exec(await server.line(/listening on /, 60_000))![1];
-      const pid = server.child.pid!;
-      expect(readdirSync(env.NRT_RUNTIME_DIR)).toEqual([`serve-${pid}.json`]);
+  test(
+    "the server announces itself; ls lists it with its cores, monitor reports it; SIGTERM withdraws it",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "nrt-tools-"));
+      const env = { NRT_RUNTIME_DIR: join(dir, "run"), NRT_ARCH: "cayman" };
+      writeFileSync(join(dir, "relu.neff"), oneOpNeff("relu", "relu", [f32("x")], [f32("y")]));
+      const server = spawnServe(["--models", dir, "--port", "0", "--grpc-port", "0"], "runtime", env);
+      try {
+        const url = /listening on (\S+)/.exec(await server.line(/listening on /, 60_000))![1];
+        const pid = server.child.pid!;
+        expect(readdirSync(env.NRT_RUNTIME_DIR)).toEqual([`serve-${pid}.json`]);
 
-      const ls = nrt(["ls", "--output-format", "json"], env);
-      expect(ls.code).toBe(0);
-      const doc = JSON.parse(ls.out) as NeuronLsJson;
-      expect(doc.neuron_devices[0].neuron_processes.map((p) => [p.pid, p.neuroncore_ids])).toEqual([[pid, [0, 1, 2, 3]]]);
+        const ls = nrt(["ls", "--output-format", "json"], env);
+        expect(ls.code).toBe(0);
+        const doc = JSON.parse(ls.out) as NeuronLsJson;
+        expect(doc.neuron_devices[0].neuron_processes.map((p) => [p.pid, p.neuroncore_ids])).toEqual([[pid, [
+          0,
+          1,
+          2,
+          3,
+        ]]]);
 
-      const res = await fetch(`${url}/v2/models/relu/infer`, {
-        method: "POST",
-        body: JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }] }),
-      });
-      expect(res.status).toBe(200);
-      await res.body?.cancel();
-      const mon = nrt(["monitor", "--count", "1"], env);
-      expect(mon.code).toBe(0);
-      const lines = mon.out.trim().split("\n");
-      expect(lines.length).toBe(1);
-      const report = JSON.parse(lines[0]) as NeuronMonitorReport;
-      expect(report.neuron_runtime_data.map((r) => [r.pid, r.error])).toEqual([[pid, ""]]);
-      const groups = Object.values(report.neuron_runtime_data[0].report);
-      expect(groups.length).toBe(4);
-      for (const g of groups) expect(g.error).toBe("");
-      expect(report.neuron_runtime_data[0].report.memory_used?.neuron_runtime_used_bytes.neuron_device).toBeGreaterThan(0);
+        const res = await fetch(`${url}/v2/models/relu/infer`, {
+          method: "POST",
+          body: JSON.stringify({
+            inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }],
+          }),
+        });
+        expect(res.status).toBe(200);
+        await res.body?.cancel();
+        const mon = nrt(["monitor", "--count", "1"], env);
+        expect(mon.code).toBe(0);
+        const lines = mon.out.trim().split("\n");
+        expect(lines.length).toBe(1);
+        const report = JSON.parse(lines[0]) as NeuronMonitorReport;
+        expect(report.neuron_runtime_data.map((r) => [r.pid, r.error])).toEqual([[pid, ""]]);
+        const groups = Object.values(report.neuron_runtime_data[0].report);
+        expect(groups.length).toBe(4);
+        for (const g of groups) expect(g.error).toBe("");
+        expect(report.neuron_runtime_data[0].report.memory_used?.neuron_runtime_used_bytes.neuron_device)
+          .toBeGreaterThan(0);
 
-      server.kill("SIGTERM");
-      await server.exited(30_000);
-      expect(readdirSync(env.NRT_RUNTIME_DIR)).toEqual([]);
-      const none = JSON.parse(nrt(["monitor", "--count", "1"], env).out) as NeuronMonitorReport;
-      expect(none.neuron_runtime_data).toEqual([]);
-    } finally {
-      server.kill();
-      rmSync(dir, { recursive: true, force: true });
-    }
-  }, 120_000);
+        server.kill("SIGTERM");
+        await server.exited(30_000);
+        expect(readdirSync(env.NRT_RUNTIME_DIR)).toEqual([]);
+        const none = JSON.parse(nrt(["monitor", "--count", "1"], env).out) as NeuronMonitorReport;
+        expect(none.neuron_runtime_data).toEqual([]);
+      } finally {
+        server.kill();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 });

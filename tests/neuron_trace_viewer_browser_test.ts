@@ -15,9 +15,21 @@ import { startServer } from "../packages/cli/serve.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const CHROMIUM_ARGS = [
+  "--headless",
+  "--no-sandbox",
+  "--disable-gpu",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
 const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) console.log(`trace viewer browser test skipped: ${CHROMIUM} is missing (install it with: apt-get install -y chromium)`);
+if (!hasChromium) {
+  console.log(
+    `trace viewer browser test skipped: ${CHROMIUM} is missing (install it with: apt-get install -y chromium)`,
+  );
+}
 const ARTIFACTS = fileURLToPath(new URL("../.artifacts/", import.meta.url));
 const DEADLINE_MS = 15_000;
 
@@ -28,12 +40,21 @@ describe("trace viewer in headless Chromium", () => {
     const f32 = (name: string) => ({ name, dtype: "float32", shape: [8] });
     await writeFile(join(dir, "relu.neff"), oneOpNeff("relu", "relu", [f32("x")], [f32("y")]));
     await mkdir(ARTIFACTS, { recursive: true });
-    const server = await startServer({ models: dir, port: 0, grpcPort: "off", arch: "cayman", inspect: true, log: () => {} });
+    const server = await startServer({
+      models: dir,
+      port: 0,
+      grpcPort: "off",
+      arch: "cayman",
+      inspect: true,
+      log: () => {},
+    });
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
     try {
       const res = await fetch(`${server.url}/v2/models/relu/infer`, {
         method: "POST",
-        body: JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -2, 3, -4, 5, -6, 7, -8] }] }),
+        body: JSON.stringify({
+          inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -2, 3, -4, 5, -6, 7, -8] }],
+        }),
       });
       expect(res.status).toBe(200);
       await res.body?.cancel();
@@ -44,19 +65,31 @@ describe("trace viewer in headless Chromium", () => {
       await page.goto(`${server.url}/v2/neuron/trace/view`);
       await page.waitForFunction(() => document.body.dataset.ready === "true", undefined, { timeout: DEADLINE_MS });
       expect(await page.title()).toBe("nrt trace");
-      const lanes = await page.locator(".lane").evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.track));
+      const lanes = await page.locator(".lane").evaluateAll((rows) =>
+        rows.map((r) => (r as HTMLElement).dataset.track)
+      );
       expect(lanes).toEqual(expect.arrayContaining([
-        "nrt_execute", "sequencer", "notifications", "stdio drain", "DMA queue 0 (M2S)", "DMA queue 0 (S2M)",
+        "nrt_execute",
+        "sequencer",
+        "notifications",
+        "stdio drain",
+        "DMA queue 0 (M2S)",
+        "DMA queue 0 (S2M)",
         ...Array.from({ length: 8 }, (_, c) => `Q7 core ${c}`),
       ]));
       // Every Q7 lane holds one relu slice with on-screen width; the sequencer lane holds the DRAIN, nested under the run.
-      const widths = await page.locator('.lane[data-track^="Q7 core"] .slice').evaluateAll((els) => els.map((e) => [(e as HTMLElement).dataset.name, e.getBoundingClientRect().width]));
+      const widths = await page.locator('.lane[data-track^="Q7 core"] .slice').evaluateAll((els) =>
+        els.map((e) => [(e as HTMLElement).dataset.name, e.getBoundingClientRect().width])
+      );
       expect(widths.length).toBe(8);
       for (const [name, w] of widths) {
         expect(name).toBe("relu");
         expect(w as number).toBeGreaterThan(0);
       }
-      const drain = await page.locator('.lane[data-track="sequencer"] .slice[data-name="DRAIN"]').evaluate((e) => ({ top: (e as HTMLElement).offsetTop, width: e.getBoundingClientRect().width }));
+      const drain = await page.locator('.lane[data-track="sequencer"] .slice[data-name="DRAIN"]').evaluate((e) => ({
+        top: (e as HTMLElement).offsetTop,
+        width: e.getBoundingClientRect().width,
+      }));
       expect(drain.top).toBeGreaterThan(2); // stacked under its run
       expect(drain.width).toBeGreaterThan(0);
       expect(await page.locator('.lane[data-track="nrt_execute"] .slice[data-name="doorbell"]').count()).toBe(1);

@@ -1,7 +1,17 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
-import { MemoryLogger, type Model, NrtApi, NrtStatus, type NrtTensorInfoArray, type Ref, type Tensor, TensorPlacement, type TensorSet } from "@nrt/core";
-import { createNrtContainer, PortalToken, nrtPlugins } from "@nrt/cli";
+import {
+  MemoryLogger,
+  type Model,
+  NrtApi,
+  NrtStatus,
+  type NrtTensorInfoArray,
+  type Ref,
+  type Tensor,
+  TensorPlacement,
+  type TensorSet,
+} from "@nrt/core";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { kernel, oneOpNeff } from "./_kernels.ts";
 

@@ -4,8 +4,15 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { MemoryLogger, type Model, NrtApi, NrtaXu, NrtError, NrtStatus, type Ref, Runtime, TensorSet } from "@nrt/core";
-import { NRTA_SEQ_NUM_MAX, type NrtaError, NrtaErrorTracker, nrtaSeq, nrtaSeqNum, nrtaSeqXu } from "../packages/core/nrta/nrta.ts";
-import { createNrtContainer, PortalToken, nrtPlugins } from "@nrt/cli";
+import {
+  NRTA_SEQ_NUM_MAX,
+  type NrtaError,
+  NrtaErrorTracker,
+  nrtaSeq,
+  nrtaSeqNum,
+  nrtaSeqXu,
+} from "../packages/core/nrta/nrta.ts";
+import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DependencyContainer } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 
@@ -38,11 +45,22 @@ describe("nrta_* (NRT_3.0.0)", () => {
     expect(nrtaSeq(NrtaXu.NRTA_XU_COMPUTE, 5n)).toBe((3n << 48n) | 5n);
     expect(nrtaSeqXu(nrtaSeq(NrtaXu.NRTA_XU_COLLECTIVES, 9n))).toBe(4);
     expect(nrtaSeqNum(nrtaSeq(NrtaXu.NRTA_XU_TENSOR_WRITE, NRTA_SEQ_NUM_MAX))).toBe(2n ** 48n - 1n);
-    expect([NrtaXu.NRTA_XU_TENSOR_READ, NrtaXu.NRTA_XU_TENSOR_WRITE, NrtaXu.NRTA_XU_TENSOR_OP, NrtaXu.NRTA_XU_COMPUTE, NrtaXu.NRTA_XU_COLLECTIVES]).toEqual([0, 1, 2, 3, 4]);
+    expect([
+      NrtaXu.NRTA_XU_TENSOR_READ,
+      NrtaXu.NRTA_XU_TENSOR_WRITE,
+      NrtaXu.NRTA_XU_TENSOR_OP,
+      NrtaXu.NRTA_XU_COMPUTE,
+      NrtaXu.NRTA_XU_COLLECTIVES,
+    ]).toEqual([0, 1, 2, 3, 4]);
   });
 
   test("a write → execute → read chain runs in order and each unit counts its own sequence numbers", async () => {
-    const rt = await Runtime.init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    const rt = await Runtime.init({
+      ...nrtPlugins(container()),
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      logger: new MemoryLogger(),
+    });
     try {
       const model = await rt.load(ADD);
       const { ins, outs } = await deviceIo(rt, model);
@@ -78,7 +96,12 @@ describe("nrta_* (NRT_3.0.0)", () => {
   }, 30_000);
 
   test("host → device writes on the TENSOR_WRITE unit complete while an execution is still running", async () => {
-    const rt = await Runtime.init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    const rt = await Runtime.init({
+      ...nrtPlugins(container()),
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      logger: new MemoryLogger(),
+    });
     try {
       const model = await rt.load(ADD);
       const { ins, outs } = await deviceIo(rt, model);
@@ -87,7 +110,11 @@ describe("nrta_* (NRT_3.0.0)", () => {
       const x = rt.nrta.executeSchedule(rt.prepareExecution(model, ins, outs));
       const w = rt.nrta.tensorWrite(spare, bytesOf((i) => i));
       const c = rt.nrta.tensorCopy(spare, 0, outs.get("out"), 0, 16, { queue: 1, after: [w, x] });
-      await Promise.all([x.done.then(() => order.push("execute")), w.done.then(() => order.push("write")), c.done.then(() => order.push("copy"))]);
+      await Promise.all([
+        x.done.then(() => order.push("execute")),
+        w.done.then(() => order.push("write")),
+        c.done.then(() => order.push("copy")),
+      ]);
       expect(order).toEqual(["write", "execute", "copy"]);
       expect(Array.from(new Float32Array((await outs.get("out").read(0, 16)).slice().buffer))).toEqual([0, 1, 2, 3]);
     } finally {
@@ -99,7 +126,12 @@ describe("nrta_* (NRT_3.0.0)", () => {
     const api = new NrtApi();
     const seq: Ref<bigint> = {};
     expect(api.nrta_is_completed(1n, {})).toBe(NrtStatus.NRT_UNINITIALIZED);
-    await api.nrt_init({ ...nrtPlugins(container()), visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    await api.nrt_init({
+      ...nrtPlugins(container()),
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      logger: new MemoryLogger(),
+    });
     try {
       const rt = api.runtime!;
       const trap: Ref<Model> = {}, ok: Ref<Model> = {};
@@ -109,7 +141,9 @@ describe("nrta_* (NRT_3.0.0)", () => {
       const tracker: Ref<NrtaErrorTracker> = {};
       expect(api.nrta_error_tracker_create(0, tracker)).toBe(NrtStatus.NRT_SUCCESS);
       expect(api.nrta_error_tracker_create(7, {})).toBe(NrtStatus.NRT_INVALID);
-      expect(api.nrta_tensor_write(ins.get("a"), bytesOf((i) => i), 0, N * 4, 0, tracker.value!, seq)).toBe(NrtStatus.NRT_SUCCESS);
+      expect(api.nrta_tensor_write(ins.get("a"), bytesOf((i) => i), 0, N * 4, 0, tracker.value!, seq)).toBe(
+        NrtStatus.NRT_SUCCESS,
+      );
       const write = seq.value!;
       expect(api.nrta_execute_schedule(trap.value!, ins, outs, 0, tracker.value!, seq)).toBe(NrtStatus.NRT_SUCCESS);
       const bad = seq.value!;

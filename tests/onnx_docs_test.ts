@@ -16,7 +16,11 @@ import { fileURLToPath } from "node:url";
 const repo = fileURLToPath(new URL("../", import.meta.url));
 const doc = readFileSync(join(repo, "docs/onnx.md"), "utf8");
 const example = doc.slice(doc.indexOf("## An example"), doc.indexOf("## Supported ops"));
-const blocks = [...example.matchAll(/```(\w+)([^\n]*)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1], info: m[2].trim(), body: m[3] }));
+const blocks = [...example.matchAll(/```(\w+)([^\n]*)\n([\s\S]*?)```/g)].map((m) => ({
+  lang: m[1],
+  info: m[2].trim(),
+  body: m[3],
+}));
 
 describe("docs/onnx.md", () => {
   test("the example compiles an ONNX model, runs the NEFF and serves the .onnx with the same outputs", async () => {
@@ -56,7 +60,11 @@ describe("docs/onnx.md", () => {
     });
     try {
       const meta = await (await fetch(`${server.url}${metaPath}`)).json();
-      expect([meta.inputs, meta.outputs]).toEqual([[{ name: "x", datatype: "FP32", shape: [1, 4] }], [{ name: "y", datatype: "FP32", shape: [1, 3] }]]);
+      expect([meta.inputs, meta.outputs]).toEqual([[{ name: "x", datatype: "FP32", shape: [1, 4] }], [{
+        name: "y",
+        datatype: "FP32",
+        shape: [1, 3],
+      }]]);
       const res = await fetch(`${server.url}${inferPath}`, { method: "POST", body });
       expect(res.status).toBe(200);
       expect((await res.json()).outputs[0].data).toEqual(printed);

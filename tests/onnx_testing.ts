@@ -29,13 +29,20 @@ export interface Feed {
 }
 
 /** The model run by onnxruntime-web on `feeds`; float32 outputs by name. */
-export async function runOrt(onnx: Uint8Array, feeds: Readonly<Record<string, Feed>>): Promise<Record<string, Float32Array>> {
+export async function runOrt(
+  onnx: Uint8Array,
+  feeds: Readonly<Record<string, Feed>>,
+): Promise<Record<string, Float32Array>> {
   const session = await ortSession(onnx);
   try {
-    const tensors = Object.fromEntries(Object.entries(feeds).map(([k, f]) => [
-      k,
-      f.data instanceof BigInt64Array ? new ort.Tensor("int64", f.data, [...f.shape]) : new ort.Tensor("float32", f.data, [...f.shape]),
-    ]));
+    const tensors = Object.fromEntries(
+      Object.entries(feeds).map(([k, f]) => [
+        k,
+        f.data instanceof BigInt64Array
+          ? new ort.Tensor("int64", f.data, [...f.shape])
+          : new ort.Tensor("float32", f.data, [...f.shape]),
+      ]),
+    );
     const out = await session.run(tensors);
     return Object.fromEntries(Object.entries(out).map(([k, t]) => [k, t.data as Float32Array]));
   } finally {
@@ -44,7 +51,11 @@ export async function runOrt(onnx: Uint8Array, feeds: Readonly<Record<string, Fe
 }
 
 /** One execution of a loaded model with host tensors; output bytes by name. The tensors are freed. */
-export async function execute(rt: Runtime, model: Model, feeds: Readonly<Record<string, Feed>>): Promise<Record<string, Uint8Array>> {
+export async function execute(
+  rt: Runtime,
+  model: Model,
+  feeds: Readonly<Record<string, Feed>>,
+): Promise<Record<string, Uint8Array>> {
   const ins = new TensorSet(), outs = new TensorSet();
   try {
     for (const t of model.inputs) {
@@ -54,7 +65,9 @@ export async function execute(rt: Runtime, model: Model, feeds: Readonly<Record<
       ins.add(t.name, x);
       await x.write(new Uint8Array(f.data.buffer, f.data.byteOffset, f.data.byteLength));
     }
-    for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
+    for (const t of model.outputs) {
+      outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
+    }
     await model.execute(ins, outs);
     const result: Record<string, Uint8Array> = {};
     for (const t of model.outputs) result[t.name] = (await outs.get(t.name).read()).slice();

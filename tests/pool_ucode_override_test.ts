@@ -42,14 +42,26 @@ async function initWith(pack: ArchPack, poolUcode: { iram?: Uint8Array; dram?: U
   const sim = new DeviceSimPortal({ spec: pack.spec });
   opened.push(sim);
   const portal = new ImagePortal(sim);
-  const rt = await Runtime.init({ portal, archPacks: [pack], ownsPortal: false, visibleCores: [0], virtualCoreSize: 1, poolUcode, logger: new MemoryLogger() });
+  const rt = await Runtime.init({
+    portal,
+    archPacks: [pack],
+    ownsPortal: false,
+    visibleCores: [0],
+    virtualCoreSize: 1,
+    poolUcode,
+    logger: new MemoryLogger(),
+  });
   await rt.close();
   return installed(pack, portal);
 }
 
 // The stock data image's first u32 is the generation's al_hal_tpb_arch_type (seed: lifecycle-error-model §2.6:
 // SUNDA = 2, CAYMAN = 3, MARIANA = 4).
-const PACKS: ReadonlyArray<[string, ArchPack, number]> = [["sunda", sunda, 2], ["cayman", cayman, 3], ["mariana", mariana, 4]];
+const PACKS: ReadonlyArray<[string, ArchPack, number]> = [["sunda", sunda, 2], ["cayman", cayman, 3], [
+  "mariana",
+  mariana,
+  4,
+]];
 
 describe("custom Pool image: each half overrides on its own (seed runtime-synthesis §2.1)", () => {
   for (const [name, pack, archId] of PACKS) {
@@ -97,7 +109,16 @@ describe("custom Pool image: each half overrides on its own (seed runtime-synthe
     const sim = new DeviceSimPortal();
     opened.push(sim);
     const portal = new ImagePortal(sim);
-    expect(await api.nrt_init({ portal, archPacks: [cayman], ownsPortal: false, visibleCores: [0], virtualCoreSize: 1, logger: new MemoryLogger() })).toBe(0);
+    expect(
+      await api.nrt_init({
+        portal,
+        archPacks: [cayman],
+        ownsPortal: false,
+        visibleCores: [0],
+        virtualCoreSize: 1,
+        logger: new MemoryLogger(),
+      }),
+    ).toBe(0);
     expect(await api.nrt_close()).toBe(0);
     const got = installed(cayman, portal);
     expect(got.iram.length).toBe(8);
@@ -108,7 +129,14 @@ describe("custom Pool image: each half overrides on its own (seed runtime-synthe
   test("Runtime.init refuses an image with neither half with NRT_INVALID and leaves nothing allocated", async () => {
     const sim = new DeviceSimPortal();
     opened.push(sim);
-    const err = await Runtime.init({ portal: sim, archPacks: [cayman], ownsPortal: false, visibleCores: [0], poolUcode: {}, logger: new MemoryLogger() }).catch((e) => e);
+    const err = await Runtime.init({
+      portal: sim,
+      archPacks: [cayman],
+      ownsPortal: false,
+      visibleCores: [0],
+      poolUcode: {},
+      logger: new MemoryLogger(),
+    }).catch((e) => e);
     expect(err).toBeInstanceOf(NrtError);
     expect(err.status).toBe(NrtStatus.NRT_INVALID);
     expect((await sim.memUsage(0)).allocations).toBe(0);

@@ -48,10 +48,20 @@ afterAll(() => {
 
 function overProcess(where: "unix" | "tcp"): () => Promise<PortalContractSubject> {
   return async () => {
-    if (!daemons.has(where)) daemons.set(where, startDaemon(where === "unix" ? { socket: `${dir.path}/contract.sock` } : { port: 0 }));
+    if (!daemons.has(where)) {
+      daemons.set(where, startDaemon(where === "unix" ? { socket: `${dir.path}/contract.sock` } : { port: 0 }));
+    }
     const d = await daemons.get(where)!;
-    const portal = await connectDeviceDaemon(parseAddress(d.address), { name: `contract-${where}`, requestTimeoutMs: 20_000 });
-    return { portal, spec: CAYMAN_SPEC, notificationWaiters: (dev, nc) => portal.pendingWaits(dev, nc), close: () => portal.close() };
+    const portal = await connectDeviceDaemon(parseAddress(d.address), {
+      name: `contract-${where}`,
+      requestTimeoutMs: 20_000,
+    });
+    return {
+      portal,
+      spec: CAYMAN_SPEC,
+      notificationWaiters: (dev, nc) => portal.pendingWaits(dev, nc),
+      close: () => portal.close(),
+    };
   };
 }
 

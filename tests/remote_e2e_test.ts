@@ -10,7 +10,7 @@ import { DeviceSimPortal } from "@nrt/device-sim";
 import { container, type DependencyContainer } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 import { type DaemonProc, remoteContainer, startDaemon } from "./_remote.ts";
-import { nrtPlugins, PortalToken, ArchPackToken } from "@nrt/cli";
+import { ArchPackToken, nrtPlugins, PortalToken } from "@nrt/cli";
 import { cayman } from "@nrt/arch-cayman";
 
 const n = 1 << 16;
@@ -29,7 +29,12 @@ async function endToEnd(c: DependencyContainer) {
   const portal = c.resolve(PortalToken);
   const before = await portal.memUsage(0);
   await portal.acquireCores?.(0, [2, 3]); // what nrt_init does for NEURON_RT_VISIBLE_CORES=2-3 once wired
-  const rt = await Runtime.init({ ...nrtPlugins(c), ownsPortal: false, visibleCores: [2, 3], logger: new MemoryLogger() });
+  const rt = await Runtime.init({
+    ...nrtPlugins(c),
+    ownsPortal: false,
+    visibleCores: [2, 3],
+    logger: new MemoryLogger(),
+  });
   const model = await rt.load(NEFF);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const [k, name] of ["a", "b"].entries()) {

@@ -8,7 +8,23 @@ import { CAYMAN_SPEC } from "@nrt/arch-cayman";
 import { NrtError, NrtStatus } from "@nrt/core";
 import { ncBlock } from "@nrt/core/hal";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { BodyReader, DeviceDaemon, type Dialer, type Frame, FrameBuilder, FrameDecoder, HEADER_BYTES, type Link, type LinkEvents, linkPair, Op, POSTED, PROTOCOL_VERSION, RemotePortal, RESPONSE } from "../packages/device-sim/remote/mod.ts";
+import {
+  BodyReader,
+  DeviceDaemon,
+  type Dialer,
+  type Frame,
+  FrameBuilder,
+  FrameDecoder,
+  HEADER_BYTES,
+  type Link,
+  type LinkEvents,
+  linkPair,
+  Op,
+  POSTED,
+  PROTOCOL_VERSION,
+  RemotePortal,
+  RESPONSE,
+} from "../packages/device-sim/remote/mod.ts";
 
 const sims: DeviceSimPortal[] = [];
 afterAll(async () => {
@@ -26,11 +42,15 @@ function rig() {
   const dial: Dialer = async (events) => {
     const link = await inner(events);
     const dec = new FrameDecoder();
-    const spy: Link = { send: (b) => (sent.push(...dec.push(b).map((f) => ({ ...f, body: f.body.slice() }))), link.send(b)), close: () => link.close() };
+    const spy: Link = {
+      send: (b) => (sent.push(...dec.push(b).map((f) => ({ ...f, body: f.body.slice() }))), link.send(b)),
+      close: () => link.close(),
+    };
     links.push(spy);
     return spy;
   };
-  const connect = (name: string, pid = 1000 + links.length, requestTimeoutMs?: number) => RemotePortal.connect(dial, { pid, name, requestTimeoutMs });
+  const connect = (name: string, pid = 1000 + links.length, requestTimeoutMs?: number) =>
+    RemotePortal.connect(dial, { pid, name, requestTimeoutMs });
   return { sim, daemon, sent, links, connect };
 }
 
@@ -149,7 +169,10 @@ describe("RemotePortal() posted writes", () => {
       await a.barWrite32(0, 0, ncBlock(CAYMAN_SPEC, 0) + CAYMAN_SPEC.csr.semaphoreSet + 4 * 5, 9); // held core's block: posted
       await a.semaphoreIncrement(0, 1, 3, 1); // not held: answered
       expect(sent.map((f) => [f.op, f.status])).toEqual([
-        [Op.SEM_INCREMENT, POSTED], [Op.MEM_WRITE, POSTED], [Op.BAR_WRITE32, POSTED], [Op.SEM_INCREMENT, 0],
+        [Op.SEM_INCREMENT, POSTED],
+        [Op.MEM_WRITE, POSTED],
+        [Op.BAR_WRITE32, POSTED],
+        [Op.SEM_INCREMENT, 0],
       ]);
       // The posted effects happened, in order, before the answered read that follows them.
       expect(await a.semaphoreRead(0, 0, 3)).toBe(2);
@@ -186,12 +209,23 @@ describe("DeviceDaemon() sessions and ownership", () => {
       await a.acquireCores(0, [0, 1]); // the same process again: no-op
       const e = await statusOf(b.acquireCores(0, [1, 2]));
       expect(e.status).toBe(NrtStatus.NRT_RESOURCE);
-      expect(e.message).toBe('Cannot acquire NeuronCore(s) nc1,nc2 of device 0 for process 4242 ("server-b"): nc1 is in use by process 4241 ("server-a")');
+      expect(e.message).toBe(
+        'Cannot acquire NeuronCore(s) nc1,nc2 of device 0 for process 4242 ("server-b"): nc1 is in use by process 4241 ("server-a")',
+      );
       await b.acquireCores(0, [2, 3]); // all-or-none: nc2 was not taken by the failed request
-      expect((await a.stats()).grants.map((g) => [g.nc, g.pid, g.name])).toEqual([[0, 4241, "server-a"], [1, 4241, "server-a"], [2, 4242, "server-b"], [3, 4242, "server-b"]]);
+      expect((await a.stats()).grants.map((g) => [g.nc, g.pid, g.name])).toEqual([
+        [0, 4241, "server-a"],
+        [1, 4241, "server-a"],
+        [2, 4242, "server-b"],
+        [3, 4242, "server-b"],
+      ]);
       // Writes to another process's core are refused; its own and free cores work.
-      expect((await statusOf(b.semaphoreIncrement(0, 0, 3, 1))).message).toContain('in use by process 4241 ("server-a")');
-      expect((await statusOf(b.barWrite32(0, 0, ncBlock(CAYMAN_SPEC, 1) + 0x100, 1))).status).toBe(NrtStatus.NRT_RESOURCE);
+      expect((await statusOf(b.semaphoreIncrement(0, 0, 3, 1))).message).toContain(
+        'in use by process 4241 ("server-a")',
+      );
+      expect((await statusOf(b.barWrite32(0, 0, ncBlock(CAYMAN_SPEC, 1) + 0x100, 1))).status).toBe(
+        NrtStatus.NRT_RESOURCE,
+      );
       await b.semaphoreIncrement(0, 2, 3, 1);
       await b.semaphoreIncrement(0, 5, 3, 1);
       await a.releaseCores(0, [1]);
@@ -275,7 +309,8 @@ describe("RemotePortal() failure model", () => {
           for (const f of dec.push(b)) {
             if (hello && f.op === Op.HELLO) {
               hello = false;
-              const reply = new FrameBuilder(f.id, Op.HELLO | RESPONSE, 24).u32(PROTOCOL_VERSION).u32(1).f64(0x10_0000).f64(0x10_0000).finish();
+              const reply = new FrameBuilder(f.id, Op.HELLO | RESPONSE, 24).u32(PROTOCOL_VERSION).u32(1).f64(0x10_0000)
+                .f64(0x10_0000).finish();
               queueMicrotask(() => events.data(reply));
             }
           }

@@ -11,7 +11,13 @@ import { DeviceSimPortal } from "@nrt/device-sim";
 describe("Runtime.memory()", () => {
   test("splits each core's bookings by location and category, and follows a tensor's allocation and free", async () => {
     const sim = new DeviceSimPortal();
-    await using rt = await Runtime.init({ portal: sim, archPacks: [cayman], visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+    await using rt = await Runtime.init({
+      portal: sim,
+      archPacks: [cayman],
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      logger: new MemoryLogger(),
+    });
     const before = rt.memory();
     expect(before.cores.map((c) => [c.nc, c.vnc])).toEqual([[0, 0], [1, 1]]);
     for (const c of before.cores) {
@@ -24,7 +30,9 @@ describe("Runtime.memory()", () => {
     }
     const t = await rt.allocateTensor({ vnc: 1, size: 4096, name: "t" });
     const during = rt.memory();
-    expect(during.cores[1].byUsage[DmaMemUsageType.TENSORS] - before.cores[1].byUsage[DmaMemUsageType.TENSORS]).toBe(4096);
+    expect(during.cores[1].byUsage[DmaMemUsageType.TENSORS] - before.cores[1].byUsage[DmaMemUsageType.TENSORS]).toBe(
+      4096,
+    );
     expect(during.cores[1].hbm - before.cores[1].hbm).toBe(4096);
     expect(during.hbmUsed - before.hbmUsed).toBe(4096);
     expect(during.cores[0]).toEqual(before.cores[0]);

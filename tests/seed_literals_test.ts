@@ -6,13 +6,13 @@
  * accident. docs/seed-ledger.md lists every seed fact and the test that pins it.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { CAYMAN_SPEC, cayman } from "@nrt/arch-cayman";
+import { cayman, CAYMAN_SPEC } from "@nrt/arch-cayman";
 import * as core from "@nrt/core";
 import {
   buildCustomOpNeff,
+  DlrModelState,
   DMA_MEM_USAGE_SLOTS,
   DMA_MEM_USAGE_TOTAL,
-  DlrModelState,
   KmgrExecMode,
   MemoryLogger,
   nrt_get_status_priority,
@@ -35,11 +35,11 @@ import {
   EVENT_UPDATE_MODE_INCREMENT,
   type Instruction,
   NOTIFICATION_BYTES,
+  Opcode,
   OPCODE_TABLE_ENTRY_BYTES,
   OPCODE_TABLE_HEADER_BYTES,
   OPCODE_TABLE_MAX_ENTRIES,
   type OpcodeTableEntry,
-  Opcode,
   POOL_STDIO_BLOCK_ALIGN,
   POOL_STDIO_BLOCK_BYTES,
   POOL_STDIO_ENTRY_BYTES,
@@ -152,13 +152,33 @@ describe("nrt_get_status_priority (seed lifecycle-error-model §4.2)", () => {
     // CORRECTION: "only 1200/1204 → HIGH"; "HBM-UE 1201, NC-UE 1202, DMA-ABORT 1203 score CRITICAL (3)".
     const seed: Array<[number, number]> = [
       [0, 0],
-      [1, 1], [2, 1], [3, 1], [4, 1],
-      [5, 2], [6, 2],
-      [7, 1], [9, 1], [10, 1], [11, 1], [13, 1], [14, 1], [15, 1],
-      [101, 1], [1002, 1], [1003, 1],
+      [1, 1],
+      [2, 1],
+      [3, 1],
+      [4, 1],
+      [5, 2],
+      [6, 2],
+      [7, 1],
+      [9, 1],
+      [10, 1],
+      [11, 1],
+      [13, 1],
+      [14, 1],
+      [15, 1],
+      [101, 1],
+      [1002, 1],
+      [1003, 1],
       [1004, 3],
-      [1005, 3], [1006, 3], [1100, 3],
-      [1200, 2], [1201, 3], [1202, 3], [1203, 3], [1204, 2], [1205, 3], [1206, 2],
+      [1005, 3],
+      [1006, 3],
+      [1100, 3],
+      [1200, 2],
+      [1201, 3],
+      [1202, 3],
+      [1203, 3],
+      [1204, 2],
+      [1205, 3],
+      [1206, 2],
     ];
     expect(seed.length).toBe(28);
     expect(seed.map(([s]) => [s, nrt_get_status_priority(s)])).toEqual(seed);
@@ -180,7 +200,13 @@ describe("nrt_get_status_priority (seed lifecycle-error-model §4.2)", () => {
 describe("host state machines and hardware enums (seed lifecycle-error-model §1, §2.6, §4.3, §4.4, §5.1)", () => {
   test("NRT_INIT_STATE: START 0, INIT 1, CHILD 2, CLOSED 3, NUM 4", () => {
     // §1.1: "NRT_STATE_START = 0, NRT_STATE_INIT = 1, NRT_STATE_CHILD = 2, NRT_STATE_CLOSED = 3, NRT_STATE_NUM = 4".
-    expect({ ...NrtInitState }).toEqual({ NRT_STATE_START: 0, NRT_STATE_INIT: 1, NRT_STATE_CHILD: 2, NRT_STATE_CLOSED: 3, NRT_STATE_NUM: 4 });
+    expect({ ...NrtInitState }).toEqual({
+      NRT_STATE_START: 0,
+      NRT_STATE_INIT: 1,
+      NRT_STATE_CHILD: 2,
+      NRT_STATE_CLOSED: 3,
+      NRT_STATE_NUM: 4,
+    });
   });
 
   test("DLR_MODEL_STATE: INVALID 0, STARTING 1, RUNNING 2, STOPPING 3, STOPPED 4, LAST 5", () => {
@@ -198,7 +224,12 @@ describe("host state machines and hardware enums (seed lifecycle-error-model §1
 
   test("exec_state: INIT 0, WAIT_BARRIER_PROXY 1, WAIT_CORE 2, DONE 3", () => {
     // §1.3: "EXEC_STATE_INIT = 0, EXEC_STATE_WAIT_BARRIER_PROXY = 1, EXEC_STATE_WAIT_CORE = 2, EXEC_STATE_DONE = 3".
-    expect({ ...ExecState }).toEqual({ EXEC_STATE_INIT: 0, EXEC_STATE_WAIT_BARRIER_PROXY: 1, EXEC_STATE_WAIT_CORE: 2, EXEC_STATE_DONE: 3 });
+    expect({ ...ExecState }).toEqual({
+      EXEC_STATE_INIT: 0,
+      EXEC_STATE_WAIT_BARRIER_PROXY: 1,
+      EXEC_STATE_WAIT_CORE: 2,
+      EXEC_STATE_DONE: 3,
+    });
   });
 
   test("ERP_STEP: DONE 0, CONTINUE 1, FATAL 2, un-namespaced", () => {
@@ -234,7 +265,11 @@ describe("host state machines and hardware enums (seed lifecycle-error-model §1
 
   test("al_hal_tpb_arch_type SUNDA 2, CAYMAN 3, MARIANA 4; al_hal_tpb_eng_type PE 0, ACT 1, POOL 2, DVE 3, SP 4; MAX_ENG 5", () => {
     // §2.6: "AL_HAL_TPB_ARCH_TYPE_SUNDA = 2 (NC-v2), …_CAYMAN = 3 (NC-v3), …_MARIANA = 4 (NC-v4)".
-    expect({ ...TpbArchType }).toEqual({ AL_HAL_TPB_ARCH_TYPE_SUNDA: 2, AL_HAL_TPB_ARCH_TYPE_CAYMAN: 3, AL_HAL_TPB_ARCH_TYPE_MARIANA: 4 });
+    expect({ ...TpbArchType }).toEqual({
+      AL_HAL_TPB_ARCH_TYPE_SUNDA: 2,
+      AL_HAL_TPB_ARCH_TYPE_CAYMAN: 3,
+      AL_HAL_TPB_ARCH_TYPE_MARIANA: 4,
+    });
     // §4.3: "PE=0, ACT=1, POOL=2, DVE=3, SP=4 (AL_HAL_TPB_MAX_ENG = 5)".
     expect({ ...TpbEngType }).toEqual({ PE: 0, ACT: 1, POOL: 2, DVE: 3, SP: 4 });
     expect(AL_HAL_TPB_MAX_ENG).toBe(5);
@@ -287,7 +322,11 @@ describe("exec_request_process_errors verdicts (seed lifecycle-error-model §1.4
   test("two NeuronCores: the worse of 1204 (HIGH) and 1203 (CRITICAL) wins", () => {
     // §4.2: "nrt_get_status_priority … x2 … to keep a running 'worst' status across the per-NC scan".
     const req = execRequestInitState();
-    execRequestProcessErrors(ctx(), req, [{ nc: 0, records: [], nqOverflow: true }, { nc: 1, records: [], abortedDmaEngines: [0] }]);
+    execRequestProcessErrors(ctx(), req, [{ nc: 0, records: [], nqOverflow: true }, {
+      nc: 1,
+      records: [],
+      abortedDmaEngines: [0],
+    }]);
     expect(req.execRets).toEqual([1204, 1203]);
     expect(req.status).toBe(1203);
   });
@@ -306,7 +345,13 @@ describe("sequencer opcode words (seed runtime-synthesis §3.2, §3.3; spmd-tear
   test("LOAD_POOL_ARGUMENT is the header word 0x107A, little-endian 7A 10 at byte 0", () => {
     // runtime-synthesis §3.2: "mov $0x107a,%r10d ; header word 0x107A".
     expect(slotHeader(Opcode.LOAD_POOL_ARGUMENT)).toBe(0x107a);
-    const slot = encodeInstruction({ op: Opcode.LOAD_POOL_ARGUMENT, embeddingTableBase: 0, sbufBase: 0, oneValueReadAddr: 0, completionWriteAddr: 0 });
+    const slot = encodeInstruction({
+      op: Opcode.LOAD_POOL_ARGUMENT,
+      embeddingTableBase: 0,
+      sbufBase: 0,
+      oneValueReadAddr: 0,
+      completionWriteAddr: 0,
+    });
     expect(slot.length).toBe(64);
     expect([slot[0], slot[1]]).toEqual([0x7a, 0x10]);
   });
@@ -352,7 +397,14 @@ describe("sequencer opcode words (seed runtime-synthesis §3.2, §3.3; spmd-tear
 // ---- spmd-teardown §2.1: the opcode table -----------------------------------------------------------------------
 
 describe("the opcode → library table (seed spmd-teardown §2.1)", () => {
-  const entry = (i: number): OpcodeTableEntry => ({ opcode: i + 1, cpuIdFlag: false, totalCpus: 8, libAddr: 0x1000 * i, libBytes: 64, name: `f${i}` });
+  const entry = (i: number): OpcodeTableEntry => ({
+    opcode: i + 1,
+    cpuIdFlag: false,
+    totalCpus: 8,
+    libAddr: 0x1000 * i,
+    libBytes: 64,
+    name: `f${i}`,
+  });
 
   test("entries are 0x118 bytes apart and at most 97 fit", () => {
     // §2.1: "one entry per custom-op function, 0x118-byte stride, up to 0x60..0x97 slots (cmp $0x60 @0x310af3 —
@@ -366,14 +418,22 @@ describe("the opcode → library table (seed spmd-teardown §2.1)", () => {
     const at = OPCODE_TABLE_HEADER_BYTES + 96 * 0x118;
     expect(full[at]).toBe(1);
     expect(full[at + 4] | (full[at + 5] << 8)).toBe(97);
-    expect(() => encodeOpcodeTable({ m2s, s2m, entries: Array.from({ length: 98 }, (_, i) => entry(i)) })).toThrow(RangeError);
+    expect(() => encodeOpcodeTable({ m2s, s2m, entries: Array.from({ length: 98 }, (_, i) => entry(i)) })).toThrow(
+      RangeError,
+    );
   });
 
   test("an entry carries valid = 1, cpu_id_flag = (cpu_id == 1), total_cpus, the library address, the opcode and a 256-byte name", () => {
     // §2.1: "entry->valid = 1; entry->cpu_id_flag = (uli->cpu_id(+0xc) == 1); entry->total_cpus = uli->total_cpus;
     // entry->stripped_lib_addr = uli->address; entry->opcode = func->opcode; strncpy(entry->func_name, func->name, 256)".
     const long = "x".repeat(300);
-    const t = decodeOpcodeTable(encodeOpcodeTable({ m2s: [], s2m: [], entries: [{ opcode: 0x1234, cpuIdFlag: true, totalCpus: 1, libAddr: 0x12345678, libBytes: 9, name: long }] }));
+    const t = decodeOpcodeTable(
+      encodeOpcodeTable({
+        m2s: [],
+        s2m: [],
+        entries: [{ opcode: 0x1234, cpuIdFlag: true, totalCpus: 1, libAddr: 0x12345678, libBytes: 9, name: long }],
+      }),
+    );
     expect(t.entries.length).toBe(1);
     expect(t.entries[0]).toMatchObject({ opcode: 0x1234, cpuIdFlag: true, totalCpus: 1, libAddr: 0x12345678 });
     // The name field is 256 bytes, NUL-terminated (ours: at most 255 characters survive).
@@ -429,7 +489,14 @@ describe("shared record sizes and codes (seed lifecycle-error-model §4.5; runti
     // nrta_get_sequence, nrta_is_completed, nrta_tensor_copy, nrta_tensor_read, nrta_tensor_write". The two
     // nrta_cc_* entries are not in this list: docs/seed-ledger.md records them separately.
     const api = core as unknown as Record<string, unknown>;
-    const names = ["nrta_execute_schedule", "nrta_get_sequence", "nrta_is_completed", "nrta_tensor_copy", "nrta_tensor_read", "nrta_tensor_write"];
+    const names = [
+      "nrta_execute_schedule",
+      "nrta_get_sequence",
+      "nrta_is_completed",
+      "nrta_tensor_copy",
+      "nrta_tensor_read",
+      "nrta_tensor_write",
+    ];
     expect(names.map((n) => [n, typeof api[n]])).toEqual(names.map((n) => [n, "function"]));
   });
 });
@@ -446,7 +513,11 @@ describe("pool_stdio literals (seed spmd-teardown §5.1–§5.6)", () => {
   test("queue bases 0x400 (stdout) and 0x420 (stderr); the stderr ring is 0x400 bytes = 4 entries", () => {
     // §5.2: "pool_stdio_queue_init(&sb->stdout_queues[0], sb, &info, entries_stdout, 0x400)"; "if (entries_stderr)
     // // 0x400 / 0x100 = 4 … pool_stdio_queue_init(&sb->stderr_queues[0], sb, &info, entries_stderr, 0x420)".
-    expect([POOL_STDIO_STDOUT_BASE, POOL_STDIO_STDERR_BASE, POOL_STDIO_STDERR_QUEUE_BYTES]).toEqual([0x400, 0x420, 0x400]);
+    expect([POOL_STDIO_STDOUT_BASE, POOL_STDIO_STDERR_BASE, POOL_STDIO_STDERR_QUEUE_BYTES]).toEqual([
+      0x400,
+      0x420,
+      0x400,
+    ]);
     expect(POOL_STDIO_STDERR_QUEUE_BYTES / 0x100).toBe(4);
   });
 
@@ -454,7 +525,11 @@ describe("pool_stdio literals (seed spmd-teardown §5.1–§5.6)", () => {
     // §5.3: "Device ring entry size = 0x100 = 256 B (pool_stdio_get_entry_size @0x300a00 is literally mov
     // $0x100,%eax; ret)"; §5.5: "+0x10 SKIPS the 16-B entry header"; "the host record is 0xf0 bytes per 0x100-byte
     // device entry".
-    expect([POOL_STDIO_ENTRY_BYTES, POOL_STDIO_ENTRY_HEADER_BYTES, POOL_STDIO_RECORD_BYTES]).toEqual([0x100, 0x10, 0xf0]);
+    expect([POOL_STDIO_ENTRY_BYTES, POOL_STDIO_ENTRY_HEADER_BYTES, POOL_STDIO_RECORD_BYTES]).toEqual([
+      0x100,
+      0x10,
+      0xf0,
+    ]);
   });
 
   test("a ring allocation is capped at 0x40000 bytes", () => {
@@ -466,7 +541,14 @@ describe("pool_stdio literals (seed spmd-teardown §5.1–§5.6)", () => {
     // §5.3: "On-device descriptor head: u16 MAGIC=0x201 @+0; u8 0 @+2; u32 capacity @+0xc; u64 data PA @+0x10;
     // head/write VAs @+0x18/+0x20".
     expect(POOL_STDIO_MAGIC).toBe(0x201);
-    expect({ ...PoolStdioDescriptor }).toEqual({ MAGIC: 0x00, ZERO: 0x02, CAPACITY: 0x0c, DATA_PA: 0x10, READ_IDX_PA: 0x18, WRITE_IDX_PA: 0x20 });
+    expect({ ...PoolStdioDescriptor }).toEqual({
+      MAGIC: 0x00,
+      ZERO: 0x02,
+      CAPACITY: 0x0c,
+      DATA_PA: 0x10,
+      READ_IDX_PA: 0x18,
+      WRITE_IDX_PA: 0x20,
+    });
   });
 
   test("stream tags: 3 for stdout, 1 for stderr", () => {
@@ -527,7 +609,14 @@ async function runtime(): Promise<{ rt: Runtime; cap: CapturePortal }> {
   const sim = new DeviceSimPortal();
   sims.push(sim);
   const cap = new CapturePortal(sim);
-  const rt = await Runtime.init({ portal: cap, archPacks: [cayman], ownsPortal: false, visibleCores: [0, 1], virtualCoreSize: 1, logger: new MemoryLogger() });
+  const rt = await Runtime.init({
+    portal: cap,
+    archPacks: [cayman],
+    ownsPortal: false,
+    visibleCores: [0, 1],
+    virtualCoreSize: 1,
+    logger: new MemoryLogger(),
+  });
   return { rt, cap };
 }
 
@@ -542,7 +631,9 @@ function loweredStreams(cap: CapturePortal, from: number): Array<{ pa: number; p
       if (ins === undefined) break;
       program.push(ins);
     }
-    if (program.length * 64 === w.data.length && program.some((i) => i.op === Opcode.LOAD_POOL_ARGUMENT)) out.push({ pa: w.memory.pa + w.offset, program });
+    if (program.length * 64 === w.data.length && program.some((i) => i.op === Opcode.LOAD_POOL_ARGUMENT)) {
+      out.push({ pa: w.memory.pa + w.offset, program });
+    }
   }
   return out;
 }
@@ -555,11 +646,18 @@ describe("the lowered per-op program the host builds (seed runtime-synthesis §3
     // runtime-synthesis §3.3: "EXTENDED_INST 0xF0 … hands the op to the Q7 cluster"; the compiler's per-engine .bin
     // is not the loaded image (§2.2 NOTE).
     const neff = buildCustomOpNeff({
-      name: "two", target: "cayman",
-      inputs: [f32("a", 64), f32("b", 64)], outputs: [f32("r", 64), f32("o", 64)],
+      name: "two",
+      target: "cayman",
+      inputs: [f32("a", 64), f32("b", 64)],
+      outputs: [f32("r", 64), f32("o", 64)],
       libraries: [
         { name: "relu", wasm: kernel("relu"), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] },
-        { name: "vector_add", wasm: kernel("vector_add"), totalCpus: 8, functions: [{ opcode: 2, name: "vector_add" }] },
+        {
+          name: "vector_add",
+          wasm: kernel("vector_add"),
+          totalCpus: 8,
+          functions: [{ opcode: 2, name: "vector_add" }],
+        },
       ],
       calls: [{ opcode: 1, inputs: ["a"], outputs: ["r"] }, { opcode: 2, inputs: ["r", "b"], outputs: ["o"] }],
     });
@@ -572,49 +670,63 @@ describe("the lowered per-op program the host builds (seed runtime-synthesis §3
     ]);
   });
 
-  test("one call lowers to dma_config ×2, dma_config_size, LOAD_POOL_ARGUMENT, EXTENDED_INST, 0x10A1, DRAIN, EVENT_SEMAPHORE", async () => {
-    // runtime-synthesis §3.2: "[dma_config x2][dma_config_size][LOAD_POOL_ARGUMENT 0x107A][DRAIN 0x10A2]
-    // [EVENT_SEMAPHORE update_mode=0x13]"; spmd-teardown §4.3: "[DRAIN 0x10A2] ; add_drain @0x273e40 (also emits a
-    // paired 0x10A1)"; runtime-synthesis §3.3: the POOL stream carries "EXTENDED_INST 0xF0 that hands the op to the Q7
-    // cluster". Ours: EXTENDED_INST sits between LOAD_POOL_ARGUMENT and the drain, 0x10A1 right before 0x10A2, and
-    // the words of dma_config_size (0x1049) and EVENT_SEMAPHORE (0x107C).
-    const { rt, cap } = await runtime();
-    try {
-      const from = cap.writes.length;
-      const n = 1024;
-      const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a", n), f32("b", n)], [f32("out", n)]));
-      const streams = loweredStreams(cap, from);
-      expect(streams.length).toBe(1);
-      const p = streams[0].program;
-      const first = p.findIndex((i) => i.op === Opcode.DMA_CONFIG);
-      expect(first).toBeGreaterThanOrEqual(0);
-      const op = p.slice(first, first + 8);
-      expect(words(op)).toEqual([0x1079, 0x1079, 0x1049, 0x107a, 0x10f0, 0x10a1, 0x10a2, 0x107c]);
-      // No other per-op instruction anywhere else in the stream: one call, one lowering.
-      expect(p.filter((i) => i.op === Opcode.LOAD_POOL_ARGUMENT || i.op === Opcode.EXTENDED_INST || i.op === Opcode.DRAIN).length).toBe(3);
-      // Field by field: M2S then S2M over the 8 custom-op queues; 2 × 4096 bytes in, 4096 out; the call's opcode;
-      // an increment-on-done of 1.
-      expect(op[0]).toMatchObject({ direction: 1, queues: 8 });
-      expect(op[1]).toMatchObject({ direction: 0, queues: 8 });
-      expect(op[2]).toEqual({ op: 0x49, m2sBytes: 8192, s2mBytes: 4096 });
-      expect(op[4]).toEqual({ op: 0xf0, opcode: 1, call: 0 });
-      expect(op[7]).toMatchObject({ updateMode: 0x13, value: 1 });
-      await model.unload();
-    } finally {
-      await rt.close();
-    }
-  }, 30_000);
+  test(
+    "one call lowers to dma_config ×2, dma_config_size, LOAD_POOL_ARGUMENT, EXTENDED_INST, 0x10A1, DRAIN, EVENT_SEMAPHORE",
+    async () => {
+      // runtime-synthesis §3.2: "[dma_config x2][dma_config_size][LOAD_POOL_ARGUMENT 0x107A][DRAIN 0x10A2]
+      // [EVENT_SEMAPHORE update_mode=0x13]"; spmd-teardown §4.3: "[DRAIN 0x10A2] ; add_drain @0x273e40 (also emits a
+      // paired 0x10A1)"; runtime-synthesis §3.3: the POOL stream carries "EXTENDED_INST 0xF0 that hands the op to the Q7
+      // cluster". Ours: EXTENDED_INST sits between LOAD_POOL_ARGUMENT and the drain, 0x10A1 right before 0x10A2, and
+      // the words of dma_config_size (0x1049) and EVENT_SEMAPHORE (0x107C).
+      const { rt, cap } = await runtime();
+      try {
+        const from = cap.writes.length;
+        const n = 1024;
+        const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a", n), f32("b", n)], [f32("out", n)]));
+        const streams = loweredStreams(cap, from);
+        expect(streams.length).toBe(1);
+        const p = streams[0].program;
+        const first = p.findIndex((i) => i.op === Opcode.DMA_CONFIG);
+        expect(first).toBeGreaterThanOrEqual(0);
+        const op = p.slice(first, first + 8);
+        expect(words(op)).toEqual([0x1079, 0x1079, 0x1049, 0x107a, 0x10f0, 0x10a1, 0x10a2, 0x107c]);
+        // No other per-op instruction anywhere else in the stream: one call, one lowering.
+        expect(
+          p.filter((i) => i.op === Opcode.LOAD_POOL_ARGUMENT || i.op === Opcode.EXTENDED_INST || i.op === Opcode.DRAIN)
+            .length,
+        ).toBe(3);
+        // Field by field: M2S then S2M over the 8 custom-op queues; 2 × 4096 bytes in, 4096 out; the call's opcode;
+        // an increment-on-done of 1.
+        expect(op[0]).toMatchObject({ direction: 1, queues: 8 });
+        expect(op[1]).toMatchObject({ direction: 0, queues: 8 });
+        expect(op[2]).toEqual({ op: 0x49, m2sBytes: 8192, s2mBytes: 4096 });
+        expect(op[4]).toEqual({ op: 0xf0, opcode: 1, call: 0 });
+        expect(op[7]).toMatchObject({ updateMode: 0x13, value: 1 });
+        await model.unload();
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
 
   test("two calls lower to two copies of the per-op program, in call order", async () => {
     const { rt, cap } = await runtime();
     try {
       const from = cap.writes.length;
       const neff = buildCustomOpNeff({
-        name: "chain", target: "cayman",
-        inputs: [f32("a", 256), f32("b", 256)], outputs: [f32("r", 256), f32("o", 256)],
+        name: "chain",
+        target: "cayman",
+        inputs: [f32("a", 256), f32("b", 256)],
+        outputs: [f32("r", 256), f32("o", 256)],
         libraries: [
           { name: "relu", wasm: kernel("relu"), totalCpus: 8, functions: [{ opcode: 1, name: "relu" }] },
-          { name: "vector_add", wasm: kernel("vector_add"), totalCpus: 8, functions: [{ opcode: 2, name: "vector_add" }] },
+          {
+            name: "vector_add",
+            wasm: kernel("vector_add"),
+            totalCpus: 8,
+            functions: [{ opcode: 2, name: "vector_add" }],
+          },
         ],
         calls: [{ opcode: 1, inputs: ["a"], outputs: ["r"] }, { opcode: 2, inputs: ["r", "b"], outputs: ["o"] }],
       });
@@ -623,70 +735,93 @@ describe("the lowered per-op program the host builds (seed runtime-synthesis §3
       const first = p.findIndex((i) => i.op === Opcode.DMA_CONFIG);
       const per = [0x1079, 0x1079, 0x1049, 0x107a, 0x10f0, 0x10a1, 0x10a2, 0x107c];
       expect(words(p.slice(first, first + 16))).toEqual([...per, ...per]);
-      expect([p[first + 4], p[first + 12]]).toEqual([{ op: 0xf0, opcode: 1, call: 0 }, { op: 0xf0, opcode: 2, call: 1 }]);
+      expect([p[first + 4], p[first + 12]]).toEqual([{ op: 0xf0, opcode: 1, call: 0 }, {
+        op: 0xf0,
+        opcode: 2,
+        call: 1,
+      }]);
       // relu reads 1024 bytes and writes 1024; vector_add reads 2048 and writes 1024.
-      expect([p[first + 2], p[first + 10]]).toEqual([{ op: 0x49, m2sBytes: 1024, s2mBytes: 1024 }, { op: 0x49, m2sBytes: 2048, s2mBytes: 1024 }]);
+      expect([p[first + 2], p[first + 10]]).toEqual([{ op: 0x49, m2sBytes: 1024, s2mBytes: 1024 }, {
+        op: 0x49,
+        m2sBytes: 2048,
+        s2mBytes: 1024,
+      }]);
       await model.unload();
     } finally {
       await rt.close();
     }
   }, 30_000);
 
-  test("LOAD_POOL_ARGUMENT carries the argument table, the core's SBUF base, an event CSR and the completion semaphore's increment CSR", async () => {
-    // runtime-synthesis §3.2: "embedding_table_base_addr (lo/hi); sbuf_base_addr; one_value_read_addr =
-    // tdrv_arch_get_evt_accel_addr; completion_write_addr = tdrv_arch_get_sem_inc_addr; /* a NeuronCore
-    // semaphore-INCREMENT CSR */"; spmd-teardown §4.3: "EVENT_SEMAPHORE posts completion_write_addr".
-    const { rt, cap } = await runtime();
-    try {
-      const from = cap.writes.length;
-      const n = 512;
-      const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a", n), f32("b", n)], [f32("out", n)]), 1);
-      const p = loweredStreams(cap, from)[0].program;
-      const lpa = p.find((i) => i.op === Opcode.LOAD_POOL_ARGUMENT)!;
-      const sem = p.find((i) => i.op === Opcode.EVENT_SEMAPHORE)!;
-      if (lpa.op !== Opcode.LOAD_POOL_ARGUMENT || sem.op !== Opcode.EVENT_SEMAPHORE) throw new Error("unreachable");
-      const nc = 1, csr = CAYMAN_SPEC.csr, block = csr.ncBlockBase + nc * csr.ncBlockStride;
-      // The completion write lands on the semaphore-increment CSR of the very semaphore EVENT_SEMAPHORE bumps.
-      expect(lpa.completionWriteAddr).toBe(block + csr.semaphoreIncrement + 4 * sem.semaphore);
-      // The one-value read is an event CSR of the same NeuronCore.
-      expect(lpa.oneValueReadAddr - block - csr.event).toBeGreaterThanOrEqual(0);
-      expect((lpa.oneValueReadAddr - block - csr.event) % 4).toBe(0);
-      expect((lpa.oneValueReadAddr - block - csr.event) / 4).toBeLessThan(CAYMAN_SPEC.eventsPerCore);
-      // The SBUF base is NeuronCore 1's carveout.
-      expect(lpa.sbufBase).toBe(CAYMAN_SPEC.addressMap.sbufBase + CAYMAN_SPEC.addressMap.sbufStride);
-      // The embedding-table base points at the call's argument table: 2 inputs, 1 output, 2048 bytes each.
-      const table = cap.bytesAt(lpa.embeddingTableBase);
-      expect(table).toBeDefined();
-      const args = decodeArgTable(table!);
-      expect([args.inputs.length, args.outputs.length]).toEqual([2, 1]);
-      expect([...args.inputs, ...args.outputs].map((d) => d.bytes)).toEqual([2048, 2048, 2048]);
-      await model.unload();
-    } finally {
-      await rt.close();
-    }
-  }, 30_000);
+  test(
+    "LOAD_POOL_ARGUMENT carries the argument table, the core's SBUF base, an event CSR and the completion semaphore's increment CSR",
+    async () => {
+      // runtime-synthesis §3.2: "embedding_table_base_addr (lo/hi); sbuf_base_addr; one_value_read_addr =
+      // tdrv_arch_get_evt_accel_addr; completion_write_addr = tdrv_arch_get_sem_inc_addr; /* a NeuronCore
+      // semaphore-INCREMENT CSR */"; spmd-teardown §4.3: "EVENT_SEMAPHORE posts completion_write_addr".
+      const { rt, cap } = await runtime();
+      try {
+        const from = cap.writes.length;
+        const n = 512;
+        const model = await rt.load(
+          oneOpNeff("vector_add", "vector_add", [f32("a", n), f32("b", n)], [f32("out", n)]),
+          1,
+        );
+        const p = loweredStreams(cap, from)[0].program;
+        const lpa = p.find((i) => i.op === Opcode.LOAD_POOL_ARGUMENT)!;
+        const sem = p.find((i) => i.op === Opcode.EVENT_SEMAPHORE)!;
+        if (lpa.op !== Opcode.LOAD_POOL_ARGUMENT || sem.op !== Opcode.EVENT_SEMAPHORE) throw new Error("unreachable");
+        const nc = 1, csr = CAYMAN_SPEC.csr, block = csr.ncBlockBase + nc * csr.ncBlockStride;
+        // The completion write lands on the semaphore-increment CSR of the very semaphore EVENT_SEMAPHORE bumps.
+        expect(lpa.completionWriteAddr).toBe(block + csr.semaphoreIncrement + 4 * sem.semaphore);
+        // The one-value read is an event CSR of the same NeuronCore.
+        expect(lpa.oneValueReadAddr - block - csr.event).toBeGreaterThanOrEqual(0);
+        expect((lpa.oneValueReadAddr - block - csr.event) % 4).toBe(0);
+        expect((lpa.oneValueReadAddr - block - csr.event) / 4).toBeLessThan(CAYMAN_SPEC.eventsPerCore);
+        // The SBUF base is NeuronCore 1's carveout.
+        expect(lpa.sbufBase).toBe(CAYMAN_SPEC.addressMap.sbufBase + CAYMAN_SPEC.addressMap.sbufStride);
+        // The embedding-table base points at the call's argument table: 2 inputs, 1 output, 2048 bytes each.
+        const table = cap.bytesAt(lpa.embeddingTableBase);
+        expect(table).toBeDefined();
+        const args = decodeArgTable(table!);
+        expect([args.inputs.length, args.outputs.length]).toEqual([2, 1]);
+        expect([...args.inputs, ...args.outputs].map((d) => d.bytes)).toEqual([2048, 2048, 2048]);
+        await model.unload();
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
 
-  test("the opcode table the host bakes at load: one entry per function with total_cpus, cpu_id flag, opcode, name, and 8 queue pairs", async () => {
-    // spmd-teardown §2.1: "bake ONE opcode->lib table {opcode, cpu_id, total_cpus, addr, name}[<=97]"; "exactly 8
-    // M2S/S2M doorbell offset pairs".
-    const { rt, cap } = await runtime();
-    try {
-      const from = cap.writes.length;
-      const model = await rt.load(oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)], 1));
-      const tables = cap.writes.slice(from).filter((w) => w.data.length >= 0x100 && w.data[0] === 0x51 && w.data[1] === 0x37 && w.data[2] === 0x4f && w.data[3] === 0x54);
-      expect(tables.length).toBe(1);
-      const t = decodeOpcodeTable(tables[0].data);
-      expect(tables[0].data.length).toBe(0x100 + 0x118);
-      expect(t.entries).toEqual([expect.objectContaining({ opcode: 1, totalCpus: 1, cpuIdFlag: false, name: "relu" })]);
-      expect(t.entries[0].libAddr).toBeGreaterThan(0);
-      expect(t.m2s.length).toBe(8);
-      expect(t.s2m.length).toBe(8);
-      expect(new Set([...t.m2s, ...t.s2m]).size).toBe(16);
-      await model.unload();
-    } finally {
-      await rt.close();
-    }
-  }, 30_000);
+  test(
+    "the opcode table the host bakes at load: one entry per function with total_cpus, cpu_id flag, opcode, name, and 8 queue pairs",
+    async () => {
+      // spmd-teardown §2.1: "bake ONE opcode->lib table {opcode, cpu_id, total_cpus, addr, name}[<=97]"; "exactly 8
+      // M2S/S2M doorbell offset pairs".
+      const { rt, cap } = await runtime();
+      try {
+        const from = cap.writes.length;
+        const model = await rt.load(oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)], 1));
+        const tables = cap.writes.slice(from).filter((w) =>
+          w.data.length >= 0x100 && w.data[0] === 0x51 && w.data[1] === 0x37 && w.data[2] === 0x4f && w.data[3] === 0x54
+        );
+        expect(tables.length).toBe(1);
+        const t = decodeOpcodeTable(tables[0].data);
+        expect(tables[0].data.length).toBe(0x100 + 0x118);
+        expect(t.entries).toEqual([
+          expect.objectContaining({ opcode: 1, totalCpus: 1, cpuIdFlag: false, name: "relu" }),
+        ]);
+        expect(t.entries[0].libAddr).toBeGreaterThan(0);
+        expect(t.m2s.length).toBe(8);
+        expect(t.s2m.length).toBe(8);
+        expect(new Set([...t.m2s, ...t.s2m]).size).toBe(16);
+        await model.unload();
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
 });
 
 /** LEB128 (unsigned) and SLEB128 bytes of `x`. */
@@ -718,24 +853,72 @@ function socMapKernel(): Uint8Array {
     ...fn("dram_addr_to_soc_addr", 2),
     ...fn("customop_cleanup", 1),
     ...fn("get_cpu_count", 0),
-    ...str("env"), ...str("memory"), 0x02, 0x03, 0x00, ...leb(0x10000), // shared memory, as the kernels import it
+    ...str("env"),
+    ...str("memory"),
+    0x02,
+    0x03,
+    0x00,
+    ...leb(0x10000), // shared memory, as the kernels import it
   ];
   const body = [
-    1, 2, 0x7f, // two i32 locals: y, cpu
-    0x10, 1, 0x21, 0, // y = customop_return_tensor()
-    0x10, 0, 0x21, 1, // cpu = get_cpu_id()
-    0x20, 0, 0x28, 2, 0, // load y->addr
-    0x20, 1, 0x41, 2, 0x74, 0x6a, // + cpu << 2
-    0x41, ...leb(0x81234, true), 0x10, 2, // dram_addr_to_soc_addr(0x81234)
-    0x36, 2, 0, // i32.store
-    0x20, 0, 0x28, 2, 0, 0x20, 1, 0x41, 2, 0x74, 0x6a, // the same element address
-    0x10, 4, // get_cpu_count()
-    0x36, 2, 32, // i32.store offset 32: element 8 + cpu
-    0x10, 3, // customop_cleanup()
+    1,
+    2,
+    0x7f, // two i32 locals: y, cpu
+    0x10,
+    1,
+    0x21,
+    0, // y = customop_return_tensor()
+    0x10,
+    0,
+    0x21,
+    1, // cpu = get_cpu_id()
+    0x20,
+    0,
+    0x28,
+    2,
+    0, // load y->addr
+    0x20,
+    1,
+    0x41,
+    2,
+    0x74,
+    0x6a, // + cpu << 2
+    0x41,
+    ...leb(0x81234, true),
+    0x10,
+    2, // dram_addr_to_soc_addr(0x81234)
+    0x36,
+    2,
+    0, // i32.store
+    0x20,
+    0,
+    0x28,
+    2,
+    0,
+    0x20,
+    1,
+    0x41,
+    2,
+    0x74,
+    0x6a, // the same element address
+    0x10,
+    4, // get_cpu_count()
+    0x36,
+    2,
+    32, // i32.store offset 32: element 8 + cpu
+    0x10,
+    3, // customop_cleanup()
     0x0b,
   ];
   return new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 1, 0, 0, 0,
+    0x00,
+    0x61,
+    0x73,
+    0x6d,
+    1,
+    0,
+    0,
+    0,
     ...section(1, types),
     ...section(2, imports),
     ...section(3, [1, 1]),
@@ -752,9 +935,16 @@ describe("dram_addr_to_soc_addr on the simulated device (seed spmd-teardown §3)
     const { rt } = await runtime();
     try {
       const neff = buildCustomOpNeff({
-        name: "soc_map", target: "cayman",
-        inputs: [f32("x", 16)], outputs: [{ name: "y", dtype: "int32", shape: [16] }],
-        libraries: [{ name: "soc_map", wasm: socMapKernel(), totalCpus: 8, functions: [{ opcode: 1, name: "soc_map" }] }],
+        name: "soc_map",
+        target: "cayman",
+        inputs: [f32("x", 16)],
+        outputs: [{ name: "y", dtype: "int32", shape: [16] }],
+        libraries: [{
+          name: "soc_map",
+          wasm: socMapKernel(),
+          totalCpus: 8,
+          functions: [{ opcode: 1, name: "soc_map" }],
+        }],
         calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
       });
       const model = await rt.load(neff);
@@ -763,7 +953,16 @@ describe("dram_addr_to_soc_addr on the simulated device (seed spmd-teardown §3)
       outs.add("y", await rt.allocateTensor({ location: "host", size: 64, name: "y" }));
       expect((await rt.run(model, ins, outs)).status).toBe(0);
       const y = new Int32Array((await outs.get("y").read()).slice().buffer);
-      expect(Array.from(y.subarray(0, 8))).toEqual([0x91234, 0xb1234, 0xd1234, 0xf1234, 0x111234, 0x131234, 0x151234, 0x171234]);
+      expect(Array.from(y.subarray(0, 8))).toEqual([
+        0x91234,
+        0xb1234,
+        0xd1234,
+        0xf1234,
+        0x111234,
+        0x131234,
+        0x151234,
+        0x171234,
+      ]);
       expect(Array.from(y.subarray(8, 16))).toEqual([8, 8, 8, 8, 8, 8, 8, 8]);
       await model.unload();
     } finally {
@@ -783,32 +982,40 @@ describe("the load order header → vNC → parse (seed lifecycle-error-model §
   };
   const good = () => oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)]);
 
-  test("a bad header fails before the vNC is looked at: NRT_INVALID (2) even on a logical core that does not exist", async () => {
-    const { rt } = await runtime();
-    try {
-      const truncated = good().slice(0, 512);
-      expect(await status(rt.load(truncated, 7))).toBe(2);
-    } finally {
-      await rt.close();
-    }
-  }, 30_000);
+  test(
+    "a bad header fails before the vNC is looked at: NRT_INVALID (2) even on a logical core that does not exist",
+    async () => {
+      const { rt } = await runtime();
+      try {
+        const truncated = good().slice(0, 512);
+        expect(await status(rt.load(truncated, 7))).toBe(2);
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
 
-  test("a good header with a corrupt payload fails at the vNC first (9), and at the parse (2) on a real core", async () => {
-    const { rt } = await runtime();
-    try {
-      const corrupt = good();
-      corrupt.fill(0xff, 1024 + 16, 1024 + 64); // inside the gzip member; the header and data_size stay valid
-      expect(await status(rt.load(corrupt, 7))).toBe(9);
-      expect(await status(rt.load(corrupt, 0))).toBe(2);
-      // The failed parse released the reservation it took: the core has no model, and a good load then succeeds.
-      expect(rt.cores().find((c) => c.vnc === 0)?.models.length ?? 0).toBe(0);
-      const m = await rt.load(good(), 0);
-      await m.unload();
-    } finally {
-      await rt.close();
-    }
-  }, 30_000);
-  test("a failed load releases the vNC it reserved: vnc \"auto\" then picks that core again", async () => {
+  test(
+    "a good header with a corrupt payload fails at the vNC first (9), and at the parse (2) on a real core",
+    async () => {
+      const { rt } = await runtime();
+      try {
+        const corrupt = good();
+        corrupt.fill(0xff, 1024 + 16, 1024 + 64); // inside the gzip member; the header and data_size stay valid
+        expect(await status(rt.load(corrupt, 7))).toBe(9);
+        expect(await status(rt.load(corrupt, 0))).toBe(2);
+        // The failed parse released the reservation it took: the core has no model, and a good load then succeeds.
+        expect(rt.cores().find((c) => c.vnc === 0)?.models.length ?? 0).toBe(0);
+        const m = await rt.load(good(), 0);
+        await m.unload();
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
+  test('a failed load releases the vNC it reserved: vnc "auto" then picks that core again', async () => {
     // §2.2: "On any failure the loader releases the reserved vNC (nrt_vnc_usage_dec @0xc1820)". "auto" places a load
     // on the logical core with the fewest reservations (lowest index on a tie), so a leaked reservation on core 0
     // would send the next load to core 1.
@@ -827,25 +1034,31 @@ describe("the load order header → vNC → parse (seed lifecycle-error-model §
 });
 
 describe("SBUF is a carveout, not a heap (seed runtime-synthesis §4.3)", () => {
-  test("a call that needs more SBUF than the core has is refused at load; one that fits books no SBUF-sized memory", async () => {
-    // §4.3 NOTE: "SBUF is not in this heap. The on-chip SBUF is a static NEFF carveout …, validated (not allocated) at
-    // model-add. A reimplementer must not try to dmem_alloc SBUF." Cayman's core has 28 MiB of SBUF.
-    const { rt } = await runtime();
-    try {
-      const MiB = 1024 * 1024;
-      const big = oneOpNeff("relu", "relu", [f32("x", 8 * MiB)], [f32("y", 8 * MiB)]); // 32 + 32 MiB of SBUF
-      const e = await rt.load(big).then(() => undefined, (x: unknown) => x);
-      expect(e).toBeInstanceOf(NrtError);
-      expect((e as NrtError).status).toBe(2);
-      expect((e as NrtError).message).toContain("SBUF");
-      const before = rt.memory().hbmUsed;
-      const fits = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a", 2 * MiB), f32("b", 2 * MiB)], [f32("out", 2 * MiB)])); // 24 MiB of SBUF
-      expect(rt.memory().hbmUsed - before).toBeLessThan(MiB);
-      await fits.unload();
-    } finally {
-      await rt.close();
-    }
-  }, 30_000);
+  test(
+    "a call that needs more SBUF than the core has is refused at load; one that fits books no SBUF-sized memory",
+    async () => {
+      // §4.3 NOTE: "SBUF is not in this heap. The on-chip SBUF is a static NEFF carveout …, validated (not allocated) at
+      // model-add. A reimplementer must not try to dmem_alloc SBUF." Cayman's core has 28 MiB of SBUF.
+      const { rt } = await runtime();
+      try {
+        const MiB = 1024 * 1024;
+        const big = oneOpNeff("relu", "relu", [f32("x", 8 * MiB)], [f32("y", 8 * MiB)]); // 32 + 32 MiB of SBUF
+        const e = await rt.load(big).then(() => undefined, (x: unknown) => x);
+        expect(e).toBeInstanceOf(NrtError);
+        expect((e as NrtError).status).toBe(2);
+        expect((e as NrtError).message).toContain("SBUF");
+        const before = rt.memory().hbmUsed;
+        const fits = await rt.load(
+          oneOpNeff("vector_add", "vector_add", [f32("a", 2 * MiB), f32("b", 2 * MiB)], [f32("out", 2 * MiB)]),
+        ); // 24 MiB of SBUF
+        expect(rt.memory().hbmUsed - before).toBeLessThan(MiB);
+        await fits.unload();
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
 });
 
 describe("ucode_free_lib_set (seed spmd-teardown §6.2, §6.5; runtime-synthesis §4.4)", () => {
@@ -858,7 +1071,9 @@ describe("ucode_free_lib_set (seed spmd-teardown §6.2, §6.5; runtime-synthesis
     let closed = false;
     try {
       const before = new Set(cap.live.keys());
-      const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a", 64), f32("b", 64)], [f32("out", 64)]));
+      const model = await rt.load(
+        oneOpNeff("vector_add", "vector_add", [f32("a", 64), f32("b", 64)], [f32("out", 64)]),
+      );
       await model.unload();
       const survivors = [...cap.live.keys()].filter((id) => !before.has(id));
       expect(survivors.length).toBeGreaterThan(0);
@@ -885,33 +1100,40 @@ describe("the runtime state guard (seed lifecycle-error-model §1.1, §0)", () =
     // NRT_STATE_CLOSED (further API → NRT_CLOSED 14)".
     const { rt } = await runtime();
     await rt.close();
-    const e = await rt.load(oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)])).then(() => undefined, (x: unknown) => x);
+    const e = await rt.load(oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)])).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     expect(e).toBeInstanceOf(NrtError);
     expect((e as NrtError).status).toBe(14);
   }, 30_000);
 
-  test("a model that loaded is RUNNING-executable: one execute returns the sum, with no NRT_STATUS other than 0", async () => {
-    // §0: "DMSTATE_RUNNING … (re-executable)"; §2.7: "DMSTATE_STARTING → DMSTATE_RUNNING → NRT_SUCCESS(0)".
-    const { rt } = await runtime();
-    try {
-      const n = 64;
-      const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a", n), f32("b", n)], [f32("out", n)]));
-      const ins = new TensorSet(), outs = new TensorSet();
-      for (const name of ["a", "b"]) {
-        const t = await rt.allocateTensor({ location: "host", size: 4 * n, name });
-        await t.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i).buffer));
-        ins.add(name, t);
+  test(
+    "a model that loaded is RUNNING-executable: one execute returns the sum, with no NRT_STATUS other than 0",
+    async () => {
+      // §0: "DMSTATE_RUNNING … (re-executable)"; §2.7: "DMSTATE_STARTING → DMSTATE_RUNNING → NRT_SUCCESS(0)".
+      const { rt } = await runtime();
+      try {
+        const n = 64;
+        const model = await rt.load(oneOpNeff("vector_add", "vector_add", [f32("a", n), f32("b", n)], [f32("out", n)]));
+        const ins = new TensorSet(), outs = new TensorSet();
+        for (const name of ["a", "b"]) {
+          const t = await rt.allocateTensor({ location: "host", size: 4 * n, name });
+          await t.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i).buffer));
+          ins.add(name, t);
+        }
+        outs.add("out", await rt.allocateTensor({ location: "host", size: 4 * n, name: "out" }));
+        for (let k = 0; k < 2; k++) {
+          const r = await rt.run(model, ins, outs);
+          expect(r.status).toBe(0);
+        }
+        const out = new Float32Array((await outs.get("out").read()).slice().buffer);
+        expect(Array.from(out.subarray(0, 4))).toEqual([0, 2, 4, 6]);
+        await model.unload();
+      } finally {
+        await rt.close();
       }
-      outs.add("out", await rt.allocateTensor({ location: "host", size: 4 * n, name: "out" }));
-      for (let k = 0; k < 2; k++) {
-        const r = await rt.run(model, ins, outs);
-        expect(r.status).toBe(0);
-      }
-      const out = new Float32Array((await outs.get("out").read()).slice().buffer);
-      expect(Array.from(out.subarray(0, 4))).toEqual([0, 2, 4, 6]);
-      await model.unload();
-    } finally {
-      await rt.close();
-    }
-  }, 30_000);
+    },
+    30_000,
+  );
 });

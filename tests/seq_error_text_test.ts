@@ -14,7 +14,9 @@ afterAll(async () => {
 describe("the SEQ-specific error text of a FATAL (0x0a) record", () => {
   test("a FATAL record names its sequencer-detected causes; NONFATAL and Q7-only masks have none", () => {
     expect(sequencerErrorText(0x0a, 0x10)).toBe("sequencer fatal error: undecodable instruction slot");
-    expect(sequencerErrorText(0x0a, 0x10 | 0x40)).toBe("sequencer fatal error: undecodable instruction slot; opcode missing from the opcode table");
+    expect(sequencerErrorText(0x0a, 0x10 | 0x40)).toBe(
+      "sequencer fatal error: undecodable instruction slot; opcode missing from the opcode table",
+    );
     expect(sequencerErrorText(0x0a, 0x200)).toBe("sequencer fatal error: bad LOAD_POOL_ARGUMENT table");
     expect(sequencerErrorText(0x09, 0x10)).toBeUndefined(); // NONFATAL: no SEQ text
     expect(sequencerErrorText(0x0a, 0x2)).toBeUndefined(); // a Q7 OOB is not a sequencer cause
@@ -26,12 +28,17 @@ describe("the SEQ-specific error text of a FATAL (0x0a) record", () => {
       const l = await load(h.rt, RELU_NEFF, 0);
       h.sim.faults.inject({ kind: "tpb-error", mask: 0x10, nc: 0, atExecution: 1 });
       expect(await exec(l)).toBe(6);
-      expect(h.log.messages().some((m) =>
-        m.startsWith("(FATAL-RT-UNDEFINED-STATE) [ND 0][NC 0] TPB_ERROR error_id 0x0a") && m.includes("[sequencer fatal error: undecodable instruction slot]")
-      )).toBe(true);
+      expect(
+        h.log.messages().some((m) =>
+          m.startsWith("(FATAL-RT-UNDEFINED-STATE) [ND 0][NC 0] TPB_ERROR error_id 0x0a") &&
+          m.includes("[sequencer fatal error: undecodable instruction slot]")
+        ),
+      ).toBe(true);
       h.sim.faults.inject({ kind: "fp-nan", nc: 0, atExecution: 1 });
       expect(await exec(l)).toBe(1003);
-      expect(h.log.messages().filter((m) => m.includes("error_id 0x09")).every((m) => !m.includes("sequencer fatal error"))).toBe(true);
+      expect(
+        h.log.messages().filter((m) => m.includes("error_id 0x09")).every((m) => !m.includes("sequencer fatal error")),
+      ).toBe(true);
     } finally {
       await h.rt.close();
     }

@@ -31,23 +31,49 @@ describe("nrt serve drains on SIGTERM", () => {
   test("SIGTERM under load: accepted requests finish, later ones are refused, the process exits 0", async () => {
     const dir = await mkdtemp(join(tmpdir(), "nrt-drain-"));
     // One instance and many clients: a queue stands in front of the model when the signal arrives.
-    await writeFile(join(dir, "relu.neff"), oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [N] }], [{ name: "y", dtype: "float32", shape: [N] }]));
+    await writeFile(
+      join(dir, "relu.neff"),
+      oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [N] }], [{
+        name: "y",
+        dtype: "float32",
+        shape: [N],
+      }]),
+    );
     const grpcPort = await freePort();
-    const server = spawnServe(["--models", dir, "--port", "0", "--grpc-port", String(grpcPort), "--drain-timeout", "60"]);
+    const server = spawnServe([
+      "--models",
+      dir,
+      "--port",
+      "0",
+      "--grpc-port",
+      String(grpcPort),
+      "--drain-timeout",
+      "60",
+    ]);
     const grpc = oipClient(`127.0.0.1:${grpcPort}`);
     try {
       const url = (/listening on (\S+)/.exec(await server.line(/listening on /)))![1];
       await server.line(/gRPC \(inference.GRPCInferenceService\) on /);
       let draining = false;
       let signalled = false;
-      const outcomes: Array<{ outcome: Outcome; sentAfterDrain: boolean; endedAfterDrain: boolean; endedAfterSignal: boolean }> = [];
+      const outcomes: Array<
+        { outcome: Outcome; sentAfterDrain: boolean; endedAfterDrain: boolean; endedAfterSignal: boolean }
+      > = [];
       const body = JSON.stringify({ inputs: [{ name: "x", shape: [N], datatype: "FP32", data: x }] });
       const rest = async (): Promise<Outcome> => {
         try {
-          const res = await fetch(`${url}/v2/models/relu/infer`, { method: "POST", body, headers: { "content-type": "application/json" } });
+          const res = await fetch(`${url}/v2/models/relu/infer`, {
+            method: "POST",
+            body,
+            headers: { "content-type": "application/json" },
+          });
           const json = await res.json();
-          if (res.status === 200) return JSON.stringify(json.outputs[0].data) === JSON.stringify(relu) ? "ok" : "other: wrong answer";
-          if (res.status === 503 && json.error === "Cannot serve the request: the server is shutting down") return "refused";
+          if (res.status === 200) {
+            return JSON.stringify(json.outputs[0].data) === JSON.stringify(relu) ? "ok" : "other: wrong answer";
+          }
+          if (res.status === 503 && json.error === "Cannot serve the request: the server is shutting down") {
+            return "refused";
+          }
           return `other: ${res.status} ${json.error}`;
         } catch (e) {
           // The port closed: a refused connection, not a dropped request (the request never reached the server).
@@ -55,13 +81,20 @@ describe("nrt serve drains on SIGTERM", () => {
           if (/ECONNREFUSED|Unable to connect|Connection refused/i.test(text)) return "refused";
           // A kept-alive connection the server closed as the client wrote on it: the request never reached a
           // handler. Allowed only for requests sent after the server said it is draining (checked below).
-          return /ECONNRESET|Connection reset by peer|connection closed before message completed/i.test(text) ? "reset" : `other: ${text}`;
+          return /ECONNRESET|Connection reset by peer|connection closed before message completed/i.test(text)
+            ? "reset"
+            : `other: ${text}`;
         }
       };
       const rpc = async (): Promise<Outcome> => {
         try {
-          const res = await grpc.modelInfer({ model_name: "relu", inputs: [{ name: "x", datatype: "FP32", shape: [N], contents: { fp32_contents: x } }] });
-          return JSON.stringify(res.outputs[0].contents.fp32_contents) === JSON.stringify(relu) ? "ok" : "other: wrong answer";
+          const res = await grpc.modelInfer({
+            model_name: "relu",
+            inputs: [{ name: "x", datatype: "FP32", shape: [N], contents: { fp32_contents: x } }],
+          });
+          return JSON.stringify(res.outputs[0].contents.fp32_contents) === JSON.stringify(relu)
+            ? "ok"
+            : "other: wrong answer";
         } catch (e) {
           const f = e as CallFailure;
           if (f.code === Code.UNAVAILABLE) return "refused"; // "the server is shutting down", or the port closed
@@ -76,7 +109,10 @@ describe("nrt serve drains on SIGTERM", () => {
           if (outcome !== "ok") return;
         }
       };
-      const clients = [...Array.from({ length: 24 }, () => loop(rest)), ...Array.from({ length: GRPC_CLIENTS }, () => loop(rpc))];
+      const clients = [
+        ...Array.from({ length: 24 }, () => loop(rest)),
+        ...Array.from({ length: GRPC_CLIENTS }, () => loop(rpc)),
+      ];
       // Load first: wait until answers flow on both protocols, then signal.
       while (outcomes.filter((o) => o.outcome === "ok").length < 64) {
         if (outcomes.some((o) => o.outcome !== "ok")) break;
@@ -95,7 +131,8 @@ describe("nrt serve drains on SIGTERM", () => {
       expect(outcomes.filter((o) => o.outcome === "reset" && !o.sentAfterDrain)).toEqual([]);
       // Requests in flight when the server began draining were answered by the model...
       // (32 clients queue on one instance, so requests are inside the server whenever the signal is sent.)
-      expect(outcomes.filter((o) => !o.sentAfterDrain && o.endedAfterSignal && o.outcome === "ok").length).toBeGreaterThan(0);
+      expect(outcomes.filter((o) => !o.sentAfterDrain && o.endedAfterSignal && o.outcome === "ok").length)
+        .toBeGreaterThan(0);
       // ...and none sent after it said so was accepted.
       const late = outcomes.filter((o) => o.sentAfterDrain);
       expect(late.every((o) => o.outcome === "refused" || o.outcome === "reset")).toBe(true);

@@ -32,8 +32,12 @@ const f32 = (name: string, shape: number[]) => ({ name, dtype: "float32", shape 
 const relu = (name = "relu.neff") => namedOneOpNeff(name, "relu", "relu", [f32("x", [8])], [f32("y", [8])]);
 const spin = () => oneOpNeff("faults", "spin", [f32("x", [4])], [f32("y", [4])]);
 const trap = () => oneOpNeff("faults", "trap", [f32("x", [4])], [f32("y", [4])]);
-const reluReq = () => post({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }] });
-const spinReq = (init: RequestInit = {}) => ({ ...post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] }), ...init });
+const reluReq = () =>
+  post({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }] });
+const spinReq = (init: RequestInit = {}) => ({
+  ...post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
+  ...init,
+});
 
 /** Turns of the virtual clock's zero step until `cond` holds. */
 async function until(cond: () => boolean, what: string): Promise<void> {
@@ -72,12 +76,14 @@ describe("instance groups, warm-up and readiness", () => {
     await fx?.close();
   });
 
-  test("ModelRepository.load() puts N instances on consecutive cores, or one per logical core with \"per-core\"", async () => {
+  test('ModelRepository.load() puts N instances on consecutive cores, or one per logical core with "per-core"', async () => {
     expect(served("pair").vncs).toEqual([0, 1]);
     expect(served("everywhere").vncs).toEqual(Array.from({ length: fx.runtime.visibleVncCount }, (_, k) => k));
     expect(fx.runtime.visibleVncCount).toBeGreaterThan(1);
     const meta = await (await fx.app.request("/v2/models/everywhere")).json();
-    expect(meta.instances).toEqual(served("everywhere").vncs.map((vnc, k) => ({ name: `everywhere_${k}`, vnc, ready: true })));
+    expect(meta.instances).toEqual(
+      served("everywhere").vncs.map((vnc, k) => ({ name: `everywhere_${k}`, vnc, ready: true })),
+    );
   });
 
   test("each instance ran one warm-up execution before its model was ready; a model without warm-up ran none", () => {
@@ -114,10 +120,22 @@ describe("instance groups, warm-up and readiness", () => {
   test("GET /metrics shows each model's instance count and each instance's readiness, load and executions", async () => {
     const text = await (await fx.app.request("/metrics")).text();
     expect(text).toMatch(/^nrt_model_instances\{model="pair",version="1"\} 2$/m);
-    expect(text).toMatch(new RegExp(`^nrt_model_instances\\{model="everywhere",version="1"\\} ${fx.runtime.visibleVncCount}$`, "m"));
+    expect(text).toMatch(
+      new RegExp(`^nrt_model_instances\\{model="everywhere",version="1"\\} ${fx.runtime.visibleVncCount}$`, "m"),
+    );
     const [e0, e1] = executions("pair");
-    expect(text).toMatch(new RegExp(`^nrt_model_instance_execution_count\\{model="pair",version="1",instance="pair_0",vnc="0"\\} ${e0}$`, "m"));
-    expect(text).toMatch(new RegExp(`^nrt_model_instance_execution_count\\{model="pair",version="1",instance="pair_1",vnc="1"\\} ${e1}$`, "m"));
+    expect(text).toMatch(
+      new RegExp(
+        `^nrt_model_instance_execution_count\\{model="pair",version="1",instance="pair_0",vnc="0"\\} ${e0}$`,
+        "m",
+      ),
+    );
+    expect(text).toMatch(
+      new RegExp(
+        `^nrt_model_instance_execution_count\\{model="pair",version="1",instance="pair_1",vnc="1"\\} ${e1}$`,
+        "m",
+      ),
+    );
     expect(text).toMatch(/^nrt_model_instance_ready\{model="pair",version="1",instance="pair_1",vnc="1"\} 1$/m);
     expect(text).toMatch(/^nrt_model_instance_busy\{model="pair",version="1",instance="pair_0",vnc="0"\} 0$/m);
     expect(text).toMatch(/^# TYPE nrt_model_instance_execution_count counter$/m);
@@ -165,13 +183,16 @@ describe("instance groups, warm-up and readiness", () => {
   });
 
   test("a model whose warm-up fails is UNAVAILABLE with the reason, leaves no device memory, and keeps the server unready", async () => {
-    const memory = () => Array.from({ length: fx.runtime.visibleVncCount }, (_, v) => fx.runtime.memoryStats(v).bytesUsed);
+    const memory = () =>
+      Array.from({ length: fx.runtime.visibleVncCount }, (_, v) => fx.runtime.memoryStats(v).bytesUsed);
     const before = memory();
     fx.files["trapped.neff"] = trap(); // warm-up on: its one execution faults
     await fx.app.request("/v2/repository/index", { method: "POST" });
     const load = await fx.app.request("/v2/repository/models/trapped/load", control());
     expect(load.status).toBe(500);
-    expect((await load.json()).error).toMatch(/^Warm-up of model "trapped" on logical core \d+ failed: .*\(NRT_[A-Z_]+\)$/);
+    expect((await load.json()).error).toMatch(
+      /^Warm-up of model "trapped" on logical core \d+ failed: .*\(NRT_[A-Z_]+\)$/,
+    );
     const entry = (await (await fx.app.request("/v2/repository/index", { method: "POST" })).json())
       .find((e: { name: string }) => e.name === "trapped");
     expect(entry.state).toBe("UNAVAILABLE");
@@ -179,7 +200,9 @@ describe("instance groups, warm-up and readiness", () => {
     expect(memory()).toEqual(before);
     const ready = await fx.app.request("/v2/health/ready");
     expect(ready.status).toBe(503);
-    expect((await ready.json()).error).toMatch(/^Server is not ready: model "trapped" is not ready \(load failed: Warm-up/);
+    expect((await ready.json()).error).toMatch(
+      /^Server is not ready: model "trapped" is not ready \(load failed: Warm-up/,
+    );
     expect(await client.serverReady()).toEqual({ ready: false });
     // Unloading it says the server no longer wants it.
     expect((await fx.app.request("/v2/repository/models/trapped/unload", control())).status).toBe(200);
@@ -188,13 +211,15 @@ describe("instance groups, warm-up and readiness", () => {
     delete fx.files["trapped.neff"];
   });
 
-  test("ModelRepository.load() refuses an instance count out of range and \"per-core\" with a first core", async () => {
-    for (const [config, why] of [
-      [{ instances: 65 }, `"instances" must be an integer from 1 to 64 or "per-core"`],
-      [{ instances: "all" }, `"instances" must be an integer from 1 to 64 or "per-core"`],
-      [{ instances: "per-core", vnc: 1 }, `"vnc" cannot be given with "instances": "per-core"`],
-      [{ warmup: "yes" }, `"warmup" must be true or false`],
-    ] as const) {
+  test('ModelRepository.load() refuses an instance count out of range and "per-core" with a first core', async () => {
+    for (
+      const [config, why] of [
+        [{ instances: 65 }, `"instances" must be an integer from 1 to 64 or "per-core"`],
+        [{ instances: "all" }, `"instances" must be an integer from 1 to 64 or "per-core"`],
+        [{ instances: "per-core", vnc: 1 }, `"vnc" cannot be given with "instances": "per-core"`],
+        [{ warmup: "yes" }, `"warmup" must be true or false`],
+      ] as const
+    ) {
       fx.files["odd.neff"] = relu();
       fx.files["odd.json"] = enc(config);
       await fx.app.request("/v2/repository/index", { method: "POST" });

@@ -12,7 +12,9 @@ import process from "node:process";
 import { layoutFiles } from "../packages/cli/repository_layout.ts";
 
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
-const text = (b: Uint8Array | undefined): string | undefined => (b === undefined ? undefined : new TextDecoder().decode(b));
+const text = (
+  b: Uint8Array | undefined,
+): string | undefined => (b === undefined ? undefined : new TextDecoder().decode(b));
 
 /** Runs `f` in a fresh folder holding `files` (paths relative to it), then removes it. */
 async function withRepo(files: Record<string, string>, f: (dir: string) => Promise<void>): Promise<void> {
@@ -51,7 +53,15 @@ describe("layoutFiles()", () => {
       "notes.txt": "ignored by the repository",
     }, async (dir) => {
       const files = layoutFiles(dir, { warn: () => {} });
-      expect((await files.list()).sort()).toEqual(["add.json", "add.neff", "cnn.onnx", "mlp.onnx", "notes.txt", "relu.json", "relu.neff"]);
+      expect((await files.list()).sort()).toEqual([
+        "add.json",
+        "add.neff",
+        "cnn.onnx",
+        "mlp.onnx",
+        "notes.txt",
+        "relu.json",
+        "relu.neff",
+      ]);
       expect(text(await files.read("add.neff"))).toBe("add v3");
       expect(await files.version!("add")).toBe("3");
       expect(text(await files.read("add.json"))).toBe('{"vnc":1}');
@@ -90,18 +100,23 @@ describe("layoutFiles()", () => {
     try {
       await mkdir(join(outside, "1"));
       await writeFile(join(outside, "1", "model.neff"), "outside");
-      await withRepo({ "relu.neff": "flat", "relu/1/model.neff": "folder", "inner/1/model.neff": "inner" }, async (dir) => {
-        await symlink(outside, join(dir, "escape"));
-        await symlink(join(dir, "inner"), join(dir, "alias"));
-        const warnings: string[] = [];
-        const files = layoutFiles(dir, { warn: (m) => warnings.push(m) });
-        expect((await files.list()).sort()).toEqual(["alias.neff", "inner.neff", "relu.neff"]);
-        expect(text(await files.read("relu.neff"))).toBe("flat");
-        expect(text(await files.read("alias.neff"))).toBe("inner");
-        expect(await files.read("escape.neff")).toBeUndefined();
-        expect(warnings.join("\n")).toContain("the file relu.neff names the same model and is served");
-        expect(warnings.join("\n")).toContain(`Skipping ${join(dir, "escape")}: it links outside the model repository`);
-      });
+      await withRepo(
+        { "relu.neff": "flat", "relu/1/model.neff": "folder", "inner/1/model.neff": "inner" },
+        async (dir) => {
+          await symlink(outside, join(dir, "escape"));
+          await symlink(join(dir, "inner"), join(dir, "alias"));
+          const warnings: string[] = [];
+          const files = layoutFiles(dir, { warn: (m) => warnings.push(m) });
+          expect((await files.list()).sort()).toEqual(["alias.neff", "inner.neff", "relu.neff"]);
+          expect(text(await files.read("relu.neff"))).toBe("flat");
+          expect(text(await files.read("alias.neff"))).toBe("inner");
+          expect(await files.read("escape.neff")).toBeUndefined();
+          expect(warnings.join("\n")).toContain("the file relu.neff names the same model and is served");
+          expect(warnings.join("\n")).toContain(
+            `Skipping ${join(dir, "escape")}: it links outside the model repository`,
+          );
+        },
+      );
     } finally {
       await rm(outside, { recursive: true, force: true });
     }
@@ -149,7 +164,10 @@ describe("layoutFiles()", () => {
           expect({ model, version, status: e.status }).toEqual({ model, version, status: 400 });
         }
         const linked = await files.write!("evil", upload("1", "x")).catch((err) => err);
-        expect([linked.status, linked.message]).toEqual([400, expect.stringContaining("it is not a folder inside the repository")]);
+        expect([linked.status, linked.message]).toEqual([
+          400,
+          expect.stringContaining("it is not a folder inside the repository"),
+        ]);
         expect(await readdir(outside)).toEqual([]);
         expect(await readdir(dir)).toEqual(["evil"]);
       });
@@ -158,12 +176,15 @@ describe("layoutFiles()", () => {
     }
   });
 
-  test.if(typeof process.getuid === "function" && process.getuid() !== 0)("write() into a read-only folder is a 403", async () => {
-    await withRepo({ "relu.neff": "flat" }, async (dir) => {
-      await chmod(dir, 0o555);
-      const e = await layoutFiles(dir).write!("relu", upload("1", "new")).catch((err) => err);
-      expect([e.status, e.message]).toEqual([403, expect.stringContaining("is not writable (EACCES)")]);
-      expect((await lstat(join(dir, "relu.neff"))).size).toBe(4);
-    });
-  });
+  test.if(typeof process.getuid === "function" && process.getuid() !== 0)(
+    "write() into a read-only folder is a 403",
+    async () => {
+      await withRepo({ "relu.neff": "flat" }, async (dir) => {
+        await chmod(dir, 0o555);
+        const e = await layoutFiles(dir).write!("relu", upload("1", "new")).catch((err) => err);
+        expect([e.status, e.message]).toEqual([403, expect.stringContaining("is not writable (EACCES)")]);
+        expect((await lstat(join(dir, "relu.neff"))).size).toBe(4);
+      });
+    },
+  );
 });

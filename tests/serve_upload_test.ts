@@ -31,7 +31,8 @@ const uploadBody = (bytes: Uint8Array, o: { version?: string; file?: string; con
 });
 
 let fx: HttpFixture;
-const load = (m: string, body: unknown, token?: string) => fx.app.request(`/v2/repository/models/${m}/load`, control(body, token));
+const load = (m: string, body: unknown, token?: string) =>
+  fx.app.request(`/v2/repository/models/${m}/load`, control(body, token));
 const outputOf = async (m: string): Promise<number[]> => {
   const res = await fx.app.request(`/v2/models/${m}/infer`, inferReq());
   expect(res.status).toBe(200);
@@ -41,7 +42,10 @@ const outputOf = async (m: string): Promise<number[]> => {
 describe("load by upload", () => {
   let reluOut: number[], softmaxOut: number[];
   beforeAll(async () => {
-    fx = await httpFixture({ files: { "m.neff": reluNeff(), "sm.neff": softmaxNeff() }, limits: { maxUploadBytes: 256 * 1024 } });
+    fx = await httpFixture({
+      files: { "m.neff": reluNeff(), "sm.neff": softmaxNeff() },
+      limits: { maxUploadBytes: 256 * 1024 },
+    });
     reluOut = await outputOf("m");
     softmaxOut = await outputOf("sm");
     expect(reluOut).not.toEqual(softmaxOut);
@@ -75,7 +79,12 @@ describe("load by upload", () => {
     expect(await outputOf("fresh")).toEqual(reluOut);
     expect((await fx.app.request("/v2/health/ready")).status).toBe(200);
     const index = await (await fx.app.request("/v2/repository/index", { method: "POST" })).json();
-    expect(index.find((e: { name: string }) => e.name === "fresh")).toEqual({ name: "fresh", version: "1", state: "READY", reason: "" });
+    expect(index.find((e: { name: string }) => e.name === "fresh")).toEqual({
+      name: "fresh",
+      version: "1",
+      state: "READY",
+      reason: "",
+    });
   });
 
   test("an upload replaces a served model atomically: under traffic every answer is the old or the new model's", async () => {
@@ -115,7 +124,10 @@ describe("load by upload", () => {
     expect((await warm.json()).error).toMatch(/^Warm-up of model "m" on logical core \d+ failed/);
     const config = await load("m", uploadBody(reluNeff(), { config: { instances: 0 } }));
     expect([config.status, (await config.json()).error])
-      .toEqual([400, 'Cannot load model "m": the config parameter "instances" must be an integer from 1 to 64 or "per-core"']);
+      .toEqual([
+        400,
+        'Cannot load model "m": the config parameter "instances" must be an integer from 1 to 64 or "per-core"',
+      ]);
     expect(fx.files["m.neff"]).toBe(stored);
     expect(await outputOf("m")).toEqual(softmaxOut);
     expect(fx.repository.get("m")!.state).toBe("READY");
@@ -130,10 +142,14 @@ describe("load by upload", () => {
     const big = new Uint8Array(256 * 1024 + 1);
     const text = await load("big", uploadBody(big));
     expect(text.status).toBe(413);
-    expect((await text.json()).error).toBe('Cannot load model "big": the file of "file:1/model.neff" is over the 262144-byte limit');
+    expect((await text.json()).error).toBe(
+      'Cannot load model "big": the file of "file:1/model.neff" is over the 262144-byte limit',
+    );
     const body = await load("big", { parameters: { "file:1/model.neff": "A".repeat(512 * 1024) } });
     expect(body.status).toBe(413);
-    expect((await body.json()).error).toMatch(/^Cannot read the request body: (\d+ bytes|it) is over the \d+-byte limit$/);
+    expect((await body.json()).error).toMatch(
+      /^Cannot read the request body: (\d+ bytes|it) is over the \d+-byte limit$/,
+    );
     expect(fx.repository.get("big")).toBeUndefined();
   });
 
@@ -143,7 +159,7 @@ describe("load by upload", () => {
       [{ parameters: { "file:1/model.neff": neff, "file:2/model.neff": neff } }, "2 file parameters"],
       [{ parameters: { "file:0/model.neff": neff } }, 'parameter "file:0/model.neff" is not "file:<version>/<file>"'],
       [{ parameters: { "file:1/../../etc/passwd": neff } }, "names a file nrt does not serve"],
-      [{ parameters: { "file:../1/model.neff": neff } }, "is not \"file:<version>/<file>\""],
+      [{ parameters: { "file:../1/model.neff": neff } }, 'is not "file:<version>/<file>"'],
       [{ parameters: { "file:1/model.plan": neff } }, "names a file nrt does not serve"],
       [{ parameters: { "file:1/model.neff": "***" } }, "is not base64"],
       [{ parameters: { "file:1/model.neff": 42 } }, "must be a base64 string"],
@@ -161,7 +177,10 @@ describe("load by upload", () => {
     expect(Object.keys(fx.files).sort()).toEqual(["fresh.json", "fresh.neff", "m.neff", "sm.neff"]);
     // An ONNX upload needs a repository that compiles (nrt serve's does; tests/serve_grpc_test.ts).
     const onnx = await load("odd", uploadBody(new Uint8Array(8), { file: "model.onnx" }));
-    expect([onnx.status, (await onnx.json()).error]).toEqual([400, 'Cannot load model "odd": this server does not compile ONNX models']);
+    expect([onnx.status, (await onnx.json()).error]).toEqual([
+      400,
+      'Cannot load model "odd": this server does not compile ONNX models',
+    ]);
     const version = await load("odd", uploadBody(reluNeff(), { version: "2" }));
     expect([version.status, (await version.json()).error])
       .toEqual([400, 'Cannot store version 2 of model "odd": this repository holds version 1 only']);

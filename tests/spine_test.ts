@@ -20,8 +20,14 @@ describe("spine", () => {
   test("Runtime runs vector_add on the simulated Cayman device", async () => {
     await withRuntime(async (rt) => {
       const n = 1000;
-      const model = await rt.load(oneOpNeff("vector_add", "vector_add", [{ name: "a", ...f32(n) }, { name: "b", ...f32(n) }], [{ name: "out", ...f32(n) }]));
-      const a = Float32Array.from({ length: n }, (_, i) => i * 0.5), b = Float32Array.from({ length: n }, (_, i) => 1000 - i);
+      const model = await rt.load(
+        oneOpNeff("vector_add", "vector_add", [{ name: "a", ...f32(n) }, { name: "b", ...f32(n) }], [{
+          name: "out",
+          ...f32(n),
+        }]),
+      );
+      const a = Float32Array.from({ length: n }, (_, i) => i * 0.5),
+        b = Float32Array.from({ length: n }, (_, i) => 1000 - i);
       const ins = new TensorSet(), outs = new TensorSet();
       const ta = await rt.allocateTensor({ size: n * 4, name: "a" });
       const tb = await rt.allocateTensor({ size: n * 4, name: "b" });

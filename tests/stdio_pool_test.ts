@@ -1,9 +1,21 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { MemoryLogger } from "@nrt/core";
-import { POOL_STDIO_BLOCK_BYTES, POOL_STDIO_DESCRIPTOR_BYTES, POOL_STDIO_MAGIC, POOL_STDIO_STDERR_BASE, POOL_STDIO_STDOUT_BASE, PoolStdioStreamTag } from "@nrt/core/isa";
+import {
+  POOL_STDIO_BLOCK_BYTES,
+  POOL_STDIO_DESCRIPTOR_BYTES,
+  POOL_STDIO_MAGIC,
+  POOL_STDIO_STDERR_BASE,
+  POOL_STDIO_STDOUT_BASE,
+  PoolStdioStreamTag,
+} from "@nrt/core/isa";
 import { TracingPortal } from "@nrt/core/portal";
 import { DmemLedger } from "../packages/core/dmem/dmem.ts";
-import { poolStdioBlockDestroy, poolStdioBlockDrain, poolStdioBlockInit, type PoolStdioQueue } from "../packages/core/stdio/pool_stdio.ts";
+import {
+  poolStdioBlockDestroy,
+  poolStdioBlockDrain,
+  poolStdioBlockInit,
+  type PoolStdioQueue,
+} from "../packages/core/stdio/pool_stdio.ts";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { createKhal } from "@nrt/core/hal";
 import { cayman } from "@nrt/arch-cayman";
@@ -23,7 +35,9 @@ function setup() {
   return { sim, portal, log, ledger, s };
 }
 
-const u64 = (b: Uint8Array, at: number) => new DataView(b.buffer, b.byteOffset).getUint32(at, true) + new DataView(b.buffer, b.byteOffset).getUint32(at + 4, true) * 2 ** 32;
+const u64 = (b: Uint8Array, at: number) =>
+  new DataView(b.buffer, b.byteOffset).getUint32(at, true) +
+  new DataView(b.buffer, b.byteOffset).getUint32(at + 4, true) * 2 ** 32;
 const u32 = (b: Uint8Array, at: number) => new DataView(b.buffer, b.byteOffset).getUint32(at, true);
 
 /** Writes entries as the device's file-IO manager does: 16-byte header, text, write index + 1. */
@@ -53,15 +67,44 @@ describe("pool_stdio host side (seed spmd-teardown §5)", () => {
     const sb = await poolStdioBlockInit(s, 0, 4096);
     expect(sb.hbmSpaceDmem.memory.bytes).toBe(POOL_STDIO_BLOCK_BYTES);
     expect(sb.hbmSpaceDmem.memory.pa % 0x800).toBe(0);
-    expect(sb.stdoutQueues.map((q) => q !== undefined)).toEqual([true, false, false, false, false, false, false, false]);
-    expect(sb.stderrQueues.map((q) => q !== undefined)).toEqual([true, false, false, false, false, false, false, false]);
+    expect(sb.stdoutQueues.map((q) => q !== undefined)).toEqual([
+      true,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
+    expect(sb.stderrQueues.map((q) => q !== undefined)).toEqual([
+      true,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
     const out = sb.stdoutQueues[0]!, err = sb.stderrQueues[0]!;
     expect([out.queueSizeEntries, err.queueSizeEntries]).toEqual([16, 4]);
     expect([out.hostQueueDmem.memory.bytes, err.hostQueueDmem.memory.bytes]).toEqual([16 * 0x100 + 4, 4 * 0x100 + 4]);
     expect([out.readIdxOffset, err.readIdxOffset]).toEqual([0x400, 0x420]);
-    expect([out.q7Idx, out.readIdxLocal, out.streamTag, err.streamTag]).toEqual([0, 0, PoolStdioStreamTag.STDOUT, PoolStdioStreamTag.STDERR]);
+    expect([out.q7Idx, out.readIdxLocal, out.streamTag, err.streamTag]).toEqual([
+      0,
+      0,
+      PoolStdioStreamTag.STDOUT,
+      PoolStdioStreamTag.STDERR,
+    ]);
     const block = await portal.memRead(sb.hbmSpaceDmem.memory, 0, POOL_STDIO_BLOCK_BYTES);
-    for (const [d, q, base] of [[0, out, POOL_STDIO_STDOUT_BASE], [8 * POOL_STDIO_DESCRIPTOR_BYTES, err, POOL_STDIO_STDERR_BASE]] as const) {
+    for (
+      const [d, q, base] of [[0, out, POOL_STDIO_STDOUT_BASE], [
+        8 * POOL_STDIO_DESCRIPTOR_BYTES,
+        err,
+        POOL_STDIO_STDERR_BASE,
+      ]] as const
+    ) {
       expect(new DataView(block.buffer).getUint16(d, true)).toBe(POOL_STDIO_MAGIC);
       expect(block[d + 2]).toBe(0);
       expect(u32(block, d + 0xc)).toBe(q.queueSizeEntries);
@@ -102,13 +145,22 @@ describe("pool_stdio host side (seed spmd-teardown §5)", () => {
     expect(drained.map((d) => d.text)).toEqual(Array.from({ length: 16 }, (_, k) => `line ${k + 4}\n`));
     expect(drained.every((d) => d.tag === PoolStdioStreamTag.STDOUT)).toBe(true);
     // One 4-byte write-index read per ring, then two segments of the stdout ring: [4..15] and [0..3].
-    const reads = portal.entries.filter((e) => e.op === "memRead" && e.target === q.hostQueueDmem.memory.id).map((e) => e.value);
+    const reads = portal.entries.filter((e) => e.op === "memRead" && e.target === q.hostQueueDmem.memory.id).map((e) =>
+      e.value
+    );
     expect(reads).toEqual([4, 12 * 0x100, 4 * 0x100]);
-    expect(log.messages().filter((m) => m.includes("pool stdio stdout queue overflow: 4 entries lost, keeping the last 16 (3840 bytes)")).length).toBe(1);
+    expect(
+      log.messages().filter((m) =>
+        m.includes("pool stdio stdout queue overflow: 4 entries lost, keeping the last 16 (3840 bytes)")
+      ).length,
+    ).toBe(1);
     expect(sb.overruns).toBe(4);
     expect(q.readIdxLocal).toBe(20);
     expect(u64(await portal.memRead(sb.hbmSpaceDmem.memory, 0x400, 8), 0)).toBe(20);
-    expect(log.entries.filter((e) => e.fields?.stream === "stdout").map((e) => e.message).slice(-2)).toEqual(["line 18", "line 19"]);
+    expect(log.entries.filter((e) => e.fields?.stream === "stdout").map((e) => e.message).slice(-2)).toEqual([
+      "line 18",
+      "line 19",
+    ]);
     // A full 0xf0-byte record has no terminator; the next drain reads one contiguous segment.
     const full = new Uint8Array(0xf0).fill(0x61);
     await deviceWrite(portal, q, [full, line(99)]);

@@ -26,7 +26,9 @@ describe("workspace versions", () => {
   test("dependencies on sibling packages name the workspace version", () => {
     for (const [dir, p] of dirs) {
       const deps: Record<string, string> = read(`${dir}/package.json`).dependencies ?? {};
-      for (const [name, v] of Object.entries(deps)) if (name.startsWith("@nrt/")) expect({ p, name, v }).toEqual({ p, name, v: version });
+      for (const [name, v] of Object.entries(deps)) {
+        if (name.startsWith("@nrt/")) expect({ p, name, v }).toEqual({ p, name, v: version });
+      }
     }
   });
 

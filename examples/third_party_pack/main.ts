@@ -60,5 +60,7 @@ export async function runExample(n = 1024): Promise<ExampleResult> {
 
 if (import.meta.main) {
   const { pack, arch, out } = await runExample();
-  console.log(`pack ${pack} (arch ${arch}): out[0..4] = ${Array.from(out.subarray(0, 4)).join(", ")}, out[1023] = ${out[1023]}`);
+  console.log(
+    `pack ${pack} (arch ${arch}): out[0..4] = ${Array.from(out.subarray(0, 4)).join(", ")}, out[1023] = ${out[1023]}`,
+  );
 }

@@ -6,7 +6,21 @@
  * @module
  */
 import { type KernelCall, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
-import { arity, Attributes, call, constantNumbers, dtype, f64Bits, input, ints, type LoweringRule, optionalInput, output, sameDtype, sameShape } from "./_lower_util.ts";
+import {
+  arity,
+  Attributes,
+  call,
+  constantNumbers,
+  dtype,
+  f64Bits,
+  input,
+  ints,
+  type LoweringRule,
+  optionalInput,
+  output,
+  sameDtype,
+  sameShape,
+} from "./_lower_util.ts";
 import { sizeOf } from "./_lower_layout.ts";
 
 /** Unary op codes of `activation.unary_f32` (ints[0]). */

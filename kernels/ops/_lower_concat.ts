@@ -4,7 +4,22 @@
  * @module
  */
 import { UnsupportedOpError } from "./op_node.ts";
-import { arity, Attributes, axisOf, call, constantBits, constantInts, dtype, ELEMENT_BYTES, input, ints, type LoweringRule, optionalInput, output, sameDtype } from "./_lower_util.ts";
+import {
+  arity,
+  Attributes,
+  axisOf,
+  call,
+  constantBits,
+  constantInts,
+  dtype,
+  ELEMENT_BYTES,
+  input,
+  ints,
+  type LoweringRule,
+  optionalInput,
+  output,
+  sameDtype,
+} from "./_lower_util.ts";
 import { sizeOf } from "./_lower_layout.ts";
 import { ANY, checkShape } from "./_lower_shape.ts";
 

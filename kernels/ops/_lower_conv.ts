@@ -9,7 +9,19 @@
  * @module
  */
 import { type KernelCall, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
-import { arity, Attributes, call, dtype, f64Bits, input, ints, type LoweringRule, optionalInput, output, sameDtype } from "./_lower_util.ts";
+import {
+  arity,
+  Attributes,
+  call,
+  dtype,
+  f64Bits,
+  input,
+  ints,
+  type LoweringRule,
+  optionalInput,
+  output,
+  sameDtype,
+} from "./_lower_util.ts";
 import { ACTIVATION_ATTRIBUTES, epilogue } from "./_lower_activation.ts";
 import { reduceCalls, ReduceKind } from "./_lower_reduce.ts";
 

@@ -5,7 +5,21 @@
  * @module
  */
 import { type KernelCall, type OpDtype, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
-import { arity, Attributes, call, copyCall, dtype, DTYPE_CODE, ELEMENT_BYTES, input, ints, type LoweringRule, output, sameDtype, sameShape } from "./_lower_util.ts";
+import {
+  arity,
+  Attributes,
+  call,
+  copyCall,
+  dtype,
+  DTYPE_CODE,
+  ELEMENT_BYTES,
+  input,
+  ints,
+  type LoweringRule,
+  output,
+  sameDtype,
+  sameShape,
+} from "./_lower_util.ts";
 import { broadcastLayout, broadcastShapes, checkRank, sizeOf } from "./_lower_layout.ts";
 import { unaryCall, UnaryOp } from "./_lower_activation.ts";
 

@@ -14,7 +14,19 @@
  * @module
  */
 import { type KernelCall, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
-import { arity, Attributes, call, dtype, f64Bits, input, ints, type LoweringRule, optionalInput, output, sameDtype } from "./_lower_util.ts";
+import {
+  arity,
+  Attributes,
+  call,
+  dtype,
+  f64Bits,
+  input,
+  ints,
+  type LoweringRule,
+  optionalInput,
+  output,
+  sameDtype,
+} from "./_lower_util.ts";
 import { mergeLayout, stridesOf } from "./_lower_layout.ts";
 import { ACTIVATION_ATTRIBUTES, epilogue } from "./_lower_activation.ts";
 
@@ -47,10 +59,21 @@ interface Operand {
 }
 
 /** The operand `v` (transposed by `perm` first when given, then its last two axes swapped when `trans`). */
-function operand(node: OpNode, v: OpValue, trans: boolean, vector: "row" | "column", perm?: readonly number[]): Operand {
+function operand(
+  node: OpNode,
+  v: OpValue,
+  trans: boolean,
+  vector: "row" | "column",
+  perm?: readonly number[],
+): Operand {
   const stored = v.shape, own = stridesOf(stored);
-  if (perm !== undefined && (perm.length !== stored.length || [...perm].sort((x, y) => x - y).some((p, i) => p !== i))) {
-    throw new UnsupportedOpError(node, `perm [${perm}] is not a permutation of the ${stored.length} axes of "${v.name}"`);
+  if (
+    perm !== undefined && (perm.length !== stored.length || [...perm].sort((x, y) => x - y).some((p, i) => p !== i))
+  ) {
+    throw new UnsupportedOpError(
+      node,
+      `perm [${perm}] is not a permutation of the ${stored.length} axes of "${v.name}"`,
+    );
   }
   const s = perm === undefined ? stored : perm.map((p) => stored[p]);
   const st = perm === undefined ? own : perm.map((p) => own[p]);
@@ -234,9 +257,19 @@ const fusedGemmRule: LoweringRule = {
     permA: "a permutation of A's axes",
     permB: "a permutation of B's axes",
   },
-  notes: "Gemm or MatMul + bias Add + activation, Transposes of A and B read in place; batched like MatMul, C broadcast to Y",
+  notes:
+    "Gemm or MatMul + bias Add + activation, Transposes of A and B read in place; batched like MatMul, C broadcast to Y",
   lower(node) {
-    const at = new Attributes(node, ["transA", "transB", "alpha", "beta", "activation", "activation_params", "permA", "permB"]);
+    const at = new Attributes(node, [
+      "transA",
+      "transB",
+      "alpha",
+      "beta",
+      "activation",
+      "activation_params",
+      "permA",
+      "permB",
+    ]);
     arity(node, [2, 3]);
     const a = input(node, 0), b = input(node, 1), c = optionalInput(node, 2), y = output(node, 0);
     dtype(node, a, ["float32"]);

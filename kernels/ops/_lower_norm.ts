@@ -12,7 +12,19 @@
  * @module
  */
 import { type KernelCall, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
-import { arity, Attributes, axisOf, call, dtype, f64Bits, input, ints, type LoweringRule, optionalInput, sameShape } from "./_lower_util.ts";
+import {
+  arity,
+  Attributes,
+  axisOf,
+  call,
+  dtype,
+  f64Bits,
+  input,
+  ints,
+  type LoweringRule,
+  optionalInput,
+  sameShape,
+} from "./_lower_util.ts";
 import { sizeOf } from "./_lower_layout.ts";
 
 const PER_ELEMENT = 1, SCALAR = 2;

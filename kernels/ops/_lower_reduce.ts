@@ -5,7 +5,20 @@
  * @module
  */
 import { type KernelCall, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
-import { arity, Attributes, axisOf, call, constantInts, copyCall, dtype, input, ints, type LoweringRule, optionalInput, output } from "./_lower_util.ts";
+import {
+  arity,
+  Attributes,
+  axisOf,
+  call,
+  constantInts,
+  copyCall,
+  dtype,
+  input,
+  ints,
+  type LoweringRule,
+  optionalInput,
+  output,
+} from "./_lower_util.ts";
 import { checkRank, mergeLayout, sizeOf, stridesOf } from "./_lower_layout.ts";
 
 /** Reduction kinds of `reduce.reduce_f32` (ints[0]). */

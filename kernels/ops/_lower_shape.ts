@@ -7,8 +7,31 @@
  * @module
  */
 import { type KernelCall, type OpDtype, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
-import { arity, Attributes, axisOf, call, constantInts, constantNumbers, copyCall, ELEMENT_BYTES, input, ints, type LoweringRule, optionalInput, output, sameDtype } from "./_lower_util.ts";
-import { broadcastLayout, broadcastShapes, checkRank, type Layout, mergeLayout, sizeOf, stridesOf } from "./_lower_layout.ts";
+import {
+  arity,
+  Attributes,
+  axisOf,
+  call,
+  constantInts,
+  constantNumbers,
+  copyCall,
+  ELEMENT_BYTES,
+  input,
+  ints,
+  type LoweringRule,
+  optionalInput,
+  output,
+  sameDtype,
+} from "./_lower_util.ts";
+import {
+  broadcastLayout,
+  broadcastShapes,
+  checkRank,
+  type Layout,
+  mergeLayout,
+  sizeOf,
+  stridesOf,
+} from "./_lower_layout.ts";
 
 /** Every dtype the data-movement kernels take (they move bytes). */
 export const ANY: readonly OpDtype[] = [

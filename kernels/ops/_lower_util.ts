@@ -4,7 +4,14 @@
  *
  * @module
  */
-import { type KernelCall, type OpAttribute, type OpDtype, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
+import {
+  type KernelCall,
+  type OpAttribute,
+  type OpDtype,
+  type OpNode,
+  type OpValue,
+  UnsupportedOpError,
+} from "./op_node.ts";
 import { sizeOf } from "./_lower_layout.ts";
 
 /** The SBUF of the smallest NeuronCore generation: a call's inputs and outputs must fit in it. */

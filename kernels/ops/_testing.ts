@@ -10,7 +10,17 @@ import type * as ort from "onnxruntime-web";
 import { prng } from "../../packages/core/_testing.ts";
 import type { OpHarness } from "./harness.ts";
 import type { OpDtype, OpNode } from "./op_node.ts";
-import { type Attr, BY_ORT_TYPE, decoded, makeData, type OnnxNode, opValue, runOrt, type TensorSpec, TYPED } from "./_onnx_model.ts";
+import {
+  type Attr,
+  BY_ORT_TYPE,
+  decoded,
+  makeData,
+  type OnnxNode,
+  opValue,
+  runOrt,
+  type TensorSpec,
+  TYPED,
+} from "./_onnx_model.ts";
 
 export { type Attr, attr, type TensorSpec } from "./_onnx_model.ts";
 

@@ -20,7 +20,17 @@ import { buildLibrary } from "./build.mjs";
 import { OpHarness } from "./harness.ts";
 import { lowerNode } from "./lowering.ts";
 import type { KernelCall, OpNode, OpValue } from "./op_node.ts";
-import { type Attr, attr, BY_ORT_TYPE, decoded, makeData, onnxModel, opValue, ortFeeds, type TensorSpec } from "./_onnx_model.ts";
+import {
+  type Attr,
+  attr,
+  BY_ORT_TYPE,
+  decoded,
+  makeData,
+  onnxModel,
+  opValue,
+  ortFeeds,
+  type TensorSpec,
+} from "./_onnx_model.ts";
 
 interface BenchCase {
   readonly library: string;

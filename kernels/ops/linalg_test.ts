@@ -156,48 +156,52 @@ describe("nrt.FusedGemm against the Gemm/MatMul + Add + activation graph in onnx
     });
   }, 60_000);
 
-  test("FusedGemm(permA, permB) reads transposed operands in place: attention's head transposes, a permuted A with transB", async () => {
-    // q·kᵀ and attn·v as attention writes them: [N, S, H, Dh] transposed to [N, H, S, Dh] and [N, H, Dh, S].
-    await checkFused(harness, {
-      opType: "FusedGemm",
-      attributes: { permA: attr.ints([0, 2, 1, 3]), permB: attr.ints([0, 2, 3, 1]), alpha: attr.f(0.25) },
-      inputs: [{ name: "q", shape: [2, 5, 3, 8] }, { name: "k", shape: [2, 5, 3, 8] }],
-      output: "y",
-      reference: [
-        { opType: "Transpose", inputs: ["q"], outputs: ["qt"], attributes: { perm: attr.ints([0, 2, 1, 3]) } },
-        { opType: "Transpose", inputs: ["k"], outputs: ["kt"], attributes: { perm: attr.ints([0, 2, 3, 1]) } },
-        { opType: "MatMul", inputs: ["qt", "kt"], outputs: ["s"] },
-        { opType: "Mul", inputs: ["s", "quarter"], outputs: ["y"] },
-      ],
-      referenceInputs: [{ name: "quarter", shape: [], data: [0.25], constant: true }],
-      atol: floor(8),
-    });
-    await checkFused(harness, {
-      opType: "FusedGemm",
-      attributes: { permB: attr.ints([0, 2, 1, 3]) },
-      inputs: [{ name: "p", shape: [2, 3, 5, 5] }, { name: "v", shape: [2, 5, 3, 8] }],
-      output: "y",
-      reference: [
-        { opType: "Transpose", inputs: ["v"], outputs: ["vt"], attributes: { perm: attr.ints([0, 2, 1, 3]) } },
-        { opType: "MatMul", inputs: ["p", "vt"], outputs: ["y"] },
-      ],
-      atol: floor(5),
-    });
-    await checkFused(harness, {
-      opType: "FusedGemm",
-      attributes: { permA: attr.ints([1, 0, 2]), transB: attr.i(1), activation: attr.s("Relu") },
-      inputs: [{ name: "a", shape: [7, 3, 12] }, { name: "b", shape: [3, 6, 12] }, { name: "c", shape: [6] }],
-      output: "y",
-      reference: [
-        { opType: "Transpose", inputs: ["a"], outputs: ["at"], attributes: { perm: attr.ints([1, 0, 2]) } },
-        { opType: "Transpose", inputs: ["b"], outputs: ["bt"], attributes: { perm: attr.ints([0, 2, 1]) } },
-        { opType: "MatMul", inputs: ["at", "bt"], outputs: ["ab"] },
-        { opType: "Add", inputs: ["ab", "c"], outputs: ["z"] },
-        { opType: "Relu", inputs: ["z"], outputs: ["y"] },
-      ],
-      atol: floor(12),
-    });
-  }, 60_000);
+  test(
+    "FusedGemm(permA, permB) reads transposed operands in place: attention's head transposes, a permuted A with transB",
+    async () => {
+      // q·kᵀ and attn·v as attention writes them: [N, S, H, Dh] transposed to [N, H, S, Dh] and [N, H, Dh, S].
+      await checkFused(harness, {
+        opType: "FusedGemm",
+        attributes: { permA: attr.ints([0, 2, 1, 3]), permB: attr.ints([0, 2, 3, 1]), alpha: attr.f(0.25) },
+        inputs: [{ name: "q", shape: [2, 5, 3, 8] }, { name: "k", shape: [2, 5, 3, 8] }],
+        output: "y",
+        reference: [
+          { opType: "Transpose", inputs: ["q"], outputs: ["qt"], attributes: { perm: attr.ints([0, 2, 1, 3]) } },
+          { opType: "Transpose", inputs: ["k"], outputs: ["kt"], attributes: { perm: attr.ints([0, 2, 3, 1]) } },
+          { opType: "MatMul", inputs: ["qt", "kt"], outputs: ["s"] },
+          { opType: "Mul", inputs: ["s", "quarter"], outputs: ["y"] },
+        ],
+        referenceInputs: [{ name: "quarter", shape: [], data: [0.25], constant: true }],
+        atol: floor(8),
+      });
+      await checkFused(harness, {
+        opType: "FusedGemm",
+        attributes: { permB: attr.ints([0, 2, 1, 3]) },
+        inputs: [{ name: "p", shape: [2, 3, 5, 5] }, { name: "v", shape: [2, 5, 3, 8] }],
+        output: "y",
+        reference: [
+          { opType: "Transpose", inputs: ["v"], outputs: ["vt"], attributes: { perm: attr.ints([0, 2, 1, 3]) } },
+          { opType: "MatMul", inputs: ["p", "vt"], outputs: ["y"] },
+        ],
+        atol: floor(5),
+      });
+      await checkFused(harness, {
+        opType: "FusedGemm",
+        attributes: { permA: attr.ints([1, 0, 2]), transB: attr.i(1), activation: attr.s("Relu") },
+        inputs: [{ name: "a", shape: [7, 3, 12] }, { name: "b", shape: [3, 6, 12] }, { name: "c", shape: [6] }],
+        output: "y",
+        reference: [
+          { opType: "Transpose", inputs: ["a"], outputs: ["at"], attributes: { perm: attr.ints([1, 0, 2]) } },
+          { opType: "Transpose", inputs: ["b"], outputs: ["bt"], attributes: { perm: attr.ints([0, 2, 1]) } },
+          { opType: "MatMul", inputs: ["at", "bt"], outputs: ["ab"] },
+          { opType: "Add", inputs: ["ab", "c"], outputs: ["z"] },
+          { opType: "Relu", inputs: ["z"], outputs: ["y"] },
+        ],
+        atol: floor(12),
+      });
+    },
+    60_000,
+  );
 
   test("FusedGemm() batched with transB (one dot product per output) and a C broadcast over rows", async () => {
     await checkFused(harness, {

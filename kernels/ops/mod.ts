@@ -12,14 +12,21 @@
  *
  * @module
  */
-export { type KernelCall, type OpAttribute, type OpDtype, type OpNode, type OpValue, UnsupportedOpError } from "./op_node.ts";
+export {
+  type KernelCall,
+  type OpAttribute,
+  type OpDtype,
+  type OpNode,
+  type OpValue,
+  UnsupportedOpError,
+} from "./op_node.ts";
 export {
   Activation,
   BinaryOp,
   callWork,
   CompareOp,
-  type LowerOptions,
   lowerNode,
+  type LowerOptions,
   ReduceKind,
   SUPPORTED_OPS,
   type SupportedOp,

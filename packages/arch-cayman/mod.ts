@@ -17,8 +17,8 @@ export { CAYMAN_SPEC } from "./spec.ts";
 export { cayman } from "./pack.ts";
 export {
   CAYMAN_DEFAULT_ISA_ERROR_TEXT,
-  CAYMAN_ERROR_TABLES,
   CAYMAN_ERROR_SUBTYPES,
+  CAYMAN_ERROR_TABLES,
   CAYMAN_ISA_ERRORS,
   CAYMAN_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
   caymanErrorSubtype,

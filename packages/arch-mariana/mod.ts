@@ -17,8 +17,8 @@ export { MARIANA_SPEC } from "./spec.ts";
 export { mariana } from "./pack.ts";
 export {
   MARIANA_DEFAULT_ISA_ERROR_TEXT,
-  MARIANA_ERROR_TABLES,
   MARIANA_ERROR_SUBTYPES,
+  MARIANA_ERROR_TABLES,
   MARIANA_ISA_ERRORS,
   MARIANA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
   marianaErrorSubtype,

@@ -17,8 +17,8 @@ export { SUNDA_SPEC } from "./spec.ts";
 export { sunda } from "./pack.ts";
 export {
   SUNDA_DEFAULT_ISA_ERROR_TEXT,
-  SUNDA_ERROR_TABLES,
   SUNDA_ERROR_SUBTYPES,
+  SUNDA_ERROR_TABLES,
   SUNDA_ISA_ERRORS,
   SUNDA_NOTIFICATION_DVE_SPRUIOUS_ERROR_MASK,
   sundaErrorSubtype,

@@ -19,7 +19,9 @@ export function newAdminToken(): string {
 
 /** The default token file for a server on `port`: under `$XDG_RUNTIME_DIR/nrt`, else `~/.nrt`. */
 export function defaultAdminTokenFile(port: number, env: Record<string, string | undefined> = process.env): string {
-  const base = env.XDG_RUNTIME_DIR !== undefined && env.XDG_RUNTIME_DIR !== "" ? join(env.XDG_RUNTIME_DIR, "nrt") : join(homedir(), ".nrt");
+  const base = env.XDG_RUNTIME_DIR !== undefined && env.XDG_RUNTIME_DIR !== ""
+    ? join(env.XDG_RUNTIME_DIR, "nrt")
+    : join(homedir(), ".nrt");
   return join(base, `admin-token-${port}`);
 }
 
@@ -30,8 +32,14 @@ async function checkPrivate(file: string): Promise<void> {
   const st = await lstat(file);
   if (!st.isFile()) throw new Error(`Cannot use admin token file ${file}: it is not a regular file`);
   const me = uid();
-  if (me !== undefined && st.uid !== me) throw new Error(`Cannot use admin token file ${file}: it belongs to uid ${st.uid}, not to this user (${me})`);
-  if ((st.mode & 0o077) !== 0) throw new Error(`Cannot use admin token file ${file}: its mode ${(st.mode & 0o777).toString(8)} lets others read it; use 600`);
+  if (me !== undefined && st.uid !== me) {
+    throw new Error(`Cannot use admin token file ${file}: it belongs to uid ${st.uid}, not to this user (${me})`);
+  }
+  if ((st.mode & 0o077) !== 0) {
+    throw new Error(
+      `Cannot use admin token file ${file}: its mode ${(st.mode & 0o777).toString(8)} lets others read it; use 600`,
+    );
+  }
 }
 
 /**
@@ -46,7 +54,9 @@ export async function adminToken(file: string): Promise<{ token: string; created
   try {
     await checkPrivate(file);
     const token = (await readFile(file, "utf8")).trim();
-    if (!/^[!-~]{16,512}$/.test(token)) throw new Error(`Cannot use admin token file ${file}: it must hold one token of 16 to 512 printable characters`);
+    if (!/^[!-~]{16,512}$/.test(token)) {
+      throw new Error(`Cannot use admin token file ${file}: it must hold one token of 16 to 512 printable characters`);
+    }
     return { token, created: false };
   } catch (e) {
     if ((e as { code?: string }).code !== "ENOENT") throw e;

@@ -12,7 +12,17 @@ import { fileURLToPath } from "node:url";
 import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
 
 /** The benchmarks, in the order they run. */
-export const BENCHMARKS: readonly string[] = ["exec", "pipeline", "portal", "http", "grpc", "guard", "neff", "idle", "onnx"];
+export const BENCHMARKS: readonly string[] = [
+  "exec",
+  "pipeline",
+  "portal",
+  "http",
+  "grpc",
+  "guard",
+  "neff",
+  "idle",
+  "onnx",
+];
 
 /** How `nrt bench` is called. */
 export const BENCH_COMMAND = {
@@ -45,7 +55,11 @@ function runtimeBin(deno: boolean): string {
  * @returns 0 when every benchmark succeeded, else 1.
  * @throws {UsageError} For an unknown benchmark or option.
  */
-export async function runBench(args: readonly string[], err: (s: string) => void = console.error, out: (s: string) => void = console.log): Promise<number> {
+export async function runBench(
+  args: readonly string[],
+  err: (s: string) => void = console.error,
+  out: (s: string) => void = console.log,
+): Promise<number> {
   const { help, values, positionals: names } = parseCommandArgs(BENCH_COMMAND, args);
   if (help) {
     out(formatHelp(BENCH_COMMAND));
@@ -54,9 +68,13 @@ export async function runBench(args: readonly string[], err: (s: string) => void
   const deno = values.deno === true;
   const json = values.json === true;
   const unknown = names.filter((n) => !BENCHMARKS.includes(n));
-  if (unknown.length > 0) throw usageError(BENCH_COMMAND, `unknown benchmark ${unknown.join(", ")}; choose from ${BENCHMARKS.join(", ")}`);
+  if (unknown.length > 0) {
+    throw usageError(BENCH_COMMAND, `unknown benchmark ${unknown.join(", ")}; choose from ${BENCHMARKS.join(", ")}`);
+  }
   const todo = names.length > 0 ? names : [...BENCHMARKS];
-  const report: Array<{ bench: string; ok: boolean; tables: Array<{ title: string; rows: unknown[] }>; text?: string }> = [];
+  const report: Array<
+    { bench: string; ok: boolean; tables: Array<{ title: string; rows: unknown[] }>; text?: string }
+  > = [];
   let failed = 0;
   for (const [i, name] of todo.entries()) {
     err(`nrt bench: running ${name} (${i + 1}/${todo.length}) on ${deno ? "Deno" : "Bun"}…`);
@@ -65,12 +83,19 @@ export async function runBench(args: readonly string[], err: (s: string) => void
     const started = performance.now();
     let captured = "";
     const code = await new Promise<number>((resolve) => {
-      const child = spawn(runtimeBin(deno), argv, { stdio: ["ignore", json ? "pipe" : "inherit", "inherit"], cwd: root });
+      const child = spawn(runtimeBin(deno), argv, {
+        stdio: ["ignore", json ? "pipe" : "inherit", "inherit"],
+        cwd: root,
+      });
       child.stdout?.on("data", (d: Uint8Array) => (captured += String(d)));
       child.on("exit", (c) => resolve(c ?? 1));
       child.on("error", () => resolve(1));
     });
-    err(`nrt bench: ${name} ${code === 0 ? "done" : `failed (exit ${code})`} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    err(
+      `nrt bench: ${name} ${code === 0 ? "done" : `failed (exit ${code})`} in ${
+        ((performance.now() - started) / 1000).toFixed(1)
+      } s`,
+    );
     if (code !== 0) failed++;
     if (json) {
       const tables: Array<{ title: string; rows: unknown[] }> = [];

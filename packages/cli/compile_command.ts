@@ -13,9 +13,9 @@ import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { UsageError } from "./serve.ts";
 
-
 /** The usage line of `nrt compile`. */
-export const COMPILE_USAGE = "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]";
+export const COMPILE_USAGE =
+  "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]";
 
 /** The generations a NEFF may target. */
 export const COMPILE_TARGETS: readonly ["sunda", "cayman", "mariana"] = ["sunda", "cayman", "mariana"];
@@ -73,7 +73,10 @@ export async function readOpLibraries(names: readonly string[]): Promise<Map<str
  * @throws {OnnxCompileError} For a model the compiler refuses (the message names the node, the op and what is
  * supported).
  */
-export async function compileOnnxToNeff(bytes: Uint8Array, options: OnnxToNeffOptions = {}): Promise<{ neff: Uint8Array; compiled: CompiledOnnxModel }> {
+export async function compileOnnxToNeff(
+  bytes: Uint8Array,
+  options: OnnxToNeffOptions = {},
+): Promise<{ neff: Uint8Array; compiled: CompiledOnnxModel }> {
   const compiled = compileOnnx(bytes, { target: options.target ?? "cayman", inputShapes: options.inputShapes });
   const libraries = options.libraries ?? await readOpLibraries(compiled.libraries);
   return { neff: buildOnnxNeff(compiled, { libraries, name: options.name }), compiled };
@@ -101,20 +104,30 @@ export function parseCompileArgs(args: readonly string[]): CompileArgs {
     throw new UsageError(`Cannot parse nrt compile arguments: ${e instanceof Error ? e.message : String(e)}`);
   }
   const { values: v, positionals } = parsed;
-  if (positionals.length !== 1) throw new UsageError(`Cannot parse nrt compile arguments: give exactly one MODEL.onnx\nUsage: ${COMPILE_USAGE}`);
-  if (v.out === undefined) throw new UsageError(`Cannot parse nrt compile arguments: -o MODEL.neff is required\nUsage: ${COMPILE_USAGE}`);
+  if (positionals.length !== 1) {
+    throw new UsageError(`Cannot parse nrt compile arguments: give exactly one MODEL.onnx\nUsage: ${COMPILE_USAGE}`);
+  }
+  if (v.out === undefined) {
+    throw new UsageError(`Cannot parse nrt compile arguments: -o MODEL.neff is required\nUsage: ${COMPILE_USAGE}`);
+  }
   const target = v.target ?? "cayman";
   if (!(COMPILE_TARGETS as readonly string[]).includes(target)) {
-    throw new UsageError(`Cannot parse nrt compile arguments: --target ${target} is not one of ${COMPILE_TARGETS.join(", ")}`);
+    throw new UsageError(
+      `Cannot parse nrt compile arguments: --target ${target} is not one of ${COMPILE_TARGETS.join(", ")}`,
+    );
   }
   const inputShapes: Record<string, number[]> = {};
   for (const spec of v["input-shape"] ?? []) {
     const m = /^([^=]+)=([0-9]+(?:,[0-9]+)*)?$/.exec(spec);
     const dims = m?.[2] === undefined ? [] : m[2].split(",").map(Number);
     if (m === null || dims.some((d) => !Number.isSafeInteger(d) || d < 1)) {
-      throw new UsageError(`Cannot parse nrt compile arguments: --input-shape ${spec} is not NAME=DIMS (positive integers separated by commas, e.g. x=8,3,224,224)`);
+      throw new UsageError(
+        `Cannot parse nrt compile arguments: --input-shape ${spec} is not NAME=DIMS (positive integers separated by commas, e.g. x=8,3,224,224)`,
+      );
     }
-    if (Object.hasOwn(inputShapes, m[1])) throw new UsageError(`Cannot parse nrt compile arguments: --input-shape names "${m[1]}" twice`);
+    if (Object.hasOwn(inputShapes, m[1])) {
+      throw new UsageError(`Cannot parse nrt compile arguments: --input-shape names "${m[1]}" twice`);
+    }
     inputShapes[m[1]] = dims;
   }
   return { model: positionals[0], out: v.out, target: target as CompileTarget, inputShapes };
@@ -132,14 +145,24 @@ export async function runCompile(args: readonly string[], log: (s: string) => vo
   const a = parseCompileArgs(args);
   const started = performance.now();
   const bytes = new Uint8Array(await readFile(a.model));
-  const { neff, compiled } = await compileOnnxToNeff(bytes, { target: a.target, inputShapes: a.inputShapes, name: basename(a.out) });
+  const { neff, compiled } = await compileOnnxToNeff(bytes, {
+    target: a.target,
+    inputShapes: a.inputShapes,
+    name: basename(a.out),
+  });
   await writeFile(a.out, neff);
   const mib = (n: number) => (n < 1 << 20 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(1)} MiB`);
   const count = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
   log(
-    `${a.out}: ${neff.byteLength} bytes (${Math.round(performance.now() - started)} ms): ${count(compiled.calls.length, "kernel call")} ` +
-      `(${compiled.stats.singleCore} on 1 core), ${count(compiled.weights.length, "weight")} (${mib(compiled.memory.weightBytes)}), ` +
-      `${count(compiled.buffers.length, "buffer")} (${mib(compiled.memory.plannedBytes)} planned, ${mib(compiled.memory.naiveBytes)} unplanned), ` +
+    `${a.out}: ${neff.byteLength} bytes (${Math.round(performance.now() - started)} ms): ${
+      count(compiled.calls.length, "kernel call")
+    } ` +
+      `(${compiled.stats.singleCore} on 1 core), ${count(compiled.weights.length, "weight")} (${
+        mib(compiled.memory.weightBytes)
+      }), ` +
+      `${count(compiled.buffers.length, "buffer")} (${mib(compiled.memory.plannedBytes)} planned, ${
+        mib(compiled.memory.naiveBytes)
+      } unplanned), ` +
       `target ${compiled.target}`,
   );
   return 0;

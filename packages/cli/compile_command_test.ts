@@ -8,7 +8,6 @@ import { parseCompileArgs } from "./compile_command.ts";
 import { mlpModel, randomInput, unsupportedOpModel } from "../onnx/_test_models.ts";
 import { maxRelError, runOrt } from "../../tests/onnx_testing.ts";
 
-
 /** Exit code, stdout and stderr of `nrt ...args`, run in-process. */
 async function nrt(args: string[]): Promise<{ code: number; out: string; err: string }> {
   const out: string[] = [], err: string[] = [];
@@ -25,50 +24,98 @@ async function nrt(args: string[]): Promise<{ code: number; out: string; err: st
 
 describe("nrt compile", () => {
   test("parseCompileArgs() reads the model, -o, --target and repeated --input-shape", () => {
-    expect(parseCompileArgs(["m.onnx", "-o", "m.neff"])).toEqual({ model: "m.onnx", out: "m.neff", target: "cayman", inputShapes: {} });
-    expect(parseCompileArgs(["--target", "sunda", "m.onnx", "--out", "o.neff", "--input-shape", "x=8,3,32,32", "--input-shape", "ids=8,128"]))
+    expect(parseCompileArgs(["m.onnx", "-o", "m.neff"])).toEqual({
+      model: "m.onnx",
+      out: "m.neff",
+      target: "cayman",
+      inputShapes: {},
+    });
+    expect(
+      parseCompileArgs([
+        "--target",
+        "sunda",
+        "m.onnx",
+        "--out",
+        "o.neff",
+        "--input-shape",
+        "x=8,3,32,32",
+        "--input-shape",
+        "ids=8,128",
+      ]),
+    )
       .toEqual({ model: "m.onnx", out: "o.neff", target: "sunda", inputShapes: { x: [8, 3, 32, 32], ids: [8, 128] } });
-    expect(parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "scalar="]).inputShapes).toEqual({ scalar: [] });
+    expect(parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "scalar="]).inputShapes).toEqual({
+      scalar: [],
+    });
   });
 
   test("parseCompileArgs() refuses what it cannot read, as a usage error", () => {
     expect(() => parseCompileArgs(["m.onnx"])).toThrow("-o MODEL.neff is required");
     expect(() => parseCompileArgs(["a.onnx", "b.onnx", "-o", "m.neff"])).toThrow("give exactly one MODEL.onnx");
-    expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--target", "trn9"])).toThrow("--target trn9 is not one of sunda, cayman, mariana");
-    expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "x=8,a"])).toThrow("--input-shape x=8,a is not NAME=DIMS");
-    expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "x=0,4"])).toThrow("--input-shape x=0,4 is not NAME=DIMS");
-    expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "x=1", "--input-shape", "x=2"])).toThrow('names "x" twice');
+    expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--target", "trn9"])).toThrow(
+      "--target trn9 is not one of sunda, cayman, mariana",
+    );
+    expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "x=8,a"])).toThrow(
+      "--input-shape x=8,a is not NAME=DIMS",
+    );
+    expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "x=0,4"])).toThrow(
+      "--input-shape x=0,4 is not NAME=DIMS",
+    );
+    expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "x=1", "--input-shape", "x=2"])).toThrow(
+      'names "x" twice',
+    );
     expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--verbose"])).toThrow("Unknown option '--verbose'");
   });
 
-  test("nrt compile writes a NEFF that nrt run executes on the simulated device, matching onnxruntime-web", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "nrt-compile-"));
-    const onnx = mlpModel();
-    writeFileSync(join(dir, "mlp.onnx"), onnx);
-    const r = await nrt(["compile", join(dir, "mlp.onnx"), "-o", join(dir, "mlp.neff"), "--input-shape", "x=3,16", "--target", "cayman"]);
-    expect(r.code).toBe(0);
-    expect(r.out).toMatch(/mlp\.neff: \d+ bytes \(\d+ ms\): 4 kernel calls \(4 on 1 core\), 6 weights .*target cayman$/);
-    const file = readNeff(new Uint8Array(readFileSync(join(dir, "mlp.neff"))));
-    expect([file.header.name, file.target]).toEqual(["mlp.neff", "cayman"]);
-    const x = randomInput(5, [3, 16]);
-    writeFileSync(join(dir, "x.json"), JSON.stringify(Array.from(x)));
-    const run = await nrt(["run", join(dir, "mlp.neff"), "--input", `x=${join(dir, "x.json")}`, "--json"]);
-    expect(run.code).toBe(0);
-    const probs = Float32Array.from(JSON.parse(run.out).outputs.probs as number[]);
-    expect(maxRelError(probs, (await runOrt(onnx, { x: { shape: [3, 16], data: x } })).probs)).toBeLessThan(1e-4);
-  }, 60_000);
+  test(
+    "nrt compile writes a NEFF that nrt run executes on the simulated device, matching onnxruntime-web",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "nrt-compile-"));
+      const onnx = mlpModel();
+      writeFileSync(join(dir, "mlp.onnx"), onnx);
+      const r = await nrt([
+        "compile",
+        join(dir, "mlp.onnx"),
+        "-o",
+        join(dir, "mlp.neff"),
+        "--input-shape",
+        "x=3,16",
+        "--target",
+        "cayman",
+      ]);
+      expect(r.code).toBe(0);
+      expect(r.out).toMatch(
+        /mlp\.neff: \d+ bytes \(\d+ ms\): 4 kernel calls \(4 on 1 core\), 6 weights .*target cayman$/,
+      );
+      const file = readNeff(new Uint8Array(readFileSync(join(dir, "mlp.neff"))));
+      expect([file.header.name, file.target]).toEqual(["mlp.neff", "cayman"]);
+      const x = randomInput(5, [3, 16]);
+      writeFileSync(join(dir, "x.json"), JSON.stringify(Array.from(x)));
+      const run = await nrt(["run", join(dir, "mlp.neff"), "--input", `x=${join(dir, "x.json")}`, "--json"]);
+      expect(run.code).toBe(0);
+      const probs = Float32Array.from(JSON.parse(run.out).outputs.probs as number[]);
+      expect(maxRelError(probs, (await runOrt(onnx, { x: { shape: [3, 16], data: x } })).probs)).toBeLessThan(1e-4);
+    },
+    60_000,
+  );
 
-  test("nrt compile exits 1 naming the node, the op and what is supported; 1 for an unresolved dim; 2 for usage", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "nrt-compile-"));
-    writeFileSync(join(dir, "bad.onnx"), unsupportedOpModel());
-    const bad = await nrt(["compile", join(dir, "bad.onnx"), "-o", join(dir, "bad.neff")]);
-    expect(bad.code).toBe(1);
-    expect(bad.err).toMatch(/^nrt compile: Cannot compile node "transpose_by_einsum" \(Einsum\): .*supported.*\bMatMul\b/);
-    writeFileSync(join(dir, "mlp.onnx"), mlpModel());
-    const dynamic = await nrt(["compile", join(dir, "mlp.onnx"), "-o", join(dir, "mlp.neff")]);
-    expect(dynamic.code).toBe(1);
-    expect(dynamic.err).toContain("--input-shape");
-    expect((await nrt(["compile", join(dir, "mlp.onnx")])).code).toBe(2);
-    expect((await nrt(["compile", "--help"])).out).toContain("Usage: nrt compile MODEL.onnx -o MODEL.neff");
-  }, 60_000);
+  test(
+    "nrt compile exits 1 naming the node, the op and what is supported; 1 for an unresolved dim; 2 for usage",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "nrt-compile-"));
+      writeFileSync(join(dir, "bad.onnx"), unsupportedOpModel());
+      const bad = await nrt(["compile", join(dir, "bad.onnx"), "-o", join(dir, "bad.neff")]);
+      expect(bad.code).toBe(1);
+      expect(bad.err).toMatch(
+        /^nrt compile: Cannot compile node "transpose_by_einsum" \(Einsum\): .*supported.*\bMatMul\b/,
+      );
+      writeFileSync(join(dir, "mlp.onnx"), mlpModel());
+      const dynamic = await nrt(["compile", join(dir, "mlp.onnx"), "-o", join(dir, "mlp.neff")]);
+      expect(dynamic.code).toBe(1);
+      expect(dynamic.err).toContain("--input-shape");
+      expect((await nrt(["compile", join(dir, "mlp.onnx")])).code).toBe(2);
+      expect((await nrt(["compile", "--help"])).out).toContain("Usage: nrt compile MODEL.onnx -o MODEL.neff");
+    },
+    60_000,
+  );
 });

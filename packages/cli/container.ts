@@ -14,7 +14,15 @@ import "reflect-metadata";
 import { cayman } from "@nrt/arch-cayman";
 import { mariana } from "@nrt/arch-mariana";
 import { sunda } from "@nrt/arch-sunda";
-import { type ArchPack, NrtError, NrtStatus, type Portal, resolveRuntimeConfig, Runtime, type RuntimeInitOptions } from "@nrt/core";
+import {
+  type ArchPack,
+  NrtError,
+  NrtStatus,
+  type Portal,
+  resolveRuntimeConfig,
+  Runtime,
+  type RuntimeInitOptions,
+} from "@nrt/core";
 import type { SiliconSpec } from "@nrt/core/hal";
 import { type DeviceAgentMode, DeviceSimPortal, type Q7ClusterFactory } from "@nrt/device-sim";
 import { container as root } from "tsyringe";
@@ -72,7 +80,9 @@ export interface NrtContainerOptions {
  */
 export function archPackNamed(name: string, packs: readonly ArchPack[] = SHIPPED_ARCH_PACKS): ArchPack {
   const n = name.trim().toLowerCase();
-  const pack = packs.find((p) => p.spec.name.toLowerCase() === n || p.spec.instances.some((i) => i.toLowerCase() === n));
+  const pack = packs.find((p) =>
+    p.spec.name.toLowerCase() === n || p.spec.instances.some((i) => i.toLowerCase() === n)
+  );
   if (pack === undefined) {
     const names = packs.flatMap((p) => [p.spec.name, ...p.spec.instances]).join(", ");
     throw new NrtError(NrtStatus.NRT_INVALID, `Unknown architecture "${name}": expected one of ${names}`);
@@ -106,16 +116,26 @@ export function simulatedSpec(options: NrtContainerOptions = {}): SiliconSpec {
  */
 export function createNrtContainer(options: NrtContainerOptions = {}): NrtContainer {
   const c = root.createChildContainer();
-  for (const pack of [...SHIPPED_ARCH_PACKS, ...(options.archPacks ?? [])]) c.register(ArchPackToken, { useValue: pack });
+  for (const pack of [...SHIPPED_ARCH_PACKS, ...(options.archPacks ?? [])]) {
+    c.register(ArchPackToken, { useValue: pack });
+  }
   const portal = options.portal ??
-    new DeviceSimPortal({ spec: simulatedSpec(options), hbmBytes: options.hbmBytes, agents: options.agents, q7Factory: options.q7Factory });
+    new DeviceSimPortal({
+      spec: simulatedSpec(options),
+      hbmBytes: options.hbmBytes,
+      agents: options.agents,
+      q7Factory: options.q7Factory,
+    });
   c.register(PortalToken, { useValue: portal });
   return c;
 }
 
 /** The runtime's plug-ins as {@linkcode Runtime.init} takes them: the container's portal and all its arch packs. */
 export function nrtPlugins(container: NrtContainer): Pick<RuntimeInitOptions, "portal" | "archPacks"> {
-  return { portal: container.resolve(PortalToken), archPacks: container.isRegistered(ArchPackToken, true) ? container.resolveAll(ArchPackToken) : [] };
+  return {
+    portal: container.resolve(PortalToken),
+    archPacks: container.isRegistered(ArchPackToken, true) ? container.resolveAll(ArchPackToken) : [],
+  };
 }
 
 /**

@@ -35,7 +35,9 @@ export async function runDemo(args: readonly string[] = [], log: (s: string) => 
   }
   const container = createNrtContainer();
   const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1] });
-  log(`nrt: ${rt.spec.name} (${rt.spec.generation}) device with ${rt.device.ncCount} NeuronCores, simulated; ${rt.visibleVncCount} logical core(s) visible`);
+  log(
+    `nrt: ${rt.spec.name} (${rt.spec.generation}) device with ${rt.device.ncCount} NeuronCores, simulated; ${rt.visibleVncCount} logical core(s) visible`,
+  );
   let bad = 0;
   try {
     const n = 1 << 18;
@@ -71,7 +73,11 @@ export async function runDemo(args: readonly string[] = [], log: (s: string) => 
       let wrong = 0;
       for (let i = 0; i < n; i++) if (got[i] !== c.ref(xs, i)) wrong++;
       bad += wrong;
-      log(`${c.fn.padEnd(12)} ${n} float32 elements on 8 Q7 cores: ${ms.toFixed(3)} ms/execute, ${wrong === 0 ? "matches the reference" : `${wrong} mismatches`}`);
+      log(
+        `${c.fn.padEnd(12)} ${n} float32 elements on 8 Q7 cores: ${ms.toFixed(3)} ms/execute, ${
+          wrong === 0 ? "matches the reference" : `${wrong} mismatches`
+        }`,
+      );
       await model.unload();
     }
   } finally {

@@ -12,7 +12,14 @@ import { DeviceSimPortal } from "@nrt/device-sim";
 import process from "node:process";
 import { DeviceDaemon } from "@nrt/device-sim/remote";
 import { simulatedSpec } from "./container.ts";
-import { type CommandSpec, formatHelp, parseCommandArgs, parseIntegerOption, UsageError, usageError } from "./command_args.ts";
+import {
+  type CommandSpec,
+  formatHelp,
+  parseCommandArgs,
+  parseIntegerOption,
+  UsageError,
+  usageError,
+} from "./command_args.ts";
 import { listenSocket, type SocketAddress, type SocketListener } from "./transports.ts";
 import { commandLineArgs, exit, waitForSignal } from "./platform.ts";
 import { announce, type Announced, ownCommandLine } from "./neuron_discovery.ts";
@@ -24,7 +31,11 @@ export const DEVICE_SIM_COMMAND = {
   summary: 'Run the simulated Neuron device as a daemon shared by runtime processes (the "remote" portal backend).',
   options: {
     socket: { type: "string", value: "PATH", description: "listen on a Unix socket" },
-    port: { type: "string", value: "P", description: "listen on TCP port P of the loopback host (0: the OS picks; the line printed names it)" },
+    port: {
+      type: "string",
+      value: "P",
+      description: "listen on TCP port P of the loopback host (0: the OS picks; the line printed names it)",
+    },
     host: { type: "string", value: "H", description: "the loopback address to bind with --port (default 127.0.0.1)" },
     arch: { type: "string", value: "A", description: "sunda (trn1/inf2), cayman (trn2, default) or mariana" },
     devices: { type: "string", value: "N", description: "simulated devices (default 1)" },
@@ -78,10 +89,16 @@ export function parseDeviceDaemonArgs(args: readonly string[]): DeviceDaemonCliO
   const int = (flag: string, text: string | undefined, min: number, max: number) =>
     text === undefined ? undefined : parseIntegerOption(DEVICE_SIM_COMMAND, flag, text, min, max);
   const port = int("--port", v.port, 0, 65535);
-  if ((v.socket === undefined) === (port === undefined)) throw usageError(DEVICE_SIM_COMMAND, "give exactly one of --socket PATH and --port P");
-  if (v.host !== undefined && v.socket !== undefined) throw usageError(DEVICE_SIM_COMMAND, "--host goes with --port, not --socket");
+  if ((v.socket === undefined) === (port === undefined)) {
+    throw usageError(DEVICE_SIM_COMMAND, "give exactly one of --socket PATH and --port P");
+  }
+  if (v.host !== undefined && v.socket !== undefined) {
+    throw usageError(DEVICE_SIM_COMMAND, "--host goes with --port, not --socket");
+  }
   const host = v.host ?? "127.0.0.1";
-  if (!/^(127\.\d+\.\d+\.\d+|localhost|::1)$/.test(host)) throw usageError(DEVICE_SIM_COMMAND, `--host ${host} is not a loopback address`);
+  if (!/^(127\.\d+\.\d+\.\d+|localhost|::1)$/.test(host)) {
+    throw usageError(DEVICE_SIM_COMMAND, `--host ${host} is not a loopback address`);
+  }
   return {
     address: v.socket !== undefined ? { path: v.socket } : { port: port!, hostname: host },
     arch: v.arch,
@@ -93,7 +110,11 @@ export function parseDeviceDaemonArgs(args: readonly string[]): DeviceDaemonCliO
 /** Starts the simulator, the daemon and the socket. */
 export async function startDeviceDaemon(options: DeviceDaemonCliOptions): Promise<RunningDeviceDaemon> {
   const log = options.log ?? ((line: string) => console.error(`nrt device-sim: ${line}`));
-  const sim = new DeviceSimPortal({ spec: simulatedSpec({ arch: options.arch }), devices: options.devices, hbmBytes: options.hbmBytes });
+  const sim = new DeviceSimPortal({
+    spec: simulatedSpec({ arch: options.arch }),
+    devices: options.devices,
+    hbmBytes: options.hbmBytes,
+  });
   const daemon = new DeviceDaemon({ portal: sim, spec: sim.spec, resetCore: (d, nc) => sim.resetQ7(d, nc), log });
   let listener: SocketListener;
   try {
@@ -105,7 +126,13 @@ export async function startDeviceDaemon(options: DeviceDaemonCliOptions): Promis
   let announced: Announced | undefined;
   if (options.announce !== undefined) {
     try {
-      announced = await announce({ kind: "device-sim", pid: process.pid, command: ownCommandLine(), address: listener.address, started: Date.now() }, options.announce);
+      announced = await announce({
+        kind: "device-sim",
+        pid: process.pid,
+        command: ownCommandLine(),
+        address: listener.address,
+        started: Date.now(),
+      }, options.announce);
     } catch (e) {
       log(`not announced to nrt ls / nrt monitor: ${e instanceof Error ? e.message : String(e)}`);
     }
@@ -133,7 +160,10 @@ export async function startDeviceDaemon(options: DeviceDaemonCliOptions): Promis
  * @returns 0 once stopped.
  * @throws {UsageError} For a malformed command line (see {@linkcode parseDeviceDaemonArgs}).
  */
-export async function runDeviceDaemon(args: readonly string[], log: (s: string) => void = console.log): Promise<number> {
+export async function runDeviceDaemon(
+  args: readonly string[],
+  log: (s: string) => void = console.log,
+): Promise<number> {
   const options = parseDeviceDaemonArgs(args);
   if (options === undefined) {
     log(formatHelp(DEVICE_SIM_COMMAND));
@@ -142,7 +172,9 @@ export async function runDeviceDaemon(args: readonly string[], log: (s: string) 
   const running = await startDeviceDaemon({ ...options, announce: process.env });
   const spec = running.sim.spec;
   const stopSignal = waitForSignal(); // handlers in place before the line that tells a supervisor it may signal
-  log(`nrt device-sim: listening on ${running.listener.address} (${spec.name}, ${spec.ncPerDevice} NeuronCores per device)`);
+  log(
+    `nrt device-sim: listening on ${running.listener.address} (${spec.name}, ${spec.ncPerDevice} NeuronCores per device)`,
+  );
   await stopSignal;
   await running.stop();
   return 0;
@@ -150,8 +182,10 @@ export async function runDeviceDaemon(args: readonly string[], log: (s: string) 
 
 if (import.meta.main) {
   const args = commandLineArgs();
-  exit(await runDeviceDaemon(args[0] === "device-sim" ? args.slice(1) : args).catch((e) => {
-    console.error(e instanceof Error ? e.message : String(e));
-    return e instanceof UsageError ? 2 : 1;
-  }));
+  exit(
+    await runDeviceDaemon(args[0] === "device-sim" ? args.slice(1) : args).catch((e) => {
+      console.error(e instanceof Error ? e.message : String(e));
+      return e instanceof UsageError ? 2 : 1;
+    }),
+  );
 }

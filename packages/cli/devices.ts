@@ -14,7 +14,12 @@ export const DEVICES_COMMAND = {
   usage: "nrt devices [--arch A] [--json]",
   summary: "List the (simulated) devices: generation, NeuronCores, memory.",
   options: {
-    arch: { type: "string", value: "A", description: "the generation to simulate: a pack name or instance family such as cayman or trn2 (default: NRT_ARCH, else cayman)" },
+    arch: {
+      type: "string",
+      value: "A",
+      description:
+        "the generation to simulate: a pack name or instance family such as cayman or trn2 (default: NRT_ARCH, else cayman)",
+    },
     json: { type: "boolean", description: 'print one JSON document, {"devices": [...]}' },
   },
   positionals: { min: 0, max: 0, name: "arguments" },
@@ -95,8 +100,12 @@ export async function runDevices(args: readonly string[], log: (s: string) => vo
   }
   for (const r of rows) {
     log(
-      `nd${r.device}  ${r.arch} (${r.generation}, ${r.instances.join("/")})  ${r.neuronCores} NeuronCores × ${r.q7CoresPerNc} Q7  ` +
-        `HBM ${(r.hbmBytes / GiB).toFixed(0)} GiB  SBUF ${(r.sbufBytesPerCore / 2 ** 20).toFixed(0)} MiB/core  LNC ${r.virtualCoreSize}  [${r.portal}]`,
+      `nd${r.device}  ${r.arch} (${r.generation}, ${
+        r.instances.join("/")
+      })  ${r.neuronCores} NeuronCores × ${r.q7CoresPerNc} Q7  ` +
+        `HBM ${(r.hbmBytes / GiB).toFixed(0)} GiB  SBUF ${
+          (r.sbufBytesPerCore / 2 ** 20).toFixed(0)
+        } MiB/core  LNC ${r.virtualCoreSize}  [${r.portal}]`,
     );
   }
   return 0;

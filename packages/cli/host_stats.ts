@@ -68,8 +68,22 @@ function readCpus(): Reading {
   try {
     return parseProcStat(readFileSync("/proc/stat", "utf8"));
   } catch (e) {
-    const list = cpus().map((c) => ({ user: c.times.user, nice: c.times.nice, system: c.times.sys, idle: c.times.idle, ioWait: 0, irq: c.times.irq, softIrq: 0 }));
-    return { cpus: list, ctxt: undefined, error: `cannot read /proc/stat (${e instanceof Error ? e.message : String(e)}); io_wait, soft_irq and context switches are not known` };
+    const list = cpus().map((c) => ({
+      user: c.times.user,
+      nice: c.times.nice,
+      system: c.times.sys,
+      idle: c.times.idle,
+      ioWait: 0,
+      irq: c.times.irq,
+      softIrq: 0,
+    }));
+    return {
+      cpus: list,
+      ctxt: undefined,
+      error: `cannot read /proc/stat (${
+        e instanceof Error ? e.message : String(e)
+      }); io_wait, soft_irq and context switches are not known`,
+    };
   }
 }
 
@@ -77,7 +91,15 @@ function share(a: CpuTimes | undefined, b: CpuTimes): VcpuShares {
   const d = (k: keyof CpuTimes): number => Math.max(0, b[k] - (a?.[k] ?? 0));
   const total = d("user") + d("nice") + d("system") + d("idle") + d("ioWait") + d("irq") + d("softIrq");
   const pct = (k: keyof CpuTimes): number => (total === 0 ? 0 : (d(k) / total) * 100);
-  return { user: pct("user"), nice: pct("nice"), system: pct("system"), idle: pct("idle"), ioWait: pct("ioWait"), irq: pct("irq"), softIrq: pct("softIrq") };
+  return {
+    user: pct("user"),
+    nice: pct("nice"),
+    system: pct("system"),
+    idle: pct("idle"),
+    ioWait: pct("ioWait"),
+    irq: pct("irq"),
+    softIrq: pct("softIrq"),
+  };
 }
 
 /** Reads the host's vCPU and memory state; each {@linkcode HostStats.sample} covers the time since the previous one. */
@@ -113,7 +135,10 @@ export class HostStats {
       mem = { total: totalmem(), used: totalmem() - freemem(), swapTotal: 0, swapUsed: 0 };
       memError = `cannot read /proc/meminfo (${e instanceof Error ? e.message : String(e)}); swap is not known`;
     }
-    const errors = { ...(cpuError === undefined ? {} : { vcpu_usage: cpuError }), ...(memError === undefined ? {} : { memory_info: memError }) };
+    const errors = {
+      ...(cpuError === undefined ? {} : { vcpu_usage: cpuError }),
+      ...(memError === undefined ? {} : { memory_info: memError }),
+    };
     return {
       vcpus,
       contextSwitches: ctxt,

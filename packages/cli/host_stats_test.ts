@@ -4,7 +4,9 @@ import { HostStats, parseMeminfo, parseProcStat } from "./host_stats.ts";
 
 describe("host_stats", () => {
   test("parseProcStat() reads each cpuN line's seven times and ctxt, not the aggregate cpu line", () => {
-    const r = parseProcStat("cpu  9 9 9 9 9 9 9 0 0 0\ncpu0 10 1 5 80 2 1 1 0 0 0\ncpu1 20 0 10 70 0 0 0 0 0 0\nintr 1 2\nctxt 1234\n");
+    const r = parseProcStat(
+      "cpu  9 9 9 9 9 9 9 0 0 0\ncpu0 10 1 5 80 2 1 1 0 0 0\ncpu1 20 0 10 70 0 0 0 0 0 0\nintr 1 2\nctxt 1234\n",
+    );
     expect(r.cpus).toEqual([
       { user: 10, nice: 1, system: 5, idle: 80, ioWait: 2, irq: 1, softIrq: 1 },
       { user: 20, nice: 0, system: 10, idle: 70, ioWait: 0, irq: 0, softIrq: 0 },
@@ -13,7 +15,9 @@ describe("host_stats", () => {
   });
 
   test("parseMeminfo() gives bytes; used is total minus MemAvailable", () => {
-    const m = parseMeminfo("MemTotal:       1000 kB\nMemFree:  100 kB\nMemAvailable:    400 kB\nSwapTotal: 50 kB\nSwapFree: 20 kB\n");
+    const m = parseMeminfo(
+      "MemTotal:       1000 kB\nMemFree:  100 kB\nMemAvailable:    400 kB\nSwapTotal: 50 kB\nSwapFree: 20 kB\n",
+    );
     expect(m).toEqual({ total: 1024000, used: 614400, swapTotal: 51200, swapUsed: 30720 });
     expect(() => parseMeminfo("MemTotal: 1 kB\n")).toThrow("/proc/meminfo has no SwapTotal");
   });

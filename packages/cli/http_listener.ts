@@ -79,7 +79,7 @@ export class DrainGate {
       headers.set("connection", "close");
       return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
     } finally {
-      if (--this.#active === 0) for (const w of this.#waiters.splice(0)) w();
+      if (--this.#active === 0) { for (const w of this.#waiters.splice(0)) w(); }
     }
   };
 

@@ -84,7 +84,14 @@ function ucodeLibs(members: ReadonlyMap<string, Uint8Array>, graphs: readonly st
     for (const lib of list) {
       if (typeof lib !== "object" || lib === null) continue;
       const l = lib as Record<string, unknown>;
-      libs.push({ graph, name: l.name, file: l.file, total_cpus: l.total_cpus, cpu_id: l.cpu_id, functions: l.functions });
+      libs.push({
+        graph,
+        name: l.name,
+        file: l.file,
+        total_cpus: l.total_cpus,
+        cpu_id: l.cpu_id,
+        functions: l.functions,
+      });
     }
   }
   return libs;
@@ -190,7 +197,9 @@ export function formatInspect(report: InspectReport): string {
   if (report.ucode_libs !== undefined) {
     const libs = table([
       ["graph", "library", "file", "cpus"],
-      ...report.ucode_libs.map((l) => [l.graph, String(l.name), String(l.file), `${String(l.cpu_id)}/${String(l.total_cpus)}`]),
+      ...report.ucode_libs.map((
+        l,
+      ) => [l.graph, String(l.name), String(l.file), `${String(l.cpu_id)}/${String(l.total_cpus)}`]),
     ]);
     out += `\n${libs}\n`;
   }

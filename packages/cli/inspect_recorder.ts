@@ -76,7 +76,9 @@ export class InspectRecorder {
     const exec = spans.find((s) => s.name === "nrt_execute");
     if (exec === undefined) return undefined;
     // By start: the device records its run's own slice as the run ends, which may be just after the host's call returned.
-    const timeline = this.#events.filter((e) => last.ncs.includes(e.nc) && e.start >= exec.start && e.start <= exec.end);
+    const timeline = this.#events.filter((e) =>
+      last.ncs.includes(e.nc) && e.start >= exec.start && e.start <= exec.end
+    );
     const model = exec.detail ?? "model";
     return buildChromeTrace({ model, device: this.#deviceName, spans, timeline });
   }

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { buildNeff, readNeff } from "@nrt/core";
-import { inspectNeff, type InspectIo, runInspect } from "./inspect.ts";
+import { type InspectIo, inspectNeff, runInspect } from "./inspect.ts";
 
 const FIXTURES = new URL("../../../shared/fixtures/neff/", import.meta.url);
 const SMALL = new URL("matmul_small.neff", FIXTURES).pathname;
@@ -28,10 +28,24 @@ describe("runInspect()", () => {
     expect(sink.out.length).toBe(1);
     const r = JSON.parse(sink.out[0]);
     expect(r.header).toEqual({
-      pkg_version: 2, header_size: 1024, data_size: 61440, neff_version_major: 2, neff_version_minor: 0, num_tpb: 1,
-      name: "file.neff", uuid: "00a04c535fd94f07bffdd5eacdefc852", requested_tpb_count: 1, feature_bits: 2137088, lnc_size: 2,
+      pkg_version: 2,
+      header_size: 1024,
+      data_size: 61440,
+      neff_version_major: 2,
+      neff_version_minor: 0,
+      num_tpb: 1,
+      name: "file.neff",
+      uuid: "00a04c535fd94f07bffdd5eacdefc852",
+      requested_tpb_count: 1,
+      feature_bits: 2137088,
+      lnc_size: 2,
     });
-    expect(r.hash).toEqual({ algorithm: "md5", stored: "efe9b3bc98163077b94c8bcdacf51f47", computed: "efe9b3bc98163077b94c8bcdacf51f47", valid: true });
+    expect(r.hash).toEqual({
+      algorithm: "md5",
+      stored: "efe9b3bc98163077b94c8bcdacf51f47",
+      computed: "efe9b3bc98163077b94c8bcdacf51f47",
+      valid: true,
+    });
     expect(r.target).toBe("cayman");
     expect(r.graphs).toEqual(["sg00", "sg01"]);
     expect(r.members).toBe(72);
@@ -76,8 +90,17 @@ describe("inspectNeff()", () => {
     const enc = new TextEncoder();
     const real = readNeff(new Uint8Array(await readFile(SMALL)));
     const members = new Map(real.members);
-    const lib = { name: "relu", file: "relu.elf", total_cpus: 8, cpu_id: 0, functions: [{ opcode: 0xf0, name: "relu_f16" }] };
-    members.set("sg00/Pool.json", enc.encode(JSON.stringify({ dma: [], instr: "Pool.bin", name: "Pool.json", ucode_libs: [lib] })));
+    const lib = {
+      name: "relu",
+      file: "relu.elf",
+      total_cpus: 8,
+      cpu_id: 0,
+      functions: [{ opcode: 0xf0, name: "relu_f16" }],
+    };
+    members.set(
+      "sg00/Pool.json",
+      enc.encode(JSON.stringify({ dma: [], instr: "Pool.bin", name: "Pool.json", ucode_libs: [lib] })),
+    );
     members.set("sg00/relu.elf", new Uint8Array(16));
     const r = inspectNeff(buildNeff({ name: "custom.neff", members, featureBits: 1n << 60n }));
     expect(r.ucode_libs).toEqual([{ graph: "sg00", ...lib }]);

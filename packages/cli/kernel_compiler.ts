@@ -12,8 +12,20 @@ import { NrtError, NrtStatus } from "@nrt/core";
 
 /** The compiler flags of every kernel (the same list as `KERNEL_FLAGS` in `kernels/build.mjs`). */
 export const KERNEL_FLAGS: readonly string[] = Object.freeze([
-  "--importMemory", "--sharedMemory", "--initialMemory", "0", "--maximumMemory", "65536", "--enable", "threads",
-  "--runtime", "stub", "-O3", "--noAssert", "--use", "abort=",
+  "--importMemory",
+  "--sharedMemory",
+  "--initialMemory",
+  "0",
+  "--maximumMemory",
+  "65536",
+  "--enable",
+  "threads",
+  "--runtime",
+  "stub",
+  "-O3",
+  "--noAssert",
+  "--use",
+  "abort=",
 ]);
 
 /** The project's kernel ABI declarations for AssemblyScript. */
@@ -40,10 +52,18 @@ export async function compileKernel(file: string): Promise<Uint8Array> {
     },
     listFiles: () => [],
     stdout: { write: () => true },
-    stderr: { write: (t: string | Uint8Array) => ((diagnostics += typeof t === "string" ? t : new TextDecoder().decode(t)), true) },
+    stderr: {
+      write: (
+        t: string | Uint8Array,
+      ) => ((diagnostics += typeof t === "string" ? t : new TextDecoder().decode(t)), true),
+    },
   } as never);
   if (error || binary === undefined) {
-    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot compile kernel ${file}: ${error?.message ?? "no binary"}\n${diagnostics}`.trim(), { cause: error ?? undefined });
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `Cannot compile kernel ${file}: ${error?.message ?? "no binary"}\n${diagnostics}`.trim(),
+      { cause: error ?? undefined },
+    );
   }
   return binary;
 }

@@ -31,7 +31,8 @@ import { connectDeviceDaemon, parseAddress } from "./transports.ts";
 export const LS_COMMAND = {
   name: "ls",
   usage: "nrt ls [--output-format table|json] [-j] [-w] [-a] [--device ADDRESS] [--arch A]",
-  summary: "List the Neuron devices, their NeuronCores and memory, and the processes holding cores, as neuron-ls does\n" +
+  summary:
+    "List the Neuron devices, their NeuronCores and memory, and the processes holding cores, as neuron-ls does\n" +
     "(docs/neuron-tools.md). With a device daemon (--device, or one found on this machine) every client process is\n" +
     "listed with its cores.",
   options: {
@@ -39,8 +40,16 @@ export const LS_COMMAND = {
     "json-output": { type: "boolean", short: "j", description: "the older per-device JSON array (neuron-ls -j)" },
     wide: { type: "boolean", short: "w", description: "commands up to 80 characters instead of 40" },
     "show-all-procs": { type: "boolean", short: "a", description: "also processes that do not run the Neuron runtime" },
-    device: { type: "string", value: "ADDRESS", description: "a device daemon: unix:PATH, HOST:PORT or PORT (default: the first one announced)" },
-    arch: { type: "string", value: "A", description: "without a daemon, the generation to simulate (default: NRT_ARCH, else cayman)" },
+    device: {
+      type: "string",
+      value: "ADDRESS",
+      description: "a device daemon: unix:PATH, HOST:PORT or PORT (default: the first one announced)",
+    },
+    arch: {
+      type: "string",
+      value: "A",
+      description: "without a daemon, the generation to simulate (default: NRT_ARCH, else cayman)",
+    },
   },
   positionals: { min: 0, max: 0, name: "arguments" },
 } as const satisfies CommandSpec;
@@ -117,7 +126,10 @@ async function fromDaemon(address: string): Promise<NeuronLsSnapshot> {
 }
 
 /** The embedded simulator's devices and the announced servers that run one. */
-async function fromEmbedded(arch: string | undefined, env: Record<string, string | undefined>): Promise<NeuronLsSnapshot> {
+async function fromEmbedded(
+  arch: string | undefined,
+  env: Record<string, string | undefined>,
+): Promise<NeuronLsSnapshot> {
   const config = resolveRuntimeConfig(arch === undefined ? {} : { arch }, env);
   const portal = createNrtContainer({ arch: config.arch, env }).resolve(PortalToken);
   let devices: PortalDeviceInfo[];
@@ -136,7 +148,9 @@ async function fromEmbedded(arch: string | undefined, env: Record<string, string
       command: a.command,
       runtimeVersion: a.runtimeVersion,
       devices: [0],
-      ...(a.ncs === undefined ? {} : { neuroncoreIds: [...new Set(a.ncs.map((nc) => logicalId(devices, lnc, 0, nc)))] }),
+      ...(a.ncs === undefined
+        ? {}
+        : { neuroncoreIds: [...new Set(a.ncs.map((nc) => logicalId(devices, lnc, 0, nc)))] }),
     });
   }
   return { instance: instanceOf(spec), logicalNeuronCoreConfig: lncOf(spec), devices: lsDevices(devices), processes };
@@ -154,7 +168,10 @@ export async function collectLs(options: LsOptions = {}): Promise<NeuronLsSnapsh
   // The whole environment: the announcement folder's variables are not the runtime's (envFromProcess keeps only those).
   const env = options.env ?? process.env;
   if (options.device !== undefined && options.arch !== undefined) {
-    throw usageError(LS_COMMAND, "--arch and --device exclude each other (the device daemon simulates its own generation)");
+    throw usageError(
+      LS_COMMAND,
+      "--arch and --device exclude each other (the device daemon simulates its own generation)",
+    );
   }
   if (options.device !== undefined) return await fromDaemon(options.device);
   if (options.arch === undefined) {
@@ -172,7 +189,10 @@ export async function collectLs(options: LsOptions = {}): Promise<NeuronLsSnapsh
  * @returns 0.
  * @throws {UsageError} For an unknown option, an `--output-format` other than table or json, or a bad `--device`.
  */
-export async function runLs(args: readonly string[], log: (s: string) => void = (s) => console.log(s.replace(/\n$/, ""))): Promise<number> {
+export async function runLs(
+  args: readonly string[],
+  log: (s: string) => void = (s) => console.log(s.replace(/\n$/, "")),
+): Promise<number> {
   const { help, values } = parseCommandArgs(LS_COMMAND, args);
   if (help) {
     log(formatHelp(LS_COMMAND));
@@ -182,11 +202,12 @@ export async function runLs(args: readonly string[], log: (s: string) => void = 
   const of = values["output-format"];
   if (of !== undefined) {
     if (of !== "table" && of !== "json") throw usageError(LS_COMMAND, `--output-format ${of} is not table or json`);
-    if (values["json-output"] === true) throw usageError(LS_COMMAND, "--output-format and -j/--json-output exclude each other");
+    if (values["json-output"] === true) {
+      throw usageError(LS_COMMAND, "--output-format and -j/--json-output exclude each other");
+    }
     format = of;
   } else if (values["json-output"] === true) format = "legacy-json";
   const snap = await collectLs({ device: values.device, arch: values.arch });
   log(formatNeuronLs(snap, { format, wide: values.wide === true, showAllProcs: values["show-all-procs"] === true }));
   return 0;
 }
-

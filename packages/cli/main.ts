@@ -49,7 +49,11 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   demo: specified(DEMO_COMMAND, (a) => runDemo(a)),
   inspect: specified(INSPECT_COMMAND, (a) => runInspect(a, io)),
   run: specified(RUN_COMMAND, (a) => runModel(a)),
-  compile: { usage: "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]", summary: "Compile an ONNX model into a custom-op NEFF of op-library kernels (docs/onnx.md)", run: async (a) => (await import("./compile_command.ts")).runCompile(a) },
+  compile: {
+    usage: "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]",
+    summary: "Compile an ONNX model into a custom-op NEFF of op-library kernels (docs/onnx.md)",
+    run: async (a) => (await import("./compile_command.ts")).runCompile(a),
+  },
   pack: specified(PACK_COMMAND, (a) => runPack(a)),
   devices: specified(DEVICES_COMMAND, (a) => runDevices(a)),
   bench: specified(BENCH_COMMAND, (a) => runBench(a)),

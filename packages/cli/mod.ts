@@ -5,8 +5,8 @@
  */
 
 export {
-  ArchPackToken,
   archPackNamed,
+  ArchPackToken,
   createNrtContainer,
   createNrtRuntime,
   type NrtContainer,
@@ -17,8 +17,26 @@ export {
   SHIPPED_ARCH_PACKS,
   simulatedSpec,
 } from "./container.ts";
-export { formatInspect, inspectNeff, type InspectIo, type InspectReport, type InspectTensor, type InspectUcodeLib, runInspect } from "./inspect.ts";
-export { buildDemoModels, isLoopbackHost, parseServeArgs, type RunningServer, runServe, type ServeOptions, type ShutdownReport, startServer, UsageError } from "./serve.ts";
+export {
+  formatInspect,
+  type InspectIo,
+  inspectNeff,
+  type InspectReport,
+  type InspectTensor,
+  type InspectUcodeLib,
+  runInspect,
+} from "./inspect.ts";
+export {
+  buildDemoModels,
+  isLoopbackHost,
+  parseServeArgs,
+  type RunningServer,
+  runServe,
+  type ServeOptions,
+  type ShutdownReport,
+  startServer,
+  UsageError,
+} from "./serve.ts";
 export { directoryFiles, type DirectoryFilesOptions } from "./repository_dir.ts";
 export { adminToken, newAdminToken, writeAdminToken } from "./admin_token.ts";
 export { SimDeviceView } from "./sim_device_view.ts";

@@ -23,8 +23,22 @@ import process from "node:process";
 import { type CommandSpec, formatHelp, parseCommandArgs, parseIntegerOption, usageError } from "./command_args.ts";
 import { archPackNamed } from "./container.ts";
 import { HostStats } from "./host_stats.ts";
-import { buildMonitorReport, groupKey, type NeuronMonitorReport, type RuntimeReport, scheduleMonitorGroups, serializeMonitorReport, type SystemData } from "./neuron/neuron_monitor.ts";
-import { defaultMonitorConfig, type MonitorConfig, NeuronMonitorConfigError, parseMonitorConfig, selectRuntime } from "./neuron/neuron_monitor_config.ts";
+import {
+  buildMonitorReport,
+  groupKey,
+  type NeuronMonitorReport,
+  type RuntimeReport,
+  scheduleMonitorGroups,
+  serializeMonitorReport,
+  type SystemData,
+} from "./neuron/neuron_monitor.ts";
+import {
+  defaultMonitorConfig,
+  type MonitorConfig,
+  NeuronMonitorConfigError,
+  parseMonitorConfig,
+  selectRuntime,
+} from "./neuron/neuron_monitor_config.ts";
 import { type DeviceTemplate, type RuntimeReading, StatusSnapshots } from "./neuron/status_snapshot.ts";
 import { discover } from "./neuron_discovery.ts";
 import { connectDeviceDaemon, parseAddress } from "./transports.ts";
@@ -36,17 +50,33 @@ export const MONITOR_COMMAND = {
   summary: "Print neuron-monitor JSON reports, one per line, of the nrt serve processes and device daemons on this\n" +
     "machine (or the one --url / --socket names), at the periods of the neuron-monitor CONFIG file (docs/neuron-tools.md).",
   options: {
-    config: { type: "string", short: "c", value: "CONFIG", description: "a neuron-monitor configuration file (default: every group every 5 s)" },
+    config: {
+      type: "string",
+      short: "c",
+      value: "CONFIG",
+      description: "a neuron-monitor configuration file (default: every group every 5 s)",
+    },
     url: { type: "string", value: "URL", description: "read one nrt serve at URL (http://127.0.0.1:8000)" },
-    socket: { type: "string", value: "PATH", description: "read the client processes of the device daemon at PATH (unix:PATH or HOST:PORT too)" },
+    socket: {
+      type: "string",
+      value: "PATH",
+      description: "read the client processes of the device daemon at PATH (unix:PATH or HOST:PORT too)",
+    },
     count: { type: "string", value: "N", description: "stop after N reports (default: run until SIGINT/SIGTERM)" },
-    arch: { type: "string", value: "A", description: "the generation neuron_hardware_info describes when no application reports one" },
+    arch: {
+      type: "string",
+      value: "A",
+      description: "the generation neuron_hardware_info describes when no application reports one",
+    },
   },
   positionals: { min: 0, max: 0, name: "arguments" },
 } as const satisfies CommandSpec;
 
 /** Which applications to read. */
-export type MonitorSource = { readonly kind: "discover" } | { readonly kind: "url"; readonly url: string } | { readonly kind: "socket"; readonly address: string };
+export type MonitorSource = { readonly kind: "discover" } | { readonly kind: "url"; readonly url: string } | {
+  readonly kind: "socket";
+  readonly address: string;
+};
 
 /** Options of {@linkcode MonitorCollector}. */
 export interface MonitorCollectorOptions {
@@ -69,7 +99,9 @@ function template(arch: string | undefined, env: Record<string, string | undefin
     generation: spec.generation,
     physicalCores: spec.ncPerDevice,
     hbmBytes: spec.hbmBytes,
-    ...(spec.generation === "NC-v2" ? {} : { logicalNeuronCoreConfig: spec.forcedVirtualCoreSize ?? spec.defaultVirtualCoreSize }),
+    ...(spec.generation === "NC-v2"
+      ? {}
+      : { logicalNeuronCoreConfig: spec.forcedVirtualCoreSize ?? spec.defaultVirtualCoreSize }),
     instanceFamily: spec.instances[0] ?? "",
   };
 }
@@ -104,13 +136,17 @@ export class MonitorCollector {
   async #status(url: string): Promise<NeuronStatus> {
     const pid = this.#pidOfUrl.get(url);
     const after = pid === undefined ? 0 : this.#snapshots.lastSeq(pid);
-    const res = await fetch(`${url.replace(/\/$/, "")}/v2/neuron/status?after=${after}`, { signal: AbortSignal.timeout(this.#options.timeoutMs ?? 5000) });
+    const res = await fetch(`${url.replace(/\/$/, "")}/v2/neuron/status?after=${after}`, {
+      signal: AbortSignal.timeout(this.#options.timeoutMs ?? 5000),
+    });
     if (!res.ok) {
       await res.body?.cancel();
       throw new Error(`${url} answered ${res.status} to GET /v2/neuron/status`);
     }
     const s = await res.json() as NeuronStatus;
-    if (s.schema !== "nrt-neuron-status/1") throw new Error(`${url} does not serve nrt's status document (schema ${JSON.stringify(s.schema)})`);
+    if (s.schema !== "nrt-neuron-status/1") {
+      throw new Error(`${url} does not serve nrt's status document (schema ${JSON.stringify(s.schema)})`);
+    }
     this.#pidOfUrl.set(url, s.pid);
     return s;
   }
@@ -135,9 +171,16 @@ export class MonitorCollector {
         if (done.has(pid)) continue;
         done.add(pid);
         const url = servers.get(pid);
-        out.push(url === undefined
-          ? { pid, command: name, error: `process ${pid} holds NeuronCores of the device daemon at ${address} but announces no status endpoint (not an nrt serve)` }
-          : await this.#read(url, pid, name));
+        out.push(
+          url === undefined
+            ? {
+              pid,
+              command: name,
+              error:
+                `process ${pid} holds NeuronCores of the device daemon at ${address} but announces no status endpoint (not an nrt serve)`,
+            }
+            : await this.#read(url, pid, name),
+        );
       }
       return out;
     } finally {
@@ -198,18 +241,29 @@ export class MonitorCollector {
       const keys = config.runtimes.map((_, e) => groupKey("runtime", type, e));
       if (!fresh && !keys.some(isDue)) continue;
       const snap = this.#snapshots.snapshot(readings, periodOf(type), this.#host.sample(false), type);
-      const only: MonitorConfig = { runtimes: config.runtimes.map((r) => ({ ...r, groups: r.groups.filter((g) => g.type === type) })), system: [] };
+      const only: MonitorConfig = {
+        runtimes: config.runtimes.map((r) => ({ ...r, groups: r.groups.filter((g) => g.type === type) })),
+        system: [],
+      };
       pieces.set(type, buildMonitorReport(snap, only));
       this.#groupAt.set(type, at);
     }
     for (const g of config.system) {
       if (!isDue(groupKey("system", g.type))) continue;
-      const snap = this.#snapshots.snapshot(readings, periodOf(g.type), this.#host.sample(g.type === "vcpu_usage"), `system:${g.type}`);
+      const snap = this.#snapshots.snapshot(
+        readings,
+        periodOf(g.type),
+        this.#host.sample(g.type === "vcpu_usage"),
+        `system:${g.type}`,
+      );
       pieces.set(g.type, buildMonitorReport(snap, { runtimes: [], system: [g] }));
       this.#groupAt.set(g.type, at);
     }
     // The report: every application and group the configuration selects, fresh or repeated.
-    const base = buildMonitorReport(this.#snapshots.snapshot(readings, periodOf("report"), this.#host.sample(false), "report"), { runtimes: config.runtimes.map((r) => ({ ...r, groups: [] })), system: [] });
+    const base = buildMonitorReport(
+      this.#snapshots.snapshot(readings, periodOf("report"), this.#host.sample(false), "report"),
+      { runtimes: config.runtimes.map((r) => ({ ...r, groups: [] })), system: [] },
+    );
     const neuron_runtime_data = base.neuron_runtime_data.map((entry) => {
       if (entry.error !== "") return entry;
       const selection = selectRuntime(config, entry.neuron_runtime_tag)!;
@@ -224,12 +278,19 @@ export class MonitorCollector {
     let system_data: SystemData | null = null;
     if (config.system.length > 0) {
       const data: Record<string, unknown> = {};
-      for (const type of config.system.map((g) => g.type).sort()) data[type] = pieces.get(type)?.system_data?.[type] ?? previous?.system_data?.[type];
+      for (const type of config.system.map((g) => g.type).sort()) {
+        data[type] = pieces.get(type)?.system_data?.[type] ?? previous?.system_data?.[type];
+      }
       system_data = data as SystemData;
     }
-    const report: NeuronMonitorReport = { neuron_runtime_data, system_data, instance_info: base.instance_info, neuron_hardware_info: base.neuron_hardware_info };
+    const report: NeuronMonitorReport = {
+      neuron_runtime_data,
+      system_data,
+      instance_info: base.instance_info,
+      neuron_hardware_info: base.neuron_hardware_info,
+    };
     for (const k of due) this.#lastCollected.set(k, nowS);
-    if (all || previous === undefined) for (const k of allKeys(config)) this.#lastCollected.set(k, nowS);
+    if (all || previous === undefined) { for (const k of allKeys(config)) this.#lastCollected.set(k, nowS); }
     this.#previous = report;
     return { report, nextInMs: Math.max(0, (nextAt - performance.now() / 1000) * 1000) };
   }
@@ -243,7 +304,9 @@ function allKeys(config: MonitorConfig): string[] {
 }
 
 function sourceOf(values: { url?: string; socket?: string }): MonitorSource {
-  if (values.url !== undefined && values.socket !== undefined) throw usageError(MONITOR_COMMAND, "--url and --socket exclude each other");
+  if (values.url !== undefined && values.socket !== undefined) {
+    throw usageError(MONITOR_COMMAND, "--url and --socket exclude each other");
+  }
   if (values.url !== undefined) {
     let u: URL;
     try {
@@ -251,11 +314,15 @@ function sourceOf(values: { url?: string; socket?: string }): MonitorSource {
     } catch {
       throw usageError(MONITOR_COMMAND, `--url ${values.url} is not a URL`);
     }
-    if (u.protocol !== "http:" && u.protocol !== "https:") throw usageError(MONITOR_COMMAND, `--url ${values.url} is not an http or https URL`);
+    if (u.protocol !== "http:" && u.protocol !== "https:") {
+      throw usageError(MONITOR_COMMAND, `--url ${values.url} is not an http or https URL`);
+    }
     return { kind: "url", url: u.origin };
   }
   if (values.socket !== undefined) {
-    const address = values.socket.startsWith("/") || values.socket.startsWith(".") ? `unix:${values.socket}` : values.socket;
+    const address = values.socket.startsWith("/") || values.socket.startsWith(".")
+      ? `unix:${values.socket}`
+      : values.socket;
     try {
       parseAddress(address);
     } catch (e) {
@@ -275,14 +342,20 @@ function sourceOf(values: { url?: string; socket?: string }): MonitorSource {
  * @returns 0.
  * @throws {UsageError} For a bad option or a configuration file that cannot be used (naming its field).
  */
-export async function runMonitor(args: readonly string[], write: (line: string) => void = (l) => console.log(l.replace(/\n$/, "")), signal?: AbortSignal): Promise<number> {
+export async function runMonitor(
+  args: readonly string[],
+  write: (line: string) => void = (l) => console.log(l.replace(/\n$/, "")),
+  signal?: AbortSignal,
+): Promise<number> {
   const { help, values } = parseCommandArgs(MONITOR_COMMAND, args);
   if (help) {
     write(formatHelp(MONITOR_COMMAND));
     return 0;
   }
   const source = sourceOf(values);
-  const count = values.count === undefined ? Infinity : parseIntegerOption(MONITOR_COMMAND, "--count", values.count, 1, Number.MAX_SAFE_INTEGER);
+  const count = values.count === undefined
+    ? Infinity
+    : parseIntegerOption(MONITOR_COMMAND, "--count", values.count, 1, Number.MAX_SAFE_INTEGER);
   let config = defaultMonitorConfig();
   if (values.config !== undefined) {
     let text: string;

@@ -89,10 +89,16 @@ async function checkPrivate(dir: string): Promise<void> {
   const me = typeof process.getuid === "function" ? process.getuid() : undefined;
   if (!st.isDirectory()) throw new Error(`Cannot use ${dir} for nrt's process announcements: it is not a folder`);
   if (me !== undefined && st.uid !== me) {
-    throw new Error(`Cannot use ${dir} for nrt's process announcements: it belongs to uid ${st.uid}, not to this user (${me})`);
+    throw new Error(
+      `Cannot use ${dir} for nrt's process announcements: it belongs to uid ${st.uid}, not to this user (${me})`,
+    );
   }
   if ((st.mode & 0o022) !== 0) {
-    throw new Error(`Cannot use ${dir} for nrt's process announcements: others may write to it (mode ${(st.mode & 0o777).toString(8)})`);
+    throw new Error(
+      `Cannot use ${dir} for nrt's process announcements: others may write to it (mode ${
+        (st.mode & 0o777).toString(8)
+      })`,
+    );
   }
 }
 
@@ -139,9 +145,15 @@ function parse(text: string): Announcement | undefined {
   }
   if (typeof v !== "object" || v === null) return undefined;
   const o = v as Record<string, unknown>;
-  if (!Number.isSafeInteger(o.pid) || (o.pid as number) <= 0 || typeof o.command !== "string" || typeof o.started !== "number") return undefined;
+  if (
+    !Number.isSafeInteger(o.pid) || (o.pid as number) <= 0 || typeof o.command !== "string" ||
+    typeof o.started !== "number"
+  ) return undefined;
   const ncs = o.ncs === undefined || (Array.isArray(o.ncs) && o.ncs.every((n) => Number.isSafeInteger(n) && n >= 0));
-  if (o.kind === "serve" && typeof o.url === "string" && typeof o.runtimeVersion === "string" && (o.device === undefined || typeof o.device === "string") && ncs) {
+  if (
+    o.kind === "serve" && typeof o.url === "string" && typeof o.runtimeVersion === "string" &&
+    (o.device === undefined || typeof o.device === "string") && ncs
+  ) {
     return o as unknown as ServeAnnouncement;
   }
   if (o.kind === "device-sim" && typeof o.address === "string") return o as unknown as DaemonAnnouncement;

@@ -64,7 +64,9 @@ export function onnxFiles(files: RepositoryFiles, options: OnnxFilesOptions): Re
   const compiling = new Map<string, Promise<Uint8Array>>();
 
   /** The config with its `onnx` key taken out, and the input shapes that key gave. */
-  async function config(model: string): Promise<{ rest: Uint8Array | undefined; inputShapes: Record<string, number[]> }> {
+  async function config(
+    model: string,
+  ): Promise<{ rest: Uint8Array | undefined; inputShapes: Record<string, number[]> }> {
     const bytes = await files.read(`${model}.json`);
     if (bytes === undefined) return { rest: undefined, inputShapes: {} };
     let v: unknown;
@@ -73,15 +75,21 @@ export function onnxFiles(files: RepositoryFiles, options: OnnxFilesOptions): Re
     } catch {
       return { rest: bytes, inputShapes: {} }; // the repository reports the malformed config
     }
-    if (typeof v !== "object" || v === null || Array.isArray(v) || !Object.hasOwn(v, "onnx")) return { rest: bytes, inputShapes: {} };
+    if (typeof v !== "object" || v === null || Array.isArray(v) || !Object.hasOwn(v, "onnx")) {
+      return { rest: bytes, inputShapes: {} };
+    }
     const { onnx, ...rest } = v as Record<string, unknown>;
     const bad = (why: string) => new HttpError(400, `Cannot load model "${model}": ${model}.json "onnx" ${why}`);
     if (typeof onnx !== "object" || onnx === null || Array.isArray(onnx)) throw bad("is not an object");
     for (const k of Object.keys(onnx)) if (k !== "inputShapes") throw bad(`has an unknown key "${k}"`);
     const shapes = (onnx as { inputShapes?: unknown }).inputShapes ?? {};
-    if (typeof shapes !== "object" || shapes === null || Array.isArray(shapes)) throw bad('"inputShapes" is not an object');
+    if (typeof shapes !== "object" || shapes === null || Array.isArray(shapes)) {
+      throw bad('"inputShapes" is not an object');
+    }
     for (const [k, dims] of Object.entries(shapes)) {
-      if (!Array.isArray(dims) || !dims.every((d) => Number.isSafeInteger(d) && d > 0)) throw bad(`"inputShapes" of "${k}" is not a list of positive integers`);
+      if (!Array.isArray(dims) || !dims.every((d) => Number.isSafeInteger(d) && d > 0)) {
+        throw bad(`"inputShapes" of "${k}" is not a list of positive integers`);
+      }
     }
     return { rest: enc.encode(JSON.stringify(rest)), inputShapes: shapes as Record<string, number[]> };
   }
@@ -111,11 +119,20 @@ export function onnxFiles(files: RepositoryFiles, options: OnnxFilesOptions): Re
       const started = performance.now();
       const { compileOnnxToNeff } = await compiler();
       const { OnnxCompileError } = await import("@nrt/onnx");
-      const { neff, compiled } = await compileOnnxToNeff(onnx, { target: options.target, inputShapes, name: `${model}.neff`, libraries: libs.binaries })
+      const { neff, compiled } = await compileOnnxToNeff(onnx, {
+        target: options.target,
+        inputShapes,
+        name: `${model}.neff`,
+        libraries: libs.binaries,
+      })
         .catch((e: unknown) => {
           throw e instanceof OnnxCompileError ? new NrtError(NrtStatus.NRT_INVALID, e.message, { cause: e }) : e;
         });
-      log(`Compiled ${model}.onnx for ${options.target}: ${compiled.calls.length} kernel calls, ${neff.byteLength} bytes (${Math.round(performance.now() - started)} ms)`);
+      log(
+        `Compiled ${model}.onnx for ${options.target}: ${compiled.calls.length} kernel calls, ${neff.byteLength} bytes (${
+          Math.round(performance.now() - started)
+        } ms)`,
+      );
       if (path !== undefined) {
         const tmp = `${path}.${process.pid}.tmp`;
         await writeFile(tmp, neff, { mode: 0o600 });
@@ -135,7 +152,9 @@ export function onnxFiles(files: RepositoryFiles, options: OnnxFilesOptions): Re
     list: async () => {
       const names = await files.list();
       const present = new Set(names);
-      const added = names.filter((n) => n.endsWith(".onnx")).map((n) => `${n.slice(0, -".onnx".length)}.neff`).filter((n) => !present.has(n));
+      const added = names.filter((n) => n.endsWith(".onnx")).map((n) => `${n.slice(0, -".onnx".length)}.neff`).filter((
+        n,
+      ) => !present.has(n));
       return [...names, ...added];
     },
     read: async (name) => {

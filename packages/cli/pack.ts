@@ -34,7 +34,15 @@ export interface PackManifest {
   /** Outputs. */
   outputs: Array<{ name: string; dtype: string; shape: number[] }>;
   /** Libraries: `wasm` (a path) or `source` (an AssemblyScript file), `total_cpus`, `functions`. */
-  libraries: Array<{ name: string; wasm?: string; source?: string; total_cpus?: number; functions: Array<{ opcode: number; name: string }> }>;
+  libraries: Array<
+    {
+      name: string;
+      wasm?: string;
+      source?: string;
+      total_cpus?: number;
+      functions: Array<{ opcode: number; name: string }>;
+    }
+  >;
   /** Calls in order. */
   calls: Array<{ opcode: number; inputs: string[]; outputs: string[]; ints?: number[] }>;
 }
@@ -49,7 +57,11 @@ export function parseManifest(text: string, path: string): PackManifest {
   try {
     raw = path.endsWith(".json") ? JSON.parse(text) : parseYaml(text);
   } catch (e) {
-    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot pack manifest: ${path} is not valid ${path.endsWith(".json") ? "JSON" : "YAML"}`, { cause: e });
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `Cannot pack manifest: ${path} is not valid ${path.endsWith(".json") ? "JSON" : "YAML"}`,
+      { cause: e },
+    );
   }
   const m = raw as PackManifest;
   if (typeof m !== "object" || m === null) throw bad(`${path} is not an object`);
@@ -58,13 +70,20 @@ export function parseManifest(text: string, path: string): PackManifest {
     if (!Array.isArray(m[key])) throw bad(`"${key}" must be a list`);
   }
   for (const t of [...m.inputs, ...m.outputs]) {
-    if (typeof t?.name !== "string" || typeof t.dtype !== "string" || !Array.isArray(t.shape) || !t.shape.every((d) => Number.isInteger(d) && d > 0)) {
+    if (
+      typeof t?.name !== "string" || typeof t.dtype !== "string" || !Array.isArray(t.shape) ||
+      !t.shape.every((d) => Number.isInteger(d) && d > 0)
+    ) {
       throw bad(`tensor ${JSON.stringify(t)} needs a name, a dtype and a shape of positive integers`);
     }
   }
   for (const l of m.libraries) {
-    if (typeof l?.name !== "string" || !/^[A-Za-z0-9_.-]+$/.test(l.name)) throw bad(`library ${JSON.stringify(l?.name)} needs a name of letters, digits, "_", "-" or "."`);
-    if ((l.wasm === undefined) === (l.source === undefined)) throw bad(`library "${l.name}" needs exactly one of "wasm" and "source"`);
+    if (typeof l?.name !== "string" || !/^[A-Za-z0-9_.-]+$/.test(l.name)) {
+      throw bad(`library ${JSON.stringify(l?.name)} needs a name of letters, digits, "_", "-" or "."`);
+    }
+    if ((l.wasm === undefined) === (l.source === undefined)) {
+      throw bad(`library "${l.name}" needs exactly one of "wasm" and "source"`);
+    }
     if (!Array.isArray(l.functions) || l.functions.length === 0) throw bad(`library "${l.name}" lists no functions`);
   }
   return m;
@@ -76,7 +95,11 @@ export async function packManifest(path: string, progress: (line: string) => voi
   try {
     text = await readFile(path, "utf8");
   } catch (e) {
-    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot pack manifest: ${path} cannot be read: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `Cannot pack manifest: ${path} cannot be read: ${e instanceof Error ? e.message : String(e)}`,
+      { cause: e },
+    );
   }
   const m = parseManifest(text, path);
   const base = dirname(resolve(path));
@@ -112,7 +135,11 @@ export async function packManifest(path: string, progress: (line: string) => voi
  * @throws {UsageError} For a missing MANIFEST or `-o`, an extra argument or an unknown option.
  * @throws {NrtError} `NRT_INVALID` for a manifest that cannot be packed.
  */
-export async function runPack(args: readonly string[], log: (s: string) => void = console.log, err: (s: string) => void = console.error): Promise<number> {
+export async function runPack(
+  args: readonly string[],
+  log: (s: string) => void = console.log,
+  err: (s: string) => void = console.error,
+): Promise<number> {
   const { help, values, positionals } = parseCommandArgs(PACK_COMMAND, args);
   if (help) {
     log(formatHelp(PACK_COMMAND));

@@ -10,7 +10,15 @@
  *
  * @module
  */
-import { envFromProcess, type HostSpan, NrtError, NrtStatus, resolveRuntimeConfig, Runtime, TensorSet } from "@nrt/core";
+import {
+  envFromProcess,
+  type HostSpan,
+  NrtError,
+  NrtStatus,
+  resolveRuntimeConfig,
+  Runtime,
+  TensorSet,
+} from "@nrt/core";
 import { DeviceSimPortal, type NcTimelineEvent } from "@nrt/device-sim";
 import { readFile, writeFile } from "node:fs/promises";
 import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
@@ -26,7 +34,12 @@ export const PROFILE_COMMAND = {
     "host's API calls and steps, the sequencer's instructions, each DMA queue, each Q7 core, the notification\n" +
     "records and the stdio drain, in real µs (open it in Perfetto or chrome://tracing; docs/neuron-tools.md).",
   options: {
-    input: { type: "string", multiple: true, value: "NAME=FILE.json", description: "the values of input NAME (default: zeros)" },
+    input: {
+      type: "string",
+      multiple: true,
+      value: "NAME=FILE.json",
+      description: "the values of input NAME (default: zeros)",
+    },
     output: { type: "string", short: "o", value: "FILE", description: "where the trace goes (default -: stdout)" },
     arch: { type: "string", value: "A", description: "the generation to simulate (default: NRT_ARCH, else cayman)" },
   },
@@ -67,7 +80,10 @@ export async function profileNeff(options: ProfileOptions): Promise<ChromeTrace>
     const known = new Set(model.inputs.map((t) => t.name));
     for (const name of inputs.keys()) {
       if (!known.has(name)) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot profile ${options.file}: the model has no input "${name}"; its inputs are ${[...known].join(", ")}`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot profile ${options.file}: the model has no input "${name}"; its inputs are ${[...known].join(", ")}`,
+        );
       }
     }
     const ins = new TensorSet(), outs = new TensorSet();
@@ -77,7 +93,9 @@ export async function profileNeff(options: ProfileOptions): Promise<ChromeTrace>
       await x.write(src === undefined ? new Uint8Array(t.size) : await inputBytes(options.file, t, src));
       ins.add(t.name, x);
     }
-    for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
+    for (const t of model.outputs) {
+      outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
+    }
     const device = rt.device.index;
     portal.takeTimeline(device); // drop anything recorded before
     portal.setTimeline(device, true);
@@ -88,7 +106,12 @@ export async function profileNeff(options: ProfileOptions): Promise<ChromeTrace>
     }
     const { events, lost } = await settledTimeline(portal, device);
     if (lost > 0) rt.log.warn(`The trace misses ${lost} device events: the timeline ring wrapped`);
-    return buildChromeTrace({ model: model.name, device: `${rt.spec.name} (${rt.spec.generation})`, spans, timeline: events });
+    return buildChromeTrace({
+      model: model.name,
+      device: `${rt.spec.name} (${rt.spec.generation})`,
+      spans,
+      timeline: events,
+    });
   } finally {
     await rt.close();
     await portal.close();
@@ -100,7 +123,10 @@ export async function profileNeff(options: ProfileOptions): Promise<ChromeTrace>
  * ends, just after the completion the host waited for, on its own thread: the timeline is read until every
  * NeuronCore that recorded something has recorded its run (or 5 s have passed).
  */
-async function settledTimeline(portal: DeviceSimPortal, device: number): Promise<{ events: NcTimelineEvent[]; lost: number }> {
+async function settledTimeline(
+  portal: DeviceSimPortal,
+  device: number,
+): Promise<{ events: NcTimelineEvent[]; lost: number }> {
   const events: NcTimelineEvent[] = [];
   let lost = 0;
   const deadline = Date.now() + 5000;
@@ -144,7 +170,11 @@ export async function runProfile(args: readonly string[], log: (s: string) => vo
   if (out === "-") log(text);
   else {
     await writeFile(out, text);
-    console.error(`nrt profile: ${trace.traceEvents.filter((e) => e.ph !== "M").length} events of ${trace.otherData.model} in ${out}`);
+    console.error(
+      `nrt profile: ${
+        trace.traceEvents.filter((e) => e.ph !== "M").length
+      } events of ${trace.otherData.model} in ${out}`,
+    );
   }
   return 0;
 }

@@ -45,9 +45,12 @@ export function directoryFiles(dir: string, options: DirectoryFilesOptions = {})
   let root: Promise<string> | undefined;
   const rootReal = (): Promise<string> => (root ??= realpath(dir));
   return {
-    list: async () => (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() || e.isSymbolicLink()).map((e) => e.name),
+    list: async () =>
+      (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile() || e.isSymbolicLink()).map((e) => e.name),
     read: async (name) => {
-      if (!PLAIN_NAME.test(name)) throw new Error(`Cannot read repository file ${JSON.stringify(name)}: not a plain file name`);
+      if (!PLAIN_NAME.test(name)) {
+        throw new Error(`Cannot read repository file ${JSON.stringify(name)}: not a plain file name`);
+      }
       let path = join(dir, name);
       try {
         if ((await lstat(path)).isSymbolicLink()) {
@@ -89,7 +92,9 @@ export function directoryFiles(dir: string, options: DirectoryFilesOptions = {})
 
 /** The user's private cache folder for nrt: `$XDG_CACHE_HOME/nrt`, else `~/.cache/nrt`. */
 export function privateCacheDir(env: Record<string, string | undefined> = process.env): string {
-  const base = env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== "" ? env.XDG_CACHE_HOME : join(homedir(), ".cache");
+  const base = env.XDG_CACHE_HOME !== undefined && env.XDG_CACHE_HOME !== ""
+    ? env.XDG_CACHE_HOME
+    : join(homedir(), ".cache");
   return join(base, "nrt");
 }
 
@@ -106,9 +111,17 @@ export async function ensurePrivateDir(path: string, from: string): Promise<void
   const me = typeof process.getuid === "function" ? process.getuid() : undefined;
   for (let p = path;; p = p.slice(0, p.lastIndexOf(sep))) {
     const st = await lstat(p);
-    if (!st.isDirectory()) throw new Error(`Cannot use ${p} for the demo models: it is not a folder (a link or a file is there)`);
-    if (me !== undefined && st.uid !== me) throw new Error(`Cannot use ${p} for the demo models: it belongs to uid ${st.uid}, not to this user (${me})`);
-    if ((st.mode & 0o022) !== 0) throw new Error(`Cannot use ${p} for the demo models: others may write to it (mode ${(st.mode & 0o777).toString(8)})`);
+    if (!st.isDirectory()) {
+      throw new Error(`Cannot use ${p} for the demo models: it is not a folder (a link or a file is there)`);
+    }
+    if (me !== undefined && st.uid !== me) {
+      throw new Error(`Cannot use ${p} for the demo models: it belongs to uid ${st.uid}, not to this user (${me})`);
+    }
+    if ((st.mode & 0o022) !== 0) {
+      throw new Error(
+        `Cannot use ${p} for the demo models: others may write to it (mode ${(st.mode & 0o777).toString(8)})`,
+      );
+    }
     if (p === from || !p.startsWith(from + sep)) break;
   }
 }

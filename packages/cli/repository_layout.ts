@@ -19,7 +19,13 @@
  *
  * @module
  */
-import { HttpError, isValidModelName, isValidModelVersion, type ModelUpload, type RepositoryFiles } from "@nrt/http-api";
+import {
+  HttpError,
+  isValidModelName,
+  isValidModelVersion,
+  type ModelUpload,
+  type RepositoryFiles,
+} from "@nrt/http-api";
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { lstat, mkdir, open, readdir, realpath, rename, stat, unlink } from "node:fs/promises";
@@ -72,7 +78,11 @@ function highest(t: TreeModel): string | undefined {
 export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): RepositoryFiles {
   const { modelName } = options;
   if (modelName !== undefined && !isValidModelName(modelName)) {
-    throw new TypeError(`Cannot serve model name ${JSON.stringify(modelName.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
+    throw new TypeError(
+      `Cannot serve model name ${
+        JSON.stringify(modelName.slice(0, 128))
+      }: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`,
+    );
   }
   const warn = options.warn ?? ((m: string) => console.warn(m));
   const fileOptions = { maxFileBytes: options.maxFileBytes, warn };
@@ -94,7 +104,10 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
   }
 
   /** The numeric version folders of `base` that hold a model file. */
-  async function versionsOf(base: string, names: readonly string[]): Promise<Map<string, (typeof MODEL_FILES)[number]>> {
+  async function versionsOf(
+    base: string,
+    names: readonly string[],
+  ): Promise<Map<string, (typeof MODEL_FILES)[number]>> {
     const versions = new Map<string, (typeof MODEL_FILES)[number]>();
     for (const v of names) {
       if (!isValidModelVersion(v) || !(await isInsideFolder(join(base, v)))) continue;
@@ -109,14 +122,18 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
     const entries = await readdir(dir, { withFileTypes: true });
     const flat: string[] = [];
     const trees = new Map<string, TreeModel>();
-    const single = modelName === undefined ? undefined : { base: dir, versions: new Map<string, (typeof MODEL_FILES)[number]>() };
+    const single = modelName === undefined
+      ? undefined
+      : { base: dir, versions: new Map<string, (typeof MODEL_FILES)[number]>() };
     const topVersions: string[] = [];
     for (const e of entries) {
       const path = join(dir, e.name);
       // A link counts as what it points to; a link to a folder outside the repository is skipped below.
-      const folder = e.isDirectory() || (e.isSymbolicLink() && ((await stat(path).catch(() => undefined))?.isDirectory() ?? false));
+      const folder = e.isDirectory() ||
+        (e.isSymbolicLink() && ((await stat(path).catch(() => undefined))?.isDirectory() ?? false));
       if (!folder && (e.isFile() || e.isSymbolicLink())) {
-        const ownedBySingle = single !== undefined && (e.name === "config.json" || (MODEL_FILES as readonly string[]).includes(e.name));
+        const ownedBySingle = single !== undefined &&
+          (e.name === "config.json" || (MODEL_FILES as readonly string[]).includes(e.name));
         if (!ownedBySingle) flat.push(e.name);
       } else if (folder) {
         if (single !== undefined && isValidModelVersion(e.name)) topVersions.push(e.name);
@@ -130,8 +147,9 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
       for (const [v, f] of await versionsOf(dir, topVersions)) single.versions.set(v, f);
       const file = MODEL_FILES.find((f) => entries.some((e) => e.name === f && (e.isFile() || e.isSymbolicLink())));
       if (file !== undefined) {
-        if (single.versions.has("1")) warn(`Skipping ${join(dir, file)}: version folder 1 of model "${modelName}" holds its version 1`);
-        else single.versions.set("1", file);
+        if (single.versions.has("1")) {
+          warn(`Skipping ${join(dir, file)}: version folder 1 of model "${modelName}" holds its version 1`);
+        } else single.versions.set("1", file);
       }
       if (single.versions.size > 0) trees.set(modelName, single);
     }
@@ -176,7 +194,9 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
     await mkdir(path, { mode: 0o755 }).catch((e: { code?: string }) => {
       if (e.code !== "EEXIST") throw e;
     });
-    if (!(await isInsideFolder(path))) throw new HttpError(400, `Cannot store a model in ${path}: it is not a folder inside the repository`);
+    if (!(await isInsideFolder(path))) {
+      throw new HttpError(400, `Cannot store a model in ${path}: it is not a folder inside the repository`);
+    }
   }
 
   return {
@@ -205,8 +225,14 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
       return tree === undefined ? undefined : highest(tree);
     },
     write: async (model: string, upload: ModelUpload) => {
-      if (!isValidModelName(model) || !isValidModelVersion(upload.version) || !(MODEL_FILES as readonly string[]).includes(upload.file)) {
-        throw new HttpError(400, `Cannot store model ${JSON.stringify(model.slice(0, 128))}: invalid name, version or file`);
+      if (
+        !isValidModelName(model) || !isValidModelVersion(upload.version) ||
+        !(MODEL_FILES as readonly string[]).includes(upload.file)
+      ) {
+        throw new HttpError(
+          400,
+          `Cannot store model ${JSON.stringify(model.slice(0, 128))}: invalid name, version or file`,
+        );
       }
       const ext = upload.file === "model.onnx" ? ".onnx" : ".neff";
       const other = ext === ".onnx" ? ".neff" : ".onnx";
@@ -216,10 +242,15 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
         if (tree === undefined && EXTENSIONS.some((x) => flat.includes(`${model}${x}`))) {
           // A flat model stays flat: one file, version 1.
           if (upload.version !== "1") {
-            throw new HttpError(400, `Cannot store version ${upload.version} of model "${model}": it is the single file ${model}.neff (or .onnx) of the repository, which has version 1 only`);
+            throw new HttpError(
+              400,
+              `Cannot store version ${upload.version} of model "${model}": it is the single file ${model}.neff (or .onnx) of the repository, which has version 1 only`,
+            );
           }
           await replaceFile(dir, `${model}${ext}`, upload.bytes);
-          await unlink(join(dir, `${model}${other}`)).catch((e) => { if (!isMissing(e)) throw e; });
+          await unlink(join(dir, `${model}${other}`)).catch((e) => {
+            if (!isMissing(e)) throw e;
+          });
           if (upload.config !== undefined) await replaceFile(dir, `${model}.json`, upload.config);
           return;
         }
@@ -228,12 +259,18 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
         const folder = join(base, upload.version);
         await ensureFolder(folder);
         await replaceFile(folder, upload.file, upload.bytes);
-        await unlink(join(folder, other === ".onnx" ? "model.onnx" : "model.neff")).catch((e) => { if (!isMissing(e)) throw e; });
+        await unlink(join(folder, other === ".onnx" ? "model.onnx" : "model.neff")).catch((e) => {
+          if (!isMissing(e)) throw e;
+        });
         if (upload.config !== undefined) await replaceFile(base, "config.json", upload.config);
       } catch (e) {
         const code = (e as { code?: string }).code;
         if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
-          throw new HttpError(403, `Cannot store model "${model}": the repository folder ${dir} is not writable (${code})`, { cause: e });
+          throw new HttpError(
+            403,
+            `Cannot store model "${model}": the repository folder ${dir} is not writable (${code})`,
+            { cause: e },
+          );
         }
         throw e;
       }

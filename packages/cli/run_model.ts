@@ -22,10 +22,20 @@ export const RUN_COMMAND = {
   positionals: { min: 1, max: 1, name: "FILE.neff" },
 } as const satisfies CommandSpec;
 
-type NumberArray = ArrayLike<number> & { [k: number]: number; readonly buffer: ArrayBufferLike; readonly BYTES_PER_ELEMENT: number };
+type NumberArray = ArrayLike<number> & {
+  [k: number]: number;
+  readonly buffer: ArrayBufferLike;
+  readonly BYTES_PER_ELEMENT: number;
+};
 const DTYPE_ARRAYS: Readonly<Record<string, { new (b: ArrayBuffer): NumberArray } | undefined>> = {
-  float32: Float32Array, float64: Float64Array, int32: Int32Array, uint32: Uint32Array, int16: Int16Array,
-  uint16: Uint16Array, int8: Int8Array, uint8: Uint8Array,
+  float32: Float32Array,
+  float64: Float64Array,
+  int32: Int32Array,
+  uint32: Uint32Array,
+  int16: Int16Array,
+  uint16: Uint16Array,
+  int8: Int8Array,
+  uint8: Uint8Array,
 };
 
 /** Reads `--input NAME=FILE` arguments into a map from input name to file (`spec` names the command in errors). */
@@ -41,8 +51,13 @@ export function inputFiles(specs: readonly string[], spec: CommandSpec = RUN_COM
 }
 
 /** The bytes of one input: the numbers of a JSON file, checked against the tensor's element count and dtype. */
-export async function inputBytes(model: string, t: { name: string; dtype: string; size: number }, file: string): Promise<Uint8Array> {
-  const cannot = (why: string, cause?: unknown) => new NrtError(NrtStatus.NRT_INVALID, `Cannot run ${model}: input "${t.name}" ${why}`, { cause });
+export async function inputBytes(
+  model: string,
+  t: { name: string; dtype: string; size: number },
+  file: string,
+): Promise<Uint8Array> {
+  const cannot = (why: string, cause?: unknown) =>
+    new NrtError(NrtStatus.NRT_INVALID, `Cannot run ${model}: input "${t.name}" ${why}`, { cause });
   const Ctor = DTYPE_ARRAYS[t.dtype];
   if (Ctor === undefined) throw cannot(`has dtype ${t.dtype}, which --input cannot read`);
   let parsed: unknown;
@@ -94,19 +109,29 @@ export async function runModel(args: readonly string[], log: (s: string) => void
     const known = new Set(model.inputs.map((t) => t.name));
     for (const name of inputs.keys()) {
       if (!known.has(name)) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot run ${file}: the model has no input "${name}"; its inputs are ${[...known].join(", ")}`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot run ${file}: the model has no input "${name}"; its inputs are ${[...known].join(", ")}`,
+        );
       }
     }
     const ins = new TensorSet(), outs = new TensorSet();
     for (const t of model.inputs) {
       const src = inputs.get(t.name);
-      if (src === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot run ${file}: input "${t.name}" is missing; pass --input ${t.name}=FILE.json`);
+      if (src === undefined) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot run ${file}: input "${t.name}" is missing; pass --input ${t.name}=FILE.json`,
+        );
+      }
       const bytes = await inputBytes(file, t, src);
       const x = await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name });
       await x.write(bytes);
       ins.add(t.name, x);
     }
-    for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
+    for (const t of model.outputs) {
+      outs.add(t.name, await rt.allocateTensor({ location: "host", vnc: model.vnc, size: t.size, name: t.name }));
+    }
     await model.execute(ins, outs);
     const result: Record<string, number[]> = {};
     for (const t of model.outputs) {
@@ -114,7 +139,11 @@ export async function runModel(args: readonly string[], log: (s: string) => void
       const bytes = await outs.get(t.name).read();
       result[t.name] = Array.from(new Ctor(bytes.slice().buffer as ArrayBuffer));
     }
-    log(values.json === true ? JSON.stringify({ model: model.name, outputs: result }) : Object.entries(result).map(([k, v]) => `${k}: ${v.join(" ")}`).join("\n"));
+    log(
+      values.json === true
+        ? JSON.stringify({ model: model.name, outputs: result })
+        : Object.entries(result).map(([k, v]) => `${k}: ${v.join(" ")}`).join("\n"),
+    );
     return 0;
   } finally {
     await rt.close();

@@ -15,16 +15,35 @@
  *
  * @module
  */
-import { createConsoleLogger, envFromProcess, type ExecutionEvent, type HostSpan, type Portal, resolveRuntimeConfig, Runtime } from "@nrt/core";
+import {
+  createConsoleLogger,
+  envFromProcess,
+  type ExecutionEvent,
+  type HostSpan,
+  type Portal,
+  resolveRuntimeConfig,
+  Runtime,
+} from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { createGrpcInferenceServer, DEFAULT_GRPC_PORT, type GrpcInferenceServer } from "@nrt/grpc-api";
-import { createInferenceApp, DashboardMonitor, DEFAULT_LIMITS, filesFromMap, InferenceMetrics, isValidModelName, type ModelControlMode, ModelRepository, NeuronActivity, type RepositoryFiles } from "@nrt/http-api";
+import {
+  createInferenceApp,
+  DashboardMonitor,
+  DEFAULT_LIMITS,
+  filesFromMap,
+  InferenceMetrics,
+  isValidModelName,
+  type ModelControlMode,
+  ModelRepository,
+  NeuronActivity,
+  type RepositoryFiles,
+} from "@nrt/http-api";
 import { join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { adminToken, defaultAdminTokenFile, newAdminToken, writeAdminToken } from "./admin_token.ts";
 import type { CompileTarget } from "./compile_command.ts";
-import { createNrtContainer, simulatedSpec, nrtPlugins, PortalToken } from "./container.ts";
+import { createNrtContainer, nrtPlugins, PortalToken, simulatedSpec } from "./container.ts";
 import { DrainGate } from "./http_listener.ts";
 import { announce, type Announced, NRT_RUNTIME_VERSION, ownCommandLine } from "./neuron_discovery.ts";
 import { InspectRecorder } from "./inspect_recorder.ts";
@@ -169,10 +188,14 @@ async function connectDaemon(address: string, waitMs: number, log: (line: string
   try {
     parsed = parseAddress(address);
   } catch (e) {
-    throw new UsageError(`Cannot parse nrt serve arguments: --device ${address}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new UsageError(
+      `Cannot parse nrt serve arguments: --device ${address}: ${e instanceof Error ? e.message : String(e)}`,
+    );
   }
   if ("port" in parsed && !isLoopbackHost(parsed.hostname ?? "127.0.0.1")) {
-    throw new UsageError(`Cannot use the device daemon at ${address}: it is not on a loopback address (the daemon serves local processes only)`);
+    throw new UsageError(
+      `Cannot use the device daemon at ${address}: it is not on a loopback address (the daemon serves local processes only)`,
+    );
   }
   const deadline = Date.now() + waitMs;
   for (let attempt = 1;; attempt++) {
@@ -180,7 +203,12 @@ async function connectDaemon(address: string, waitMs: number, log: (line: string
       return await connectDeviceDaemon(parsed, { name: "nrt serve" });
     } catch (e) {
       if (Date.now() >= deadline) {
-        throw new Error(`Cannot connect to the device daemon at ${formatAddress(parsed)}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+        throw new Error(
+          `Cannot connect to the device daemon at ${formatAddress(parsed)}: ${
+            e instanceof Error ? e.message : String(e)
+          }`,
+          { cause: e },
+        );
       }
       if (attempt === 1) log(`nrt: waiting for the device daemon at ${formatAddress(parsed)}`);
       await new Promise((r) => setTimeout(r, 500));
@@ -213,7 +241,9 @@ async function openDevice(
     let device = 0;
     const activity = new NeuronActivity(sim === undefined ? {} : { busyMs: (nc) => sim.busyMs(device, nc) });
     if (options.inspect === true && sim === undefined) {
-      throw new UsageError("Cannot serve: NEURON_RT_INSPECT_ENABLE traces the embedded simulator's timeline, which a device daemon does not share");
+      throw new UsageError(
+        "Cannot serve: NEURON_RT_INSPECT_ENABLE traces the embedded simulator's timeline, which a device daemon does not share",
+      );
     }
     const inspect = options.inspect === true ? new InspectRecorder() : undefined;
     const onExecution = (e: ExecutionEvent): void => {
@@ -228,7 +258,9 @@ async function openDevice(
     };
     const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution, onSpan });
     device = runtime.device.index;
-    if (inspect !== undefined && sim !== undefined) inspect.attach(sim, device, `${runtime.spec.name} (${runtime.spec.generation})`);
+    if (inspect !== undefined && sim !== undefined) {
+      inspect.attach(sim, device, `${runtime.spec.name} (${runtime.spec.generation})`);
+    }
     return { runtime, portal, sim, activity, inspect };
   } catch (e) {
     await portal.close();
@@ -246,7 +278,11 @@ async function onnxCache(runtime: Runtime): Promise<string | undefined> {
     await ensurePrivateDir(join(cache, "onnx"), cache);
     return cache;
   } catch (e) {
-    runtime.log.warn(`ONNX models are compiled at every load: cannot use the cache folder ${cache}: ${e instanceof Error ? e.message : String(e)}`);
+    runtime.log.warn(
+      `ONNX models are compiled at every load: cannot use the cache folder ${cache}: ${
+        e instanceof Error ? e.message : String(e)
+      }`,
+    );
     return undefined;
   }
 }
@@ -255,7 +291,12 @@ async function onnxCache(runtime: Runtime): Promise<string | undefined> {
  * The repository's files: the folder's layouts, `.onnx` served as the NEFF it compiles to (cached by content hash,
  * docs/onnx.md), uploads written in the model's layout and ONNX uploads compiled the same way.
  */
-async function repositoryFiles(dir: string, options: ServeOptions, target: CompileTarget, runtime: Runtime): Promise<RepositoryFiles> {
+async function repositoryFiles(
+  dir: string,
+  options: ServeOptions,
+  target: CompileTarget,
+  runtime: Runtime,
+): Promise<RepositoryFiles> {
   const disk = layoutFiles(dir, {
     modelName: options.modelName,
     maxFileBytes: runtime.config.maxNeffBytes + (1 << 20),
@@ -269,7 +310,10 @@ async function repositoryFiles(dir: string, options: ServeOptions, target: Compi
     version: disk.version,
     write: disk.write,
     compile: async (model, bytes, config) => {
-      const one = onnxFiles(filesFromMap({ [`${model}.onnx`]: bytes, ...(config === undefined ? {} : { [`${model}.json`]: config }) }), onnx);
+      const one = onnxFiles(
+        filesFromMap({ [`${model}.onnx`]: bytes, ...(config === undefined ? {} : { [`${model}.json`]: config }) }),
+        onnx,
+      );
       return { neff: (await one.read(`${model}.neff`))!, config: await one.read(`${model}.json`) };
     },
   };
@@ -292,23 +336,37 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         "give --admin-token-file FILE to confirm, or bind to 127.0.0.1",
     );
   }
-  if (options.adminTokenFile !== undefined && options.admin !== true) throw new UsageError("Cannot serve: --admin-token-file needs --admin");
+  if (options.adminTokenFile !== undefined && options.admin !== true) {
+    throw new UsageError("Cannot serve: --admin-token-file needs --admin");
+  }
   const modelControl = options.modelControl ?? "none";
   if (modelControl === "explicit" && options.admin !== true) {
-    throw new UsageError("Cannot serve: --model-control explicit needs --admin (its token authorizes load, unload and upload)");
+    throw new UsageError(
+      "Cannot serve: --model-control explicit needs --admin (its token authorizes load, unload and upload)",
+    );
   }
   if (options.device !== undefined && options.arch !== undefined) {
-    throw new UsageError("Cannot serve: --arch and --device exclude each other (the device daemon simulates its own generation)");
+    throw new UsageError(
+      "Cannot serve: --arch and --device exclude each other (the device daemon simulates its own generation)",
+    );
   }
   if (options.modelName !== undefined && !isValidModelName(options.modelName)) {
-    throw new UsageError(`Cannot serve: --model-name ${JSON.stringify(options.modelName.slice(0, 128))} is not a model name (1 to 128 of A-Z a-z 0-9 _ . -, no leading dot)`);
+    throw new UsageError(
+      `Cannot serve: --model-name ${
+        JSON.stringify(options.modelName.slice(0, 128))
+      } is not a model name (1 to 128 of A-Z a-z 0-9 _ . -, no leading dot)`,
+    );
   }
-  if (options.models === undefined && options.demo !== true) throw new UsageError("Cannot serve: --models DIR is required (or --demo)");
+  if (options.models === undefined && options.demo !== true) {
+    throw new UsageError("Cannot serve: --models DIR is required (or --demo)");
+  }
   const drainMs = (options.drainTimeoutSeconds ?? DEFAULT_DRAIN_SECONDS) * 1000;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes;
   // The admin token: made (or read from --admin-token-file) before anything listens.
   let token: string | undefined;
-  if (options.admin === true) token = options.adminTokenFile === undefined ? newAdminToken() : (await adminToken(options.adminTokenFile)).token;
+  if (options.admin === true) {
+    token = options.adminTokenFile === undefined ? newAdminToken() : (await adminToken(options.adminTokenFile)).token;
+  }
   // The dashboard's taps: executions and the log (kernel printf arrives at INFO/WARNING), Q7 dispatches and faults.
   const monitor = new DashboardMonitor();
   const { runtime, portal, sim, activity, inspect } = await openDevice(options, monitor, log);
@@ -333,7 +391,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     // The Host names this server answers: on a loopback bind only its own (DNS rebinding), plus --allowed-host.
     let port = options.port ?? 8000;
     const allowedHosts = (): readonly string[] | undefined => {
-      const extra = (options.allowedHosts ?? []).flatMap((h) => (h.includes(":") && !h.startsWith("[") ? [h] : [h, `${h}:${port}`]));
+      const extra = (options.allowedHosts ?? []).flatMap((
+        h,
+      ) => (h.includes(":") && !h.startsWith("[") ? [h] : [h, `${h}:${port}`]));
       if (!loopback) return extra.length > 0 ? extra : undefined;
       // A bare name (no port) is what HTTP/1.1 clients send for port 80, never what a browser sends to another port.
       const own = ["127.0.0.1", "localhost", "[::1]", host.includes(":") && !host.startsWith("[") ? `[${host}]` : host];
@@ -352,11 +412,20 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       ...(inspect === undefined ? {} : { inspect: () => inspect.lastTrace() }),
     });
     const gate = new DrainGate(app.fetch);
-    const server = await serveHttp(gate.fetch, { host, port, requestTimeoutSeconds: runtime.config.execTimeoutSeconds + 30 });
+    const server = await serveHttp(gate.fetch, {
+      host,
+      port,
+      requestTimeoutSeconds: runtime.config.execTimeoutSeconds + 30,
+    });
     port = server.port;
     let grpcPort: number | undefined;
     if (options.grpcPort !== undefined && options.grpcPort !== "off") {
-      grpc = createGrpcInferenceServer({ runtime, repository, metrics, limits: { maxReceiveMessageBytes: maxBodyBytes } });
+      grpc = createGrpcInferenceServer({
+        runtime,
+        repository,
+        metrics,
+        limits: { maxReceiveMessageBytes: maxBodyBytes },
+      });
       try {
         grpcPort = (await grpc.listen(host, options.grpcPort)).port;
       } catch (e) {
@@ -367,24 +436,40 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     // The default token file is named after the port, which only now is known (--port 0).
     const tokenFile = options.adminTokenFile ?? (token === undefined ? undefined : defaultAdminTokenFile(port));
     if (token !== undefined && options.adminTokenFile === undefined) await writeAdminToken(tokenFile!, token);
-    const ready = repository.models().filter((m) => m.served !== undefined).map((m) => ({ name: m.name, inputs: m.served!.inputs }));
+    const ready = repository.models().filter((m) => m.served !== undefined).map((m) => ({
+      name: m.name,
+      inputs: m.served!.inputs,
+    }));
     const example = exampleRequest(ready);
     const curlHost = host === "127.0.0.1" || host === "0.0.0.0" || host === "::" ? "localhost" : host;
-    const curl = `curl -s ${curlHost}:${port}${example.path}` + (example.body === undefined ? "" : ` -d '${example.body}'`);
+    const curl = `curl -s ${curlHost}:${port}${example.path}` +
+      (example.body === undefined ? "" : ` -d '${example.body}'`);
     const bracketed = host.includes(":") ? `[${host}]` : host;
     const url = `http://${bracketed}:${port}`;
-    const where = sim !== undefined ? `the simulated ${arch} device` : `the ${arch} device of the daemon at ${options.device}`;
-    log(`nrt: ${names.length - failed.size} of ${names.length} model(s) from ${dir} ready on ${where} (${runtime.visibleVncCount} logical cores)`);
+    const where = sim !== undefined
+      ? `the simulated ${arch} device`
+      : `the ${arch} device of the daemon at ${options.device}`;
+    log(
+      `nrt: ${
+        names.length - failed.size
+      } of ${names.length} model(s) from ${dir} ready on ${where} (${runtime.visibleVncCount} logical cores)`,
+    );
     log(`nrt: listening on ${url}`);
     if (grpcPort !== undefined) log(`nrt: gRPC (inference.GRPCInferenceService) on ${bracketed}:${grpcPort}`);
     if (token !== undefined) {
-      log(`nrt: operator actions on; the admin token is in ${tokenFile} (mode 600); send it as "Authorization: Bearer <token>"`);
+      log(
+        `nrt: operator actions on; the admin token is in ${tokenFile} (mode 600); send it as "Authorization: Bearer <token>"`,
+      );
       log(`nrt: dashboard at ${url}/#token=${token}`);
     } else {
       log(`nrt: dashboard at ${url}/ (read-only)`);
     }
-    if (inspect !== undefined) log(`nrt: inspect on (NEURON_RT_INSPECT_ENABLE): the last execution's trace at ${url}/v2/neuron/trace`);
-    if (modelControl === "explicit") log("nrt: model control explicit: POST /v2/repository/models/<m>/load|unload with the admin token");
+    if (inspect !== undefined) {
+      log(`nrt: inspect on (NEURON_RT_INSPECT_ENABLE): the last execution's trace at ${url}/v2/neuron/trace`);
+    }
+    if (modelControl === "explicit") {
+      log("nrt: model control explicit: POST /v2/repository/models/<m>/load|unload with the admin token");
+    }
     log(`try: ${curl}`);
     let announced: Announced | undefined;
     if (options.announce !== undefined) {
@@ -395,7 +480,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
           command: ownCommandLine(),
           url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "[::1]" : bracketed}:${port}`,
           runtimeVersion: NRT_RUNTIME_VERSION,
-          ...(options.device === undefined ? { ncs: runtime.cores().flatMap((c) => c.ncs) } : { device: options.device }),
+          ...(options.device === undefined
+            ? { ncs: runtime.cores().flatMap((c) => c.ncs) }
+            : { device: options.device }),
           started: Date.now(),
         }, options.announce);
       } catch (e) {
@@ -490,14 +577,20 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
   const v = parsed.values;
   const int = (flag: string, text: string, lo: number, hi: number): number => {
     const n = /^[0-9]{1,16}$/.test(text) ? Number(text) : NaN;
-    if (!Number.isSafeInteger(n) || n < lo || n > hi) throw new UsageError(`Cannot parse nrt serve arguments: --${flag} ${text} is not an integer from ${lo} to ${hi}`);
+    if (!Number.isSafeInteger(n) || n < lo || n > hi) {
+      throw new UsageError(`Cannot parse nrt serve arguments: --${flag} ${text} is not an integer from ${lo} to ${hi}`);
+    }
     return n;
   };
   const o: { -readonly [K in keyof ServeOptions]: ServeOptions[K] } = {};
   if (v.models !== undefined) o.models = v.models;
   if (v["model-name"] !== undefined) {
     if (!isValidModelName(v["model-name"])) {
-      throw new UsageError(`Cannot parse nrt serve arguments: --model-name ${JSON.stringify(v["model-name"].slice(0, 128))} is not a model name (1 to 128 of A-Z a-z 0-9 _ . -, no leading dot)`);
+      throw new UsageError(
+        `Cannot parse nrt serve arguments: --model-name ${
+          JSON.stringify(v["model-name"].slice(0, 128))
+        } is not a model name (1 to 128 of A-Z a-z 0-9 _ . -, no leading dot)`,
+      );
     }
     o.modelName = v["model-name"];
   }
@@ -516,7 +609,9 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
   if (v["admin-token-file"] !== undefined) o.adminTokenFile = v["admin-token-file"];
   if (v["model-control"] !== undefined) {
     const m = v["model-control"];
-    if (m !== "none" && m !== "explicit") throw new UsageError(`Cannot parse nrt serve arguments: --model-control ${m} is not none or explicit`);
+    if (m !== "none" && m !== "explicit") {
+      throw new UsageError(`Cannot parse nrt serve arguments: --model-control ${m} is not none or explicit`);
+    }
     o.modelControl = m;
   }
   if (v["allowed-host"] !== undefined) o.allowedHosts = v["allowed-host"];
@@ -527,7 +622,12 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
 export async function runServe(args: readonly string[]): Promise<number> {
   const options = parseServeArgs(args);
   const inspect = /^(1|true|yes|on)$/i.test(process.env.NEURON_RT_INSPECT_ENABLE ?? "");
-  const server = await startServer({ ...options, grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT, announce: process.env, inspect });
+  const server = await startServer({
+    ...options,
+    grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT,
+    announce: process.env,
+    inspect,
+  });
   const signal = await new Promise<string>((resolve) => {
     for (const s of ["SIGINT", "SIGTERM"] as const) process.once(s, () => resolve(s));
   });
@@ -535,7 +635,9 @@ export async function runServe(args: readonly string[]): Promise<number> {
   console.log(`nrt: ${signal}: draining; refusing new requests, finishing those in flight (up to ${seconds} s)`);
   const report = await server.close();
   if (report.unfinished > 0) {
-    console.log(`nrt: ${report.unfinished} request(s) still running at the deadline finished; ${report.refused} queued request(s) refused`);
+    console.log(
+      `nrt: ${report.unfinished} request(s) still running at the deadline finished; ${report.refused} queued request(s) refused`,
+    );
   }
   console.log("nrt: stopped");
   return 0;

@@ -20,11 +20,25 @@ const f32 = (name: string, shape: number[]): CustomOpTensorSpec => ({ name, dtyp
  * @returns NEFF bytes by file name.
  */
 export async function buildDemoModels(target: string): Promise<Record<string, Uint8Array>> {
-  const models: Array<{ name: string; lib: string; fn: string; inputs: CustomOpTensorSpec[]; outputs: CustomOpTensorSpec[] }> = [
-    { name: "vector_add", lib: "vector_add", fn: "vector_add", inputs: [f32("a", [1024]), f32("b", [1024])], outputs: [f32("out", [1024])] },
+  const models: Array<
+    { name: string; lib: string; fn: string; inputs: CustomOpTensorSpec[]; outputs: CustomOpTensorSpec[] }
+  > = [
+    {
+      name: "vector_add",
+      lib: "vector_add",
+      fn: "vector_add",
+      inputs: [f32("a", [1024]), f32("b", [1024])],
+      outputs: [f32("out", [1024])],
+    },
     { name: "relu", lib: "relu", fn: "relu", inputs: [f32("x", [8])], outputs: [f32("y", [8])] },
     { name: "softmax", lib: "softmax", fn: "softmax_rows", inputs: [f32("x", [2, 4])], outputs: [f32("y", [2, 4])] },
-    { name: "matmul", lib: "matmul", fn: "matmul", inputs: [f32("a", [4, 4]), f32("b", [4, 4])], outputs: [f32("c", [4, 4])] },
+    {
+      name: "matmul",
+      lib: "matmul",
+      fn: "matmul",
+      inputs: [f32("a", [4, 4]), f32("b", [4, 4])],
+      outputs: [f32("c", [4, 4])],
+    },
   ];
   const out: Record<string, Uint8Array> = {};
   for (const m of models) {
@@ -59,12 +73,22 @@ function exampleData(t: NeffTensor): Array<number | boolean> | undefined {
  * @param models The models that are ready, with their inputs.
  * @returns The path and the JSON body (`undefined` for a GET).
  */
-export function exampleRequest(models: ReadonlyArray<{ name: string; inputs: readonly NeffTensor[] }>): { path: string; body: string | undefined } {
-  const size = (m: { inputs: readonly NeffTensor[] }): number => m.inputs.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
-  const usable = models.filter((m) => size(m) <= 64 && m.inputs.every((t) => exampleData(t) !== undefined)).sort((a, b) => size(a) - size(b));
+export function exampleRequest(
+  models: ReadonlyArray<{ name: string; inputs: readonly NeffTensor[] }>,
+): { path: string; body: string | undefined } {
+  const size = (m: { inputs: readonly NeffTensor[] }): number =>
+    m.inputs.reduce((a, t) => a + t.shape.reduce((x, y) => x * y, 1), 0);
+  const usable = models.filter((m) => size(m) <= 64 && m.inputs.every((t) => exampleData(t) !== undefined)).sort((
+    a,
+    b,
+  ) => size(a) - size(b));
   const m = usable[0];
   if (m === undefined) return { path: models.length > 0 ? `/v2/models/${models[0].name}` : "/v2", body: undefined };
-  const inputs = m.inputs.map((t) => ({ name: t.name, shape: t.shape, datatype: dtypeInfo(t.dtype)!.datatype, data: exampleData(t) }));
+  const inputs = m.inputs.map((t) => ({
+    name: t.name,
+    shape: t.shape,
+    datatype: dtypeInfo(t.dtype)!.datatype,
+    data: exampleData(t),
+  }));
   return { path: `/v2/models/${m.name}/infer`, body: JSON.stringify({ inputs }) };
 }
-

@@ -53,7 +53,12 @@ export class SimDeviceView {
       const fault = portal.ncFault(device, nc);
       return { nc, q7, ...(fault === undefined ? {} : { fault }) };
     });
-    const pending: FaultView[] = portal.faults.pending(device).map((f) => ({ id: f.id, kind: f.spec.kind, ncs: f.ncs, spec: { ...f.spec } }));
+    const pending: FaultView[] = portal.faults.pending(device).map((f) => ({
+      id: f.id,
+      kind: f.spec.kind,
+      ncs: f.ncs,
+      spec: { ...f.spec },
+    }));
     const fired: FaultView[] = portal.faults.fired().filter((f) => f.device === device).map((f) => {
       const spec = this.#injected.get(f.id);
       return { id: f.id, kind: f.kind, ncs: [f.nc], ...(spec === undefined ? {} : { spec: { ...spec } }) };

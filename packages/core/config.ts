@@ -21,8 +21,6 @@ import { DEFAULT_MAX_DECOMPRESSED_BYTES } from "./neff/gzip.ts";
 import { type LogLevel, LogLevel as LogLevels, type LogLevelName, parseLogLevel } from "./log.ts";
 import { NrtStatus } from "./status.ts";
 
-
-
 /**
  * The configuration knobs as code sets them. Every field is optional; a field that is set overrides the matching
  * `NEURON_RT_*` variable and is validated the same way.
@@ -120,7 +118,6 @@ const INT_MAX = 0x7fff_ffff;
  * 8), so anything above 1023 is a typo; the bound also keeps a range like "0-4294967295" from allocating.
  */
 const MAX_CORES = 1024;
-
 
 type Fail = (expected: string) => never;
 
@@ -236,7 +233,12 @@ const NUM_CORES = integerKnob(
   (n) => n >= 0 && n <= MAX_CORES,
 );
 
-const VIRTUAL_CORE_SIZE = integerKnob("virtualCoreSize", "NEURON_RT_VIRTUAL_CORE_SIZE", "1 or 2", (n) => n === 1 || n === 2);
+const VIRTUAL_CORE_SIZE = integerKnob(
+  "virtualCoreSize",
+  "NEURON_RT_VIRTUAL_CORE_SIZE",
+  "1 or 2",
+  (n) => n === 1 || n === 2,
+);
 
 const EXEC_TIMEOUT = integerKnob(
   "execTimeoutSeconds",
@@ -282,7 +284,10 @@ const ARCH_TEXT = "a generation name such as cayman or trn2 (letters, digits and
 const ARCH: Knob<"arch", string> = {
   option: "arch",
   variable: "NRT_ARCH",
-  fromText: (text, fail) => (/^[a-z0-9][a-z0-9-]{0,63}$/i.test(text.trim()) ? text.trim().toLowerCase() : fail(ARCH_TEXT)),
+  fromText: (
+    text,
+    fail,
+  ) => (/^[a-z0-9][a-z0-9-]{0,63}$/i.test(text.trim()) ? text.trim().toLowerCase() : fail(ARCH_TEXT)),
   fromOption: (value, fail) => typeof value === "string" ? ARCH.fromText(value, fail) : fail(ARCH_TEXT),
 };
 

@@ -11,7 +11,6 @@ import {
 import { LogLevel } from "./log.ts";
 import { invalidMessage } from "./_testing.ts";
 
-
 /** Bun's `toStartWith`, which the npm `expect` that Deno runs lacks. */
 function expectPrefix(text: string, prefix: string): void {
   expect(text.slice(0, prefix.length)).toBe(prefix);
@@ -24,20 +23,22 @@ function expectSuffix(text: string, suffix: string): void {
 
 describe("resolveRuntimeConfig() defaults", () => {
   test("resolveRuntimeConfig() with no arguments gives libnrt's defaults", () => {
-    expect(resolveRuntimeConfig()).toEqual({
-      visibleCores: undefined,
-      numCores: undefined,
-      virtualCoreSize: undefined,
-      execTimeoutSeconds: DEFAULT_EXEC_TIMEOUT_SECONDS,
-      execTimeoutMs: DEFAULT_EXEC_TIMEOUT_SECONDS * 1000,
-      logLevel: LogLevel.ERROR,
-      validateHash: false,
-      asyncExecMaxInflightRequests: 0,
-      gpsimdStdoutQueueSizeBytes: DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES,
-      allowLegacyNeff: false,
-      arch: undefined,
-      maxNeffBytes: 20 * 1024 * 1024,
-    } satisfies RuntimeConfig);
+    expect(resolveRuntimeConfig()).toEqual(
+      {
+        visibleCores: undefined,
+        numCores: undefined,
+        virtualCoreSize: undefined,
+        execTimeoutSeconds: DEFAULT_EXEC_TIMEOUT_SECONDS,
+        execTimeoutMs: DEFAULT_EXEC_TIMEOUT_SECONDS * 1000,
+        logLevel: LogLevel.ERROR,
+        validateHash: false,
+        asyncExecMaxInflightRequests: 0,
+        gpsimdStdoutQueueSizeBytes: DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES,
+        allowLegacyNeff: false,
+        arch: undefined,
+        maxNeffBytes: 20 * 1024 * 1024,
+      } satisfies RuntimeConfig,
+    );
     expect(DEFAULT_EXEC_TIMEOUT_SECONDS).toBe(30);
     expect(DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES).toBe(4096);
   });

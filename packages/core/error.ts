@@ -67,5 +67,7 @@ export function statusOfError(e: unknown): NrtStatus {
  */
 export function guardInitState(state: number): void {
   if (state === NrtInitState.NRT_STATE_CLOSED) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
-  if (state !== NrtInitState.NRT_STATE_INIT) throw new NrtError(NrtStatus.NRT_UNINITIALIZED, "Runtime is not initialized");
+  if (state !== NrtInitState.NRT_STATE_INIT) {
+    throw new NrtError(NrtStatus.NRT_UNINITIALIZED, "Runtime is not initialized");
+  }
 }

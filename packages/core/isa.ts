@@ -391,7 +391,9 @@ export function encodeTensorDescriptor(d: TensorDescriptor, v: DataView, at: num
   v.setUint32(at + TensorDescField.BYTES, d.bytes >>> 0, true);
   v.setUint32(at + TensorDescField.DTYPE, d.dtype, true);
   v.setUint32(at + TensorDescField.RANK, d.dims.length, true);
-  for (let k = 0; k < MAX_TENSOR_RANK; k++) v.setUint32(at + TensorDescField.DIMS + 4 * k, (d.dims[k] ?? 0) >>> 0, true);
+  for (let k = 0; k < MAX_TENSOR_RANK; k++) {
+    v.setUint32(at + TensorDescField.DIMS + 4 * k, (d.dims[k] ?? 0) >>> 0, true);
+  }
 }
 
 /** Reads the descriptor at byte `at` of `v` (a rank above 4 reads as 4). */
@@ -399,7 +401,12 @@ export function decodeTensorDescriptor(v: DataView, at: number): TensorDescripto
   const rank = Math.min(MAX_TENSOR_RANK, v.getUint32(at + TensorDescField.RANK, true));
   const dims: number[] = [];
   for (let k = 0; k < rank; k++) dims.push(v.getUint32(at + TensorDescField.DIMS + 4 * k, true));
-  return { addr: v.getUint32(at + TensorDescField.ADDR, true), bytes: v.getUint32(at + TensorDescField.BYTES, true), dtype: v.getUint32(at + TensorDescField.DTYPE, true), dims };
+  return {
+    addr: v.getUint32(at + TensorDescField.ADDR, true),
+    bytes: v.getUint32(at + TensorDescField.BYTES, true),
+    dtype: v.getUint32(at + TensorDescField.DTYPE, true),
+    dims,
+  };
 }
 
 /** A tensor as the Q7 kernel sees it. */
@@ -632,5 +639,10 @@ export function decodeStreamEntry(bytes: Uint8Array, offset = 0): StreamEntryFie
   const v = new DataView(bytes.buffer, bytes.byteOffset + offset, STREAM_ENTRY_BYTES);
   const w3 = v.getUint32(12, true);
   if ((w3 & 0x8000_0000) === 0) return undefined;
-  return { pa: v.getUint32(0, true) + v.getUint32(4, true) * 0x1_0000_0000, slots: v.getUint32(8, true), model: (w3 >>> 16) & 0x7fff, doorbell: w3 & 0xffff };
+  return {
+    pa: v.getUint32(0, true) + v.getUint32(4, true) * 0x1_0000_0000,
+    slots: v.getUint32(8, true),
+    model: (w3 >>> 16) & 0x7fff,
+    doorbell: w3 & 0xffff,
+  };
 }

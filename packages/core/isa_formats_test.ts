@@ -59,7 +59,19 @@ describe("the 32-byte tensor descriptor", () => {
 
   test("the dtype codes are docs/kernel-abi.md's: float32 0 … bool 12", () => {
     expect(KernelDtype).toEqual({
-      float32: 0, float16: 1, bfloat16: 2, int8: 3, uint8: 4, int16: 5, uint16: 6, int32: 7, uint32: 8, int64: 9, uint64: 10, float64: 11, bool: 12,
+      float32: 0,
+      float16: 1,
+      bfloat16: 2,
+      int8: 3,
+      uint8: 4,
+      int16: 5,
+      uint16: 6,
+      int32: 7,
+      uint32: 8,
+      int64: 9,
+      uint64: 10,
+      float64: 11,
+      bool: 12,
     });
   });
 

@@ -19,9 +19,9 @@ import {
   decodeNotification,
   encodeStreamEntry,
   NOTIFICATION_BYTES,
+  type NotificationRecord,
   NQ_CAUSE_OVERFLOW,
   NQ_REGISTER_BYTES,
-  type NotificationRecord,
   NqRegister,
   STREAM_ENTRY_BYTES,
   type StreamEntryFields,
@@ -73,7 +73,9 @@ export function checkPoolUcodeOverride(info: unknown): string | undefined {
   for (const [name, half] of [["iram", iram], ["dram", dram]] as const) {
     if (half !== undefined && half !== null && !(half instanceof Uint8Array)) return `${name} is not a Uint8Array`;
   }
-  if ((iram === undefined || iram === null) && (dram === undefined || dram === null)) return "neither iram nor dram is given";
+  if ((iram === undefined || iram === null) && (dram === undefined || dram === null)) {
+    return "neither iram nor dram is given";
+  }
   return undefined;
 }
 
@@ -142,7 +144,11 @@ export interface Khal {
   /** The device's NQ head (records produced so far). */
   nqHead(t: HalTarget, nc: number): Promise<number>;
   /** `aws_hal_notific_nq_read`: reads the records between the host tail and the device head, publishes the tail. */
-  nqRead(t: HalTarget, nc: number, queue: NotificationQueue): Promise<{ records: NotificationRecord[]; overflow: boolean }>;
+  nqRead(
+    t: HalTarget,
+    nc: number,
+    queue: NotificationQueue,
+  ): Promise<{ records: NotificationRecord[]; overflow: boolean }>;
   /** The five engines' instruction pointers, in `al_hal_tpb_eng_type` order (the fault post-mortem). */
   readEngineIps(t: HalTarget, nc: number): Promise<number[]>;
   /** `v2_error_get_infer_error_subtype`. */
@@ -205,9 +211,13 @@ export function createKhal(pack: ArchPack): Khal {
   if (s === undefined || typeof s.name !== "string" || s.name === "") bad("its spec has no name");
   if (!Number.isInteger(s.arch) || s.arch <= 0) bad(`its al_hal_tpb_arch_type ${s.arch} is not a positive integer`);
   if (!Number.isInteger(s.ncPerDevice) || s.ncPerDevice < 1) bad(`it has ${s.ncPerDevice} NeuronCores per device`);
-  if (s.runStallRelease === "host-csr" && s.csr.runStall === null) bad("it releases run-stall by a host CSR but has none");
+  if (s.runStallRelease === "host-csr" && s.csr.runStall === null) {
+    bad("it releases run-stall by a host CSR but has none");
+  }
   const t = pack.errorTables;
-  if (t === undefined || t.subtypes.length !== 12 || t.isaErrors.length !== 12) bad("its error tables do not have 12 entries");
+  if (t === undefined || t.subtypes.length !== 12 || t.isaErrors.length !== 12) {
+    bad("its error tables do not have 12 entries");
+  }
   const base = new SpecKhal(pack);
   if (pack.override === undefined) return base;
   return Object.freeze({ ...bindAll(base), ...pack.override(base) });
@@ -317,7 +327,8 @@ class SpecKhal implements Khal {
 
   dmaQueueOffset(nc: number, engine: number, queue: number, ctl: 0 | 1): number {
     const c = this.spec.csr;
-    return ncBlock(this.spec, nc) + c.dma + engine * c.dmaEngineStride + queue * c.dmaQueueStride + (ctl === 1 ? 0 : 0x20);
+    return ncBlock(this.spec, nc) + c.dma + engine * c.dmaEngineStride + queue * c.dmaQueueStride +
+      (ctl === 1 ? 0 : 0x20);
   }
 
   async streamInstall(t: HalTarget, nc: number, slot: number, b: StreamBinding): Promise<void> {
@@ -339,14 +350,27 @@ class SpecKhal implements Khal {
   }
 
   async nqDestroy(t: HalTarget, nc: number): Promise<void> {
-    await t.portal.barWrite(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.notificationQueue, new Uint8Array(NQ_REGISTER_BYTES));
+    await t.portal.barWrite(
+      t.device,
+      0,
+      ncBlock(this.spec, nc) + this.spec.csr.notificationQueue,
+      new Uint8Array(NQ_REGISTER_BYTES),
+    );
   }
 
   async nqHead(t: HalTarget, nc: number): Promise<number> {
-    return await t.portal.barRead32(t.device, 0, ncBlock(this.spec, nc) + this.spec.csr.notificationQueue + NqRegister.HEAD);
+    return await t.portal.barRead32(
+      t.device,
+      0,
+      ncBlock(this.spec, nc) + this.spec.csr.notificationQueue + NqRegister.HEAD,
+    );
   }
 
-  async nqRead(t: HalTarget, nc: number, q: NotificationQueue): Promise<{ records: NotificationRecord[]; overflow: boolean }> {
+  async nqRead(
+    t: HalTarget,
+    nc: number,
+    q: NotificationQueue,
+  ): Promise<{ records: NotificationRecord[]; overflow: boolean }> {
     const base = ncBlock(this.spec, nc) + this.spec.csr.notificationQueue;
     const head = await t.portal.barRead32(t.device, 0, base + NqRegister.HEAD);
     let pending = (head - q.tail) >>> 0;
@@ -369,7 +393,11 @@ class SpecKhal implements Khal {
     const tail = t.portal.barWrite32(t.device, 0, base + NqRegister.TAIL, q.tail);
     const causeRead = t.portal.barRead32(t.device, 0, base + NqRegister.CAUSE);
     const [chunks, , cause] = await Promise.all([Promise.all(reads), tail, causeRead]);
-    for (const chunk of chunks) for (let i = 0; i < chunk.byteLength / NOTIFICATION_BYTES; i++) records.push(decodeNotification(chunk, i * NOTIFICATION_BYTES));
+    for (const chunk of chunks) {
+      for (let i = 0; i < chunk.byteLength / NOTIFICATION_BYTES; i++) {
+        records.push(decodeNotification(chunk, i * NOTIFICATION_BYTES));
+      }
+    }
     // aws_hal_intc_read_cause, then acknowledge: the overflow bit is sticky until the host writes 0.
     if ((cause & NQ_CAUSE_OVERFLOW) !== 0) await t.portal.barWrite32(t.device, 0, base + NqRegister.CAUSE, 0);
     return { records, overflow: overflow || (cause & NQ_CAUSE_OVERFLOW) !== 0 };

@@ -98,7 +98,14 @@ const bytesOf = (a: Float32Array | Int32Array): Uint8Array => new Uint8Array(a.b
 const floats = (b: Uint8Array): Float32Array => new Float32Array(b.slice().buffer);
 
 /** A one-call custom-op NEFF for `fn` of library `lib`, built for the fixture's generation. */
-async function neff(f: Fixture, lib: string, fn: string, inputs: CustomOpTensorSpec[], outputs: CustomOpTensorSpec[], totalCpus = 8): Promise<Uint8Array> {
+async function neff(
+  f: Fixture,
+  lib: string,
+  fn: string,
+  inputs: CustomOpTensorSpec[],
+  outputs: CustomOpTensorSpec[],
+  totalCpus = 8,
+): Promise<Uint8Array> {
   return buildCustomOpNeff({
     name: `${fn}.neff`,
     target: f.spec.name,
@@ -110,7 +117,11 @@ async function neff(f: Fixture, lib: string, fn: string, inputs: CustomOpTensorS
 }
 
 /** Loads `bytes`, runs it once on HOST tensors filled from `inputs`, returns the outputs by name. */
-async function runOnce(rt: Runtime, bytes: Uint8Array, inputs: Record<string, Uint8Array>): Promise<Record<string, Uint8Array>> {
+async function runOnce(
+  rt: Runtime,
+  bytes: Uint8Array,
+  inputs: Record<string, Uint8Array>,
+): Promise<Record<string, Uint8Array>> {
   const model = await rt.load(bytes);
   const ins = new TensorSet(), outs = new TensorSet();
   for (const t of model.inputs) {
@@ -118,7 +129,9 @@ async function runOnce(rt: Runtime, bytes: Uint8Array, inputs: Record<string, Ui
     await x.write(inputs[t.name]);
     ins.add(t.name, x);
   }
-  for (const t of model.outputs) outs.add(t.name, await rt.allocateTensor({ location: "host", size: t.size, name: t.name }));
+  for (const t of model.outputs) {
+    outs.add(t.name, await rt.allocateTensor({ location: "host", size: t.size, name: t.name }));
+  }
   await model.execute(ins, outs);
   const out: Record<string, Uint8Array> = {};
   for (const t of model.outputs) out[t.name] = await outs.get(t.name).read();
@@ -127,9 +140,17 @@ async function runOnce(rt: Runtime, bytes: Uint8Array, inputs: Record<string, Ui
 }
 
 /** Position in the trace of the BAR writes that hit `[start, start + bytes)` of NeuronCore `nc`'s block. */
-function writesIn(spec: SiliconSpec, entries: readonly TraceEntry[], nc: number, start: number, bytes: number): TraceEntry[] {
+function writesIn(
+  spec: SiliconSpec,
+  entries: readonly TraceEntry[],
+  nc: number,
+  start: number,
+  bytes: number,
+): TraceEntry[] {
   const lo = ncBlock(spec, nc) + start;
-  return entries.filter((e) => (e.op === "barWrite" || e.op === "barWrite32") && e.target >= lo && e.target < lo + bytes);
+  return entries.filter((e) =>
+    (e.op === "barWrite" || e.op === "barWrite32") && e.target >= lo && e.target < lo + bytes
+  );
 }
 
 type Body = (f: Fixture) => Promise<void>;
@@ -166,9 +187,28 @@ const BODIES: Readonly<Record<string, Body>> = {
             ? `D${(e.target - base - c.q7Dram) / c.q7DramStride}`
             : `I${(e.target - base - c.q7Iram) / c.q7IramStride}`
         );
-        expect(seq).toEqual(["D0", "I0", "D1", "I1", "D2", "I2", "D3", "I3", "D4", "I4", "D5", "I5", "D6", "I6", "D7", "I7"]);
+        expect(seq).toEqual([
+          "D0",
+          "I0",
+          "D1",
+          "I1",
+          "D2",
+          "I2",
+          "D3",
+          "I3",
+          "D4",
+          "I4",
+          "D5",
+          "I5",
+          "D6",
+          "I6",
+          "D7",
+          "I7",
+        ]);
         const stock = f.khal.stockPoolUcode();
-        expect(images.map((e) => e.value)).toEqual(images.map((_, i) => (i % 2 === 0 ? stock.dram.byteLength : stock.iram.byteLength)));
+        expect(images.map((e) => e.value)).toEqual(
+          images.map((_, i) => (i % 2 === 0 ? stock.dram.byteLength : stock.iram.byteLength)),
+        );
       }
     } finally {
       await rt.close();
@@ -184,26 +224,37 @@ const BODIES: Readonly<Record<string, Body>> = {
         for (let nc = 0; nc < f.spec.ncPerDevice; nc++) {
           const stall = writesIn(f.spec, f.trace.entries, nc, 0x3000, 4);
           expect(stall.map((e) => [e.op, e.value])).toEqual([["barWrite32", 0xff], ["barWrite32", 0x00]]);
-          const lastImage = f.trace.entries.findLastIndex((e) => e.op === "barWrite" && e.target >= ncBlock(f.spec, nc) + c.q7Iram && e.target < ncBlock(f.spec, nc) + c.q7Iram + 8 * c.q7IramStride);
+          const lastImage = f.trace.entries.findLastIndex((e) =>
+            e.op === "barWrite" && e.target >= ncBlock(f.spec, nc) + c.q7Iram &&
+            e.target < ncBlock(f.spec, nc) + c.q7Iram + 8 * c.q7IramStride
+          );
           expect(f.trace.entries.indexOf(stall[1])).toBeGreaterThan(lastImage);
           expect(f.trace.entries.indexOf(stall[0])).toBeLessThan(lastImage);
         }
         if (events) {
           const released = events.call(f.subject).filter((e) => e.kind === "released");
-          expect(released.map((e) => [e.nc, e.via])).toEqual([...Array(f.spec.ncPerDevice).keys()].map((nc) => [nc, "host-csr"]));
+          expect(released.map((e) => [e.nc, e.via])).toEqual(
+            [...Array(f.spec.ncPerDevice).keys()].map((nc) => [nc, "host-csr"]),
+          );
         }
       } else {
         expect(c.runStall).toBeNull();
         // No write lands on any generation's run-stall offset (0x3000), in any NeuronCore block.
-        for (let nc = 0; nc < f.spec.ncPerDevice; nc++) expect(writesIn(f.spec, f.trace.entries, nc, 0x3000, 4)).toEqual([]);
+        for (let nc = 0; nc < f.spec.ncPerDevice; nc++) {
+          expect(writesIn(f.spec, f.trace.entries, nc, 0x3000, 4)).toEqual([]);
+        }
         if (events) {
           expect(events.call(f.subject).filter((e) => e.kind === "released")).toEqual([]);
-          await runOnce(rt, await neff(f, "relu", "relu", [f32("x", [64])], [f32("y", [64])]), { x: bytesOf(new Float32Array(64).fill(-1)) });
+          await runOnce(rt, await neff(f, "relu", "relu", [f32("x", [64])], [f32("y", [64])]), {
+            x: bytesOf(new Float32Array(64).fill(-1)),
+          });
           const after = events.call(f.subject);
           expect(after.filter((e) => e.kind === "released").map((e) => [e.nc, e.via])).toEqual([[0, "evt-sem"]]);
           expect(after.some((e) => e.nc === 0 && e.kind === "cluster-started")).toBe(true);
         }
-        for (let nc = 0; nc < f.spec.ncPerDevice; nc++) expect(writesIn(f.spec, f.trace.entries, nc, 0x3000, 4)).toEqual([]);
+        for (let nc = 0; nc < f.spec.ncPerDevice; nc++) {
+          expect(writesIn(f.spec, f.trace.entries, nc, 0x3000, 4)).toEqual([]);
+        }
       }
     } finally {
       await rt.close();
@@ -230,17 +281,32 @@ const BODIES: Readonly<Record<string, Body>> = {
     const rt = await f.init();
     try {
       const n = 1000;
-      const a = Float32Array.from({ length: n }, (_, i) => i * 0.5), b = Float32Array.from({ length: n }, (_, i) => 1000 - i * 1.25);
-      const add = floats((await runOnce(rt, await neff(f, "vector_add", "vector_add", [f32("a", [n]), f32("b", [n])], [f32("out", [n])]), { a: bytesOf(a), b: bytesOf(b) })).out);
+      const a = Float32Array.from({ length: n }, (_, i) => i * 0.5),
+        b = Float32Array.from({ length: n }, (_, i) => 1000 - i * 1.25);
+      const add = floats(
+        (await runOnce(
+          rt,
+          await neff(f, "vector_add", "vector_add", [f32("a", [n]), f32("b", [n])], [f32("out", [n])]),
+          { a: bytesOf(a), b: bytesOf(b) },
+        )).out,
+      );
       expect(Array.from(add)).toEqual(Array.from(a, (x, i) => Math.fround(x + b[i])));
 
       const x = Float32Array.from({ length: n }, (_, i) => i - 500.5);
-      const relu = floats((await runOnce(rt, await neff(f, "relu", "relu", [f32("x", [n])], [f32("y", [n])]), { x: bytesOf(x) })).y);
+      const relu = floats(
+        (await runOnce(rt, await neff(f, "relu", "relu", [f32("x", [n])], [f32("y", [n])]), { x: bytesOf(x) })).y,
+      );
       expect(Array.from(relu)).toEqual(Array.from(x, (v) => Math.max(v, 0)));
 
       const rows = 4, cols = 16;
       const s = Float32Array.from({ length: rows * cols }, (_, i) => Math.sin(i) * 3);
-      const soft = floats((await runOnce(rt, await neff(f, "softmax", "softmax_rows", [f32("x", [rows, cols])], [f32("y", [rows, cols])]), { x: bytesOf(s) })).y);
+      const soft = floats(
+        (await runOnce(
+          rt,
+          await neff(f, "softmax", "softmax_rows", [f32("x", [rows, cols])], [f32("y", [rows, cols])]),
+          { x: bytesOf(s) },
+        )).y,
+      );
       for (let r = 0; r < rows; r++) {
         const row = Array.from(s.subarray(r * cols, (r + 1) * cols));
         const max = Math.max(...row);
@@ -250,8 +316,15 @@ const BODIES: Readonly<Record<string, Body>> = {
       }
 
       const M = 8, K = 16, N = 4;
-      const A = Float32Array.from({ length: M * K }, (_, i) => (i % 7) - 3), B = Float32Array.from({ length: K * N }, (_, i) => (i % 5) - 2);
-      const C = floats((await runOnce(rt, await neff(f, "matmul", "matmul", [f32("a", [M, K]), f32("b", [K, N])], [f32("c", [M, N])]), { a: bytesOf(A), b: bytesOf(B) })).c);
+      const A = Float32Array.from({ length: M * K }, (_, i) => (i % 7) - 3),
+        B = Float32Array.from({ length: K * N }, (_, i) => (i % 5) - 2);
+      const C = floats(
+        (await runOnce(
+          rt,
+          await neff(f, "matmul", "matmul", [f32("a", [M, K]), f32("b", [K, N])], [f32("c", [M, N])]),
+          { a: bytesOf(A), b: bytesOf(B) },
+        )).c,
+      );
       for (let i = 0; i < M; i++) {
         for (let j = 0; j < N; j++) {
           let acc = 0;
@@ -267,11 +340,19 @@ const BODIES: Readonly<Record<string, Body>> = {
     const rt = await f.init();
     try {
       const n = 64;
-      const map = new Int32Array((await runOnce(rt, await neff(f, "cpu_map", "cpu_map", [i32("x", [n])], [i32("y", [n])]), { x: new Uint8Array(n * 4) })).y.slice().buffer);
+      const map = new Int32Array(
+        (await runOnce(rt, await neff(f, "cpu_map", "cpu_map", [i32("x", [n])], [i32("y", [n])]), {
+          x: new Uint8Array(n * 4),
+        })).y.slice().buffer,
+      );
       expect([...new Set(map)].sort((p, q) => p - q)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
       for (let i = 1; i < n; i++) expect(map[i]).toBeGreaterThanOrEqual(map[i - 1]); // contiguous shares, by rank
       const xs = Float32Array.from({ length: n }, (_, i) => i);
-      const sum = floats((await runOnce(rt, await neff(f, "reduce_sum", "sum_all", [f32("x", [n])], [f32("s", [1])], 1), { x: bytesOf(xs) })).s);
+      const sum = floats(
+        (await runOnce(rt, await neff(f, "reduce_sum", "sum_all", [f32("x", [n])], [f32("s", [1])], 1), {
+          x: bytesOf(xs),
+        })).s,
+      );
       expect(sum[0]).toBe((n * (n - 1)) / 2);
     } finally {
       await rt.close();
@@ -281,7 +362,9 @@ const BODIES: Readonly<Record<string, Body>> = {
     const rt = await f.init();
     try {
       const n = 256;
-      const model = await rt.load(await neff(f, "vector_add", "vector_add", [f32("a", [n]), f32("b", [n])], [f32("out", [n])]));
+      const model = await rt.load(
+        await neff(f, "vector_add", "vector_add", [f32("a", [n]), f32("b", [n])], [f32("out", [n])]),
+      );
       const ins = new TensorSet(), outs = new TensorSet();
       for (const name of ["a", "b"]) {
         const t = await rt.allocateTensor({ size: n * 4, name });
@@ -296,7 +379,9 @@ const BODIES: Readonly<Record<string, Body>> = {
         const incs = f.trace.entries.filter((e) => e.op === "semaphoreIncrement");
         expect(incs.map((e) => e.value)).toEqual([1]);
         // Nor is a doorbell rung through the BAR0 increment window.
-        for (let nc = 0; nc < f.spec.ncPerDevice; nc++) expect(writesIn(f.spec, f.trace.entries, nc, c.semaphoreIncrement, 4 * f.spec.semaphoresPerCore)).toEqual([]);
+        for (let nc = 0; nc < f.spec.ncPerDevice; nc++) {
+          expect(writesIn(f.spec, f.trace.entries, nc, c.semaphoreIncrement, 4 * f.spec.semaphoresPerCore)).toEqual([]);
+        }
       }
       expect(floats(await outs.get("out").read())[100]).toBe(200);
     } finally {
@@ -322,12 +407,16 @@ const BODIES: Readonly<Record<string, Body>> = {
     await rt.load(await neff(f, "reduce_sum", "sum_all", [f32("x", [64])], [f32("s", [1])], 1));
     await rt.close();
     for (let nc = 0; nc < f.spec.ncPerDevice; nc++) {
-      const ev = rt.events.list().filter((e) => e.includes(` nc=${nc}`) && /destroy|halt|free_lib/.test(e)).map((e) => e.replace(` nc=${nc}`, ""));
+      const ev = rt.events.list().filter((e) => e.includes(` nc=${nc}`) && /destroy|halt|free_lib/.test(e)).map((e) =>
+        e.replace(` nc=${nc}`, "")
+      );
       const order = ev.map((e) => e.split(" ")[0]);
       expect(order[0]).toBe("hw_exec_queue_add_halt_request");
       expect(ev.filter((e) => e.startsWith("ucode_core_destroy NX")).length).toBe(5);
       expect(ev.filter((e) => e.startsWith("ucode_core_destroy Q7")).length).toBe(8);
-      expect(ev.findIndex((e) => e.startsWith("ucode_core_destroy Q7"))).toBeGreaterThan(ev.findLastIndex((e) => e.startsWith("ucode_core_destroy NX")));
+      expect(ev.findIndex((e) => e.startsWith("ucode_core_destroy Q7"))).toBeGreaterThan(
+        ev.findLastIndex((e) => e.startsWith("ucode_core_destroy NX")),
+      );
       const idx = (s: string) => order.indexOf(s);
       expect(idx("notification_destroy")).toBeGreaterThan(order.lastIndexOf("ucode_core_destroy"));
       expect(idx("pool_stdio_block_destroy")).toBeGreaterThan(idx("notification_destroy"));
@@ -397,7 +486,11 @@ const BODIES: Readonly<Record<string, Body>> = {
 async function defaultKernel(name: string): Promise<Uint8Array> {
   const url = new URL(`../../kernels/wasm/${name}.wasm`, import.meta.url);
   const res = await fetch(url);
-  if (!res.ok) throw new TypeError(`Cannot load reference kernel "${name}" from ${url.href}: HTTP ${res.status}; pass options.kernel`);
+  if (!res.ok) {
+    throw new TypeError(
+      `Cannot load reference kernel "${name}" from ${url.href}: HTTP ${res.status}; pass options.kernel`,
+    );
+  }
   return new Uint8Array(await res.arrayBuffer());
 }
 
@@ -421,7 +514,9 @@ export function khalContract(
   options: KhalContractOptions = {},
 ): void {
   for (const s of skips) {
-    if (!KHAL_CONTRACT_CASES.includes(s.test)) throw new TypeError(`khalContract(${name}): skip names no case: "${s.test}"`);
+    if (!KHAL_CONTRACT_CASES.includes(s.test)) {
+      throw new TypeError(`khalContract(${name}): skip names no case: "${s.test}"`);
+    }
   }
   const kernelCache = new Map<string, Promise<Uint8Array>>();
   const load = options.kernel ?? defaultKernel;
@@ -451,7 +546,13 @@ export function khalContract(
           trace,
           kernel,
           async init(extra = {}) {
-            const rt = await Runtime.init({ logger: new MemoryLogger(), ...extra, portal: trace, archPacks: [pack], ownsPortal: false });
+            const rt = await Runtime.init({
+              logger: new MemoryLogger(),
+              ...extra,
+              portal: trace,
+              archPacks: [pack],
+              ownsPortal: false,
+            });
             runtimes.push(rt);
             return rt;
           },

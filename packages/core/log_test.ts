@@ -4,8 +4,8 @@ import {
   createNullLogger,
   type Logger,
   LogLevel,
-  logLevelName,
   type LogLevelName,
+  logLevelName,
   MemoryLogger,
   parseLogLevel,
 } from "./log.ts";

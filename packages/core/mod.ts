@@ -44,11 +44,19 @@ export {
   type VncMemoryStats,
 } from "./runtime.ts";
 export { RuntimeEvents } from "./runtime_events.ts";
-export { type HostSpan, type HostSpanListener, hostClockMs } from "./host_span.ts";
+export { hostClockMs, type HostSpan, type HostSpanListener } from "./host_span.ts";
 export { Tensor, type TensorLocation, TensorPlacement, TensorSet } from "./tensor.ts";
 export type { ArchPack } from "./khal.ts";
 export type { Portal } from "./portal.ts";
-export { isNrtStatus, nrt_get_status_as_str, nrt_get_status_priority, NrtStatus, nrtStatusName, NrtStatusPriority, worseStatus } from "./status.ts";
+export {
+  isNrtStatus,
+  nrt_get_status_as_str,
+  nrt_get_status_priority,
+  NrtStatus,
+  nrtStatusName,
+  NrtStatusPriority,
+  worseStatus,
+} from "./status.ts";
 export { DMA_MEM_USAGE_SLOTS, DMA_MEM_USAGE_TOTAL, DmaMemUsageType } from "./dmem/dmem.ts";
 export { isNrtError, NrtError, type NrtErrorOptions } from "./error.ts";
 export { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
@@ -61,11 +69,23 @@ export {
   type RuntimeConfig,
   type RuntimeOptions,
 } from "./config.ts";
-export { createConsoleLogger, createNullLogger, type LogEntry, type Logger, LogLevel, type LogLevelName, logLevelName, type LogWrite, MemoryLogger, parseLogLevel } from "./log.ts";
+export {
+  createConsoleLogger,
+  createNullLogger,
+  type LogEntry,
+  type Logger,
+  LogLevel,
+  type LogLevelName,
+  logLevelName,
+  type LogWrite,
+  MemoryLogger,
+  parseLogLevel,
+} from "./log.ts";
 export { type Clock, SystemClock, VirtualClock } from "./clock.ts";
 export { type ExecOutcome } from "./kmgr/dlr_model.ts";
 export { type AsyncExecCompletion, type AsyncExecListener, type AsyncPollResult } from "./kmgr/kmgr_async_exec.ts";
 export {
+  type Nrta,
   NRTA_SEQ_NUM_MAX,
   type NrtaError,
   NrtaErrorTracker,
@@ -74,7 +94,6 @@ export {
   nrtaSeq,
   nrtaSeqNum,
   nrtaSeqXu,
-  type Nrta,
   NrtaXu,
   type PreparedExecution,
 } from "./nrta/nrta.ts";

@@ -79,7 +79,13 @@ export interface NrtVersion {
 /**
  * `NRT_ASYNC_EXEC_STATUS_CALLBACK(params, model_id, vnc, job_id, status)`: where async completions are posted.
  */
-export type NrtAsyncExecStatusCallback = (params: unknown, modelId: number, vnc: number, jobId: number, status: NrtStatus) => void;
+export type NrtAsyncExecStatusCallback = (
+  params: unknown,
+  modelId: number,
+  vnc: number,
+  jobId: number,
+  status: NrtStatus,
+) => void;
 
 /** One harvested async completion, as {@linkcode NrtApi.nrt_async_exec_poll} fills it (the callback's arguments). */
 export interface NrtAsyncExecCompletion {
@@ -145,7 +151,11 @@ export class NrtApi {
   }
 
   #guard(): Runtime {
-    guardInitState(this.#rt === undefined && this.#state === NrtInitState.NRT_STATE_INIT ? NrtInitState.NRT_STATE_START : this.#state);
+    guardInitState(
+      this.#rt === undefined && this.#state === NrtInitState.NRT_STATE_INIT
+        ? NrtInitState.NRT_STATE_START
+        : this.#state,
+    );
     return this.#rt!;
   }
 
@@ -185,11 +195,25 @@ export class NrtApi {
   }
 
   /** `nrt_load(neff, size, start_nc, nc_count, &model)`: `start_nc` is the logical core (-1 = 0). */
-  async nrt_load(neff: Uint8Array, startNc: number, ncCount: number, model: Ref<Model>, metaneff?: MetaNeff, checkpoint?: ReadonlyMap<string, Uint8Array>): Promise<NrtStatus> {
+  async nrt_load(
+    neff: Uint8Array,
+    startNc: number,
+    ncCount: number,
+    model: Ref<Model>,
+    metaneff?: MetaNeff,
+    checkpoint?: ReadonlyMap<string, Uint8Array>,
+  ): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
-      if (!(neff instanceof Uint8Array)) throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
-      if (ncCount !== -1 && ncCount !== 1) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`);
+      if (!(neff instanceof Uint8Array)) {
+        throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
+      }
+      if (ncCount !== -1 && ncCount !== 1) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`,
+        );
+      }
       model.value = await rt.load(neff, { vnc: startNc < 0 ? 0 : startNc, metaneff, checkpoint });
     });
   }
@@ -276,16 +300,38 @@ export class NrtApi {
   }
 
   /** `nrta_tensor_write(tensor, buf, offset, size, queue, err, &seq)`. */
-  nrta_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+  nrta_tensor_write(
+    tensor: Tensor,
+    buf: Uint8Array,
+    offset: number,
+    size: number,
+    queue: number,
+    err: NrtaErrorTracker | null,
+    seq: Ref<bigint>,
+  ): NrtStatus {
     return this.#sync(() => {
-      if (size > buf.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes holds fewer than ${size}`);
-      seq.value = this.#guard().nrta.tensorWrite(tensor, buf.subarray(0, size), offset, { queue, errors: err ?? undefined }).seq;
+      if (size > buf.byteLength) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes holds fewer than ${size}`);
+      }
+      seq.value =
+        this.#guard().nrta.tensorWrite(tensor, buf.subarray(0, size), offset, { queue, errors: err ?? undefined }).seq;
     });
   }
 
   /** `nrta_tensor_read(buf, tensor, offset, size, queue, err, &seq)`. */
-  nrta_tensor_read(buf: Uint8Array, tensor: Tensor, offset: number, size: number, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
-    return this.#sync(() => (seq.value = this.#guard().nrta.tensorRead(buf, tensor, offset, size, { queue, errors: err ?? undefined }).seq));
+  nrta_tensor_read(
+    buf: Uint8Array,
+    tensor: Tensor,
+    offset: number,
+    size: number,
+    queue: number,
+    err: NrtaErrorTracker | null,
+    seq: Ref<bigint>,
+  ): NrtStatus {
+    return this.#sync(
+      () => (seq.value =
+        this.#guard().nrta.tensorRead(buf, tensor, offset, size, { queue, errors: err ?? undefined }).seq),
+    );
   }
 
   /** `nrta_tensor_copy(src, src_offset, dst, dst_offset, size, queue, err, &seq)`. */
@@ -299,14 +345,25 @@ export class NrtApi {
     err: NrtaErrorTracker | null,
     seq: Ref<bigint>,
   ): NrtStatus {
-    return this.#sync(() => (seq.value = this.#guard().nrta.tensorCopy(src, srcOffset, dst, dstOffset, size, { queue, errors: err ?? undefined }).seq));
+    return this.#sync(
+      () => (seq.value =
+        this.#guard().nrta.tensorCopy(src, srcOffset, dst, dstOffset, size, { queue, errors: err ?? undefined }).seq),
+    );
   }
 
   /** `nrta_execute_schedule(model, input, output, queue, err, &seq)`: queue must be 0. */
-  nrta_execute_schedule(model: Model, input: TensorSet, output: TensorSet, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+  nrta_execute_schedule(
+    model: Model,
+    input: TensorSet,
+    output: TensorSet,
+    queue: number,
+    err: NrtaErrorTracker | null,
+    seq: Ref<bigint>,
+  ): NrtStatus {
     return this.#sync(() => {
       const rt = this.#guard();
-      seq.value = rt.nrta.executeSchedule(rt.prepareExecution(model, input, output), { queue, errors: err ?? undefined }).seq;
+      seq.value =
+        rt.nrta.executeSchedule(rt.prepareExecution(model, input, output), { queue, errors: err ?? undefined }).seq;
     });
   }
 
@@ -324,7 +381,9 @@ export class NrtApi {
   nrta_error_tracker_create(lnc: number, tracker: Ref<NrtaErrorTracker>): NrtStatus {
     return this.#sync(() => {
       const rt = this.#guard();
-      if (!Number.isInteger(lnc) || lnc < 0 || lnc >= rt.visibleVncCount) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${lnc} is not visible`);
+      if (!Number.isInteger(lnc) || lnc < 0 || lnc >= rt.visibleVncCount) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${lnc} is not visible`);
+      }
       tracker.value = new NrtaErrorTracker(lnc);
     });
   }
@@ -333,7 +392,11 @@ export class NrtApi {
   nrta_error_tracker_destroy(_tracker: NrtaErrorTracker): void {}
 
   /** `nrta_error_tracker_get_list(tracker, &list, &count)`. */
-  nrta_error_tracker_get_list(tracker: NrtaErrorTracker, list: Ref<readonly NrtaError[]>, count: Ref<number>): NrtStatus {
+  nrta_error_tracker_get_list(
+    tracker: NrtaErrorTracker,
+    list: Ref<readonly NrtaError[]>,
+    count: Ref<number>,
+  ): NrtStatus {
     const errors = tracker.list();
     list.value = errors;
     count.value = errors.length;
@@ -358,16 +421,29 @@ export class NrtApi {
   async nrt_execute_repeat(model: Model, input: TensorSet, output: TensorSet, repeat: number): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
-      if (!Number.isInteger(repeat) || repeat < 1) throw new NrtError(NrtStatus.NRT_INVALID, `repeat ${repeat} is not a positive integer`);
+      if (!Number.isInteger(repeat) || repeat < 1) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `repeat ${repeat} is not a positive integer`);
+      }
       for (let i = 0; i < repeat; i++) await rt.execute(model, input, output);
     });
   }
 
   /** `nrt_tensor_allocate(placement, logical_nc_id, size, name, &tensor)`. */
-  async nrt_tensor_allocate(placement: TensorPlacement, logicalNc: number, size: number, name: string, tensor: Ref<Tensor>): Promise<NrtStatus> {
+  async nrt_tensor_allocate(
+    placement: TensorPlacement,
+    logicalNc: number,
+    size: number,
+    name: string,
+    tensor: Ref<Tensor>,
+  ): Promise<NrtStatus> {
     return await status(async () => {
       const location = tensorLocationOf(placement);
-      if (location === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": unknown placement ${String(placement)}`);
+      if (location === undefined) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot allocate tensor "${name}": unknown placement ${String(placement)}`,
+        );
+      }
       tensor.value = await this.#guard().allocateTensor({ location, vnc: logicalNc, size, name });
     });
   }
@@ -385,7 +461,9 @@ export class NrtApi {
   async nrt_tensor_read(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
-      if (size > buf.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot hold ${size}`);
+      if (size > buf.byteLength) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot hold ${size}`);
+      }
       buf.set(await tensor.read(offset, size));
     });
   }
@@ -394,13 +472,21 @@ export class NrtApi {
   async nrt_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
-      if (size > buf.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes holds fewer than ${size}`);
+      if (size > buf.byteLength) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes holds fewer than ${size}`);
+      }
       await tensor.write(buf.subarray(0, size), offset);
     });
   }
 
   /** `nrt_tensor_copy(src, src_offset, dst, dst_offset, size)`. */
-  async nrt_tensor_copy(src: Tensor, srcOffset: number, dst: Tensor, dstOffset: number, size: number): Promise<NrtStatus> {
+  async nrt_tensor_copy(
+    src: Tensor,
+    srcOffset: number,
+    dst: Tensor,
+    dstOffset: number,
+    size: number,
+  ): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
       await dst.copyFrom(src, srcOffset, dstOffset, size);
@@ -421,7 +507,13 @@ export class NrtApi {
   }
 
   /** `nrt_tensor_allocate_slice(source, offset, size, name, &slice)`. */
-  async nrt_tensor_allocate_slice(source: Tensor, offset: number, size: number, name: string, slice: Ref<Tensor>): Promise<NrtStatus> {
+  async nrt_tensor_allocate_slice(
+    source: Tensor,
+    offset: number,
+    size: number,
+    name: string,
+    slice: Ref<Tensor>,
+  ): Promise<NrtStatus> {
     return await status(() => {
       this.#guard();
       slice.value = source.slice(offset, size, name);
@@ -432,7 +524,9 @@ export class NrtApi {
   async nrt_tensor_attach_buffer(tensor: Tensor, buffer: Uint8Array, size: number): Promise<NrtStatus> {
     return await status(() => {
       this.#guard();
-      if (size > buffer.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buffer.byteLength} bytes is smaller than ${size}`);
+      if (size > buffer.byteLength) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buffer.byteLength} bytes is smaller than ${size}`);
+      }
       tensor.attachBuffer(buffer);
     });
   }
@@ -472,8 +566,20 @@ export class NrtApi {
       return (e as NrtError).status;
     }
     const arr: NrtTensorInfo[] = [
-      ...model.inputs.map((t) => ({ name: t.name, usage: NrtTensorUsage.NRT_TENSOR_USAGE_INPUT, size: t.size, dtype: t.dtype, shape: t.shape })),
-      ...model.outputs.map((t) => ({ name: t.name, usage: NrtTensorUsage.NRT_TENSOR_USAGE_OUTPUT, size: t.size, dtype: t.dtype, shape: t.shape })),
+      ...model.inputs.map((t) => ({
+        name: t.name,
+        usage: NrtTensorUsage.NRT_TENSOR_USAGE_INPUT,
+        size: t.size,
+        dtype: t.dtype,
+        shape: t.shape,
+      })),
+      ...model.outputs.map((t) => ({
+        name: t.name,
+        usage: NrtTensorUsage.NRT_TENSOR_USAGE_OUTPUT,
+        size: t.size,
+        dtype: t.dtype,
+        shape: t.shape,
+      })),
     ];
     info.value = { tensor_count: arr.length, tensor_array: arr };
     return NrtStatus.NRT_SUCCESS;
@@ -487,7 +593,14 @@ export class NrtApi {
 
   /** `nrt_get_version(&ver)`: the version of this runtime (0.1.0), not libnrt's. */
   nrt_get_version(ver: Ref<NrtVersion>): NrtStatus {
-    ver.value = { rt_major: 0, rt_minor: 1, rt_patch: 0, rt_maintenance: 0, rt_detail: "nrt (TypeScript) 0.1.0", git_hash: "" };
+    ver.value = {
+      rt_major: 0,
+      rt_minor: 1,
+      rt_patch: 0,
+      rt_maintenance: 0,
+      rt_detail: "nrt (TypeScript) 0.1.0",
+      git_hash: "",
+    };
     return NrtStatus.NRT_SUCCESS;
   }
 
@@ -507,9 +620,21 @@ export class NrtApi {
   ): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
-      if (!(neff instanceof Uint8Array)) throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
-      if (ncCount !== -1 && ncCount !== 1) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`);
-      model.value = await rt.loadCollectives(neff, { vnc: startNc < 0 ? 0 : startNc, globalDeviceId: gDeviceId, globalDeviceCount: gDeviceCount, replicaGroups });
+      if (!(neff instanceof Uint8Array)) {
+        throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
+      }
+      if (ncCount !== -1 && ncCount !== 1) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`,
+        );
+      }
+      model.value = await rt.loadCollectives(neff, {
+        vnc: startNc < 0 ? 0 : startNc,
+        globalDeviceId: gDeviceId,
+        globalDeviceCount: gDeviceCount,
+        replicaGroups,
+      });
     });
   }
 
@@ -517,13 +642,24 @@ export class NrtApi {
    * `nrta_cc_prepare(op, redop, dtype, count, inputs, outputs, &cc)` (ours: the argument list; `NrtaCcOp`,
    * `NrtaCcRedOp`, `NrtaCcDtype`): one input and output tensor per rank.
    */
-  async nrta_cc_prepare(op: number, redop: number, dtype: number, count: number, inputs: readonly Tensor[], outputs: readonly Tensor[], cc: Ref<Collective>): Promise<NrtStatus> {
+  async nrta_cc_prepare(
+    op: number,
+    redop: number,
+    dtype: number,
+    count: number,
+    inputs: readonly Tensor[],
+    outputs: readonly Tensor[],
+    cc: Ref<Collective>,
+  ): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
       const opName = (["all-reduce", "all-gather", "reduce-scatter"] as const)[op];
       const red = (["sum", "max"] as const)[redop], type = (["float32", "bfloat16"] as const)[dtype];
       if (opName === undefined || red === undefined || type === undefined) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot prepare collective: op ${op}, redop ${redop} or dtype ${dtype} is unknown`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot prepare collective: op ${op}, redop ${redop} or dtype ${dtype} is unknown`,
+        );
       }
       cc.value = await rt.collectives.prepare({ op: opName, reduce: red, dtype: type, count, inputs, outputs });
     });
@@ -562,7 +698,14 @@ export function nrt_close(): Promise<NrtStatus> {
   return nrt.nrt_close();
 }
 /** `nrt_load` on the default instance. */
-export function nrt_load(neff: Uint8Array, startNc: number, ncCount: number, model: Ref<Model>, metaneff?: MetaNeff, checkpoint?: ReadonlyMap<string, Uint8Array>): Promise<NrtStatus> {
+export function nrt_load(
+  neff: Uint8Array,
+  startNc: number,
+  ncCount: number,
+  model: Ref<Model>,
+  metaneff?: MetaNeff,
+  checkpoint?: ReadonlyMap<string, Uint8Array>,
+): Promise<NrtStatus> {
   return nrt.nrt_load(neff, startNc, ncCount, model, metaneff, checkpoint);
 }
 /** `nrt_unload` on the default instance. */
@@ -574,11 +717,22 @@ export function nrt_execute(model: Model, input: TensorSet, output: TensorSet): 
   return nrt.nrt_execute(model, input, output);
 }
 /** `nrt_execute_repeat` on the default instance. */
-export function nrt_execute_repeat(model: Model, input: TensorSet, output: TensorSet, repeat: number): Promise<NrtStatus> {
+export function nrt_execute_repeat(
+  model: Model,
+  input: TensorSet,
+  output: TensorSet,
+  repeat: number,
+): Promise<NrtStatus> {
   return nrt.nrt_execute_repeat(model, input, output, repeat);
 }
 /** `nrt_tensor_allocate` on the default instance. */
-export function nrt_tensor_allocate(placement: TensorPlacement, logicalNc: number, size: number, name: string, tensor: Ref<Tensor>): Promise<NrtStatus> {
+export function nrt_tensor_allocate(
+  placement: TensorPlacement,
+  logicalNc: number,
+  size: number,
+  name: string,
+  tensor: Ref<Tensor>,
+): Promise<NrtStatus> {
   return nrt.nrt_tensor_allocate(placement, logicalNc, size, name, tensor);
 }
 /** `nrt_tensor_free` on the default instance. */
@@ -615,7 +769,10 @@ export function nrt_get_version(ver: Ref<NrtVersion>): NrtStatus {
 }
 
 /** `nrt_register_async_exec_callback` on the default instance. */
-export function nrt_register_async_exec_callback(callback: NrtAsyncExecStatusCallback | undefined, params?: unknown): NrtStatus {
+export function nrt_register_async_exec_callback(
+  callback: NrtAsyncExecStatusCallback | undefined,
+  params?: unknown,
+): NrtStatus {
   return nrt.nrt_register_async_exec_callback(callback, params);
 }
 
@@ -655,31 +812,54 @@ export function nrt_get_vnc_memory_stats(vnc: number, stats: Ref<NrtVncMemorySta
 }
 
 /** `nrta_tensor_write` on the default instance. */
-export function nrta_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+export function nrta_tensor_write(
+  tensor: Tensor,
+  buf: Uint8Array,
+  offset: number,
+  size: number,
+  queue: number,
+  err: NrtaErrorTracker | null,
+  seq: Ref<bigint>,
+): NrtStatus {
   return nrt.nrta_tensor_write(tensor, buf, offset, size, queue, err, seq);
 }
 
 /** `nrta_tensor_read` on the default instance. */
-export function nrta_tensor_read(buf: Uint8Array, tensor: Tensor, offset: number, size: number, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+export function nrta_tensor_read(
+  buf: Uint8Array,
+  tensor: Tensor,
+  offset: number,
+  size: number,
+  queue: number,
+  err: NrtaErrorTracker | null,
+  seq: Ref<bigint>,
+): NrtStatus {
   return nrt.nrta_tensor_read(buf, tensor, offset, size, queue, err, seq);
 }
 
 /** `nrta_tensor_copy` on the default instance. */
 export function nrta_tensor_copy(
-    src: Tensor,
-    srcOffset: number,
-    dst: Tensor,
-    dstOffset: number,
-    size: number,
-    queue: number,
-    err: NrtaErrorTracker | null,
-    seq: Ref<bigint>,
-  ): NrtStatus {
+  src: Tensor,
+  srcOffset: number,
+  dst: Tensor,
+  dstOffset: number,
+  size: number,
+  queue: number,
+  err: NrtaErrorTracker | null,
+  seq: Ref<bigint>,
+): NrtStatus {
   return nrt.nrta_tensor_copy(src, srcOffset, dst, dstOffset, size, queue, err, seq);
 }
 
 /** `nrta_execute_schedule` on the default instance. */
-export function nrta_execute_schedule(model: Model, input: TensorSet, output: TensorSet, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+export function nrta_execute_schedule(
+  model: Model,
+  input: TensorSet,
+  output: TensorSet,
+  queue: number,
+  err: NrtaErrorTracker | null,
+  seq: Ref<bigint>,
+): NrtStatus {
   return nrt.nrta_execute_schedule(model, input, output, queue, err, seq);
 }
 
@@ -704,12 +884,22 @@ export function nrta_error_tracker_destroy(_tracker: NrtaErrorTracker): void {
 }
 
 /** `nrta_error_tracker_get_list` on the default instance. */
-export function nrta_error_tracker_get_list(tracker: NrtaErrorTracker, list: Ref<readonly NrtaError[]>, count: Ref<number>): NrtStatus {
+export function nrta_error_tracker_get_list(
+  tracker: NrtaErrorTracker,
+  list: Ref<readonly NrtaError[]>,
+  count: Ref<number>,
+): NrtStatus {
   return nrt.nrta_error_tracker_get_list(tracker, list, count);
 }
 
 /** `nrt_tensor_copy` on the default instance. */
-export function nrt_tensor_copy(src: Tensor, srcOffset: number, dst: Tensor, dstOffset: number, size: number): Promise<NrtStatus> {
+export function nrt_tensor_copy(
+  src: Tensor,
+  srcOffset: number,
+  dst: Tensor,
+  dstOffset: number,
+  size: number,
+): Promise<NrtStatus> {
   return nrt.nrt_tensor_copy(src, srcOffset, dst, dstOffset, size);
 }
 
@@ -724,7 +914,13 @@ export function nrt_tensor_get_size(tensor: Tensor): number {
 }
 
 /** `nrt_tensor_allocate_slice` on the default instance. */
-export function nrt_tensor_allocate_slice(source: Tensor, offset: number, size: number, name: string, slice: Ref<Tensor>): Promise<NrtStatus> {
+export function nrt_tensor_allocate_slice(
+  source: Tensor,
+  offset: number,
+  size: number,
+  name: string,
+  slice: Ref<Tensor>,
+): Promise<NrtStatus> {
   return nrt.nrt_tensor_allocate_slice(source, offset, size, name, slice);
 }
 
@@ -757,12 +953,25 @@ export function nrt_load_collectives(
 }
 
 /** `nrta_cc_prepare` on the default instance. */
-export function nrta_cc_prepare(op: number, redop: number, dtype: number, count: number, inputs: readonly Tensor[], outputs: readonly Tensor[], cc: Ref<Collective>): Promise<NrtStatus> {
+export function nrta_cc_prepare(
+  op: number,
+  redop: number,
+  dtype: number,
+  count: number,
+  inputs: readonly Tensor[],
+  outputs: readonly Tensor[],
+  cc: Ref<Collective>,
+): Promise<NrtStatus> {
   return nrt.nrta_cc_prepare(op, redop, dtype, count, inputs, outputs, cc);
 }
 
 /** `nrta_cc_schedule` on the default instance. */
-export function nrta_cc_schedule(cc: Collective, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
+export function nrta_cc_schedule(
+  cc: Collective,
+  queue: number,
+  err: NrtaErrorTracker | null,
+  seq: Ref<bigint>,
+): NrtStatus {
   return nrt.nrta_cc_schedule(cc, queue, err, seq);
 }
 

@@ -45,7 +45,12 @@ export class NullPortal implements Portal {
 
   devices(): Promise<PortalDeviceInfo[]> {
     this.#open("enumerate devices");
-    return Promise.resolve([{ index: 0, arch: this.#spec.arch, ncCount: this.#spec.ncPerDevice, hbmBytes: this.#hbmBytes }]);
+    return Promise.resolve([{
+      index: 0,
+      arch: this.#spec.arch,
+      ncCount: this.#spec.ncPerDevice,
+      hbmBytes: this.#hbmBytes,
+    }]);
   }
 
   barRead32(_device: number, _bar: number, offset: number): Promise<number> {
@@ -68,8 +73,17 @@ export class NullPortal implements Portal {
 
   memAlloc(r: MemAllocRequest): Promise<DeviceMemory> {
     this.#open("allocate");
-    if (!Number.isSafeInteger(r.bytes) || r.bytes <= 0) return Promise.reject(new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate ${r.bytes} bytes`));
-    const m: DeviceMemory = { id: this.#nextId++, device: r.device, nc: r.nc, pa: this.#nextPa, bytes: r.bytes, location: r.location ?? "hbm" };
+    if (!Number.isSafeInteger(r.bytes) || r.bytes <= 0) {
+      return Promise.reject(new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate ${r.bytes} bytes`));
+    }
+    const m: DeviceMemory = {
+      id: this.#nextId++,
+      device: r.device,
+      nc: r.nc,
+      pa: this.#nextPa,
+      bytes: r.bytes,
+      location: r.location ?? "hbm",
+    };
     this.#nextPa += Math.ceil(r.bytes / 4096) * 4096;
     this.#mem.set(m.id, { m, bytes: new Uint8Array(r.bytes) });
     return Promise.resolve(m);
@@ -77,14 +91,18 @@ export class NullPortal implements Portal {
 
   memFree(memory: DeviceMemory): Promise<void> {
     this.#open("free");
-    if (!this.#mem.delete(memory.id)) return Promise.reject(new NrtError(NrtStatus.NRT_INVALID, `Cannot free allocation ${memory.id}: it is not live`));
+    if (!this.#mem.delete(memory.id)) {
+      return Promise.reject(new NrtError(NrtStatus.NRT_INVALID, `Cannot free allocation ${memory.id}: it is not live`));
+    }
     return Promise.resolve();
   }
 
   #live(memory: DeviceMemory, offset: number, length: number): Uint8Array {
     const a = this.#mem.get(memory.id);
     if (a === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Allocation ${memory.id} is not live`);
-    if (offset < 0 || offset + length > a.bytes.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `[${offset}, +${length}) is outside allocation ${memory.id}`);
+    if (offset < 0 || offset + length > a.bytes.byteLength) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `[${offset}, +${length}) is outside allocation ${memory.id}`);
+    }
     return a.bytes;
   }
 

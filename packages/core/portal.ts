@@ -110,4 +110,3 @@ export interface Portal {
   /** Releases the backend. */
   close(): Promise<void>;
 }
-

@@ -26,7 +26,14 @@
  */
 import { expect, type TestApi, useTestApi } from "./test_api.ts";
 import { NrtError } from "./error.ts";
-import { decodeNotification, encodeInstruction, NOTIFICATION_BYTES, NotificationKind, Opcode, SLOT_BYTES } from "./isa.ts";
+import {
+  decodeNotification,
+  encodeInstruction,
+  NOTIFICATION_BYTES,
+  NotificationKind,
+  Opcode,
+  SLOT_BYTES,
+} from "./isa.ts";
 import type { DeviceMemory, Portal } from "./portal.ts";
 import { ncBlock, type SiliconSpec } from "./silicon_spec.ts";
 import { NrtStatus } from "./status.ts";
@@ -71,7 +78,9 @@ export const PORTAL_CONTRACT_CASES: readonly string[] = Object.freeze([
 ]);
 
 function requireSpec(s: PortalContractSubject): SiliconSpec {
-  if (s.spec === undefined) throw new TypeError("This case needs the subject's SiliconSpec (the BAR0 layout); pass `spec` or skip it");
+  if (s.spec === undefined) {
+    throw new TypeError("This case needs the subject's SiliconSpec (the BAR0 layout); pass `spec` or skip it");
+  }
   return s.spec;
 }
 
@@ -87,7 +96,11 @@ async function rejects(p: Promise<unknown>): Promise<void> {
 }
 
 /** Attaches a 16-record NQ ring and a one-slot stream `[ins]` on NeuronCore 0 with doorbell `doorbell`. */
-async function stageNotifyStream(portal: Portal, spec: SiliconSpec, doorbell: number): Promise<{ ring: DeviceMemory; stream: DeviceMemory; release(): Promise<void> }> {
+async function stageNotifyStream(
+  portal: Portal,
+  spec: SiliconSpec,
+  doorbell: number,
+): Promise<{ ring: DeviceMemory; stream: DeviceMemory; release(): Promise<void> }> {
   const base = ncBlock(spec, 0);
   const capacity = 16;
   const ring = await portal.memAlloc({ device: 0, nc: 0, bytes: capacity * NOTIFICATION_BYTES, location: "host" });
@@ -98,7 +111,11 @@ async function stageNotifyStream(portal: Portal, spec: SiliconSpec, doorbell: nu
   v.setUint32(8, capacity, true);
   await portal.barWrite(0, 0, base + spec.csr.notificationQueue, nq);
   const stream = await portal.memAlloc({ device: 0, nc: 0, bytes: SLOT_BYTES });
-  await portal.memWrite(stream, 0, encodeInstruction({ op: Opcode.NOTIFY, kind: NotificationKind.EVENT_SEMAPHORE, value: 0x5eed }));
+  await portal.memWrite(
+    stream,
+    0,
+    encodeInstruction({ op: Opcode.NOTIFY, kind: NotificationKind.EVENT_SEMAPHORE, value: 0x5eed }),
+  );
   // The stream-table entry: u32 pa lo, u32 pa hi, u32 slots, u32 (valid << 31 | model << 16 | doorbell).
   const e = new Uint8Array(16);
   const w = new DataView(e.buffer);
@@ -152,7 +169,11 @@ const BODIES: Readonly<Record<string, Body>> = {
     [0xa1, 0xb2c3, 0xd4e5f607].forEach((x, i) => v.setUint32(4 * i, x, true));
     const events = ncBlock(spec, 0) + spec.csr.event + 4 * 10;
     await s.portal.barWrite(0, 0, events, words);
-    expect([await s.portal.barRead32(0, 0, events), await s.portal.barRead32(0, 0, events + 4), await s.portal.barRead32(0, 0, events + 8)])
+    expect([
+      await s.portal.barRead32(0, 0, events),
+      await s.portal.barRead32(0, 0, events + 4),
+      await s.portal.barRead32(0, 0, events + 8),
+    ])
       .toEqual([0xa1, 0xb2c3, 0xd4e5f607]);
     const io = ncBlock(spec, 0) + spec.csr.swapFileIoTable;
     const u64 = new Uint8Array(8);
@@ -324,7 +345,9 @@ export function portalContract(
   skips: readonly ContractSkip[] = [],
 ): void {
   for (const s of skips) {
-    if (!PORTAL_CONTRACT_CASES.includes(s.test)) throw new TypeError(`portalContract(${name}): skip names no case: "${s.test}"`);
+    if (!PORTAL_CONTRACT_CASES.includes(s.test)) {
+      throw new TypeError(`portalContract(${name}): skip names no case: "${s.test}"`);
+    }
   }
   const { describe, test } = useTestApi(api);
   describe(`portalContract(${name})`, () => {

@@ -12,13 +12,18 @@
  * @module
  */
 import { type Clock, SystemClock } from "./clock.ts";
-import { type RuntimeConfig, type RuntimeOptions, resolveRuntimeConfig } from "./config.ts";
+import { resolveRuntimeConfig, type RuntimeConfig, type RuntimeOptions } from "./config.ts";
 import { DMA_MEM_USAGE_TOTAL, DmaMemUsageType, DmemLedger } from "./dmem/dmem.ts";
 import { guardInitState, NrtError } from "./error.ts";
 import { type ArchPack, checkPoolUcodeOverride, createKhal, type Khal, type PoolUcodeOverride } from "./khal.ts";
 import { kelfLoad } from "./kelf/kelf_load.ts";
 import { bindMetaneff, defaultBinding, type MetaNeff } from "./kelf/metaneff.ts";
-import { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker, type AsyncPollResult } from "./kmgr/kmgr_async_exec.ts";
+import {
+  type AsyncExecCompletion,
+  type AsyncExecListener,
+  AsyncExecWorker,
+  type AsyncPollResult,
+} from "./kmgr/kmgr_async_exec.ts";
 import type { DlrModel as ModelRecord, ExecOutcome } from "./kmgr/dlr_model.ts";
 import { kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
@@ -38,7 +43,14 @@ import { RuntimeEvents } from "./runtime_events.ts";
 import { hostClockMs, type HostSpanListener } from "./host_span.ts";
 import { CoreQueue } from "./tdrv/core_queue.ts";
 import { type Tpb, tpbDestroy, tpbInit } from "./tdrv/tpb.ts";
-import { allocateTensor, Tensor, type TensorContext, type TensorLocation, TensorPlacement, TensorSet } from "./tensor.ts";
+import {
+  allocateTensor,
+  Tensor,
+  type TensorContext,
+  type TensorLocation,
+  TensorPlacement,
+  TensorSet,
+} from "./tensor.ts";
 import { resolveVirtualCoreSize, type VncChoice, type VncLoad, VncTable } from "./vnc/vnc.ts";
 
 /** Options of {@linkcode Runtime.init}. */
@@ -294,9 +306,15 @@ export class Runtime {
     const depth = config.asyncExecMaxInflightRequests;
     this.execMode = depth > 0 ? KmgrExecMode.KMGR_EXEC_MODE_ASYNC : undefined;
     if (depth > 0) {
-      for (let v = 0; v < this.#vnc.visibleCount; v++) this.#async.push(new AsyncExecWorker(v, depth, () => ++this.#jobId));
+      for (let v = 0; v < this.#vnc.visibleCount; v++) {
+        this.#async.push(new AsyncExecWorker(v, depth, () => ++this.#jobId));
+      }
     }
-    this.nrta = new Nrta({ vncCount: this.#vnc.visibleCount, guard: () => this.guard(), vncOf: (t) => this.#vncOfNc(t.nc) });
+    this.nrta = new Nrta({
+      vncCount: this.#vnc.visibleCount,
+      guard: () => this.guard(),
+      vncOf: (t) => this.#vncOfNc(t.nc),
+    });
     this.collectives = new Collectives({
       guard: () => this.guard(),
       owner: this,
@@ -320,10 +338,14 @@ export class Runtime {
     try {
       if (options.poolUcode !== undefined) {
         const bad = checkPoolUcodeOverride(options.poolUcode);
-        if (bad !== undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot initialize: the custom Pool image is invalid: ${bad}`);
+        if (bad !== undefined) {
+          throw new NrtError(NrtStatus.NRT_INVALID, `Cannot initialize: the custom Pool image is invalid: ${bad}`);
+        }
       }
       const devices = await portal.devices();
-      if (devices.length === 0) throw new NrtError(NrtStatus.NRT_HW_ERROR, "Cannot initialize: the portal reports no Neuron device");
+      if (devices.length === 0) {
+        throw new NrtError(NrtStatus.NRT_HW_ERROR, "Cannot initialize: the portal reports no Neuron device");
+      }
       const device = devices[0];
       // The architecture is checked once, here: the pack whose arch the device reports (seed: runtime-synthesis §1.2).
       const pack = options.archPacks.find((p) => p.spec.arch === device.arch);
@@ -334,7 +356,18 @@ export class Runtime {
             (options.archPacks.map((p) => `${p.spec.name} (${p.spec.arch})`).join(", ") || "none"),
         );
       }
-      rt = new Runtime(config, portal, createKhal(pack), device, log, options.clock ?? new SystemClock(), options.onExecution, options.onSpan, owns, options.archPacks);
+      rt = new Runtime(
+        config,
+        portal,
+        createKhal(pack),
+        device,
+        log,
+        options.clock ?? new SystemClock(),
+        options.onExecution,
+        options.onSpan,
+        owns,
+        options.archPacks,
+      );
     } catch (e) {
       if (owns) await portal.close().catch(() => {});
       throw e;
@@ -342,7 +375,11 @@ export class Runtime {
     const device = rt.device;
     const target = { portal, device: device.index };
     const services = {
-      khal: rt.#khal, target, ledger: rt.#ledger, log, event: (e: string) => rt.events.push(e),
+      khal: rt.#khal,
+      target,
+      ledger: rt.#ledger,
+      log,
+      event: (e: string) => rt.events.push(e),
       gpsimdStdoutQueueSizeBytes: config.gpsimdStdoutQueueSizeBytes,
     };
     const cores = rt.#vnc.physical;
@@ -471,7 +508,13 @@ export class Runtime {
   }
 
   /** `kmgr_load_nn_nc` on a reserved logical core: parse, then one `kbl_model_add` per physical core of the span. */
-  async #loadOn(neff: Uint8Array, opts: LoadOptions, vnc: number, span: number, cacheKey: string | undefined): Promise<Model> {
+  async #loadOn(
+    neff: Uint8Array,
+    opts: LoadOptions,
+    vnc: number,
+    span: number,
+    cacheKey: string | undefined,
+  ): Promise<Model> {
     const onSpan = this.#onSpan;
     let t = onSpan === undefined ? 0 : hostClockMs();
     const step = (name: string, nc?: number, detail?: string): void => {
@@ -480,7 +523,10 @@ export class Runtime {
       onSpan({ name, start: t, end: now, nc, detail });
       t = now;
     };
-    const file = await readNeffAsync(neff, { validateHash: this.config.validateHash, maxDecompressedBytes: this.config.maxNeffBytes });
+    const file = await readNeffAsync(neff, {
+      validateHash: this.config.validateHash,
+      maxDecompressedBytes: this.config.maxNeffBytes,
+    });
     step("neff_parse");
     checkNeffTarget(file.target, this.#khal.spec, this.config.allowLegacyNeff, this.archPacks.map((p) => p.spec));
     const kelf = kelfLoad(file);
@@ -496,7 +542,10 @@ export class Runtime {
     step("kelf_load", undefined, kelf.name);
     if (span > 1 && binding.aliases.size > 0) {
       // Both cores would read the input buffer the other one is overwriting in place.
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${kelf.name}": lnc_size ${span} with outputs aliased to inputs is not supported`);
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot load NEFF "${kelf.name}": lnc_size ${span} with outputs aliased to inputs is not supported`,
+      );
     }
     const tpbs = this.#vnc.slots(vnc).slice(0, span).map((i) => this.#tpbs[i]);
     const handle = this.#nextHandle++;
@@ -513,14 +562,33 @@ export class Runtime {
       throw e;
     }
     const rec: ModelRecord = {
-      handle, name: kelf.name, kelf, vnc, installed: parts[0], parts, state: DlrModelState.DMSTATE_STARTING, refCount: 0, staging: new Map(), binding,
-      resident: new Map(), holders: new Set(), cacheKey,
+      handle,
+      name: kelf.name,
+      kelf,
+      vnc,
+      installed: parts[0],
+      parts,
+      state: DlrModelState.DMSTATE_STARTING,
+      refCount: 0,
+      staging: new Map(),
+      binding,
+      resident: new Map(),
+      holders: new Set(),
+      cacheKey,
     };
     try {
       // INPUT_STATE / INPUT_WEIGHT: device-resident, filled once from the checkpoint (seed: runtime-synthesis §2.3).
       for (const [i, key] of binding.checkpointKeys.entries()) {
         if (key === undefined) continue;
-        const t = await allocateTensor(this.#tensorCtx, "device", this.device.index, tpbs[0].nc, kelf.io[i].size, `${kelf.name}:${binding.keys[i]}`, vnc);
+        const t = await allocateTensor(
+          this.#tensorCtx,
+          "device",
+          this.device.index,
+          tpbs[0].nc,
+          kelf.io[i].size,
+          `${kelf.name}:${binding.keys[i]}`,
+          vnc,
+        );
         rec.resident.set(i, t);
         await t.write(checkpoint.get(key)!);
         step("checkpoint", tpbs[0].nc, binding.keys[i]);
@@ -539,13 +607,27 @@ export class Runtime {
     return model;
   }
 
-  #installServices(): { khal: Khal; target: { portal: Portal; device: number }; ledger: DmemLedger; event: (e: string) => void; log: Logger } {
-    return { khal: this.#khal, target: { portal: this.#portal, device: this.device.index }, ledger: this.#ledger, event: (e) => this.events.push(e), log: this.log };
+  #installServices(): {
+    khal: Khal;
+    target: { portal: Portal; device: number };
+    ledger: DmemLedger;
+    event: (e: string) => void;
+    log: Logger;
+  } {
+    return {
+      khal: this.#khal,
+      target: { portal: this.#portal, device: this.device.index },
+      ledger: this.#ledger,
+      event: (e) => this.events.push(e),
+      log: this.log,
+    };
   }
 
   #record(model: Model): ModelRecord {
     const r = this.#models.get(model.handle);
-    if (r === undefined || !r.holders.has(model)) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not loaded`);
+    if (r === undefined || !r.holders.has(model)) {
+      throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not loaded`);
+    }
     return r;
   }
 
@@ -591,7 +673,9 @@ export class Runtime {
     return {
       vnc: x.r.vnc,
       run: async () => {
-        if (state !== "ready") throw new RangeError(`Execution of model "${x.r.name}" was already ${state === "ran" ? "run" : "cancelled"}`);
+        if (state !== "ready") {
+          throw new RangeError(`Execution of model "${x.r.name}" was already ${state === "ran" ? "run" : "cancelled"}`);
+        }
         state = "ran";
         throwUnlessSuccess(await this.#run(x), x.r.name);
       },
@@ -608,12 +692,21 @@ export class Runtime {
    * between the lookup and the increment, so an unload either removed the model before (→ `NRT_INVALID_HANDLE`) or
    * finds the reference and waits for it.
    */
-  #acquire(model: Model, inputs: TensorSet, outputs: TensorSet): { r: ModelRecord; tensors: Array<Tensor | undefined> } {
+  #acquire(
+    model: Model,
+    inputs: TensorSet,
+    outputs: TensorSet,
+  ): { r: ModelRecord; tensors: Array<Tensor | undefined> } {
     this.guard();
     const r = this.#record(model);
-    if (r.state !== DlrModelState.DMSTATE_RUNNING) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not running`);
+    if (r.state !== DlrModelState.DMSTATE_RUNNING) {
+      throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not running`);
+    }
     if (r.poisoned !== undefined) {
-      throw new NrtError(r.poisoned as NrtStatus, `Cannot execute model "${r.name}": a previous execution faulted (${r.poisoned}); unload and reload it`);
+      throw new NrtError(
+        r.poisoned as NrtStatus,
+        `Cannot execute model "${r.name}": a previous execution faulted (${r.poisoned}); unload and reload it`,
+      );
     }
     const io = r.kelf.io;
     const { keys, aliases } = r.binding;
@@ -625,12 +718,20 @@ export class Runtime {
       const set = i < nIn ? inputs : outputs;
       if (!set.has(keys[i])) {
         if (i >= nIn && aliases.has(i - nIn)) return undefined;
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": ${i < nIn ? "input" : "output"} "${keys[i]}" is missing from the tensor set`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot execute model "${r.name}": ${i < nIn ? "input" : "output"} "${
+            keys[i]
+          }" is missing from the tensor set`,
+        );
       }
       const x = set.get(keys[i]);
       this.#checkTensor(r, keys[i], x);
       if (x.size !== t.size) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": tensor "${keys[i]}" is ${x.size} bytes, the model expects ${t.size}`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot execute model "${r.name}": tensor "${keys[i]}" is ${x.size} bytes, the model expects ${t.size}`,
+        );
       }
       return x;
     });
@@ -644,7 +745,10 @@ export class Runtime {
    */
   #checkTensor(r: ModelRecord, key: string, x: Tensor): void {
     const refuse = (why: string): never => {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot execute model "${r.name}": tensor "${x.name}" bound to "${key}" ${why}`);
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot execute model "${r.name}": tensor "${x.name}" bound to "${key}" ${why}`,
+      );
     };
     if (!(x instanceof Tensor) || x.owner !== this) refuse("was not allocated by this runtime");
     if (x.freed) refuse("was freed");
@@ -688,7 +792,9 @@ export class Runtime {
       return outcome;
     } finally {
       if (started) this.#onExecution?.({ phase: "end", ncs, model: r.handle, seq, status });
-      if (started) this.#onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: ncs[0], seq, detail: r.name });
+      if (started) {
+        this.#onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: ncs[0], seq, detail: r.name });
+      }
       turn[Symbol.dispose]();
       this.#release(r);
     }
@@ -698,8 +804,17 @@ export class Runtime {
   #runOnCores(r: ModelRecord, tensors: Array<Tensor | undefined>, seq: number): Promise<ExecOutcome> {
     return kmgrExecOnCores(r, tensors, {
       install: this.#installServices(),
-      exec: { khal: this.#khal, target: { portal: this.#portal, device: this.device.index }, clock: this.clock, log: this.log, timeoutMs: this.config.execTimeoutMs, onSpan: this.#onSpan, seq },
-      staging: (_i, size, name) => allocateTensor(this.#tensorCtx, "device", this.device.index, r.installed.tpb.nc, size, name, r.vnc),
+      exec: {
+        khal: this.#khal,
+        target: { portal: this.#portal, device: this.device.index },
+        clock: this.clock,
+        log: this.log,
+        timeoutMs: this.config.execTimeoutMs,
+        onSpan: this.#onSpan,
+        seq,
+      },
+      staging: (_i, size, name) =>
+        allocateTensor(this.#tensorCtx, "device", this.device.index, r.installed.tpb.nc, size, name, r.vnc),
       device: this.device.index,
     });
   }
@@ -781,7 +896,9 @@ export class Runtime {
   async allocateTensor(options: AllocateTensorOptions): Promise<Tensor> {
     this.guard();
     const { size, vnc = 0, location = "device", name = "tensor" } = options;
-    if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": logical core ${vnc} is not visible`);
+    if (!this.#vnc.has(vnc)) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": logical core ${vnc} is not visible`);
+    }
     const tpb = this.#tpbs[this.#vnc.slots(vnc)[0]];
     return await allocateTensor(this.#tensorCtx, location, this.device.index, tpb.nc, size, name, vnc);
   }
@@ -789,7 +906,10 @@ export class Runtime {
   /** Bytes booked on a logical core's physical cores, and the device's HBM size (`nrt_get_vnc_memory_stats`). */
   memoryStats(vnc: number): VncMemoryStats {
     if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
-    const used = this.#vnc.slots(vnc).reduce((a, i) => a + this.#ledger.coreTotal(this.device.index, this.#vnc.physical[i]), 0);
+    const used = this.#vnc.slots(vnc).reduce(
+      (a, i) => a + this.#ledger.coreTotal(this.device.index, this.#vnc.physical[i]),
+      0,
+    );
     return { bytesUsed: used, bytesLimit: this.#ledger.hbmBytes };
   }
 
@@ -811,7 +931,13 @@ export class Runtime {
         byUsageHost: Array.from(host.subarray(0, DMA_MEM_USAGE_TOTAL)),
       };
     });
-    return { device, hbmBytes: this.#ledger.hbmBytes, hbmUsed: this.#ledger.hbmUsed(device), total: this.#ledger.deviceTotal(device), cores };
+    return {
+      device,
+      hbmBytes: this.#ledger.hbmBytes,
+      hbmUsed: this.#ledger.hbmUsed(device),
+      total: this.#ledger.deviceTotal(device),
+      cores,
+    };
   }
 
   /**
@@ -829,7 +955,11 @@ export class Runtime {
     return Array.from({ length: this.#vnc.visibleCount }, (_, vnc) => ({
       vnc,
       ncs: this.#vnc.slots(vnc).map((i) => this.#vnc.physical[i]),
-      models: models.filter((m) => m.vnc === vnc).map((m) => ({ handle: m.handle, name: m.name, ncs: m.parts.map((p) => p.tpb.nc) })),
+      models: models.filter((m) => m.vnc === vnc).map((m) => ({
+        handle: m.handle,
+        name: m.name,
+        ncs: m.parts.map((p) => p.tpb.nc),
+      })),
       memory: this.memoryStats(vnc),
     }));
   }
@@ -863,7 +993,9 @@ export class Runtime {
    */
   tryPoll(vnc = 0): AsyncPollResult {
     const completion = this.poll(vnc);
-    return completion === undefined ? { status: NrtStatus.NRT_QUEUE_EMPTY } : { status: NrtStatus.NRT_SUCCESS, completion };
+    return completion === undefined
+      ? { status: NrtStatus.NRT_QUEUE_EMPTY }
+      : { status: NrtStatus.NRT_SUCCESS, completion };
   }
 
   /** `nrt_async_drain_queued_execs`: resolves once the logical core has no async execution in flight. */
@@ -882,7 +1014,10 @@ export class Runtime {
 
   #worker(vnc: number): AsyncExecWorker {
     if (this.#async.length === 0) {
-      throw new NrtError(NrtStatus.NRT_INVALID, "Async execution is off: set NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS (asyncExecMaxInflightRequests) above 0");
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        "Async execution is off: set NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS (asyncExecMaxInflightRequests) above 0",
+      );
     }
     const w = this.#async[vnc];
     if (w === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
@@ -898,9 +1033,17 @@ export class Runtime {
     while (this.#loading.size > 0) await Promise.allSettled([...this.#loading]);
     await Promise.all(this.#async.map((w) => w.drain()));
     await this.nrta.drain();
-    await this.collectives.close().catch((e: unknown) => this.log.warn(`Cannot release the prepared collectives: ${e instanceof Error ? e.message : String(e)}`));
+    await this.collectives.close().catch((e: unknown) =>
+      this.log.warn(`Cannot release the prepared collectives: ${e instanceof Error ? e.message : String(e)}`)
+    );
     const target = { portal: this.#portal, device: this.device.index };
-    const services = { khal: this.#khal, target, ledger: this.#ledger, log: this.log, event: (e: string) => this.events.push(e) };
+    const services = {
+      khal: this.#khal,
+      target,
+      ledger: this.#ledger,
+      log: this.log,
+      event: (e: string) => this.events.push(e),
+    };
     let first: unknown;
     this.#interned.clear();
     for (const tpb of this.#tpbs.splice(0)) {
@@ -944,6 +1087,11 @@ function throwUnlessSuccess(o: ExecOutcome, name: string): void {
 
 export { DmaMemUsageType, TensorPlacement, TensorSet };
 export type { ExecOutcome };
-export { type AsyncExecCompletion, type AsyncExecListener, AsyncExecWorker, type AsyncPollResult } from "./kmgr/kmgr_async_exec.ts";
+export {
+  type AsyncExecCompletion,
+  type AsyncExecListener,
+  AsyncExecWorker,
+  type AsyncPollResult,
+} from "./kmgr/kmgr_async_exec.ts";
 export * from "./nrta/nrta.ts";
 export * from "./vnc/vnc.ts";

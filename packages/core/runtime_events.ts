@@ -15,7 +15,9 @@ export class RuntimeEvents {
 
   /** Keeps the last `capacity` events (default 4096). */
   constructor(capacity = 4096) {
-    if (!Number.isSafeInteger(capacity) || capacity < 1) throw new RangeError(`Event log capacity ${capacity} is not a positive integer`);
+    if (!Number.isSafeInteger(capacity) || capacity < 1) {
+      throw new RangeError(`Event log capacity ${capacity} is not a positive integer`);
+    }
     this.#capacity = capacity;
   }
 

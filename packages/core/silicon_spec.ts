@@ -148,7 +148,9 @@ export type UcodeCoreState = typeof UcodeCoreState[keyof typeof UcodeCoreState];
 /** BAR0 offset of a core's {@linkcode CsrLayout.ucodeCore} word: NX core `index`, or Q7 core `index`. */
 export function ucodeCoreAddr(spec: SiliconSpec, nc: number, kind: "nx" | "q7", index: number): number {
   const count = kind === "nx" ? spec.nxCoresPerNc : spec.q7CoresPerNc;
-  if (!Number.isInteger(index) || index < 0 || index >= count) throw new RangeError(`${kind.toUpperCase()} core ${index} is outside 0..${count - 1}`);
+  if (!Number.isInteger(index) || index < 0 || index >= count) {
+    throw new RangeError(`${kind.toUpperCase()} core ${index} is outside 0..${count - 1}`);
+  }
   return ncBlock(spec, nc) + spec.csr.ucodeCore + 4 * (kind === "nx" ? index : spec.nxCoresPerNc + index);
 }
 

@@ -153,7 +153,9 @@ export function nrt_get_status_priority(status: number): NrtStatusPriority {
   if (s <= 0x3ec) {
     if (s === 0) return NrtStatusPriority.NRT_STATUS_PRIORITY_NONE;
     // sub 5; setb; +1: only 5 (TIMEOUT) and 6 (HW_ERROR) are HIGH in the low band.
-    return ((s - 5) >>> 0) < 2 ? NrtStatusPriority.NRT_STATUS_PRIORITY_HIGH : NrtStatusPriority.NRT_STATUS_PRIORITY_MEDIUM;
+    return ((s - 5) >>> 0) < 2
+      ? NrtStatusPriority.NRT_STATUS_PRIORITY_HIGH
+      : NrtStatusPriority.NRT_STATUS_PRIORITY_MEDIUM;
   }
   if (s === 0x4b5) return NrtStatusPriority.NRT_STATUS_PRIORITY_CRITICAL; // 1205
   if (s > 0x4b5) {

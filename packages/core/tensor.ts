@@ -120,11 +120,20 @@ export class Tensor {
   #check(offset: number, length: number): void {
     this.#ctx.guard();
     if (this.#freed) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Cannot use tensor "${this.name}": it was freed`);
-    if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 || offset + length > this.size) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot access tensor "${this.name}": range [${offset}, ${offset}+${length}) is outside its ${this.size} bytes`);
+    if (
+      !Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 ||
+      offset + length > this.size
+    ) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot access tensor "${this.name}": range [${offset}, ${offset}+${length}) is outside its ${this.size} bytes`,
+      );
     }
     if (this.#backing.kind === "virtual" && this.#backing.host === undefined) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot access tensor "${this.name}": a virtual tensor has no buffer attached`);
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot access tensor "${this.name}": a virtual tensor has no buffer attached`,
+      );
     }
   }
 
@@ -158,8 +167,15 @@ export class Tensor {
 
   /** `nrt_tensor_attach_buffer`: gives a VIRTUAL tensor its host buffer (it must be at least `size` bytes). */
   attachBuffer(buffer: Uint8Array): void {
-    if (this.#backing.kind !== "virtual") throw new NrtError(NrtStatus.NRT_INVALID, `Cannot attach a buffer to tensor "${this.name}": it is not virtual`);
-    if (buffer.byteLength < this.size + this.#offset) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot attach a buffer to tensor "${this.name}": ${buffer.byteLength} bytes is smaller than ${this.size}`);
+    if (this.#backing.kind !== "virtual") {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot attach a buffer to tensor "${this.name}": it is not virtual`);
+    }
+    if (buffer.byteLength < this.size + this.#offset) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot attach a buffer to tensor "${this.name}": ${buffer.byteLength} bytes is smaller than ${this.size}`,
+      );
+    }
     this.#backing.host = buffer;
   }
 
@@ -167,9 +183,22 @@ export class Tensor {
   slice(offset: number, size: number, name = `${this.name}[${offset}:${offset + size}]`): Tensor {
     this.#check(offset, 0);
     if (!Number.isSafeInteger(size) || size <= 0 || offset + size > this.size) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot slice tensor "${this.name}": [${offset}, ${offset + size}) is outside its ${this.size} bytes`);
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot slice tensor "${this.name}": [${offset}, ${offset + size}) is outside its ${this.size} bytes`,
+      );
     }
-    return new Tensor(this.#ctx, this.#backing, this.#offset + offset, size, this.location, name, this.device, this.nc, this.vnc);
+    return new Tensor(
+      this.#ctx,
+      this.#backing,
+      this.#offset + offset,
+      size,
+      this.location,
+      name,
+      this.device,
+      this.nc,
+      this.vnc,
+    );
   }
 
   /** `nrt_tensor_free`: the memory goes back when the last view of it is freed. */
@@ -206,7 +235,12 @@ export async function allocateTensor(
   vnc: number = 0,
 ): Promise<Tensor> {
   ctx.guard();
-  if (!Number.isSafeInteger(size) || size <= 0) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": size ${size} is not a positive integer`);
+  if (!Number.isSafeInteger(size) || size <= 0) {
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `Cannot allocate tensor "${name}": size ${size} is not a positive integer`,
+    );
+  }
   if (location === "device") {
     const dmem = await ctx.ledger.alloc(device, nc, size, DmaMemUsageType.TENSORS);
     return new Tensor(ctx, { kind: "device", dmem, refs: 0 }, 0, size, location, name, device, nc, vnc);
@@ -217,14 +251,21 @@ export async function allocateTensor(
       host = new Uint8Array(size);
     } catch (e) {
       // The engine refuses the ArrayBuffer (RangeError): libnrt's malloc failure.
-      throw new NrtError(NrtStatus.NRT_FAIL_HOST_MEM_ALLOC, `Cannot allocate tensor "${name}": ${size} bytes of host memory are not available`, { cause: e });
+      throw new NrtError(
+        NrtStatus.NRT_FAIL_HOST_MEM_ALLOC,
+        `Cannot allocate tensor "${name}": ${size} bytes of host memory are not available`,
+        { cause: e },
+      );
     }
     return new Tensor(ctx, { kind: "host", host, refs: 0 }, 0, size, location, name, device, nc, vnc);
   }
   if (location === "virtual") {
     return new Tensor(ctx, { kind: "virtual", refs: 0 }, 0, size, location, name, device, nc, vnc);
   }
-  throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": unknown placement ${JSON.stringify(location)}`);
+  throw new NrtError(
+    NrtStatus.NRT_INVALID,
+    `Cannot allocate tensor "${name}": unknown placement ${JSON.stringify(location)}`,
+  );
 }
 
 /** An `nrt_tensor_set`: tensors by name. */

@@ -68,7 +68,13 @@ export class TracingPortal implements Portal {
     return this.#inner.memFree(memory);
   }
   memWrite(memory: DeviceMemory, offset: number, data: Uint8Array): Promise<void> {
-    this.entries.push({ op: "memWrite", device: memory.device, target: memory.id, value: data.byteLength, nc: memory.nc });
+    this.entries.push({
+      op: "memWrite",
+      device: memory.device,
+      target: memory.id,
+      value: data.byteLength,
+      nc: memory.nc,
+    });
     return this.#inner.memWrite(memory, offset, data);
   }
   memRead(memory: DeviceMemory, offset: number, length: number): Promise<Uint8Array> {

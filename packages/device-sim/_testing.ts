@@ -5,11 +5,28 @@
  *
  * @module
  */
-import { createKhal, type HalTarget, KBIN_DMA_RING_TYPE_CUSTOM_OP, type Khal, type NotificationQueue, type SiliconSpec, type UcodeImage } from "@nrt/core/hal";
-import { DMA_DESCRIPTOR_BYTES, type DmaDescriptor, encodeDmaDescriptor, encodeInstruction, encodeRingTableEntry, type Instruction, type NotificationRecord, RING_TABLE_ENTRY_BYTES } from "@nrt/core/isa";
+import {
+  createKhal,
+  type HalTarget,
+  KBIN_DMA_RING_TYPE_CUSTOM_OP,
+  type Khal,
+  type NotificationQueue,
+  type SiliconSpec,
+  type UcodeImage,
+} from "@nrt/core/hal";
+import {
+  DMA_DESCRIPTOR_BYTES,
+  type DmaDescriptor,
+  encodeDmaDescriptor,
+  encodeInstruction,
+  encodeRingTableEntry,
+  type Instruction,
+  type NotificationRecord,
+  RING_TABLE_ENTRY_BYTES,
+} from "@nrt/core/isa";
 import type { DeviceMemory, MemoryLocation } from "@nrt/core/portal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
-import { DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
+import { type DeviceSimOptions, DeviceSimPortal } from "./device_sim_portal.ts";
 
 /**
  * The HAL of `spec`'s generation, built as the runtime builds it (`createKhal`); the error tables report the subtype
@@ -18,7 +35,12 @@ import { DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
 export function testKhal(spec: SiliconSpec = CAYMAN_SPEC): Khal {
   return createKhal({
     spec,
-    errorTables: { dveSpuriousMask: 0, subtypes: [...Array(12).keys()], isaErrors: Array.from({ length: 12 }, (_, i) => `isa error ${i}`), defaultText: "isa error" },
+    errorTables: {
+      dveSpuriousMask: 0,
+      subtypes: [...Array(12).keys()],
+      isaErrors: Array.from({ length: 12 }, (_, i) => `isa error ${i}`),
+      defaultText: "isa error",
+    },
     override: () => ({ errorSubtype: (record: bigint) => Number((record >> 8n) & 0xffffn) }),
   });
 }
@@ -72,7 +94,13 @@ export class TestHost {
       perCore[core].forEach((d, i) => encodeDmaDescriptor(d, ring, i * DMA_DESCRIPTOR_BYTES));
       const m = await this.put(ring);
       encodeRingTableEntry(
-        { engine: engLo + core, queue: relQueueIdx, ringType: KBIN_DMA_RING_TYPE_CUSTOM_OP, count: perCore[core].length, ringPa: m.pa },
+        {
+          engine: engLo + core,
+          queue: relQueueIdx,
+          ringType: KBIN_DMA_RING_TYPE_CUSTOM_OP,
+          count: perCore[core].length,
+          ringPa: m.pa,
+        },
         table,
         core * RING_TABLE_ENTRY_BYTES,
       );

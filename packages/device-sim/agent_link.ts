@@ -32,7 +32,11 @@ export class AgentLink {
   /** An agent in a Worker of its own. */
   static worker(init: AgentInit): AgentLink {
     const worker = new Worker(new URL("./device_agent_worker.ts", import.meta.url), { type: "module" });
-    const link = new AgentLink(new Int32Array(init.doorbells), () => (msg) => worker.postMessage(msg), () => worker.terminate());
+    const link = new AgentLink(
+      new Int32Array(init.doorbells),
+      () => (msg) => worker.postMessage(msg),
+      () => worker.terminate(),
+    );
     worker.onmessage = (e: MessageEvent<AgentReply>) => link.#reply(e.data);
     worker.onerror = (e: ErrorEvent) => {
       e.preventDefault();
@@ -131,6 +135,9 @@ export class AgentLink {
   }
 
   #hwError(): NrtError {
-    return new NrtError(NrtStatus.NRT_HW_ERROR, `Cannot reach the simulated device: ${this.#failure?.message ?? "unknown"}`);
+    return new NrtError(
+      NrtStatus.NRT_HW_ERROR,
+      `Cannot reach the simulated device: ${this.#failure?.message ?? "unknown"}`,
+    );
   }
 }

@@ -19,19 +19,42 @@ import type { SiliconSpec } from "@nrt/core/hal";
 import { NQ_REGISTER_BYTES } from "@nrt/core/isa";
 import { ENGINE_IP_BYTES, type NcRegisters, NqRegister, STREAM_ENTRY_BYTES } from "./nc_registers.ts";
 
-export { ENGINE_IP_BYTES, NcRegisters, NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES, type StreamEntry } from "./nc_registers.ts";
+export {
+  ENGINE_IP_BYTES,
+  NcRegisters,
+  NQ_CAUSE_OVERFLOW,
+  NqRegister,
+  STREAM_ENTRY_BYTES,
+  type StreamEntry,
+} from "./nc_registers.ts";
 
 /** The register a BAR0 offset decodes to; `byte` is the offset inside the register or window. */
 export type Bar0Register =
   | { kind: "semaphore"; nc: number; op: "read" | "set" | "increment" | "decrement"; byte: number }
-  | { kind: "event" | "run-stall" | "swap-table" | "swap-file-io" | "ucode-core" | "stream-table" | "nq" | "engine-ip" | "dma"; nc: number; byte: number }
+  | {
+    kind:
+      | "event"
+      | "run-stall"
+      | "swap-table"
+      | "swap-file-io"
+      | "ucode-core"
+      | "stream-table"
+      | "nq"
+      | "engine-ip"
+      | "dma";
+    nc: number;
+    byte: number;
+  }
   | { kind: "q7-iram" | "q7-dram"; nc: number; core: number; byte: number };
 
 /** Decodes one BAR0 access of `length` bytes, or throws `NrtError(NRT_INVALID)` naming the offset in hex. */
 export function decodeBar0(spec: SiliconSpec, ncCount: number, offset: number, length: number): Bar0Register {
   const c = spec.csr;
   const refuse = (why: string): never => {
-    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot access BAR0 offset 0x${offset.toString(16)} (${length} B): ${why}`);
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `Cannot access BAR0 offset 0x${offset.toString(16)} (${length} B): ${why}`,
+    );
   };
   if (!Number.isSafeInteger(offset) || offset < c.ncBlockBase || length <= 0) return refuse("not a register");
   const nc = Math.floor((offset - c.ncBlockBase) / c.ncBlockStride);
@@ -105,7 +128,9 @@ export class Bar0 {
   /** The registers of NeuronCore `nc`. */
   nc(nc: number): NcRegisters {
     const r = this.#ncs[nc];
-    if (r === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `NeuronCore ${nc} does not exist (the device has ${this.#ncs.length})`);
+    if (r === undefined) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `NeuronCore ${nc} does not exist (the device has ${this.#ncs.length})`);
+    }
     return r;
   }
 
@@ -140,7 +165,8 @@ export class Bar0 {
         return;
       case "stream-table": {
         r.streamTable.set(data, reg.byte);
-        const first = Math.floor(reg.byte / STREAM_ENTRY_BYTES), last = Math.floor((reg.byte + data.byteLength - 1) / STREAM_ENTRY_BYTES);
+        const first = Math.floor(reg.byte / STREAM_ENTRY_BYTES),
+          last = Math.floor((reg.byte + data.byteLength - 1) / STREAM_ENTRY_BYTES);
         const pending: Array<Promise<void> | void> = [];
         for (let s = first; s <= last; s++) pending.push(this.#listener.streamTableWritten(reg.nc, s));
         return Promise.all(pending).then(() => {});
@@ -261,7 +287,9 @@ export class Bar0 {
     const repointed = byte < NqRegister.HEAD && (v.getUint32(0, true) !== r.nqRegister(0) ||
       v.getUint32(4, true) !== r.nqRegister(4) || v.getUint32(8, true) !== r.nqRegister(8));
     // Base and capacity are host-owned. Re-pointing the ring restarts it: head, tail and cause go back to 0.
-    for (const at of [NqRegister.BASE_LO, NqRegister.BASE_HI, NqRegister.CAPACITY]) r.setNqRegister(at, v.getUint32(at, true));
+    for (const at of [NqRegister.BASE_LO, NqRegister.BASE_HI, NqRegister.CAPACITY]) {
+      r.setNqRegister(at, v.getUint32(at, true));
+    }
     if (repointed) {
       r.setNqRegister(NqRegister.HEAD, 0);
       r.setNqRegister(NqRegister.TAIL, 0);
@@ -276,11 +304,17 @@ export class Bar0 {
 
   #checkSemaphore(semaphore: number): void {
     if (!Number.isInteger(semaphore) || semaphore < 0 || semaphore >= this.#spec.semaphoresPerCore) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Semaphore ${semaphore} is outside 0..${this.#spec.semaphoresPerCore - 1}`);
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Semaphore ${semaphore} is outside 0..${this.#spec.semaphoresPerCore - 1}`,
+      );
     }
   }
 
   #unaligned(offset: number, length: number): never {
-    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot write BAR0 offset 0x${offset.toString(16)} (${length} B): word registers take whole aligned u32s`);
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `Cannot write BAR0 offset 0x${offset.toString(16)} (${length} B): word registers take whole aligned u32s`,
+    );
   }
 }

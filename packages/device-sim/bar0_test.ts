@@ -39,7 +39,11 @@ describe("Bar0", () => {
   test("Bar0 ucode core words (ours; spmd-teardown §6.3): Q7 core 3's DESTROY clears only its windows and state, an unknown command is refused", async () => {
     const p = new DeviceSimPortal();
     const nc = 1;
-    expect(decodeBar0(S, S.ncPerDevice, ucodeCoreAddr(S, nc, "q7", 3), 4)).toEqual({ kind: "ucode-core", nc, byte: 4 * (S.nxCoresPerNc + 3) });
+    expect(decodeBar0(S, S.ncPerDevice, ucodeCoreAddr(S, nc, "q7", 3), 4)).toEqual({
+      kind: "ucode-core",
+      nc,
+      byte: 4 * (S.nxCoresPerNc + 3),
+    });
     const image = new Uint8Array([1, 2, 3, 4]);
     for (const c of [2, 3]) await p.barWrite(0, 0, ncBlock(S, nc) + csr.q7Iram + c * csr.q7IramStride, image);
     await p.barWrite32(0, 0, ucodeCoreAddr(S, nc, "q7", 3), 2);

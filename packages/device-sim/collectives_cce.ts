@@ -51,11 +51,14 @@ export function cceFold(flags: number, dst: Uint8Array, src: Uint8Array): string
   const size = cceElementBytes(dtype);
   if (size === undefined) return `compute-DMA element type ${dtype} is not modelled`;
   if (op !== DmaCceOp.ADD && op !== DmaCceOp.MAX) return `compute-DMA operation ${op} is not modelled`;
-  if (src.byteLength % size !== 0 || dst.byteLength !== src.byteLength) return `${src.byteLength} B is not a whole number of ${size}-byte elements`;
+  if (src.byteLength % size !== 0 || dst.byteLength !== src.byteLength) {
+    return `${src.byteLength} B is not a whole number of ${size}-byte elements`;
+  }
   if (LITTLE_ENDIAN && dtype === DmaCceDtype.FLOAT32 && dst.byteOffset % 4 === 0 && src.byteOffset % 4 === 0) {
     // The fast path: aligned float32 in the host's (little-endian) order; a Float32Array store rounds to float32.
-    const a = new Float32Array(dst.buffer, dst.byteOffset, dst.byteLength / 4), b = new Float32Array(src.buffer, src.byteOffset, src.byteLength / 4);
-    if (op === DmaCceOp.ADD) for (let i = 0; i < a.length; i++) a[i] += b[i];
+    const a = new Float32Array(dst.buffer, dst.byteOffset, dst.byteLength / 4),
+      b = new Float32Array(src.buffer, src.byteOffset, src.byteLength / 4);
+    if (op === DmaCceOp.ADD) { for (let i = 0; i < a.length; i++) a[i] += b[i]; }
     else for (let i = 0; i < a.length; i++) a[i] = combineMax(a[i], b[i]);
     return undefined;
   }
@@ -63,10 +66,16 @@ export function cceFold(flags: number, dst: Uint8Array, src: Uint8Array): string
   const s = new DataView(src.buffer, src.byteOffset, src.byteLength);
   const combine = op === DmaCceOp.ADD ? (a: number, b: number) => a + b : combineMax;
   if (dtype === DmaCceDtype.FLOAT32) {
-    for (let at = 0; at < src.byteLength; at += 4) d.setFloat32(at, combine(d.getFloat32(at, true), s.getFloat32(at, true)), true);
+    for (let at = 0; at < src.byteLength; at += 4) {
+      d.setFloat32(at, combine(d.getFloat32(at, true), s.getFloat32(at, true)), true);
+    }
   } else {
     for (let at = 0; at < src.byteLength; at += 2) {
-      d.setUint16(at, f32ToBf16(Math.fround(combine(bf16ToF32(d.getUint16(at, true)), bf16ToF32(s.getUint16(at, true))))), true);
+      d.setUint16(
+        at,
+        f32ToBf16(Math.fround(combine(bf16ToF32(d.getUint16(at, true)), bf16ToF32(s.getUint16(at, true))))),
+        true,
+      );
     }
   }
   return undefined;

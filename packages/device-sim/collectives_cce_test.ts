@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { DmaCceDtype, DmaCceOp, dmaCceFlags } from "@nrt/core/isa";
+import { DmaCceDtype, dmaCceFlags, DmaCceOp } from "@nrt/core/isa";
 import { bf16ToF32, cceFold, f32ToBf16 } from "./collectives_cce.ts";
 
 const f32 = (...xs: number[]) => new Uint8Array(Float32Array.from(xs).buffer);
@@ -34,8 +34,12 @@ describe("the compute-DMA fold (ours: docs/collectives.md)", () => {
   });
 
   test("what the engine refuses", () => {
-    expect(cceFold(dmaCceFlags(DmaCceOp.ADD, 7 as 0), f32(1), f32(1))).toBe("compute-DMA element type 7 is not modelled");
+    expect(cceFold(dmaCceFlags(DmaCceOp.ADD, 7 as 0), f32(1), f32(1))).toBe(
+      "compute-DMA element type 7 is not modelled",
+    );
     expect(cceFold(9, f32(1), f32(1))).toBe("compute-DMA operation 9 is not modelled");
-    expect(cceFold(dmaCceFlags(DmaCceOp.ADD, DmaCceDtype.FLOAT32), new Uint8Array(6), new Uint8Array(6))).toBe("6 B is not a whole number of 4-byte elements");
+    expect(cceFold(dmaCceFlags(DmaCceOp.ADD, DmaCceDtype.FLOAT32), new Uint8Array(6), new Uint8Array(6))).toBe(
+      "6 B is not a whole number of 4-byte elements",
+    );
   });
 });

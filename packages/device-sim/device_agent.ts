@@ -45,7 +45,8 @@ export const DoorbellRing = {
 } as const;
 
 /** Bytes of a doorbell ring buffer. */
-export const DOORBELL_RING_BYTES: number = 4 * (DoorbellRing.HEADER_WORDS + DoorbellRing.ENTRIES * DoorbellRing.ENTRY_WORDS);
+export const DOORBELL_RING_BYTES: number = 4 *
+  (DoorbellRing.HEADER_WORDS + DoorbellRing.ENTRIES * DoorbellRing.ENTRY_WORDS);
 
 /** What an agent is made from. */
 export interface AgentInit {
@@ -75,10 +76,22 @@ export interface AgentInit {
 export type AgentMessage =
   | { readonly seq: number; readonly t: "map"; readonly m: MappedAllocation }
   | { readonly seq: number; readonly t: "unmap"; readonly id: number }
-  | { readonly seq: number; readonly t: "run-stall"; readonly nc: number; readonly previous: number; readonly value: number }
+  | {
+    readonly seq: number;
+    readonly t: "run-stall";
+    readonly nc: number;
+    readonly previous: number;
+    readonly value: number;
+  }
   | { readonly seq: number; readonly t: "swap-table"; readonly nc: number }
   | { readonly seq: number; readonly t: "stream-table"; readonly nc: number; readonly slot: number }
-  | { readonly seq: number; readonly t: "ucode-core"; readonly nc: number; readonly word: number; readonly command: number }
+  | {
+    readonly seq: number;
+    readonly t: "ucode-core";
+    readonly nc: number;
+    readonly word: number;
+    readonly command: number;
+  }
   | { readonly seq: number; readonly t: "arm"; readonly nc: number; readonly fault: ArmedFault }
   | { readonly seq: number; readonly t: "disarm"; readonly id: number | undefined }
   | { readonly seq: number; readonly t: "reset-q7"; readonly nc: number }
@@ -95,7 +108,12 @@ export interface AgentReply {
 }
 
 const STATUS_CODE: Record<Q7CoreResult["status"], number> = { ok: 0, trap: 1, oob: 2, abort: 3, "missing-function": 4 };
-const Q7_EVENT_CODE: Record<Q7BootEvent["kind"], number> = { released: 0, "boot-failed": 1, "cluster-started": 2, "cluster-terminated": 3 };
+const Q7_EVENT_CODE: Record<Q7BootEvent["kind"], number> = {
+  released: 0,
+  "boot-failed": 1,
+  "cluster-started": 2,
+  "cluster-terminated": 3,
+};
 
 /** The device side of one agent. */
 export class DeviceAgent {
@@ -122,7 +140,8 @@ export class DeviceAgent {
     const log = this.#log;
     const firings = new DeviceLogWriter(init.fired);
     const timeline = new DeviceLogWriter(init.timeline);
-    const text = (kind: number, nc: number, head: (v: DataView) => number, t: string): void => log.appendText(kind, nc, head, t);
+    const text = (kind: number, nc: number, head: (v: DataView) => number, t: string): void =>
+      log.appendText(kind, nc, head, t);
     this.#device = new SimDevice({
       spec: init.spec,
       index: init.device,
@@ -157,13 +176,29 @@ export class DeviceAgent {
           joined: (r) => {
             const cores = r instanceof Error ? undefined : r.cores;
             const failed = cores?.find((c) => c.ran && c.status !== "ok");
-            text(LogKind.Q7_JOIN, nc, (v) => {
-              for (let c = 0; c < 8; c++) {
-                const core = cores?.[c];
-                v.setUint8(c, cores === undefined ? STATUS_CODE.abort : core === undefined || !core.ran ? 255 : STATUS_CODE[core.status]);
-              }
-              return 8;
-            }, r instanceof Error ? r.message : failed === undefined ? "" : `${failed.status}${failed.message === undefined ? "" : `: ${failed.message}`}`);
+            text(
+              LogKind.Q7_JOIN,
+              nc,
+              (v) => {
+                for (let c = 0; c < 8; c++) {
+                  const core = cores?.[c];
+                  v.setUint8(
+                    c,
+                    cores === undefined
+                      ? STATUS_CODE.abort
+                      : core === undefined || !core.ran
+                      ? 255
+                      : STATUS_CODE[core.status],
+                  );
+                }
+                return 8;
+              },
+              r instanceof Error
+                ? r.message
+                : failed === undefined
+                ? ""
+                : `${failed.status}${failed.message === undefined ? "" : `: ${failed.message}`}`,
+            );
           },
         }),
       },
@@ -250,7 +285,8 @@ export class DeviceAgent {
     for (;;) {
       const written = Atomics.load(ring, DoorbellRing.WRITTEN);
       while (this.#handledDoorbells < written) {
-        const at = DoorbellRing.HEADER_WORDS + (this.#handledDoorbells % DoorbellRing.ENTRIES) * DoorbellRing.ENTRY_WORDS;
+        const at = DoorbellRing.HEADER_WORDS +
+          (this.#handledDoorbells % DoorbellRing.ENTRIES) * DoorbellRing.ENTRY_WORDS;
         const nc = ring[at], semaphore = ring[at + 1], by = ring[at + 2], control = ring[at + 3];
         if (this.#handledControl < control) await this.#controlReached(control);
         if (this.#closed) return;

@@ -30,32 +30,47 @@ describe("the device agent", () => {
       let seen = before;
       while (seen - before < 2 && performance.now() < deadline) seen = Atomics.load(head, NqRegister.HEAD >> 2);
       expect(seen - before).toBe(2);
-      expect((await h.read()).records.map((r) => [r.kind, r.value])).toEqual([[NotificationKind.HW_ERROR, 0x77], [NotificationKind.EXEC_DONE, 1]]);
+      expect((await h.read()).records.map((r) => [r.kind, r.value])).toEqual([[NotificationKind.HW_ERROR, 0x77], [
+        NotificationKind.EXEC_DONE,
+        1,
+      ]]);
     } finally {
       await h.portal.close();
     }
   }, 30_000);
 
   for (const agents of ["device", "core", "inline"] as const satisfies readonly DeviceAgentMode[]) {
-    test(`(${agents}) a doorbell rung right after mapping and installing a stream, without waiting for the device, runs it from the new memory`, async () => {
-      const h = new TestHost({ hbmBytes: 1 << 24, agents }, 1);
-      try {
-        await h.attachNq(8);
-        // The allocation's map and the stream-table write are control messages; the doorbell carries how many were
-        // sent, so the agent plays it only after both, even though the host does not wait for them here.
-        const bytes = new Uint8Array(program.length * 64);
-        program.forEach((ins, i) => bytes.set(encodeInstruction(ins), i * 64));
-        const m = await h.put(bytes);
-        const installing = h.khal.streamInstall(h.target, 1, 0, { pa: m.pa, slots: program.length, doorbell: DOORBELL, model: 9 });
-        const ringing = h.portal.semaphoreIncrement(0, 1, DOORBELL, 1);
-        await Promise.all([installing, ringing]);
-        await h.portal.whenIdle(0, 1);
-        expect((await h.read()).records.map((r) => [r.kind, r.model])).toEqual([[NotificationKind.HW_ERROR, 9], [NotificationKind.EXEC_DONE, 9]]);
-        expect(await h.portal.semaphoreRead(0, 1, DOORBELL)).toBe(0);
-      } finally {
-        await h.portal.close();
-      }
-    }, 30_000);
+    test(
+      `(${agents}) a doorbell rung right after mapping and installing a stream, without waiting for the device, runs it from the new memory`,
+      async () => {
+        const h = new TestHost({ hbmBytes: 1 << 24, agents }, 1);
+        try {
+          await h.attachNq(8);
+          // The allocation's map and the stream-table write are control messages; the doorbell carries how many were
+          // sent, so the agent plays it only after both, even though the host does not wait for them here.
+          const bytes = new Uint8Array(program.length * 64);
+          program.forEach((ins, i) => bytes.set(encodeInstruction(ins), i * 64));
+          const m = await h.put(bytes);
+          const installing = h.khal.streamInstall(h.target, 1, 0, {
+            pa: m.pa,
+            slots: program.length,
+            doorbell: DOORBELL,
+            model: 9,
+          });
+          const ringing = h.portal.semaphoreIncrement(0, 1, DOORBELL, 1);
+          await Promise.all([installing, ringing]);
+          await h.portal.whenIdle(0, 1);
+          expect((await h.read()).records.map((r) => [r.kind, r.model])).toEqual([[NotificationKind.HW_ERROR, 9], [
+            NotificationKind.EXEC_DONE,
+            9,
+          ]]);
+          expect(await h.portal.semaphoreRead(0, 1, DOORBELL)).toBe(0);
+        } finally {
+          await h.portal.close();
+        }
+      },
+      30_000,
+    );
   }
 
   test("a host that is not asleep on the head is not notified; one that is, is woken", async () => {
@@ -78,7 +93,12 @@ describe("the device agent", () => {
   }, 30_000);
 
   test("the doorbell ring's header words keep their places (WRITTEN 0, HANDLED 1, STOP 2, SLEEPING 3; 16 header words, 4 per entry)", () => {
-    expect([DoorbellRing.WRITTEN, DoorbellRing.HANDLED, DoorbellRing.STOP, DoorbellRing.SLEEPING]).toEqual([0, 1, 2, 3]);
+    expect([DoorbellRing.WRITTEN, DoorbellRing.HANDLED, DoorbellRing.STOP, DoorbellRing.SLEEPING]).toEqual([
+      0,
+      1,
+      2,
+      3,
+    ]);
     expect([DoorbellRing.HEADER_WORDS, DoorbellRing.ENTRY_WORDS]).toEqual([16, 4]);
   });
 });

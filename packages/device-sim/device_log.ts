@@ -151,7 +151,11 @@ export class DeviceLogReader {
         continue;
       }
       const n = this.#view.getUint16(at + 6, true);
-      out.push({ kind: this.#view.getUint8(at + 4), nc: this.#view.getUint8(at + 5), payload: this.#u8.slice(at + HEADER, at + HEADER + n) });
+      out.push({
+        kind: this.#view.getUint8(at + 4),
+        nc: this.#view.getUint8(at + 5),
+        payload: this.#u8.slice(at + HEADER, at + HEADER + n),
+      });
     }
     return out;
   }
@@ -189,8 +193,19 @@ export interface TimelineBase {
 /** One event of the device's timeline. */
 export type TimelineEvent =
   | TimelineBase & { readonly kind: "run"; readonly model: number; readonly outcome: RunOutcome }
-  | TimelineBase & { readonly kind: "instruction"; readonly slot: number; readonly opcode: number; readonly arg: number }
-  | TimelineBase & { readonly kind: "dma"; readonly direction: number; readonly queue: number; readonly descriptors: number; readonly bytes: number }
+  | TimelineBase & {
+    readonly kind: "instruction";
+    readonly slot: number;
+    readonly opcode: number;
+    readonly arg: number;
+  }
+  | TimelineBase & {
+    readonly kind: "dma";
+    readonly direction: number;
+    readonly queue: number;
+    readonly descriptors: number;
+    readonly bytes: number;
+  }
   | TimelineBase & { readonly kind: "q7"; readonly core: number; readonly status: Q7CoreOutcome; readonly fn: string }
   | TimelineBase & { readonly kind: "notify"; readonly record: NotificationRecord }
   | TimelineBase & { readonly kind: "stdio"; readonly entries: number };
@@ -268,11 +283,30 @@ export function readTimelineEvent(entry: LogEntry): TimelineEvent | undefined {
     case LogKind.RUN:
       return { kind: "run", ...base, model: v.getUint16(20, true), outcome: OUTCOMES[v.getUint8(22)] ?? "faulted" };
     case LogKind.INSTRUCTION:
-      return { kind: "instruction", ...base, slot: v.getUint16(20, true), opcode: v.getUint8(22), arg: v.getFloat64(24, true) };
+      return {
+        kind: "instruction",
+        ...base,
+        slot: v.getUint16(20, true),
+        opcode: v.getUint8(22),
+        arg: v.getFloat64(24, true),
+      };
     case LogKind.DMA:
-      return { kind: "dma", ...base, direction: v.getUint8(20), queue: v.getUint8(21), descriptors: v.getUint16(22, true), bytes: v.getFloat64(24, true) };
+      return {
+        kind: "dma",
+        ...base,
+        direction: v.getUint8(20),
+        queue: v.getUint8(21),
+        descriptors: v.getUint16(22, true),
+        bytes: v.getFloat64(24, true),
+      };
     case LogKind.Q7_CORE:
-      return { kind: "q7", ...base, core: v.getUint8(20), status: CORE_OUTCOMES[v.getUint8(21)] ?? "abort", fn: payloadText(p, 22) };
+      return {
+        kind: "q7",
+        ...base,
+        core: v.getUint8(20),
+        status: CORE_OUTCOMES[v.getUint8(21)] ?? "abort",
+        fn: payloadText(p, 22),
+      };
     case LogKind.NOTIFY:
       return { kind: "notify", ...base, record: decodeNotification(p, 20) };
     case LogKind.STDIO:

@@ -28,7 +28,14 @@ import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { AgentLink } from "./agent_link.ts";
 import { Bar0 } from "./bar0.ts";
 import { type AgentInit, DOORBELL_RING_BYTES } from "./device_agent.ts";
-import { DeviceLogReader, FIRED_ENTRIES, LOG_BUFFER_BYTES, logBufferBytes, sharedClockMs, TIMELINE_BUFFER_BYTES } from "./device_log.ts";
+import {
+  DeviceLogReader,
+  FIRED_ENTRIES,
+  LOG_BUFFER_BYTES,
+  logBufferBytes,
+  sharedClockMs,
+  TIMELINE_BUFFER_BYTES,
+} from "./device_log.ts";
 import { DeviceTrace, type NcTimelineEvent, type Q7CoreActivity } from "./device_trace.ts";
 import { type QueueBytes, queueBytesOf } from "./dma_engine.ts";
 import { type DeviceStdioQueue, FileIoManager } from "./file_io_manager.ts";
@@ -199,7 +206,9 @@ export class DeviceSimPortal implements Portal {
     this.#hbmBytes = options.hbmBytes ?? spec.hbmBytes;
     this.agents = options.agents ?? (options.q7Factory !== undefined ? "inline" : "device");
     if (options.q7Factory !== undefined && this.agents !== "inline") {
-      throw new TypeError(`Cannot use a q7Factory with agents "${this.agents}": a factory runs only with an inline device`);
+      throw new TypeError(
+        `Cannot use a q7Factory with agents "${this.agents}": a factory runs only with an inline device`,
+      );
     }
     let id = 0;
     const faultKinds = new Map<number, FiredFault["kind"]>();
@@ -215,7 +224,10 @@ export class DeviceSimPortal implements Portal {
         watchdogMs,
       }));
     const devices = this.#devices;
-    this.faults = new FaultInjector(count, spec.ncPerDevice, { q7Cores: spec.q7CoresPerNc, dmaEngines: spec.dmaEngines }, {
+    this.faults = new FaultInjector(count, spec.ncPerDevice, {
+      q7Cores: spec.q7CoresPerNc,
+      dmaEngines: spec.dmaEngines,
+    }, {
       arm: (device, nc, fault) => {
         faultKinds.set(fault.id, fault.spec.kind);
         devices[device].linkOf(nc).post({ t: "arm", nc, fault });
@@ -231,7 +243,12 @@ export class DeviceSimPortal implements Portal {
   devices(): Promise<PortalDeviceInfo[]> {
     return this.#sync(() => {
       this.#open("enumerate devices");
-      return this.#devices.map((_, index) => ({ index, arch: this.spec.arch, ncCount: this.spec.ncPerDevice, hbmBytes: this.#hbmBytes }));
+      return this.#devices.map((_, index) => ({
+        index,
+        arch: this.spec.arch,
+        ncCount: this.spec.ncPerDevice,
+        hbmBytes: this.#hbmBytes,
+      }));
     });
   }
 
@@ -255,7 +272,10 @@ export class DeviceSimPortal implements Portal {
     return this.#sync(() => {
       const d = this.#device(request.device, "allocate");
       if (!Number.isInteger(request.nc) || request.nc < 0 || request.nc >= this.spec.ncPerDevice) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate device memory: NeuronCore ${request.nc} does not exist`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot allocate device memory: NeuronCore ${request.nc} does not exist`,
+        );
       }
       return d.memory.alloc(request);
     });
@@ -278,7 +298,9 @@ export class DeviceSimPortal implements Portal {
 
   /** The doorbell: adds to a semaphore exactly as a write to its BAR0 increment window does. Posted. */
   semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
-    return this.#sync(() => this.#device(device, "increment a semaphore").bar0.incrementSemaphore(nc, semaphore, value));
+    return this.#sync(() =>
+      this.#device(device, "increment a semaphore").bar0.incrementSemaphore(nc, semaphore, value)
+    );
   }
 
   /** Reads a semaphore. */
@@ -298,7 +320,9 @@ export class DeviceSimPortal implements Portal {
   async notificationWait(device: number, nc: number, head: number, signal?: AbortSignal): Promise<void> {
     const d = this.#device(device, "wait for a notification");
     const regs = d.regs[nc];
-    if (regs === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot wait for a notification: NeuronCore ${nc} does not exist`);
+    if (regs === undefined) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot wait for a notification: NeuronCore ${nc} does not exist`);
+    }
     const words = regs.nqWords, at = NqRegister.HEAD >> 2, want = head | 0;
     if (Atomics.load(words, at) !== want || signal?.aborted === true || this.#closed) return;
     // Counted asleep before the last look at the head: the device notifies only when someone is (NcStatus).
@@ -334,7 +358,12 @@ export class DeviceSimPortal implements Portal {
   memUsage(device: number): Promise<{ hbm: number; host: number; allocations: number }> {
     return this.#sync(() => {
       const d = this.#devices[device];
-      if (d === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot read memory usage: device ${device} does not exist (${this.#devices.length} simulated)`);
+      if (d === undefined) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot read memory usage: device ${device} does not exist (${this.#devices.length} simulated)`,
+        );
+      }
       return d.memory.usage();
     });
   }
@@ -426,7 +455,9 @@ export class DeviceSimPortal implements Portal {
   setTimeline(device: number, enabled: boolean, nc?: number): void {
     const d = this.#device(device, "switch the timeline");
     const ncs = nc === undefined ? d.regs.map((_, i) => i) : [nc];
-    for (const i of ncs) Atomics.store(this.#regs(device, i, "switch the timeline").status, NcStatus.TRACE, enabled ? 1 : 0);
+    for (const i of ncs) {
+      Atomics.store(this.#regs(device, i, "switch the timeline").status, NcStatus.TRACE, enabled ? 1 : 0);
+    }
   }
 
   /**
@@ -502,13 +533,23 @@ export class DeviceSimPortal implements Portal {
   #device(device: number, what: string): HostDevice {
     this.#open(what);
     const d = this.#devices[device];
-    if (d === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what}: device ${device} does not exist (${this.#devices.length} simulated)`);
+    if (d === undefined) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot ${what}: device ${device} does not exist (${this.#devices.length} simulated)`,
+      );
+    }
     return d;
   }
 
   #regs(device: number, nc: number, what: string): NcRegisters {
     const d = this.#devices[device];
-    if (d === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what}: device ${device} does not exist (${this.#devices.length} simulated)`);
+    if (d === undefined) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot ${what}: device ${device} does not exist (${this.#devices.length} simulated)`,
+      );
+    }
     const r = d.regs[nc];
     if (r === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what}: NeuronCore ${nc} does not exist`);
     return r;
@@ -516,7 +557,9 @@ export class DeviceSimPortal implements Portal {
 
   #bar0(device: number, bar: number, what: string): Bar0 {
     const d = this.#device(device, `${what} BAR${bar}`);
-    if (bar !== 0) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what} BAR${bar}: the simulator models BAR0 only`);
+    if (bar !== 0) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what} BAR${bar}: the simulator models BAR0 only`);
+    }
     return d.bar0;
   }
 }

@@ -1,5 +1,15 @@
 import { describe, expect, test } from "bun:test";
-import { DmaDirection, encodeArgTable, encodeOpcodeTable, type Instruction, NotificationKind, Opcode, type OpcodeTableEntry, Q7Map, TpbErrorId } from "@nrt/core/isa";
+import {
+  DmaDirection,
+  encodeArgTable,
+  encodeOpcodeTable,
+  type Instruction,
+  NotificationKind,
+  Opcode,
+  type OpcodeTableEntry,
+  Q7Map,
+  TpbErrorId,
+} from "@nrt/core/isa";
 import type { DeviceMemory } from "@nrt/core/portal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { TpbFaultMask } from "./sequencer.ts";
@@ -19,13 +29,22 @@ interface Staged {
 }
 
 /** Boots the stock firmware, stages vector_add + faults, the opcode table, rings and the argument table. */
-async function stage(): Promise<Staged & { stream(opcode: number, doorbell: number, slot: number, marker?: boolean): Promise<void> }> {
+async function stage(): Promise<
+  Staged & { stream(opcode: number, doorbell: number, slot: number, marker?: boolean): Promise<void> }
+> {
   const h = new TestHost({ hbmBytes: 1 << 26 });
   await h.attachNq(64);
   await h.bootQ7({ iram: await readBytes(new URL("stock_pool.wasm", KERNELS)), dram: new Uint8Array([3, 0, 0, 0]) });
   const vectorAdd = await h.put(await readBytes(new URL("vector_add.wasm", KERNELS)));
   const faults = await h.put(await readBytes(new URL("faults.wasm", KERNELS)));
-  const entry = (opcode: number, lib: DeviceMemory, name: string): OpcodeTableEntry => ({ opcode, cpuIdFlag: false, totalCpus: 8, libAddr: lib.pa, libBytes: lib.bytes, name });
+  const entry = (opcode: number, lib: DeviceMemory, name: string): OpcodeTableEntry => ({
+    opcode,
+    cpuIdFlag: false,
+    totalCpus: 8,
+    libAddr: lib.pa,
+    libBytes: lib.bytes,
+    name,
+  });
   const table = await h.put(encodeOpcodeTable({
     m2s: [],
     s2m: [],
@@ -41,7 +60,9 @@ async function stage(): Promise<Staged & { stream(opcode: number, doorbell: numb
     { src: inA.pa + c * SHARE, dst: h.sbufPa(A + c * SHARE), bytes: SHARE },
     { src: inB.pa + c * SHARE, dst: h.sbufPa(B + c * SHARE), bytes: SHARE },
   ]));
-  const s2m = await h.stageRings(Array.from({ length: CORES }, (_, c) => [{ src: h.sbufPa(C + c * SHARE), dst: out.pa + c * SHARE, bytes: SHARE }]));
+  const s2m = await h.stageRings(
+    Array.from({ length: CORES }, (_, c) => [{ src: h.sbufPa(C + c * SHARE), dst: out.pa + c * SHARE, bytes: SHARE }]),
+  );
   const t = (off: number) => ({ addr: Q7Map.SBUF_BASE + off, bytes: BYTES, dtype: 0, dims: [N] });
   const args = await h.put(encodeArgTable({ inputs: [t(A), t(B)], outputs: [t(C)], ints: [] }));
 
@@ -78,10 +99,16 @@ describe("DeviceSimPortal with the Q7 cluster", () => {
       expect(h.portal.q7Events().map((e) => e.kind)).toEqual(["released", "cluster-started"]);
       await h.fire(1);
       const { records } = await h.read();
-      expect(records.map((r) => [r.kind, r.value])).toEqual([[NotificationKind.EVENT_SEMAPHORE, 1], [NotificationKind.EXEC_DONE, 1]]);
+      expect(records.map((r) => [r.kind, r.value])).toEqual([[NotificationKind.EVENT_SEMAPHORE, 1], [
+        NotificationKind.EXEC_DONE,
+        1,
+      ]]);
       const c = bytesF32(await h.portal.memRead(out, 0, BYTES));
       expect(c).toEqual(a.map((x, i) => x + b[i]));
-      expect(h.portal.queueBytes(0, 0)).toEqual({ m2s: new Array(CORES).fill(2 * SHARE), s2m: new Array(CORES).fill(SHARE) });
+      expect(h.portal.queueBytes(0, 0)).toEqual({
+        m2s: new Array(CORES).fill(2 * SHARE),
+        s2m: new Array(CORES).fill(SHARE),
+      });
       // A second execution reuses the cluster and the prepared library.
       await h.portal.memWrite(out, 0, new Uint8Array(BYTES));
       await h.fire(1);
@@ -95,23 +122,33 @@ describe("DeviceSimPortal with the Q7 cluster", () => {
     expect(h.portal.q7Events().at(-1)?.kind).toBe("cluster-terminated");
   }, 30_000);
 
-  test("DeviceSimPortal reports a trapping kernel as one fatal TPB_ERROR per core and posts no completion", async () => {
-    const { h, stream } = await stage();
-    try {
-      await stream(TRAP, 1, 0);
-      await h.fire(1);
-      const { records } = await h.read();
-      expect(records).toHaveLength(CORES);
-      expect(records.map((r) => r.q7)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
-      for (const r of records) {
-        expect(r).toMatchObject({ kind: NotificationKind.TPB_ERROR, code: TpbErrorId.FATAL, mask: TpbFaultMask.Q7_TRAP, engine: 2, aux: 0 });
+  test(
+    "DeviceSimPortal reports a trapping kernel as one fatal TPB_ERROR per core and posts no completion",
+    async () => {
+      const { h, stream } = await stage();
+      try {
+        await stream(TRAP, 1, 0);
+        await h.fire(1);
+        const { records } = await h.read();
+        expect(records).toHaveLength(CORES);
+        expect(records.map((r) => r.q7)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+        for (const r of records) {
+          expect(r).toMatchObject({
+            kind: NotificationKind.TPB_ERROR,
+            code: TpbErrorId.FATAL,
+            mask: TpbFaultMask.Q7_TRAP,
+            engine: 2,
+            aux: 0,
+          });
+        }
+        expect((await h.khal.readEngineIps(h.target, 0))[2]).not.toBe(0);
+        expect(await h.portal.semaphoreRead(0, 0, DONE)).toBe(0);
+      } finally {
+        await h.portal.close();
       }
-      expect((await h.khal.readEngineIps(h.target, 0))[2]).not.toBe(0);
-      expect(await h.portal.semaphoreRead(0, 0, DONE)).toBe(0);
-    } finally {
-      await h.portal.close();
-    }
-  }, 30_000);
+    },
+    30_000,
+  );
 
   test("DeviceSimPortal.resetQ7() drops a hung stream and a later op boots a fresh cluster", async () => {
     const { h, out, a, b, stream } = await stage();
@@ -125,9 +162,17 @@ describe("DeviceSimPortal with the Q7 cluster", () => {
       await h.portal.whenIdle(0, 0);
       expect((await h.read()).records.map((r) => r.value)).toEqual([0xabc]);
       await h.fire(2);
-      expect((await h.read()).records.map((r) => r.kind)).toEqual([NotificationKind.EVENT_SEMAPHORE, NotificationKind.EXEC_DONE]);
+      expect((await h.read()).records.map((r) => r.kind)).toEqual([
+        NotificationKind.EVENT_SEMAPHORE,
+        NotificationKind.EXEC_DONE,
+      ]);
       expect(bytesF32(await h.portal.memRead(out, 0, BYTES))).toEqual(a.map((x, i) => x + b[i]));
-      expect(h.portal.q7Events().map((e) => e.kind)).toEqual(["released", "cluster-started", "cluster-terminated", "cluster-started"]);
+      expect(h.portal.q7Events().map((e) => e.kind)).toEqual([
+        "released",
+        "cluster-started",
+        "cluster-terminated",
+        "cluster-started",
+      ]);
     } finally {
       await h.portal.close();
     }

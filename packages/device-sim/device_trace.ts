@@ -6,7 +6,14 @@
  *
  * @module
  */
-import { decodeNotification, HwErrorCause, NotificationKind, type NotificationRecord, TpbErrorId, TpbErrorMask } from "@nrt/core/isa";
+import {
+  decodeNotification,
+  HwErrorCause,
+  NotificationKind,
+  type NotificationRecord,
+  TpbErrorId,
+  TpbErrorMask,
+} from "@nrt/core/isa";
 import { type DeviceLogReader, LogKind, payloadText, readTimelineEvent, type TimelineEvent } from "./device_log.ts";
 import type { FiredFault } from "./fault_injector.ts";
 import type { Q7BootEvent } from "./q7_complex.ts";
@@ -49,7 +56,12 @@ interface NcTrace {
   running: number[];
 }
 
-const EVENT_KINDS: readonly Q7BootEvent["kind"][] = ["released", "boot-failed", "cluster-started", "cluster-terminated"];
+const EVENT_KINDS: readonly Q7BootEvent["kind"][] = [
+  "released",
+  "boot-failed",
+  "cluster-started",
+  "cluster-terminated",
+];
 const VIA: ReadonlyArray<Q7BootEvent["via"]> = [undefined, "host-csr", "evt-sem"];
 const CORE_STATUS = ["ok", "trap", "oob", "abort", "missing-function"] as const;
 const NO_Q7 = 0xff;
@@ -124,7 +136,12 @@ export class DeviceTrace {
             const kind = EVENT_KINDS[v.getUint8(0)];
             const via = VIA[v.getUint8(1)];
             const detail = payloadText(e.payload, 2);
-            push(this.#q7Events, { nc: e.nc, kind, ...(via === undefined ? {} : { via }), ...(detail === "" ? {} : { detail }) });
+            push(this.#q7Events, {
+              nc: e.nc,
+              kind,
+              ...(via === undefined ? {} : { via }),
+              ...(detail === "" ? {} : { detail }),
+            });
             if (kind === "cluster-terminated") {
               for (const c of t.cores) {
                 if (c.state === "running") {
@@ -136,11 +153,21 @@ export class DeviceTrace {
             break;
           }
           case LogKind.SEQ_FAULT:
-            push(t.faults, { slot: v.getUint32(0, true), mask: v.getUint32(4, true), message: payloadText(e.payload, 8) });
+            push(t.faults, {
+              slot: v.getUint32(0, true),
+              mask: v.getUint32(4, true),
+              message: payloadText(e.payload, 8),
+            });
             break;
           case LogKind.FIRED: {
             const id = v.getUint32(0, true);
-            push(this.#firings, { id, kind: this.#armedKinds.get(id) ?? "tpb-error", device: this.#device, nc: e.nc, run: v.getUint32(4, true) });
+            push(this.#firings, {
+              id,
+              kind: this.#armedKinds.get(id) ?? "tpb-error",
+              device: this.#device,
+              nc: e.nc,
+              run: v.getUint32(4, true),
+            });
             break;
           }
           case LogKind.Q7_DISPATCH: {

@@ -11,7 +11,13 @@
  * @module
  */
 import { KBIN_DMA_RING_TYPE_CUSTOM_OP, type SiliconSpec } from "@nrt/core/hal";
-import { decodeDmaDescriptor, decodeRingTableEntry, DMA_DESCRIPTOR_BYTES, DmaDirection, RING_TABLE_ENTRY_BYTES } from "@nrt/core/isa";
+import {
+  decodeDmaDescriptor,
+  decodeRingTableEntry,
+  DMA_DESCRIPTOR_BYTES,
+  DmaDirection,
+  RING_TABLE_ENTRY_BYTES,
+} from "@nrt/core/isa";
 import { cceFold } from "./collectives_cce.ts";
 import { sharedClockMs } from "./device_log.ts";
 import type { MemorySpace } from "./memory.ts";
@@ -74,10 +80,19 @@ export class DmaEngine {
 
   /** DMA_CONFIG: reads `queues` ring-table entries at `ringTable` and attaches them for `direction`. */
   configure(direction: DmaDirection, queues: number, ringTable: number): void {
-    if (queues > this.#spec.q7CoresPerNc) throw new DmaFault(`DMA_CONFIG names ${queues} queues, the custom-op bundle has ${this.#spec.q7CoresPerNc}`);
+    if (queues > this.#spec.q7CoresPerNc) {
+      throw new DmaFault(`DMA_CONFIG names ${queues} queues, the custom-op bundle has ${this.#spec.q7CoresPerNc}`);
+    }
     // The ring table is decoded once per write of its memory (written at load), not per run.
-    const rings = this.#memory.decodePa(ringTable, queues * RING_TABLE_ENTRY_BYTES, "rings", (table) => this.#decodeRings(table, queues));
-    if (rings === undefined) throw new DmaFault(`Ring table at 0x${ringTable.toString(16)} (${queues} entries) is not in device memory`);
+    const rings = this.#memory.decodePa(
+      ringTable,
+      queues * RING_TABLE_ENTRY_BYTES,
+      "rings",
+      (table) => this.#decodeRings(table, queues),
+    );
+    if (rings === undefined) {
+      throw new DmaFault(`Ring table at 0x${ringTable.toString(16)} (${queues} entries) is not in device memory`);
+    }
     this.#rings[direction] = rings;
   }
 
@@ -87,7 +102,9 @@ export class DmaEngine {
     for (let core = 0; core < queues; core++) {
       const e = decodeRingTableEntry(table, core * RING_TABLE_ENTRY_BYTES);
       if (e.ringType !== KBIN_DMA_RING_TYPE_CUSTOM_OP) {
-        throw new DmaFault(`Ring-table entry ${core} has ring type ${e.ringType}, expected ${KBIN_DMA_RING_TYPE_CUSTOM_OP} (custom op)`);
+        throw new DmaFault(
+          `Ring-table entry ${core} has ring type ${e.ringType}, expected ${KBIN_DMA_RING_TYPE_CUSTOM_OP} (custom op)`,
+        );
       }
       if (e.queue !== relQueueIdx || e.engine < engLo || e.engine > engHi) {
         throw new DmaFault(
@@ -114,9 +131,17 @@ export class DmaEngine {
       const t0 = onQueue === undefined ? 0 : sharedClockMs();
       const before = total;
       // Descriptors are decoded once per write of the ring (the host re-materialises it when I/O addresses change).
-      const descs = this.#memory.decodePa(ring.ringPa, ring.count * DMA_DESCRIPTOR_BYTES, "descriptors", (bytes) =>
-        Array.from({ length: ring.count }, (_, i) => decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES)));
-      if (descs === undefined) throw new DmaFault(`Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`);
+      const descs = this.#memory.decodePa(
+        ring.ringPa,
+        ring.count * DMA_DESCRIPTOR_BYTES,
+        "descriptors",
+        (bytes) => Array.from({ length: ring.count }, (_, i) => decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES)),
+      );
+      if (descs === undefined) {
+        throw new DmaFault(
+          `Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`,
+        );
+      }
       for (const [i, d] of descs.entries()) {
         this.#copy(d.src, d.dst, d.bytes, ring.core, i, d.flags ?? 0);
         this.#stats[base + ring.core] += d.bytes;
@@ -135,10 +160,15 @@ export class DmaEngine {
     if (flags !== 0 && data !== undefined) {
       // A compute-DMA descriptor (collectives_cce.ts): the destination is read, folded with the source, written back.
       const into = this.#read(dst, bytes);
-      if (into === undefined) throw new DmaFault(`Descriptor ${index} of queue ${core} (${bytes} B) has an unmapped destination 0x${dst.toString(16)}`);
+      if (into === undefined) {
+        throw new DmaFault(
+          `Descriptor ${index} of queue ${core} (${bytes} B) has an unmapped destination 0x${dst.toString(16)}`,
+        );
+      }
       // Folded in place in the destination's view unless the source overlaps it (then on a copy); the write below
       // stores the bytes back through the memory, which marks the allocation written.
-      const overlaps = into.buffer === data.buffer && into.byteOffset < data.byteOffset + bytes && data.byteOffset < into.byteOffset + bytes;
+      const overlaps = into.buffer === data.buffer && into.byteOffset < data.byteOffset + bytes &&
+        data.byteOffset < into.byteOffset + bytes;
       const folded = overlaps ? into.slice() : into;
       const bad = cceFold(flags, folded, data);
       if (bad !== undefined) throw new DmaFault(`Descriptor ${index} of queue ${core}: ${bad}`);

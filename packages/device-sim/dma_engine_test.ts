@@ -10,8 +10,18 @@ async function roundTrip(h: TestHost, m2sBytes: number) {
   const input = Uint8Array.from({ length: CORES * SHARE }, (_, i) => (i * 7 + 1) & 0xff);
   const src = await h.put(input);
   const dst = await h.put(CORES * SHARE);
-  const m2s = await h.stageRings(Array.from({ length: CORES }, (_, c) => [{ src: src.pa + c * SHARE, dst: h.sbufPa(SBUF_AT + c * SHARE), bytes: SHARE }]));
-  const s2m = await h.stageRings(Array.from({ length: CORES }, (_, c) => [{ src: h.sbufPa(SBUF_AT + c * SHARE), dst: dst.pa + c * SHARE, bytes: SHARE }]));
+  const m2s = await h.stageRings(
+    Array.from(
+      { length: CORES },
+      (_, c) => [{ src: src.pa + c * SHARE, dst: h.sbufPa(SBUF_AT + c * SHARE), bytes: SHARE }],
+    ),
+  );
+  const s2m = await h.stageRings(
+    Array.from(
+      { length: CORES },
+      (_, c) => [{ src: h.sbufPa(SBUF_AT + c * SHARE), dst: dst.pa + c * SHARE, bytes: SHARE }],
+    ),
+  );
   await h.installStream([
     { op: Opcode.DMA_CONFIG, direction: DmaDirection.M2S, queues: CORES, ringTable: m2s.pa },
     { op: Opcode.DMA_CONFIG, direction: DmaDirection.S2M, queues: CORES, ringTable: s2m.pa },
@@ -57,7 +67,10 @@ describe("DmaEngine", () => {
     v.setUint8(1, 3); // queue 3 is not the custom-op queue (15)
     v.setUint16(2, KBIN_DMA_RING_TYPE_CUSTOM_OP, true);
     const t = await h.put(table);
-    await h.installStream([{ op: Opcode.DMA_CONFIG, direction: DmaDirection.M2S, queues: 1, ringTable: t.pa }], DOORBELL);
+    await h.installStream(
+      [{ op: Opcode.DMA_CONFIG, direction: DmaDirection.M2S, queues: 1, ringTable: t.pa }],
+      DOORBELL,
+    );
     await h.fire(DOORBELL);
     const { records } = await h.read();
     expect(records.map((r) => r.mask)).toEqual([TpbFaultMask.DMA]);

@@ -56,7 +56,17 @@ const KINDS: ReadonlySet<string> = new Set(Object.values(FaultKind));
 
 /** The fields of a {@linkcode FaultSpec}. */
 const SPEC_FIELDS: ReadonlySet<string> = new Set([
-  "kind", "device", "nc", "engine", "q7", "atExecution", "fatal", "mask", "repairable", "metadata", "collectives",
+  "kind",
+  "device",
+  "nc",
+  "engine",
+  "q7",
+  "atExecution",
+  "fatal",
+  "mask",
+  "repairable",
+  "metadata",
+  "collectives",
 ]);
 
 /** What to inject. */
@@ -245,11 +255,15 @@ export class FaultInjector {
     if (typeof spec !== "object" || spec === null || Array.isArray(spec)) bad("the spec must be an object");
     // Every field is checked for its type and range, and unknown fields are refused: an operator's typo must not
     // arm a different fault than the one asked for (docs/faults.md).
-    for (const key of Object.keys(spec)) if (!SPEC_FIELDS.has(key)) bad(`unknown field "${key}"; the fields are ${[...SPEC_FIELDS].join(", ")}`);
+    for (const key of Object.keys(spec)) {
+      if (!SPEC_FIELDS.has(key)) bad(`unknown field "${key}"; the fields are ${[...SPEC_FIELDS].join(", ")}`);
+    }
     if (typeof spec.kind !== "string" || !KINDS.has(spec.kind)) bad(`"kind" must be one of ${[...KINDS].join(", ")}`);
     const integer = (field: string, v: unknown, lo: number, hi: number): number | undefined => {
       if (v === undefined) return undefined;
-      if (typeof v !== "number" || !Number.isSafeInteger(v) || v < lo || v > hi) bad(`"${field}" is ${JSON.stringify(v) ?? String(v)}, expected an integer from ${lo} to ${hi}`);
+      if (typeof v !== "number" || !Number.isSafeInteger(v) || v < lo || v > hi) {
+        bad(`"${field}" is ${JSON.stringify(v) ?? String(v)}, expected an integer from ${lo} to ${hi}`);
+      }
       return v as number;
     };
     const boolean = (field: string, v: unknown): void => {
@@ -267,15 +281,23 @@ export class FaultInjector {
     if (spec.collectives !== undefined) {
       const c = spec.collectives as Record<string, unknown>;
       if (typeof c !== "object" || c === null || Array.isArray(c)) bad(`"collectives" must be an object`);
-      for (const key of Object.keys(c)) if (!["variant", "op", "total"].includes(key)) bad(`unknown field "collectives.${key}"; the fields are variant, op, total`);
+      for (const key of Object.keys(c)) {
+        if (!["variant", "op", "total"].includes(key)) {
+          bad(`unknown field "collectives.${key}"; the fields are variant, op, total`);
+        }
+      }
       const v = integer("collectives.variant", c.variant, 0, 2);
-      if (v !== undefined && v !== Hang.BARRIER && v !== Hang.IN_OPERATION && v !== Hang.BETWEEN_OPERATIONS) bad(`collectives variant ${v} is not 0, 1 or 2`);
+      if (v !== undefined && v !== Hang.BARRIER && v !== Hang.IN_OPERATION && v !== Hang.BETWEEN_OPERATIONS) {
+        bad(`collectives variant ${v} is not 0, 1 or 2`);
+      }
       integer("collectives.op", c.op, 0, 0xffff);
       integer("collectives.total", c.total, 0, 0xffff);
     }
     this.#collect();
     const armedOnDevice = [...this.#armed.values()].filter((a) => a.device === device).length;
-    if (armedOnDevice >= MAX_ARMED_FAULTS) bad(`${MAX_ARMED_FAULTS} faults are already armed on device ${device}; clear some first`);
+    if (armedOnDevice >= MAX_ARMED_FAULTS) {
+      bad(`${MAX_ARMED_FAULTS} faults are already armed on device ${device}; clear some first`);
+    }
     const id = this.#nextId++;
     const ncs = spec.nc === undefined ? Array.from({ length: this.#ports[device] }, (_, i) => i) : [spec.nc];
     const frozen = Object.freeze(structuredClone(spec));
@@ -336,8 +358,14 @@ export class FaultInjector {
 /** Ports in this thread: what a device without an agent of its own plays faults through (and the tests' default). */
 export function localSink(devices: number, ncs: number): FaultSink & { port(device: number, nc: number): NcFaults } {
   const fired: FiredFault[] = [];
-  const ports = Array.from({ length: devices }, (_, device) =>
-    Array.from({ length: ncs }, (_, nc) => new NcFaults((f, run) => fired.push({ id: f.id, kind: f.spec.kind, device, nc, run }))));
+  const ports = Array.from(
+    { length: devices },
+    (_, device) =>
+      Array.from(
+        { length: ncs },
+        (_, nc) => new NcFaults((f, run) => fired.push({ id: f.id, kind: f.spec.kind, device, nc, run })),
+      ),
+  );
   return {
     port: (device, nc) => {
       const p = ports[device]?.[nc];

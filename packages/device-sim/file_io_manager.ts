@@ -17,7 +17,15 @@
  *
  * @module
  */
-import { POOL_STDIO_DESCRIPTOR_BYTES, POOL_STDIO_ENTRY_BYTES, POOL_STDIO_ENTRY_HEADER_BYTES, POOL_STDIO_MAGIC, POOL_STDIO_RECORD_BYTES, POOL_STDIO_SLOTS, PoolStdioDescriptor } from "@nrt/core/isa";
+import {
+  POOL_STDIO_DESCRIPTOR_BYTES,
+  POOL_STDIO_ENTRY_BYTES,
+  POOL_STDIO_ENTRY_HEADER_BYTES,
+  POOL_STDIO_MAGIC,
+  POOL_STDIO_RECORD_BYTES,
+  POOL_STDIO_SLOTS,
+  PoolStdioDescriptor,
+} from "@nrt/core/isa";
 import { type NcRegisters, NcStatus } from "./nc_registers.ts";
 import type { MemorySpace } from "./memory.ts";
 import type { Q7Complex } from "./q7_complex.ts";
@@ -81,7 +89,9 @@ export class FileIoManager {
    * @returns The number of entries written.
    */
   flush(): number | Promise<number> {
-    if (this.blockPa === 0 || this.#q7 === undefined || !this.#q7.started) return this.blockPa === 0 ? 0 : this.#write(this.#take());
+    if (this.blockPa === 0 || this.#q7 === undefined || !this.#q7.started) {
+      return this.blockPa === 0 ? 0 : this.#write(this.#take());
+    }
     const staged = this.#q7.drainStdio();
     return staged instanceof Promise ? staged.then((s) => this.#write(this.#take(s))) : this.#write(this.#take(staged));
   }
@@ -102,7 +112,9 @@ export class FileIoManager {
   }
 
   /** The held entries, then `fresh`, oldest first; the hold is emptied. */
-  #take(fresh: ReadonlyArray<{ cpu: number; stream: number; text: string }> = []): Array<{ cpu: number; stream: number; text: string }> {
+  #take(
+    fresh: ReadonlyArray<{ cpu: number; stream: number; text: string }> = [],
+  ): Array<{ cpu: number; stream: number; text: string }> {
     const out = this.#held.length === 0 ? [...fresh] : [...this.#held, ...fresh];
     this.#held = [];
     return out;
@@ -158,7 +170,9 @@ export class FileIoManager {
     const write = this.#u32(d.writeIdxPa);
     const read = this.#u64(d.readIdxPa);
     // The published read index frees slots; a write into an unread slot overwrites the oldest entry.
-    if (write - read >= d.capacity) Atomics.add(this.#regs.status, slot === 0 ? NcStatus.STDOUT_OVERRUNS : NcStatus.STDERR_OVERRUNS, 1);
+    if (write - read >= d.capacity) {
+      Atomics.add(this.#regs.status, slot === 0 ? NcStatus.STDOUT_OVERRUNS : NcStatus.STDERR_OVERRUNS, 1);
+    }
     const entry = new Uint8Array(POOL_STDIO_ENTRY_BYTES);
     const v = new DataView(entry.buffer);
     v.setUint32(0, (write + 1) >>> 0, true); // sequence

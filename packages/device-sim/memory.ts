@@ -260,12 +260,17 @@ export class DeviceMemoryMap extends MemorySpace {
     const { bytes, nc } = request;
     const align = request.align ?? 64;
     const location = request.location ?? "hbm";
-    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new RangeError(`Allocation size ${bytes} is not a positive integer`);
+    if (!Number.isSafeInteger(bytes) || bytes <= 0) {
+      throw new RangeError(`Allocation size ${bytes} is not a positive integer`);
+    }
     if (!Number.isSafeInteger(align) || align <= 0 || !Number.isInteger(Math.log2(align))) {
       throw new RangeError(`Alignment ${align} is not a power of two`);
     }
     if (bytes > MAX_ALLOCATION_BYTES) {
-      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot allocate ${bytes} B of ${location} on device ${this.#device}: the simulator backs at most ${MAX_ALLOCATION_BYTES} B per allocation`);
+      throw new NrtError(
+        NrtStatus.NRT_RESOURCE,
+        `Cannot allocate ${bytes} B of ${location} on device ${this.#device}: the simulator backs at most ${MAX_ALLOCATION_BYTES} B per allocation`,
+      );
     }
     const range = this.#ranges[location];
     const pa = range.take(bytes, align);
@@ -281,7 +286,12 @@ export class DeviceMemoryMap extends MemorySpace {
       buffer = new SharedArrayBuffer(Math.ceil(bytes / 8) * 8 + 8);
     } catch (e) {
       range.give(pa, bytes);
-      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot allocate ${bytes} B of ${location} on device ${this.#device}: the host refused the backing (${(e as Error).message})`);
+      throw new NrtError(
+        NrtStatus.NRT_RESOURCE,
+        `Cannot allocate ${bytes} B of ${location} on device ${this.#device}: the host refused the backing (${
+          (e as Error).message
+        })`,
+      );
     }
     const m: MappedAllocation = { id: this.#nextId(), device: this.#device, nc, pa, bytes, location, buffer };
     this.map(m);
@@ -331,14 +341,19 @@ export class DeviceMemoryMap extends MemorySpace {
     if (a === undefined || a.device !== memory.device || a.pa !== memory.pa || memory.device !== this.#device) {
       throw new NrtError(
         NrtStatus.NRT_INVALID,
-        `Cannot ${what} device memory #${memory.id} at 0x${memory.pa.toString(16)}: not a live allocation of device ${this.#device}`,
+        `Cannot ${what} device memory #${memory.id} at 0x${
+          memory.pa.toString(16)
+        }: not a live allocation of device ${this.#device}`,
       );
     }
     return a;
   }
 
   #check(a: SimAllocation, offset: number, length: number, what: string): void {
-    if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 || offset + length > a.bytes) {
+    if (
+      !Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 ||
+      offset + length > a.bytes
+    ) {
       throw new NrtError(
         NrtStatus.NRT_INVALID,
         `Cannot ${what} device memory #${a.id}: range [${offset}, ${offset + length}) is outside its ${a.bytes} B`,

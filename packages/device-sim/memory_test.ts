@@ -36,7 +36,12 @@ describe("DeviceMemoryMap", () => {
 
   test("DeviceMemoryMap() reuses a freed hole first-fit and coalesces neighbours", () => {
     let id = 0;
-    const m = new DeviceMemoryMap({ device: 0, hbm: { base: 0x1000, capacity: 0x300 }, host: { base: 0, capacity: 0 }, nextId: () => ++id });
+    const m = new DeviceMemoryMap({
+      device: 0,
+      hbm: { base: 0x1000, capacity: 0x300 },
+      host: { base: 0, capacity: 0 },
+      nextId: () => ++id,
+    });
     const a = m.alloc({ device: 0, nc: 0, bytes: 0x100 });
     const b = m.alloc({ device: 0, nc: 0, bytes: 0x100 });
     m.alloc({ device: 0, nc: 0, bytes: 0x100 });
@@ -56,7 +61,12 @@ describe("DeviceMemoryMap", () => {
     expect(host.pa).toBe(CAYMAN_SPEC.addressMap.hostDramBase);
     await portal.memWrite(b, 10, new Uint8Array([9, 8, 7]));
     let id = 0;
-    const map = new DeviceMemoryMap({ device: 0, hbm: { base: 0, capacity: 1024 }, host: { base: 4096, capacity: 1024 }, nextId: () => ++id });
+    const map = new DeviceMemoryMap({
+      device: 0,
+      hbm: { base: 0, capacity: 1024 },
+      host: { base: 4096, capacity: 1024 },
+      nextId: () => ++id,
+    });
     const x = map.alloc({ device: 0, nc: 0, bytes: 64 });
     const y = map.alloc({ device: 0, nc: 0, bytes: 64 });
     expect(map.resolve(y.pa + 5, 4)?.offset).toBe(5);

@@ -19,9 +19,15 @@
  *
  * @module
  */
-export { type DeviceAgentMode, DeviceSimPortal, type DeviceSimOptions } from "./device_sim_portal.ts";
+export { type DeviceAgentMode, type DeviceSimOptions, DeviceSimPortal } from "./device_sim_portal.ts";
 export type { NcTimelineEvent, Q7CoreActivity } from "./device_trace.ts";
-export { type Q7CoreOutcome, type RunOutcome, sharedClockMs, type TimelineBase, type TimelineEvent } from "./device_log.ts";
+export {
+  type Q7CoreOutcome,
+  type RunOutcome,
+  sharedClockMs,
+  type TimelineBase,
+  type TimelineEvent,
+} from "./device_log.ts";
 export { defaultQ7Factory } from "./q7_factory.ts";
 export { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";
 export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES } from "./bar0.ts";

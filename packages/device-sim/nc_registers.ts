@@ -11,7 +11,14 @@
  * @module
  */
 import type { SiliconSpec } from "@nrt/core/hal";
-import { decodeStreamEntry, NQ_CAUSE_OVERFLOW, NQ_REGISTER_BYTES, NqRegister, STREAM_ENTRY_BYTES, type StreamEntryFields } from "@nrt/core/isa";
+import {
+  decodeStreamEntry,
+  NQ_CAUSE_OVERFLOW,
+  NQ_REGISTER_BYTES,
+  NqRegister,
+  STREAM_ENTRY_BYTES,
+  type StreamEntryFields,
+} from "@nrt/core/isa";
 
 // The NQ block and the stream-table entry are the host's formats: one definition, in `@nrt/core`'s isa.ts.
 export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES };
@@ -294,7 +301,9 @@ export class NcRegisters {
    */
   writeImage(kind: "iram" | "dram", core: number, byte: number, data: Uint8Array): void {
     const max = kind === "iram" ? this.#spec.q7IramBytes : this.#spec.q7DramBytes;
-    if (byte + data.byteLength > max) throw new RangeError(`Q7 ${kind} write of ${data.byteLength} B at ${byte} passes the ${max}-byte window`);
+    if (byte + data.byteLength > max) {
+      throw new RangeError(`Q7 ${kind} write of ${data.byteLength} B at ${byte} passes the ${max}-byte window`);
+    }
     const at = this.#imageOffset(kind, core);
     const i = this.#lengthIndex(kind, core);
     const before = byte === 0 ? 0 : this.#lengths[i];
@@ -304,7 +313,11 @@ export class NcRegisters {
     // byte 0) is the NeuronCore's bring-up, and brings its NX cores back too.
     const nx = this.#spec.nxCoresPerNc;
     Atomics.store(this.#ucodeCore, nx + core, 0);
-    if (core === 0 && kind === "dram" && byte === 0) for (let k = 0; k < nx; k++) Atomics.store(this.#ucodeCore, k, 0);
+    if (core === 0 && kind === "dram" && byte === 0) {
+      for (let k = 0; k < nx; k++) {
+        Atomics.store(this.#ucodeCore, k, 0);
+      }
+    }
   }
 
   #lengthIndex(kind: "iram" | "dram", core: number): number {

@@ -11,7 +11,7 @@
  * @module
  */
 import { encodeNotification, NOTIFICATION_BYTES, type NotificationRecord } from "@nrt/core/isa";
-import { NQ_CAUSE_OVERFLOW, type NcRegisters, NcStatus, NqRegister } from "./nc_registers.ts";
+import { type NcRegisters, NcStatus, NQ_CAUSE_OVERFLOW, NqRegister } from "./nc_registers.ts";
 import type { MemorySpace } from "./memory.ts";
 
 /** What happened to one pushed record. */

@@ -115,7 +115,14 @@ export class Q7Complex {
    * Creates the (stalled) Q7 cores of NeuronCore `nc`; lifecycle events go to `event`, ops to `observer`. The state
    * is mirrored in the registers' status words, which the host reads.
    */
-  constructor(nc: number, regs: NcRegisters, sbuf: SbufStore, factory: Q7ClusterFactory, event: (e: Q7BootEvent) => void, observer?: Q7Observer) {
+  constructor(
+    nc: number,
+    regs: NcRegisters,
+    sbuf: SbufStore,
+    factory: Q7ClusterFactory,
+    event: (e: Q7BootEvent) => void,
+    observer?: Q7Observer,
+  ) {
     this.#nc = nc;
     this.#regs = regs;
     this.#sbuf = sbuf;
@@ -131,7 +138,11 @@ export class Q7Complex {
 
   #setState(state: "stalled" | "running" | "failed"): void {
     this.#state = state;
-    Atomics.store(this.#regs.status, NcStatus.Q7_STATE, state === "running" ? Q7State.RUNNING : state === "failed" ? Q7State.FAILED : Q7State.STALLED);
+    Atomics.store(
+      this.#regs.status,
+      NcStatus.Q7_STATE,
+      state === "running" ? Q7State.RUNNING : state === "failed" ? Q7State.FAILED : Q7State.STALLED,
+    );
   }
 
   /** Whether the Workers exist. */
@@ -209,7 +220,9 @@ export class Q7Complex {
   }
 
   /** The stdio the kernels wrote since the last drain (empty when the cluster never started). */
-  drainStdio(): Array<{ cpu: number; stream: number; text: string }> | Promise<Array<{ cpu: number; stream: number; text: string }>> {
+  drainStdio():
+    | Array<{ cpu: number; stream: number; text: string }>
+    | Promise<Array<{ cpu: number; stream: number; text: string }>> {
     if (this.#ready !== undefined) return this.#ready.drainStdio();
     return this.#drainStarting();
   }

@@ -22,7 +22,15 @@ function fakeFactory(outcome: (cpu: number) => Q7CoreResult["status"]) {
       prepare: (key) => Promise.resolve(void log.prepared.push(key)),
       dispatch: (op) => {
         log.dispatched.push(op);
-        const cores = Array.from({ length: 8 }, (_, cpu) => ({ cpu, ran: cpu < op.totalCpus, status: cpu < op.totalCpus ? outcome(cpu) : "ok" as const, committed: true }));
+        const cores = Array.from(
+          { length: 8 },
+          (_, cpu) => ({
+            cpu,
+            ran: cpu < op.totalCpus,
+            status: cpu < op.totalCpus ? outcome(cpu) : "ok" as const,
+            committed: true,
+          }),
+        );
         return Promise.resolve({ cores });
       },
       drainStdio: () => [{ cpu: 0, stream: 1, text: "hi" }],
@@ -68,7 +76,10 @@ describe("Q7Complex", () => {
     expect([...log.boots[0]]).toEqual([1]);
     expect(log.prepared).toHaveLength(1);
     expect(log.dispatched.map((d) => [d.key === "" ? "fw" : "lib", d.fn, d.totalCpus])).toEqual([
-      ["lib", "k", 8], ["fw", "noop", 1], ["lib", "k", 8], ["fw", "noop", 1],
+      ["lib", "k", 8],
+      ["fw", "noop", 1],
+      ["lib", "k", 8],
+      ["fw", "noop", 1],
     ]);
     const { records } = await h.read();
     expect(records.map((r) => [r.model, r.value])).toEqual([[9, 1], [9, 2]]);
@@ -102,7 +113,10 @@ describe("Q7Complex", () => {
     expect(h.portal.q7Events()).toEqual([]);
     await stageOp(h, 1);
     await h.fire(1);
-    expect(h.portal.q7Events().map((e) => [e.kind, e.via])).toEqual([["released", "evt-sem"], ["cluster-started", undefined]]);
+    expect(h.portal.q7Events().map((e) => [e.kind, e.via])).toEqual([["released", "evt-sem"], [
+      "cluster-started",
+      undefined,
+    ]]);
     expect(log.dispatched).toHaveLength(2);
     expect((await h.read()).records.map((r) => r.kind)).toEqual([NotificationKind.EXEC_DONE]);
     await h.portal.close();

@@ -21,8 +21,33 @@
  * @module
  */
 import { type SiliconSpec, TpbEngType } from "@nrt/core/hal";
-import { ARG_HEADER_BYTES, type ArgTable, CollectivesHang, collectivesProgress, decodeArgTable, decodeInstruction, decodeOpcodeTable, DMA_ENGINE_STATE_OFFSET, DmaDirection, DmaEngineState, EVENT_UPDATE_MODE_INCREMENT, HBM_UE_REPAIRABLE, HwErrorCause, type Instruction, NotificationKind, type NotificationRecord, Opcode, OPCODE_TABLE_ENTRY_BYTES, OPCODE_TABLE_HEADER_BYTES, type OpcodeTable, SLOT_BYTES, TENSOR_DESC_BYTES, TpbErrorId, TpbErrorMask } from "@nrt/core/isa";
-import { type NcRegisters, NcCounter, NcStatus, NqRegister, type StreamEntry } from "./nc_registers.ts";
+import {
+  ARG_HEADER_BYTES,
+  type ArgTable,
+  CollectivesHang,
+  collectivesProgress,
+  decodeArgTable,
+  decodeInstruction,
+  decodeOpcodeTable,
+  DMA_ENGINE_STATE_OFFSET,
+  DmaDirection,
+  DmaEngineState,
+  EVENT_UPDATE_MODE_INCREMENT,
+  HBM_UE_REPAIRABLE,
+  HwErrorCause,
+  type Instruction,
+  NotificationKind,
+  type NotificationRecord,
+  Opcode,
+  OPCODE_TABLE_ENTRY_BYTES,
+  OPCODE_TABLE_HEADER_BYTES,
+  type OpcodeTable,
+  SLOT_BYTES,
+  TENSOR_DESC_BYTES,
+  TpbErrorId,
+  TpbErrorMask,
+} from "@nrt/core/isa";
+import { NcCounter, type NcRegisters, NcStatus, NqRegister, type StreamEntry } from "./nc_registers.ts";
 import { sharedClockMs, type TimelineSink } from "./device_log.ts";
 import { type DmaEngine, DmaFault } from "./dma_engine.ts";
 import { type ArmedFault, FaultKind, type FaultPhase, type NcFaults } from "./fault_injector.ts";
@@ -178,7 +203,9 @@ export class Sequencer {
   streamWritten(slot: number): void {
     this.#runCounts.delete(slot);
     const now = this.#d.regs.streamEntry(slot);
-    const same = (e: StreamEntry): boolean => now !== undefined && now.pa === e.pa && now.slots === e.slots && now.doorbell === e.doorbell && now.model === e.model;
+    const same = (e: StreamEntry): boolean =>
+      now !== undefined && now.pa === e.pa && now.slots === e.slots && now.doorbell === e.doorbell &&
+      now.model === e.model;
     for (let i = this.#queue.length - 1; i >= 0; i--) {
       const q = this.#queue[i];
       if ("slot" in q && q.slot === slot && !same(q)) this.#queue.splice(i, 1);
@@ -196,7 +223,9 @@ export class Sequencer {
   librariesOf(entry: StreamEntry): Array<{ key: string; image: () => Uint8Array }> {
     try {
       const slots = this.#d.memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream) ?? [];
-      const ms = slots.find((s): s is Extract<Instruction, { op: typeof Opcode.MODEL_SWITCH }> => typeof s !== "number" && s.op === Opcode.MODEL_SWITCH);
+      const ms = slots.find((s): s is Extract<Instruction, { op: typeof Opcode.MODEL_SWITCH }> =>
+        typeof s !== "number" && s.op === Opcode.MODEL_SWITCH
+      );
       return this.#librariesOfTable(ms !== undefined && ms.opcodeTable !== 0 ? ms.opcodeTable : this.#opcodeTablePa);
     } catch {
       return [];
@@ -219,7 +248,10 @@ export class Sequencer {
       for (const e of table.entries) {
         if (e.libBytes === 0) continue;
         const { libAddr, libBytes } = e;
-        out.set(`${libAddr.toString(16)}:${libBytes}`, () => this.#d.memory.readPa(libAddr, libBytes) ?? new Uint8Array(0));
+        out.set(
+          `${libAddr.toString(16)}:${libBytes}`,
+          () => this.#d.memory.readPa(libAddr, libBytes) ?? new Uint8Array(0),
+        );
       }
       return [...out].map(([key, image]) => ({ key, image }));
     } catch {
@@ -231,7 +263,10 @@ export class Sequencer {
    * Stages the libraries of `entry` in `cluster` in the run order (never while an op of another run is on the
    * cores); resolves once they are prepared (or could not be: the execute reports that).
    */
-  stageLibraries(entry: StreamEntry, cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined }): Promise<void> {
+  stageLibraries(
+    entry: StreamEntry,
+    cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined },
+  ): Promise<void> {
     return this.#stage(this.librariesOf(entry), cluster);
   }
 
@@ -240,11 +275,16 @@ export class Sequencer {
    * swap: `ucode_stage_libs` → `ucode_switch_libs`). Ours: with the stream installed before the libraries are staged
    * (lifecycle-error-model §2.6), the swap is the first moment the device can read them.
    */
-  stageTableLibraries(cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined }): Promise<void> {
+  stageTableLibraries(
+    cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined },
+  ): Promise<void> {
     return this.#stage(this.#librariesOfTable(this.#opcodeTablePa), cluster);
   }
 
-  #stage(libs: Array<{ key: string; image: () => Uint8Array }>, cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined }): Promise<void> {
+  #stage(
+    libs: Array<{ key: string; image: () => Uint8Array }>,
+    cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined },
+  ): Promise<void> {
     if (libs.length === 0 || this.#stopped) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.#queue.push({
@@ -360,7 +400,11 @@ export class Sequencer {
     const r = this.#current;
     if (budget <= 0 || r === undefined || r.abort.signal.aborted) return;
     if (this.#now() - r.startedAt >= budget) {
-      this.#noteFault({ slot: r.slot, mask: 0, message: `${WATCHDOG_CAUSE}: run ${r.count} of stream slot ${r.entry.slot} exceeded ${budget} ms; dropped` });
+      this.#noteFault({
+        slot: r.slot,
+        mask: 0,
+        message: `${WATCHDOG_CAUSE}: run ${r.count} of stream slot ${r.entry.slot} exceeded ${budget} ms; dropped`,
+      });
       this.#drop(r, WATCHDOG_CAUSE);
       return;
     }
@@ -375,12 +419,30 @@ export class Sequencer {
     // seed: runtime-synthesis §2.1 — on Sunda the Q7s leave run-stall under SEQ/SP, not by a host CSR write.
     if (spec.runStallRelease === "evt-sem" && q7.state !== "running") q7.release("evt-sem");
     const abort = new AbortController();
-    const dropped = new Promise<typeof DROPPED>((resolve) => abort.signal.addEventListener("abort", () => resolve(DROPPED), { once: true }));
+    const dropped = new Promise<typeof DROPPED>((resolve) =>
+      abort.signal.addEventListener("abort", () => resolve(DROPPED), { once: true })
+    );
     const regs = this.#d.regs;
     // The trace word is read once per run: an untraced run reads no clock beyond the two of the busy counter.
-    const trace = this.#d.timeline !== undefined && Atomics.load(regs.status, NcStatus.TRACE) !== 0 ? this.#d.timeline : undefined;
+    const trace = this.#d.timeline !== undefined && Atomics.load(regs.status, NcStatus.TRACE) !== 0
+      ? this.#d.timeline
+      : undefined;
     const started = sharedClockMs();
-    const run: Run = { entry, startedAt: started + this.#skewMs, count, model: entry.model, slot: 0, args: undefined, s2mBytes: undefined, dispatch: undefined, q7Busy: false, abort, dropped, trace, fn: "" };
+    const run: Run = {
+      entry,
+      startedAt: started + this.#skewMs,
+      count,
+      model: entry.model,
+      slot: 0,
+      args: undefined,
+      s2mBytes: undefined,
+      dispatch: undefined,
+      q7Busy: false,
+      abort,
+      dropped,
+      trace,
+      fn: "",
+    };
     regs.counters[NcCounter.RUN_STARTED_MS] = started;
     let outcome: "completed" | "faulted" | "dropped" = "completed";
     this.#current = run;
@@ -393,12 +455,18 @@ export class Sequencer {
       // The fetch: slots decoded once per write of the stream's memory (the host writes it at load), not per run.
       const slots = memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream);
       if (slots === undefined) {
-        throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Stream at 0x${entry.pa.toString(16)} (${entry.slots} slots) is not in device memory`);
+        throw new SequencerFault(
+          TpbFaultMask.BAD_INSTRUCTION,
+          `Stream at 0x${entry.pa.toString(16)} (${entry.slots} slots) is not in device memory`,
+        );
       }
       for (run.slot = 0; run.slot < entry.slots; run.slot++) {
         const ins = slots[run.slot];
         if (typeof ins === "number") {
-          throw new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, `Slot ${run.slot} holds an undecodable header 0x${ins.toString(16)}`);
+          throw new SequencerFault(
+            TpbFaultMask.BAD_INSTRUCTION,
+            `Slot ${run.slot} holds an undecodable header 0x${ins.toString(16)}`,
+          );
         }
         const atInstruction = this.#fire(run, "instruction");
         if (atInstruction !== undefined) await atInstruction;
@@ -409,7 +477,15 @@ export class Sequencer {
           outcome = "dropped";
           return;
         }
-        trace?.({ kind: "instruction", start: t0, end: sharedClockMs(), run: count, slot: run.slot, opcode: ins.op, arg: instructionArg(ins) });
+        trace?.({
+          kind: "instruction",
+          start: t0,
+          end: sharedClockMs(),
+          run: count,
+          slot: run.slot,
+          opcode: ins.op,
+          arg: instructionArg(ins),
+        });
       }
     } catch (e) {
       outcome = abort.signal.aborted ? "dropped" : "faulted";
@@ -456,10 +532,15 @@ export class Sequencer {
         return this.#drain(run);
       case Opcode.EVENT_SEMAPHORE: {
         if (ins.updateMode !== EVENT_UPDATE_MODE_INCREMENT) {
-          throw new SequencerFault(TpbFaultMask.EVENT, `EVENT_SEMAPHORE update mode 0x${ins.updateMode.toString(16)} is not 0x13`);
+          throw new SequencerFault(
+            TpbFaultMask.EVENT,
+            `EVENT_SEMAPHORE update mode 0x${ins.updateMode.toString(16)} is not 0x13`,
+          );
         }
         const sems = this.#d.regs.semaphores;
-        if (ins.semaphore >= sems.length) throw new SequencerFault(TpbFaultMask.EVENT, `EVENT_SEMAPHORE names semaphore ${ins.semaphore}`);
+        if (ins.semaphore >= sems.length) {
+          throw new SequencerFault(TpbFaultMask.EVENT, `EVENT_SEMAPHORE names semaphore ${ins.semaphore}`);
+        }
         const after = (Atomics.add(sems, ins.semaphore, Math.max(1, ins.value)) + Math.max(1, ins.value)) >>> 0;
         this.pushRecord(this.#record(run, NotificationKind.EVENT_SEMAPHORE, after));
         return;
@@ -497,7 +578,8 @@ export class Sequencer {
     if (pa === 0) return bad("is not set (no swap-table write or MODEL_SWITCH)");
     const header = this.#d.memory.readPa(pa, OPCODE_TABLE_HEADER_BYTES) ?? bad("is not in device memory");
     const n = new DataView(header.buffer).getUint32(4, true);
-    const bytes = this.#d.memory.readPa(pa, OPCODE_TABLE_HEADER_BYTES + Math.min(n, 97) * OPCODE_TABLE_ENTRY_BYTES) ?? bad("is truncated");
+    const bytes = this.#d.memory.readPa(pa, OPCODE_TABLE_HEADER_BYTES + Math.min(n, 97) * OPCODE_TABLE_ENTRY_BYTES) ??
+      bad("is truncated");
     let table: OpcodeTable;
     try {
       table = decodeOpcodeTable(bytes);
@@ -511,35 +593,60 @@ export class Sequencer {
   /** EXTENDED_INST 0xF0: resolve the opcode, make sure the image is in the cluster, start the op on the cores. */
   async #extendedInst(opcode: number, run: Run): Promise<void> {
     const { q7, memory } = this.#d;
-    if (q7.state !== "running") throw new SequencerFault(TpbFaultMask.Q7_BOOT, `EXTENDED_INST 0x${opcode.toString(16)}: the Q7 cores are ${q7.state}`);
+    if (q7.state !== "running") {
+      throw new SequencerFault(
+        TpbFaultMask.Q7_BOOT,
+        `EXTENDED_INST 0x${opcode.toString(16)}: the Q7 cores are ${q7.state}`,
+      );
+    }
     const entry = this.#opcodeTable().entries.find((e) => e.opcode === opcode);
-    if (entry === undefined) throw new SequencerFault(TpbFaultMask.OPCODE, `EXTENDED_INST names opcode 0x${opcode.toString(16)}, absent from the opcode table`);
+    if (entry === undefined) {
+      throw new SequencerFault(
+        TpbFaultMask.OPCODE,
+        `EXTENDED_INST names opcode 0x${opcode.toString(16)}, absent from the opcode table`,
+      );
+    }
     const totalCpus = entry.totalCpus;
     if (totalCpus !== 1 && totalCpus !== 8) {
-      throw new SequencerFault(TpbFaultMask.OPCODE, `Opcode 0x${opcode.toString(16)} declares total_cpus ${entry.totalCpus}, expected 1 or 8`);
+      throw new SequencerFault(
+        TpbFaultMask.OPCODE,
+        `Opcode 0x${opcode.toString(16)} declares total_cpus ${entry.totalCpus}, expected 1 or 8`,
+      );
     }
     // The cluster is started at load (stream install); only a first op after a Q7 reset waits for it.
     const started = q7.ready ?? await Promise.race([q7.cluster().catch((e: unknown) => e as Error), run.dropped]);
     if (started === DROPPED) return;
-    if (started instanceof Error) throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot start the Q7 cluster: ${started.message}`);
+    if (started instanceof Error) {
+      throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot start the Q7 cluster: ${started.message}`);
+    }
     let key = "";
     if (entry.libBytes > 0) {
       key = `${entry.libAddr.toString(16)}:${entry.libBytes}`;
       const image = (): Uint8Array =>
         memory.readPa(entry.libAddr, entry.libBytes) ??
           (() => {
-            throw new SequencerFault(TpbFaultMask.OPCODE, `Library of opcode 0x${opcode.toString(16)} at 0x${entry.libAddr.toString(16)} is not in device memory`);
+            throw new SequencerFault(
+              TpbFaultMask.OPCODE,
+              `Library of opcode 0x${opcode.toString(16)} at 0x${entry.libAddr.toString(16)} is not in device memory`,
+            );
           })();
       const preparing = started.ensureLibrary(key, image);
       if (preparing !== undefined) {
         const prepared = await Promise.race([preparing.catch((e: unknown) => e as Error), run.dropped]);
         if (prepared === DROPPED) return;
         if (prepared instanceof SequencerFault) throw prepared;
-        if (prepared instanceof Error) throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot prepare library ${key}: ${prepared.message}`);
+        if (prepared instanceof Error) {
+          throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot prepare library ${key}: ${prepared.message}`);
+        }
       }
     }
     const args = run.args ?? { inputs: [], outputs: [], ints: [] };
-    const op = { key, fn: entry.name, totalCpus: totalCpus as 1 | 8, args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] } };
+    const op = {
+      key,
+      fn: entry.name,
+      totalCpus: totalCpus as 1 | 8,
+      args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] },
+    };
     run.fn = entry.name;
     run.dispatch = started.dispatch(op, run.abort.signal);
     this.#setBusy(run, true);
@@ -568,7 +675,8 @@ export class Sequencer {
       if (atJoin !== undefined) await atJoin;
       const failed = joined.filter((c) => c.ran && c.status !== "ok");
       if (failed.length > 0) {
-        const detail = failed.map((c) => `core ${c.cpu} ${c.status}${c.message === undefined ? "" : `: ${c.message}`}`).join("; ");
+        const detail = failed.map((c) => `core ${c.cpu} ${c.status}${c.message === undefined ? "" : `: ${c.message}`}`)
+          .join("; ");
         this.#fault(run, 0, `DRAIN: ${detail}`, failed.map((c) => c.cpu), failed.map((c) => STATUS_MASK[c.status]));
         throw new StreamHalt();
       }
@@ -577,7 +685,11 @@ export class Sequencer {
       const uncommitted: NotificationRecord[] = [];
       for (const c of joined) {
         if (!c.ran || c.committed) continue;
-        this.#noteFault({ slot: run.slot, mask: TpbFaultMask.Q7_UNCOMMITTED, message: `DRAIN: core ${c.cpu} returned without customop_cleanup` });
+        this.#noteFault({
+          slot: run.slot,
+          mask: TpbFaultMask.Q7_UNCOMMITTED,
+          message: `DRAIN: core ${c.cpu} returned without customop_cleanup`,
+        });
         uncommitted.push({
           code: TpbErrorId.NONFATAL,
           mask: TpbFaultMask.Q7_UNCOMMITTED,
@@ -591,7 +703,9 @@ export class Sequencer {
       }
       this.pushRecords(uncommitted);
     }
-    if (run.s2mBytes !== undefined) dmaStep(() => this.#d.dma.run(DmaDirection.S2M, run.s2mBytes!, dmaTimeline(run, DmaDirection.S2M)));
+    if (run.s2mBytes !== undefined) {
+      dmaStep(() => this.#d.dma.run(DmaDirection.S2M, run.s2mBytes!, dmaTimeline(run, DmaDirection.S2M)));
+    }
   }
 
   /** The cores' outcomes as the DRAIN sees them; a failed dispatch reads as every core aborted. */
@@ -646,7 +760,8 @@ export class Sequencer {
     const push = (kind: number, code: number, mask: number, value: number, aux: number): void => {
       this.pushRecord({ code, mask, engine, q7, kind, model: run.model, value, aux });
     };
-    const tpb = (fatal: boolean, mask: number, aux = 0): void => push(NotificationKind.TPB_ERROR, fatal ? TpbErrorId.FATAL : TpbErrorId.NONFATAL, mask, run.slot, aux);
+    const tpb = (fatal: boolean, mask: number, aux = 0): void =>
+      push(NotificationKind.TPB_ERROR, fatal ? TpbErrorId.FATAL : TpbErrorId.NONFATAL, mask, run.slot, aux);
     const hw = (cause: number, mask: number, aux: number): void => push(NotificationKind.HW_ERROR, 0, mask, cause, aux);
     let outcome: "continue" | "halt" | "hang" = "halt";
     switch (s.kind) {
@@ -683,7 +798,9 @@ export class Sequencer {
       case FaultKind.NQ_OVERFLOW: {
         // A burst the host ring cannot hold: capacity + 1 records before the host can read any.
         const capacity = this.#d.regs.nqRegister(NqRegister.CAPACITY);
-        this.pushRecords(Array.from({ length: capacity + 1 }, () => this.#record(run, NotificationKind.EVENT_SEMAPHORE, 0)));
+        this.pushRecords(
+          Array.from({ length: capacity + 1 }, () => this.#record(run, NotificationKind.EVENT_SEMAPHORE, 0)),
+        );
         break;
       }
       case FaultKind.HANG:
@@ -691,7 +808,11 @@ export class Sequencer {
         break;
       case FaultKind.COLLECTIVES_HANG: {
         const c = s.collectives ?? {};
-        hw(HwErrorCause.COLLECTIVES, c.variant ?? CollectivesHang.BARRIER, collectivesProgress(c.op ?? 0, c.total ?? 0));
+        hw(
+          HwErrorCause.COLLECTIVES,
+          c.variant ?? CollectivesHang.BARRIER,
+          collectivesProgress(c.op ?? 0, c.total ?? 0),
+        );
         outcome = "hang";
         break;
       }
@@ -709,7 +830,11 @@ export class Sequencer {
 
   #setDmaEngineState(engine: number, state: number): void {
     const { spec, regs } = this.#d;
-    new DataView(regs.dma.buffer, regs.dma.byteOffset, regs.dma.byteLength).setUint32(engine * spec.csr.dmaEngineStride + DMA_ENGINE_STATE_OFFSET, state >>> 0, true);
+    new DataView(regs.dma.buffer, regs.dma.byteOffset, regs.dma.byteLength).setUint32(
+      engine * spec.csr.dmaEngineStride + DMA_ENGINE_STATE_OFFSET,
+      state >>> 0,
+      true,
+    );
   }
 
   /** A stream was installed: its DMA queues are (re)initialised, an aborted engine included. */
@@ -753,10 +878,14 @@ function instructionArg(ins: Instruction): number {
 }
 
 /** The per-queue report of a traced run's DMA step (none for an untraced run). */
-function dmaTimeline(run: Run, direction: number): ((queue: number, start: number, end: number, bytes: number, descriptors: number) => void) | undefined {
+function dmaTimeline(
+  run: Run,
+  direction: number,
+): ((queue: number, start: number, end: number, bytes: number, descriptors: number) => void) | undefined {
   const trace = run.trace;
   if (trace === undefined) return undefined;
-  return (queue, start, end, bytes, descriptors) => trace({ kind: "dma", start, end, run: run.count, direction, queue, bytes, descriptors });
+  return (queue, start, end, bytes, descriptors) =>
+    trace({ kind: "dma", start, end, run: run.count, direction, queue, bytes, descriptors });
 }
 
 function dmaStep(step: () => void): void {

@@ -91,7 +91,9 @@ describe("Sequencer", () => {
       mask: TpbFaultMask.BAD_INSTRUCTION,
       value: 1,
     });
-    expect(h.khal.errorSubtype(BigInt(records[1].code) | (BigInt(records[1].mask) << 8n))).toBe(TpbFaultMask.BAD_INSTRUCTION);
+    expect(h.khal.errorSubtype(BigInt(records[1].code) | (BigInt(records[1].mask) << 8n))).toBe(
+      TpbFaultMask.BAD_INSTRUCTION,
+    );
     expect((await h.khal.readEngineIps(h.target, 0))[TpbEngType.POOL]).toBe((FAULT_IP_MARKER | 1) >>> 0);
     await h.portal.close();
   });

@@ -22,7 +22,12 @@ import type { SimNeuronCore } from "./sim_device.ts";
  * Carries out one command written to ucode core word `word` of a NeuronCore. Resolves once its effect is visible
  * (the entries are in the rings; the image is gone); an unknown command is refused.
  */
-export async function ucodeCoreWritten(unit: SimNeuronCore, spec: SiliconSpec, word: number, command: number): Promise<void> {
+export async function ucodeCoreWritten(
+  unit: SimNeuronCore,
+  spec: SiliconSpec,
+  word: number,
+  command: number,
+): Promise<void> {
   const nx = spec.nxCoresPerNc;
   const q7 = word >= nx ? word - nx : undefined;
   switch (command) {
@@ -33,11 +38,15 @@ export async function ucodeCoreWritten(unit: SimNeuronCore, spec: SiliconSpec, w
       if (q7 !== undefined) unit.regs.clearImage(q7);
       unit.regs.setUcodeCoreState(word, UcodeCoreState.STOPPED);
       if (q7 === undefined) return;
-      for (let c = 0; c < spec.q7CoresPerNc; c++) if (unit.regs.ucodeCoreState(nx + c) !== UcodeCoreState.STOPPED) return;
+      for (let c = 0; c < spec.q7CoresPerNc; c++) {
+        if (unit.regs.ucodeCoreState(nx + c) !== UcodeCoreState.STOPPED) return;
+      }
       unit.q7.unload("ucode_core_destroy");
       return;
     }
     default:
-      throw new Error(`Unknown ucode core command ${command} for ${q7 === undefined ? `NX core ${word}` : `Q7 core ${q7}`}`);
+      throw new Error(
+        `Unknown ucode core command ${command} for ${q7 === undefined ? `NX core ${word}` : `Q7 core ${q7}`}`,
+      );
   }
 }

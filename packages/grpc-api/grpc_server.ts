@@ -17,7 +17,13 @@ import { DEFAULT_LIMITS } from "@nrt/http-api";
 import { fileURLToPath } from "node:url";
 import { CallGate, type GateRefusal } from "./call_gate.ts";
 import { GrpcCode, toGrpcError } from "./grpc_status.ts";
-import { type CallContext, createInferenceService, type InferenceService, type InferenceServiceOptions, type ServiceLimits } from "./inference_service.ts";
+import {
+  type CallContext,
+  createInferenceService,
+  type InferenceService,
+  type InferenceServiceOptions,
+  type ServiceLimits,
+} from "./inference_service.ts";
 import { PROTO_LOADER_OPTIONS } from "./messages.ts";
 
 /** Bounds on what clients may make the server hold or do. */

@@ -1,7 +1,15 @@
 import { describe, expect, test } from "bun:test";
 import { NrtError, NrtStatus, nrtStatusName } from "@nrt/core";
 import { HttpError, httpStatusOf, NRT_HTTP_STATUS } from "@nrt/http-api";
-import { GrpcCode, grpcCodeName, GrpcError, grpcStatusOf, HTTP_GRPC_STATUS, NRT_GRPC_STATUS, toGrpcError } from "./grpc_status.ts";
+import {
+  GrpcCode,
+  grpcCodeName,
+  GrpcError,
+  grpcStatusOf,
+  HTTP_GRPC_STATUS,
+  NRT_GRPC_STATUS,
+  toGrpcError,
+} from "./grpc_status.ts";
 
 describe("NRT_GRPC_STATUS", () => {
   test("NRT_GRPC_STATUS lists exactly the statuses NRT_HTTP_STATUS lists", () => {

@@ -11,9 +11,29 @@
  * @module
  */
 import type { Logger, Runtime } from "@nrt/core";
-import { DEFAULT_LIMITS, type FailureReason, InferenceMetrics, modelMetadata, type ModelRepository, newTiming, notReadyError, SERVER_NAME, SERVER_VERSION } from "@nrt/http-api";
+import {
+  DEFAULT_LIMITS,
+  type FailureReason,
+  InferenceMetrics,
+  modelMetadata,
+  type ModelRepository,
+  newTiming,
+  notReadyError,
+  SERVER_NAME,
+  SERVER_VERSION,
+} from "@nrt/http-api";
 import { GrpcCode, GrpcError, toGrpcError } from "./grpc_status.ts";
-import type { EmptyRequest, ModelInferRequest, ModelInferResponse, ModelMetadataResponse, ModelReadyResponse, ModelRequest, ServerLiveResponse, ServerMetadataResponse, ServerReadyResponse } from "./messages.ts";
+import type {
+  EmptyRequest,
+  ModelInferRequest,
+  ModelInferResponse,
+  ModelMetadataResponse,
+  ModelReadyResponse,
+  ModelRequest,
+  ServerLiveResponse,
+  ServerMetadataResponse,
+  ServerReadyResponse,
+} from "./messages.ts";
 import { modelInferResponse, planModelInfer } from "./model_infer.ts";
 
 /** What a call knows about its transport. */

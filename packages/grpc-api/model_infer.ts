@@ -15,7 +15,13 @@
  */
 import { type InferPlan, planInfer, type RequestLimits, type TensorSignature } from "@nrt/http-api";
 import { GrpcCode, GrpcError } from "./grpc_status.ts";
-import type { InferOutputTensor, InferParameters, InferTensorContents, ModelInferRequest, ModelInferResponse } from "./messages.ts";
+import type {
+  InferOutputTensor,
+  InferParameters,
+  InferTensorContents,
+  ModelInferRequest,
+  ModelInferResponse,
+} from "./messages.ts";
 import { contentsField, decodeContents, encodeContents } from "./tensor_contents.ts";
 
 /** A validated `ModelInferRequest`. */
@@ -68,26 +74,36 @@ export function planModelInfer(req: ModelInferRequest, sig: TensorSignature, lim
     );
   }
   const rawOut = rawOutputParameter(req.parameters);
-  const plan = planInfer({
-    id: req.id === "" ? undefined : req.id,
-    inputs: req.inputs.map((x, k) => ({
-      name: x.name,
-      datatype: x.datatype,
-      shape: x.shape.map(Number),
-      bytes: (where, info, count) => {
-        if (!rawIn) return decodeContents(where, info, x.contents, count);
-        if (hasContents(x.contents)) throw invalid(`Cannot read ${where}: it has contents while the request uses raw_input_contents`);
-        const bytes = req.raw_input_contents[k];
-        const want = count * info.bytes;
-        if (bytes.byteLength !== want) {
-          throw invalid(`Cannot read ${where}: raw_input_contents[${k}] holds ${bytes.byteLength} bytes, its shape and datatype make ${want}`);
-        }
-        return bytes;
-      },
-    })),
-    outputs: req.outputs.length > 0 ? req.outputs.map((o) => ({ name: o.name })) : undefined,
-    binaryOutput: true, // the rule below picks raw or typed for the whole response
-  }, sig, limits);
+  const plan = planInfer(
+    {
+      id: req.id === "" ? undefined : req.id,
+      inputs: req.inputs.map((x, k) => ({
+        name: x.name,
+        datatype: x.datatype,
+        shape: x.shape.map(Number),
+        bytes: (where, info, count) => {
+          if (!rawIn) return decodeContents(where, info, x.contents, count);
+          if (hasContents(x.contents)) {
+            throw invalid(
+              `Cannot read ${where}: it has contents while the request uses raw_input_contents`,
+            );
+          }
+          const bytes = req.raw_input_contents[k];
+          const want = count * info.bytes;
+          if (bytes.byteLength !== want) {
+            throw invalid(
+              `Cannot read ${where}: raw_input_contents[${k}] holds ${bytes.byteLength} bytes, its shape and datatype make ${want}`,
+            );
+          }
+          return bytes;
+        },
+      })),
+      outputs: req.outputs.length > 0 ? req.outputs.map((o) => ({ name: o.name })) : undefined,
+      binaryOutput: true, // the rule below picks raw or typed for the whole response
+    },
+    sig,
+    limits,
+  );
   const untyped = plan.outputs.find((p) => contentsField(p.info.datatype) === undefined);
   if (rawOut === false && untyped !== undefined) {
     throw invalid(

@@ -88,17 +88,26 @@ function originHost(origin: string): string | undefined {
  */
 export function accessControl(o: AccessOptions = {}): AccessControl {
   const token = o.adminToken;
-  if (token !== undefined && token.length < 16) throw new TypeError("Cannot use the admin token: it must have at least 16 characters");
+  if (token !== undefined && token.length < 16) {
+    throw new TypeError("Cannot use the admin token: it must have at least 16 characters");
+  }
   const modelControl = o.modelControl ?? "none";
-  if (modelControl !== "none" && modelControl !== "explicit") throw new TypeError(`Unknown model-control mode ${JSON.stringify(modelControl)}: use "none" or "explicit"`);
-  if (modelControl === "explicit" && token === undefined) throw new TypeError('Model control "explicit" needs an admin token');
+  if (modelControl !== "none" && modelControl !== "explicit") {
+    throw new TypeError(`Unknown model-control mode ${JSON.stringify(modelControl)}: use "none" or "explicit"`);
+  }
+  if (modelControl === "explicit" && token === undefined) {
+    throw new TypeError('Model control "explicit" needs an admin token');
+  }
   // A function is asked per request: a server bound to port 0 learns its port after the app exists.
-  const hostSet = (list: readonly string[] | undefined): Set<string> | undefined => list === undefined ? undefined : new Set(list.map((h) => h.toLowerCase()));
+  const hostSet = (list: readonly string[] | undefined): Set<string> | undefined =>
+    list === undefined ? undefined : new Set(list.map((h) => h.toLowerCase()));
   const fixed = typeof o.allowedHosts === "function" ? undefined : hostSet(o.allowedHosts);
   const allowedHosts = typeof o.allowedHosts === "function" ? o.allowedHosts : undefined;
 
   const requireAdmin = (c: Context, what: string): void => {
-    if (token === undefined) throw new HttpError(403, `Cannot ${what}: operator actions are disabled; start the server with --admin`);
+    if (token === undefined) {
+      throw new HttpError(403, `Cannot ${what}: operator actions are disabled; start the server with --admin`);
+    }
     const header = c.req.header("authorization") ?? "";
     const m = /^Bearer ([!-~]{1,512})$/.exec(header);
     if (m === null || !sameSecret(m[1], token)) {
@@ -120,7 +129,12 @@ export function accessControl(o: AccessOptions = {}): AccessControl {
       const hosts = allowedHosts === undefined ? fixed : hostSet(allowedHosts());
       const host = c.req.header("host");
       if (hosts !== undefined && host !== undefined && !hosts.has(host.toLowerCase())) {
-        throw new HttpError(403, `Cannot serve a request for host ${JSON.stringify(host.slice(0, 128))}: this server answers only ${[...hosts].join(", ")}`);
+        throw new HttpError(
+          403,
+          `Cannot serve a request for host ${JSON.stringify(host.slice(0, 128))}: this server answers only ${
+            [...hosts].join(", ")
+          }`,
+        );
       }
       if (c.req.method === "POST") {
         const origin = c.req.header("origin");
@@ -128,7 +142,12 @@ export function accessControl(o: AccessOptions = {}): AccessControl {
           const from = originHost(origin);
           const own = host?.toLowerCase();
           if (from === undefined || own === undefined || (from !== own && !(hosts?.has(from) ?? false))) {
-            throw new HttpError(403, `Cannot accept a POST from origin ${JSON.stringify(origin.slice(0, 128))}: cross-origin requests are refused`);
+            throw new HttpError(
+              403,
+              `Cannot accept a POST from origin ${
+                JSON.stringify(origin.slice(0, 128))
+              }: cross-origin requests are refused`,
+            );
           }
         }
       }
@@ -137,7 +156,10 @@ export function accessControl(o: AccessOptions = {}): AccessControl {
     requireAdmin,
     requireModelControl(c, what) {
       if (modelControl === "none") {
-        throw new HttpError(403, `Cannot ${what}: model control is off; start the server with --model-control explicit`);
+        throw new HttpError(
+          403,
+          `Cannot ${what}: model control is off; start the server with --model-control explicit`,
+        );
       }
       requireAdmin(c, what);
       requireJson(c, what);

@@ -23,7 +23,11 @@ import { HttpError } from "./http_error.ts";
  * console.log(bytes.length); // 2
  * ```
  */
-export async function readBody(req: Request, limit: number, options: { deadlineMs?: number } = {}): Promise<Uint8Array> {
+export async function readBody(
+  req: Request,
+  limit: number,
+  options: { deadlineMs?: number } = {},
+): Promise<Uint8Array> {
   const cl = req.headers.get("content-length");
   if (cl !== null && req.headers.has("transfer-encoding")) {
     await req.body?.cancel().catch(() => {});
@@ -38,7 +42,9 @@ export async function readBody(req: Request, limit: number, options: { deadlineM
     declared = Number(cl);
     if (declared > limit) {
       await req.body?.cancel().catch(() => {});
-      throw new HttpError(413, `Cannot read the request body: ${declared} bytes is over the ${limit}-byte limit`, { headers: CLOSE });
+      throw new HttpError(413, `Cannot read the request body: ${declared} bytes is over the ${limit}-byte limit`, {
+        headers: CLOSE,
+      });
     }
   }
   if (req.body === null) return new Uint8Array(0);
@@ -77,10 +83,16 @@ export async function readBody(req: Request, limit: number, options: { deadlineM
 const CLOSE: Readonly<Record<string, string>> = { connection: "close" };
 
 /** One read, or a 408 once `deadline` (epoch ms) passes. */
-async function readBefore(reader: ReadableStreamDefaultReader<Uint8Array>, deadline: number): Promise<ReadableStreamReadResult<Uint8Array>> {
+async function readBefore(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  deadline: number,
+): Promise<ReadableStreamReadResult<Uint8Array>> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new HttpError(408, "Cannot read the request body: it did not arrive in time", { headers: CLOSE })), Math.max(0, deadline - Date.now()));
+    timer = setTimeout(
+      () => reject(new HttpError(408, "Cannot read the request body: it did not arrive in time", { headers: CLOSE })),
+      Math.max(0, deadline - Date.now()),
+    );
   });
   try {
     return await Promise.race([reader.read(), late]);
@@ -139,7 +151,7 @@ export class BodyBudget {
    */
   reserve(n: number): Promise<() => void> {
     const want = Math.min(Math.max(0, n), this.bytes);
-    const release = (): (() => void) => {
+    const release = (): () => void => {
       let done = false;
       return () => {
         if (done) return;
@@ -164,7 +176,9 @@ export class BodyBudget {
       const timer = setTimeout(() => {
         const i = this.#waiters.indexOf(w);
         if (i >= 0) this.#waiters.splice(i, 1);
-        reject(new HttpError(503, "Cannot read the request: the server is busy with other large requests; retry later"));
+        reject(
+          new HttpError(503, "Cannot read the request: the server is busy with other large requests; retry later"),
+        );
         this.#pump();
       }, this.#maxWaitMs);
       this.#waiters.push(w);
@@ -172,7 +186,9 @@ export class BodyBudget {
   }
 
   #pump(): void {
-    while (this.#waiters.length > 0 && this.#reserved + this.#waiters[0].n <= this.bytes) this.#waiters.shift()!.grant();
+    while (this.#waiters.length > 0 && this.#reserved + this.#waiters[0].n <= this.bytes) {
+      this.#waiters.shift()!.grant();
+    }
   }
 }
 
@@ -203,7 +219,9 @@ export function parseJson(bytes: Uint8Array, maxDepth: number): unknown {
       else if (b === QUOTE) inString = false;
     } else if (b === QUOTE) inString = true;
     else if (b === OPEN_BRACKET || b === OPEN_BRACE) {
-      if (++depth > maxDepth) throw new HttpError(400, `Cannot parse the JSON body: it nests deeper than ${maxDepth} levels`);
+      if (++depth > maxDepth) {
+        throw new HttpError(400, `Cannot parse the JSON body: it nests deeper than ${maxDepth} levels`);
+      }
     } else if (b === CLOSE_BRACKET || b === CLOSE_BRACE) depth--;
   }
   let text: string;

@@ -32,7 +32,8 @@ describe("body", () => {
   });
 
   test("readBody() counts a streamed body and stops reading past the limit", async () => {
-    const req = (s: ReadableStream<Uint8Array>) => new Request("http://x/", { method: "POST", body: s, duplex: "half" } as RequestInit);
+    const req = (s: ReadableStream<Uint8Array>) =>
+      new Request("http://x/", { method: "POST", body: s, duplex: "half" } as RequestInit);
     expect((await readBody(req(stream(4, 25)), 100)).length).toBe(100);
     expect(await status(readBody(req(stream(1_000_000, 1024)), 4096))).toBe(413);
   });

@@ -147,10 +147,19 @@ function shown(x: unknown): string {
  * console.log(new Float32Array(bytes.buffer)); // Float32Array [1, 2, 3, 4]
  * ```
  */
-export function decodeJsonData(name: string, info: DatatypeInfo, data: unknown, count: number, shape: readonly number[] = [count]): Uint8Array {
+export function decodeJsonData(
+  name: string,
+  info: DatatypeInfo,
+  data: unknown,
+  count: number,
+  shape: readonly number[] = [count],
+): Uint8Array {
   const write = WRITERS[info.datatype];
   if (write === undefined || !info.json) {
-    throw new HttpError(400, `Cannot read input "${name}": ${info.datatype} has no JSON form; send it with the binary tensor extension`);
+    throw new HttpError(
+      400,
+      `Cannot read input "${name}": ${info.datatype} has no JSON form; send it with the binary tensor extension`,
+    );
   }
   if (!Array.isArray(data)) throw new HttpError(400, `Cannot read input "${name}": "data" must be an array`);
   const out = new Uint8Array(count * info.bytes);
@@ -159,12 +168,24 @@ export function decodeJsonData(name: string, info: DatatypeInfo, data: unknown, 
   // nesting that happens to hold the right number of elements is refused (ours, docs/rest-api.md).
   const nested = shape.length > 1 && Array.isArray(data[0]);
   const ragged = (path: string, why: string): never => {
-    throw new HttpError(400, `Cannot read input "${name}": "data"${path} ${why}; send a flat array or one nested as the shape [${shape.join(", ")}]`);
+    throw new HttpError(
+      400,
+      `Cannot read input "${name}": "data"${path} ${why}; send a flat array or one nested as the shape [${
+        shape.join(", ")
+      }]`,
+    );
   };
   let k = 0;
   // An explicit stack instead of recursion: the depth is bounded by the JSON nesting limit, but the width is not.
-  const stack: Array<{ a: unknown[]; i: number; depth: number; path: string }> = [{ a: data, i: 0, depth: 0, path: "" }];
-  if (nested && data.length !== shape[0]) ragged("", `has ${data.length} entries, the shape's first dimension is ${shape[0]}`);
+  const stack: Array<{ a: unknown[]; i: number; depth: number; path: string }> = [{
+    a: data,
+    i: 0,
+    depth: 0,
+    path: "",
+  }];
+  if (nested && data.length !== shape[0]) {
+    ragged("", `has ${data.length} entries, the shape's first dimension is ${shape[0]}`);
+  }
   while (stack.length > 0) {
     const top = stack[stack.length - 1];
     if (top.i === top.a.length) {
@@ -182,15 +203,24 @@ export function decodeJsonData(name: string, info: DatatypeInfo, data: unknown, 
       stack.push({ a: x, i: 0, depth, path });
       continue;
     }
-    if (nested && top.depth !== shape.length - 1) ragged(`${top.path}[${at}]`, "is a number where the shape has another dimension");
-    if (k === count) throw new HttpError(400, `Cannot read input "${name}": "data" holds more than the ${count} elements its shape has`);
+    if (nested && top.depth !== shape.length - 1) {
+      ragged(`${top.path}[${at}]`, "is a number where the shape has another dimension");
+    }
+    if (k === count) {
+      throw new HttpError(
+        400,
+        `Cannot read input "${name}": "data" holds more than the ${count} elements its shape has`,
+      );
+    }
     if (!write(view, k * info.bytes, x)) {
       const want = EXPECTED[info.datatype] ?? `an integer in the ${info.datatype} range`;
       throw new HttpError(400, `Cannot read input "${name}": element ${k} is ${shown(x)}, expected ${want}`);
     }
     k++;
   }
-  if (k !== count) throw new HttpError(400, `Cannot read input "${name}": "data" holds ${k} elements, its shape has ${count}`);
+  if (k !== count) {
+    throw new HttpError(400, `Cannot read input "${name}": "data" holds ${k} elements, its shape has ${count}`);
+  }
   return out;
 }
 

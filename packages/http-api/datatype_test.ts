@@ -3,7 +3,21 @@ import { datatypeInfo, decodeJsonData, dtypeInfo, encodeJsonData, jsonDataText }
 
 describe("datatype", () => {
   test("datatypeInfo() and dtypeInfo() map the KServe names to the NEFF dtypes both ways", () => {
-    const pairs = [["BOOL", "bool"], ["UINT8", "uint8"], ["UINT16", "uint16"], ["UINT32", "uint32"], ["UINT64", "uint64"], ["INT8", "int8"], ["INT16", "int16"], ["INT32", "int32"], ["INT64", "int64"], ["FP16", "float16"], ["BF16", "bfloat16"], ["FP32", "float32"], ["FP64", "float64"]];
+    const pairs = [
+      ["BOOL", "bool"],
+      ["UINT8", "uint8"],
+      ["UINT16", "uint16"],
+      ["UINT32", "uint32"],
+      ["UINT64", "uint64"],
+      ["INT8", "int8"],
+      ["INT16", "int16"],
+      ["INT32", "int32"],
+      ["INT64", "int64"],
+      ["FP16", "float16"],
+      ["BF16", "bfloat16"],
+      ["FP32", "float32"],
+      ["FP64", "float64"],
+    ];
     for (const [k, n] of pairs) {
       expect(datatypeInfo(k)?.dtype).toBe(n);
       expect(dtypeInfo(n)?.datatype).toBe(k);
@@ -25,10 +39,16 @@ describe("datatype", () => {
     expect(() => decodeJsonData("x", fp32, JSON.parse("[1e999]"), 1)).toThrow(
       'Cannot read input "x": element 0 is Infinity, expected a finite number within the FP32 range (±3.4028235e38)',
     );
-    expect(() => decodeJsonData("x", fp32, [1e39], 1)).toThrow("element 0 is 1e+39, expected a finite number within the FP32 range");
-    expect(() => decodeJsonData("x", fp64, JSON.parse("[-1e999]"), 1)).toThrow("element 0 is -Infinity, expected a finite number");
+    expect(() => decodeJsonData("x", fp32, [1e39], 1)).toThrow(
+      "element 0 is 1e+39, expected a finite number within the FP32 range",
+    );
+    expect(() => decodeJsonData("x", fp64, JSON.parse("[-1e999]"), 1)).toThrow(
+      "element 0 is -Infinity, expected a finite number",
+    );
     expect(new Float64Array(decodeJsonData("x", fp64, [1e39], 1).buffer)[0]).toBe(1e39);
-    expect(new Float32Array(decodeJsonData("x", fp32, [3.4028234663852886e38], 1).buffer)[0]).toBe(3.4028234663852886e38);
+    expect(new Float32Array(decodeJsonData("x", fp32, [3.4028234663852886e38], 1).buffer)[0]).toBe(
+      3.4028234663852886e38,
+    );
   });
 
   test("decodeJsonData() takes flat data or data nested exactly as the shape, never a ragged nesting", () => {
@@ -36,13 +56,21 @@ describe("datatype", () => {
     expect(() => decodeJsonData("x", info, [[1, 2, 3], [4, 5, 6, 7, 8]], 8, [8])).toThrow(
       'Cannot read input "x": "data"[0] is an array inside a flat list; send a flat array or one nested as the shape [8]',
     );
-    expect(() => decodeJsonData("x", info, [[1, 2, 3], [4, 5, 6, 7, 8]], 8, [2, 4])).toThrow('"data"[0] has 3 entries, dimension 1 is 4');
-    expect(() => decodeJsonData("x", info, [[1, 2, 3, 4]], 8, [2, 4])).toThrow("has 1 entries, the shape's first dimension is 2");
-    expect(() => decodeJsonData("x", info, [[1, 2, 3, 4], 5], 8, [2, 4])).toThrow('"data"[1] is a number where the shape has another dimension');
-    expect(() => decodeJsonData("x", info, [[[1, 2], [3, 4], [5, 6], [7, 8]], [9, 10, 11, 12]], 8, [2, 4])).toThrow(
-      "\"data\"[0][0] nests deeper than the shape's 2 dimensions",
+    expect(() => decodeJsonData("x", info, [[1, 2, 3], [4, 5, 6, 7, 8]], 8, [2, 4])).toThrow(
+      '"data"[0] has 3 entries, dimension 1 is 4',
     );
-    expect(decodeJsonData("x", info, [[1, 2, 3, 4], [5, 6, 7, 8]], 8, [2, 4])).toEqual(decodeJsonData("x", info, [1, 2, 3, 4, 5, 6, 7, 8], 8, [2, 4]));
+    expect(() => decodeJsonData("x", info, [[1, 2, 3, 4]], 8, [2, 4])).toThrow(
+      "has 1 entries, the shape's first dimension is 2",
+    );
+    expect(() => decodeJsonData("x", info, [[1, 2, 3, 4], 5], 8, [2, 4])).toThrow(
+      '"data"[1] is a number where the shape has another dimension',
+    );
+    expect(() => decodeJsonData("x", info, [[[1, 2], [3, 4], [5, 6], [7, 8]], [9, 10, 11, 12]], 8, [2, 4])).toThrow(
+      '"data"[0][0] nests deeper than the shape\'s 2 dimensions',
+    );
+    expect(decodeJsonData("x", info, [[1, 2, 3, 4], [5, 6, 7, 8]], 8, [2, 4])).toEqual(
+      decodeJsonData("x", info, [1, 2, 3, 4, 5, 6, 7, 8], 8, [2, 4]),
+    );
   });
 
   test("jsonDataText() writes NaN and ±Infinity as tokens, never null", () => {
@@ -54,23 +82,39 @@ describe("datatype", () => {
   });
 
   test("decodeJsonData() rejects out-of-range integers, wrong types and wrong counts", () => {
-    expect(() => decodeJsonData("x", datatypeInfo("UINT8")!, [256], 1)).toThrow("element 0 is 256, expected an integer in the UINT8 range");
+    expect(() => decodeJsonData("x", datatypeInfo("UINT8")!, [256], 1)).toThrow(
+      "element 0 is 256, expected an integer in the UINT8 range",
+    );
     expect(() => decodeJsonData("x", datatypeInfo("INT32")!, [1.5], 1)).toThrow("element 0 is 1.5");
-    expect(() => decodeJsonData("x", datatypeInfo("INT64")!, [2 ** 53], 1)).toThrow("expected an integer from -(2^53-1) to 2^53-1");
+    expect(() => decodeJsonData("x", datatypeInfo("INT64")!, [2 ** 53], 1)).toThrow(
+      "expected an integer from -(2^53-1) to 2^53-1",
+    );
     expect(() => decodeJsonData("x", datatypeInfo("BOOL")!, [1], 1)).toThrow("expected a boolean");
-    expect(() => decodeJsonData("x", datatypeInfo("FP32")!, [null], 1)).toThrow("element 0 is null, expected a finite number within the FP32 range");
+    expect(() => decodeJsonData("x", datatypeInfo("FP32")!, [null], 1)).toThrow(
+      "element 0 is null, expected a finite number within the FP32 range",
+    );
     expect(() => decodeJsonData("x", datatypeInfo("FP32")!, [1, 2], 1)).toThrow("more than the 1 elements");
     expect(() => decodeJsonData("x", datatypeInfo("FP32")!, [], 1)).toThrow("holds 0 elements, its shape has 1");
-    expect(() => decodeJsonData("x", datatypeInfo("FP32")!, [[]], 1)).toThrow('"data"[0] is an array inside a flat list');
+    expect(() => decodeJsonData("x", datatypeInfo("FP32")!, [[]], 1)).toThrow(
+      '"data"[0] is an array inside a flat list',
+    );
     expect(() => decodeJsonData("x", datatypeInfo("FP32")!, "1", 1)).toThrow('"data" must be an array');
     expect(() => decodeJsonData("x", datatypeInfo("BF16")!, [1], 1)).toThrow("BF16 has no JSON form");
   });
 
   test("encodeJsonData() writes every JSON datatype back as it was read", () => {
     const cases: Array<[string, Array<number | boolean>]> = [
-      ["BOOL", [true, false]], ["UINT8", [0, 255]], ["INT8", [-128, 127]], ["UINT16", [65535, 1]], ["INT16", [-32768, 5]],
-      ["UINT32", [4294967295, 0]], ["INT32", [-2147483648, 7]], ["UINT64", [2 ** 53 - 1, 0]], ["INT64", [-(2 ** 53 - 1), 3]],
-      ["FP32", [1.5, -0.25]], ["FP64", [Math.PI, -1e300]],
+      ["BOOL", [true, false]],
+      ["UINT8", [0, 255]],
+      ["INT8", [-128, 127]],
+      ["UINT16", [65535, 1]],
+      ["INT16", [-32768, 5]],
+      ["UINT32", [4294967295, 0]],
+      ["INT32", [-2147483648, 7]],
+      ["UINT64", [2 ** 53 - 1, 0]],
+      ["INT64", [-(2 ** 53 - 1), 3]],
+      ["FP32", [1.5, -0.25]],
+      ["FP64", [Math.PI, -1e300]],
     ];
     for (const [dt, values] of cases) {
       const info = datatypeInfo(dt)!;

@@ -103,16 +103,27 @@ function optionalBoolean(where: string, key: string, v: unknown): boolean | unde
  */
 export function checkShape(where: string, shape: unknown, elementBytes: number): number {
   if (!Array.isArray(shape)) throw new HttpError(400, `Cannot read ${where}: "shape" must be an array of integers`);
-  if (shape.length > MAX_RANK) throw new HttpError(400, `Cannot read ${where}: rank ${shape.length} is over ${MAX_RANK}`);
+  if (shape.length > MAX_RANK) {
+    throw new HttpError(400, `Cannot read ${where}: rank ${shape.length} is over ${MAX_RANK}`);
+  }
   let n = 1;
   for (const [i, d] of shape.entries()) {
     if (typeof d !== "number" || !Number.isSafeInteger(d) || d < 0) {
-      throw new HttpError(400, `Cannot read ${where}: dimension ${i} is ${JSON.stringify(d) ?? String(d)}, expected an integer from 0 to 2^53-1`);
+      throw new HttpError(
+        400,
+        `Cannot read ${where}: dimension ${i} is ${
+          JSON.stringify(d) ?? String(d)
+        }, expected an integer from 0 to 2^53-1`,
+      );
     }
-    if (d !== 0 && n > Number.MAX_SAFE_INTEGER / d) throw new HttpError(400, `Cannot read ${where}: the shape [${shape.join(", ")}] has too many elements`);
+    if (d !== 0 && n > Number.MAX_SAFE_INTEGER / d) {
+      throw new HttpError(400, `Cannot read ${where}: the shape [${shape.join(", ")}] has too many elements`);
+    }
     n *= d;
   }
-  if (n > Number.MAX_SAFE_INTEGER / elementBytes) throw new HttpError(400, `Cannot read ${where}: the shape [${shape.join(", ")}] has too many bytes`);
+  if (n > Number.MAX_SAFE_INTEGER / elementBytes) {
+    throw new HttpError(400, `Cannot read ${where}: the shape [${shape.join(", ")}] has too many bytes`);
+  }
   return n;
 }
 
@@ -122,7 +133,9 @@ function sameShape(a: readonly number[], b: readonly number[]): boolean {
 
 function modelInfo(t: NeffTensor): DatatypeInfo {
   const info = dtypeInfo(t.dtype);
-  if (info === undefined) throw new HttpError(400, `Cannot serve tensor "${t.name}": its dtype ${t.dtype} has no protocol datatype`);
+  if (info === undefined) {
+    throw new HttpError(400, `Cannot serve tensor "${t.name}": its dtype ${t.dtype} has no protocol datatype`);
+  }
   return info;
 }
 
@@ -198,20 +211,39 @@ export function planInfer(req: DecodedRequest, sig: TensorSignature, limits: Req
     const name = x.name;
     const where = `input "${name.slice(0, 128)}"`;
     const t = sig.inputs.find((i) => i.name === name);
-    if (t === undefined) throw new HttpError(400, `Cannot read ${where}: the model has no such input; its inputs are ${sig.inputs.map((i) => i.name).join(", ")}`);
+    if (t === undefined) {
+      throw new HttpError(
+        400,
+        `Cannot read ${where}: the model has no such input; its inputs are ${sig.inputs.map((i) => i.name).join(", ")}`,
+      );
+    }
     if (inputs.has(name)) throw new HttpError(400, `Cannot read ${where}: it is given twice`);
     if (typeof x.datatype !== "string") throw new HttpError(400, `Cannot read ${where}: "datatype" must be a string`);
     const info = datatypeInfo(x.datatype);
-    if (info === undefined) throw new HttpError(400, `Cannot read ${where}: datatype "${x.datatype.slice(0, 32)}" is not supported`);
+    if (info === undefined) {
+      throw new HttpError(400, `Cannot read ${where}: datatype "${x.datatype.slice(0, 32)}" is not supported`);
+    }
     const want = modelInfo(t);
-    if (info !== want) throw new HttpError(400, `Cannot read ${where}: datatype is ${info.datatype}, the model expects ${want.datatype}`);
+    if (info !== want) {
+      throw new HttpError(
+        400,
+        `Cannot read ${where}: datatype is ${info.datatype}, the model expects ${want.datatype}`,
+      );
+    }
     const count = checkShape(where, x.shape, info.bytes);
     if (!sameShape(x.shape as number[], t.shape)) {
-      throw new HttpError(400, `Cannot read ${where}: shape is [${(x.shape as number[]).join(", ")}], the model expects [${t.shape.join(", ")}]`);
+      throw new HttpError(
+        400,
+        `Cannot read ${where}: shape is [${(x.shape as number[]).join(", ")}], the model expects [${
+          t.shape.join(", ")
+        }]`,
+      );
     }
     const bytes = x.bytes(where, info, count, t.shape);
     if (bytes.byteLength !== count * info.bytes) {
-      throw new TypeError(`Cannot plan ${where}: its reader returned ${bytes.byteLength} bytes for ${count * info.bytes}`);
+      throw new TypeError(
+        `Cannot plan ${where}: its reader returned ${bytes.byteLength} bytes for ${count * info.bytes}`,
+      );
     }
     inputs.set(name, bytes);
   }
@@ -225,12 +257,22 @@ export function planInfer(req: DecodedRequest, sig: TensorSignature, limits: Req
     for (const t of sig.outputs) outputs.push({ tensor: t, info: modelInfo(t), binary: binaryOutput });
   } else {
     if (requested.length > limits.maxRequestedOutputs) {
-      throw new HttpError(400, `Cannot read the request: ${requested.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`);
+      throw new HttpError(
+        400,
+        `Cannot read the request: ${requested.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`,
+      );
     }
     for (const o of requested) {
       const where = `requested output "${o.name.slice(0, 128)}"`;
       const t = sig.outputs.find((i) => i.name === o.name);
-      if (t === undefined) throw new HttpError(400, `Cannot read ${where}: the model has no such output; its outputs are ${sig.outputs.map((i) => i.name).join(", ")}`);
+      if (t === undefined) {
+        throw new HttpError(
+          400,
+          `Cannot read ${where}: the model has no such output; its outputs are ${
+            sig.outputs.map((i) => i.name).join(", ")
+          }`,
+        );
+      }
       if (outputs.some((x) => x.tensor === t)) throw new HttpError(400, `Cannot read ${where}: it is requested twice`);
       outputs.push({ tensor: t, info: modelInfo(t), binary: o.binary ?? binaryOutput });
     }
@@ -249,12 +291,22 @@ export function planInfer(req: DecodedRequest, sig: TensorSignature, limits: Req
  * @returns The plan: input bytes and the outputs to return.
  * @throws {HttpError} 400 for every malformed or mismatched request; 413 for a JSON part over `maxJsonBytes`.
  */
-export function parseInferRequest(body: Uint8Array, headerLength: string | null, sig: TensorSignature, limits: RequestLimits): InferPlan {
+export function parseInferRequest(
+  body: Uint8Array,
+  headerLength: string | null,
+  sig: TensorSignature,
+  limits: RequestLimits,
+): InferPlan {
   let json: Uint8Array = body, binary: Uint8Array = new Uint8Array(0);
   if (headerLength !== null) {
     const n = /^[0-9]{1,16}$/.test(headerLength) ? Number(headerLength) : NaN;
     if (!(n <= body.length)) {
-      throw new HttpError(400, `Cannot read the request: Inference-Header-Content-Length "${headerLength.slice(0, 32)}" is not a byte count within the ${body.length}-byte body`);
+      throw new HttpError(
+        400,
+        `Cannot read the request: Inference-Header-Content-Length "${
+          headerLength.slice(0, 32)
+        }" is not a byte count within the ${body.length}-byte body`,
+      );
     }
     json = body.subarray(0, n);
     binary = body.subarray(n);
@@ -267,14 +319,18 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | null,
   }
   const req = parseJson(json, limits.maxJsonDepth);
   if (!isObject(req)) throw new HttpError(400, "Cannot read the request: the body must be a JSON object");
-  if (req.id !== undefined && typeof req.id !== "string") throw new HttpError(400, `Cannot read the request: "id" must be a string`);
+  if (req.id !== undefined && typeof req.id !== "string") {
+    throw new HttpError(400, `Cannot read the request: "id" must be a string`);
+  }
   const params = parametersOf("the request", req.parameters);
   const binaryOutput = optionalBoolean("the request", "binary_data_output", params.binary_data_output) ?? false;
   if (!Array.isArray(req.inputs)) throw new HttpError(400, `Cannot read the request: "inputs" must be an array`);
 
   let cursor = 0;
   const inputs: DecodedInput[] = req.inputs.map((x: unknown, k: number): DecodedInput => {
-    if (!isObject(x) || typeof x.name !== "string") throw new HttpError(400, `Cannot read input ${k}: it must be an object with a string "name"`);
+    if (!isObject(x) || typeof x.name !== "string") {
+      throw new HttpError(400, `Cannot read input ${k}: it must be an object with a string "name"`);
+    }
     const name = x.name;
     return {
       name,
@@ -285,11 +341,30 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | null,
         const p = parametersOf(where, x.parameters);
         if (p.binary_data_size === undefined) return decodeJsonData(name.slice(0, 128), info, x.data, count, shape);
         const size = p.binary_data_size;
-        if (headerLength === null) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" needs the Inference-Header-Content-Length header`);
-        if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" must be a byte count`);
-        if (x.data !== undefined) throw new HttpError(400, `Cannot read ${where}: it has both "data" and "binary_data_size"`);
-        if (size !== bytes) throw new HttpError(400, `Cannot read ${where}: "binary_data_size" is ${size}, its shape and datatype make ${bytes} bytes`);
-        if (cursor + size > binary.length) throw new HttpError(400, `Cannot read ${where}: the body ends ${cursor + size - binary.length} bytes short of its binary data`);
+        if (headerLength === null) {
+          throw new HttpError(
+            400,
+            `Cannot read ${where}: "binary_data_size" needs the Inference-Header-Content-Length header`,
+          );
+        }
+        if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) {
+          throw new HttpError(400, `Cannot read ${where}: "binary_data_size" must be a byte count`);
+        }
+        if (x.data !== undefined) {
+          throw new HttpError(400, `Cannot read ${where}: it has both "data" and "binary_data_size"`);
+        }
+        if (size !== bytes) {
+          throw new HttpError(
+            400,
+            `Cannot read ${where}: "binary_data_size" is ${size}, its shape and datatype make ${bytes} bytes`,
+          );
+        }
+        if (cursor + size > binary.length) {
+          throw new HttpError(
+            400,
+            `Cannot read ${where}: the body ends ${cursor + size - binary.length} bytes short of its binary data`,
+          );
+        }
         const out = binary.subarray(cursor, cursor + size);
         cursor += size;
         return out;
@@ -307,20 +382,36 @@ export function parseInferRequest(body: Uint8Array, headerLength: string | null,
       if (requested === undefined) return undefined;
       if (!Array.isArray(requested)) throw new HttpError(400, `Cannot read the request: "outputs" must be an array`);
       if (requested.length > limits.maxRequestedOutputs) {
-        throw new HttpError(400, `Cannot read the request: ${requested.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`);
+        throw new HttpError(
+          400,
+          `Cannot read the request: ${requested.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`,
+        );
       }
       return requested.map((o: unknown, k: number): DecodedOutput => {
-        if (!isObject(o) || typeof o.name !== "string") throw new HttpError(400, `Cannot read requested output ${k}: it must be an object with a string "name"`);
+        if (!isObject(o) || typeof o.name !== "string") {
+          throw new HttpError(400, `Cannot read requested output ${k}: it must be an object with a string "name"`);
+        }
         const where = `requested output "${o.name.slice(0, 128)}"`;
-        return { name: o.name, binary: optionalBoolean(where, "binary_data", parametersOf(where, o.parameters).binary_data) };
+        return {
+          name: o.name,
+          binary: optionalBoolean(where, "binary_data", parametersOf(where, o.parameters).binary_data),
+        };
       });
     },
   };
   const plan = planInfer(decoded, sig, limits);
-  if (cursor !== binary.length) throw new HttpError(400, `Cannot read the request: ${binary.length - cursor} bytes of binary data belong to no input`);
+  if (cursor !== binary.length) {
+    throw new HttpError(
+      400,
+      `Cannot read the request: ${binary.length - cursor} bytes of binary data belong to no input`,
+    );
+  }
   for (const o of plan.outputs) {
     if (!o.binary && !o.info.json) {
-      throw new HttpError(400, `Cannot return output "${o.tensor.name}": ${o.info.datatype} has no JSON form; request it with "binary_data": true`);
+      throw new HttpError(
+        400,
+        `Cannot return output "${o.tensor.name}": ${o.info.datatype} has no JSON form; request it with "binary_data": true`,
+      );
     }
   }
   return plan;

@@ -25,12 +25,19 @@ const encoder = new TextEncoder();
  * @returns A 200 response: `application/json`, or `application/octet-stream` with the JSON first when any output
  *   is binary.
  */
-export function inferResponse(model: string, version: string, plan: InferPlan, outputs: ReadonlyMap<string, Uint8Array>): Response {
+export function inferResponse(
+  model: string,
+  version: string,
+  plan: InferPlan,
+  outputs: ReadonlyMap<string, Uint8Array>,
+): Response {
   const binaries: Uint8Array[] = [];
   // Written piece by piece: the data arrays may hold NaN/Infinity tokens, which JSON.stringify would turn into null.
   const parts = plan.outputs.map((o) => {
     const bytes = outputs.get(o.tensor.name)!;
-    const head = `"name":${JSON.stringify(o.tensor.name)},"datatype":${JSON.stringify(o.info.datatype)},"shape":${JSON.stringify(o.tensor.shape)}`;
+    const head = `"name":${JSON.stringify(o.tensor.name)},"datatype":${JSON.stringify(o.info.datatype)},"shape":${
+      JSON.stringify(o.tensor.shape)
+    }`;
     if (!o.binary) return `{${head},"data":${jsonDataText(o.info, bytes)}}`;
     binaries.push(bytes);
     return `{${head},"parameters":{"binary_data_size":${bytes.byteLength}}}`;

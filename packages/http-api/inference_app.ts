@@ -154,7 +154,11 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   const metrics = options.metrics ?? new InferenceMetrics();
   const dashboard = options.dashboard === true ? {} : options.dashboard === false ? undefined : options.dashboard;
   const monitor = dashboard === undefined ? undefined : dashboard.monitor ?? new DashboardMonitor();
-  const access = accessControl({ adminToken: options.adminToken, modelControl: options.modelControl, allowedHosts: options.allowedHosts });
+  const access = accessControl({
+    adminToken: options.adminToken,
+    modelControl: options.modelControl,
+    allowedHosts: options.allowedHosts,
+  });
   const app = new Hono();
   const allowed = new Map<string, string[]>();
   // Host and Origin before any route (docs/security.md).
@@ -178,10 +182,14 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
 
   /** Reads an optional JSON object body (repository endpoints); control bodies are small unless `limit` says otherwise. */
   const optionalObject = async (c: Context, limit = 64 * 1024): Promise<Record<string, unknown>> => {
-    const bytes = await readBody(c.req.raw, Math.min(limits.maxBodyBytes, limit), { deadlineMs: limits.bodyDeadlineMs });
+    const bytes = await readBody(c.req.raw, Math.min(limits.maxBodyBytes, limit), {
+      deadlineMs: limits.bodyDeadlineMs,
+    });
     if (bytes.length === 0) return {};
     const v = parseJson(bytes, limits.maxJsonDepth);
-    if (typeof v !== "object" || v === null || Array.isArray(v)) throw new HttpError(400, "Cannot read the request: the body must be a JSON object");
+    if (typeof v !== "object" || v === null || Array.isArray(v)) {
+      throw new HttpError(400, "Cannot read the request: the body must be a JSON object");
+    }
     return v as Record<string, unknown>;
   };
 
@@ -195,12 +203,17 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   });
 
   // Server metadata ("Server Metadata").
-  const serverMetadata = (c: Context): Response => c.json({ name: SERVER_NAME, version: SERVER_VERSION, extensions: SERVER_EXTENSIONS });
+  const serverMetadata = (c: Context): Response =>
+    c.json({ name: SERVER_NAME, version: SERVER_VERSION, extensions: SERVER_EXTENSIONS });
   on("GET", "/v2", serverMetadata);
   on("GET", "/v2/", serverMetadata);
 
   // Statistics extension; registered before /v2/models/:m so that "stats" is not taken for a model name.
-  on("GET", "/v2/models/stats", (c) => c.json({ model_stats: repo.models().map((m) => metrics.modelStatistics(m.name)) }));
+  on(
+    "GET",
+    "/v2/models/stats",
+    (c) => c.json({ model_stats: repo.models().map((m) => metrics.modelStatistics(m.name)) }),
+  );
   const stats = (c: Context): Response => c.json({ model_stats: [metrics.modelStatistics(modelOf(c).name)] });
   on("GET", "/v2/models/:m/stats", stats);
   on("GET", "/v2/models/:m/versions/:v/stats", stats);
@@ -236,13 +249,20 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
       // The model's signature bounds the body before a byte is read; the budget bounds all bodies together.
       const limit = requestBodyLimit(served, limits.maxBodyBytes);
       const declared = Number(c.req.header("content-length") ?? NaN);
-      const release = await budget.reserve(Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit);
+      const release = await budget.reserve(
+        Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit,
+      );
       try {
         const body = await readBody(c.req.raw, limit, { deadlineMs: limits.bodyDeadlineMs });
         const plan = parseInferRequest(body, c.req.header(INFERENCE_HEADER_CONTENT_LENGTH) ?? null, served, limits);
         // The request's signal aborts when the client leaves: a request still queued is then dropped unrun. It is
         // read only if the request has to wait (Deno warns once a served request's signal is read).
-        const outputs = await served.infer(plan.inputs, plan.outputs.map((o) => o.tensor.name), timing, () => c.req.raw.signal);
+        const outputs = await served.infer(
+          plan.inputs,
+          plan.outputs.map((o) => o.tensor.name),
+          timing,
+          () => c.req.raw.signal,
+        );
         const res = inferResponse(m.name, m.version, plan, outputs);
         metrics.recordRequest(m.name, micros(t0), timing);
         return res;
@@ -263,7 +283,9 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   // Model repository extension.
   on("POST", "/v2/repository/index", async (c) => {
     const body = await optionalObject(c);
-    if (body.ready !== undefined && typeof body.ready !== "boolean") throw new HttpError(400, `Cannot read the request: "ready" must be a boolean`);
+    if (body.ready !== undefined && typeof body.ready !== "boolean") {
+      throw new HttpError(400, `Cannot read the request: "ready" must be a boolean`);
+    }
     await repo.scan();
     const index = repo.index().filter((e) => body.ready !== true || (e.state === "READY" && e.reason === ""));
     return c.json(index);
@@ -288,7 +310,9 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
     access.requireModelControl(c, `load model "${name}"`);
     const limit = repo.writable ? uploadBodyLimit(limits.maxUploadBytes) : undefined;
     const declared = Number(c.req.header("content-length") ?? NaN);
-    const release = limit === undefined ? undefined : await budget.reserve(Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit);
+    const release = limit === undefined
+      ? undefined
+      : await budget.reserve(Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit);
     try {
       const body = await optionalObject(c, limit);
       const upload = readUpload(name, body, limits.maxUploadBytes);
@@ -308,14 +332,23 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   on("POST", "/v2/repository/models/:m/unload", unload);
 
   // Prometheus.
-  on("GET", "/metrics", async (c) => c.body(await metrics.render(rt, repo, options.activity), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }));
+  on(
+    "GET",
+    "/metrics",
+    async (c) =>
+      c.body(await metrics.render(rt, repo, options.activity), 200, {
+        "content-type": "text/plain; version=0.0.4; charset=utf-8",
+      }),
+  );
 
   // The Neuron tools' status document (ours, docs/neuron-tools.md): read-only, no credential, behind the Host check.
   const activity = options.activity;
   if (activity !== undefined) {
     on("GET", "/v2/neuron/status", (c) => {
       const text = c.req.query("after") ?? "0";
-      if (!/^[0-9]{1,15}$/.test(text)) throw new HttpError(400, `Cannot read the status: after=${text.slice(0, 32)} is not a sequence number`);
+      if (!/^[0-9]{1,15}$/.test(text)) {
+        throw new HttpError(400, `Cannot read the status: after=${text.slice(0, 32)} is not a sequence number`);
+      }
       return c.json(neuronStatus(rt, activity, Number(text)));
     });
   }
@@ -323,17 +356,28 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   if (inspect !== undefined) {
     on("GET", "/v2/neuron/trace", (c) => {
       const trace = inspect();
-      if (trace === undefined) throw new HttpError(404, "Cannot answer the trace: no execution has finished since the server started");
+      if (trace === undefined) {
+        throw new HttpError(404, "Cannot answer the trace: no execution has finished since the server started");
+      }
       return c.json(trace);
     });
     // The viewer page (ours): same-origin script only, as the dashboard.
     const headers = {
-      "content-security-policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+      "content-security-policy":
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
       "x-content-type-options": "nosniff",
       "cache-control": "no-cache",
     };
-    on("GET", "/v2/neuron/trace/view", (c) => c.body(TRACE_VIEWER_HTML, 200, { "content-type": "text/html; charset=utf-8", ...headers }));
-    on("GET", "/v2/neuron/trace/view.js", (c) => c.body(TRACE_VIEWER_SCRIPT, 200, { "content-type": "text/javascript; charset=utf-8", ...headers }));
+    on(
+      "GET",
+      "/v2/neuron/trace/view",
+      (c) => c.body(TRACE_VIEWER_HTML, 200, { "content-type": "text/html; charset=utf-8", ...headers }),
+    );
+    on(
+      "GET",
+      "/v2/neuron/trace/view.js",
+      (c) => c.body(TRACE_VIEWER_SCRIPT, 200, { "content-type": "text/javascript; charset=utf-8", ...headers }),
+    );
   }
 
   if (dashboard !== undefined && monitor !== undefined) {
@@ -353,9 +397,13 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   // A known path with another method is 405 with Allow; registered after every route so they match first.
   for (const [path, methods] of allowed) {
     app.all(path, (c) => {
-      throw new HttpError(405, `Cannot ${c.req.method} ${c.req.path.slice(0, 256)}: allowed methods are ${methods.join(", ")}`, {
-        headers: { allow: methods.join(", ") },
-      });
+      throw new HttpError(
+        405,
+        `Cannot ${c.req.method} ${c.req.path.slice(0, 256)}: allowed methods are ${methods.join(", ")}`,
+        {
+          headers: { allow: methods.join(", ") },
+        },
+      );
     });
   }
   // c.req.path, never new URL(c.req.url): a request without a valid Host has no URL to parse (docs/security.md).

@@ -42,7 +42,10 @@ export interface ModelStatistics {
   /** Executions performed. */
   execution_count: number;
   /** Durations by phase. */
-  inference_stats: Record<"success" | "fail" | "queue" | "compute_input" | "compute_infer" | "compute_output" | "cache_hit" | "cache_miss", StatDuration>;
+  inference_stats: Record<
+    "success" | "fail" | "queue" | "compute_input" | "compute_infer" | "compute_output" | "cache_hit" | "cache_miss",
+    StatDuration
+  >;
   /** Per-batch-size statistics (no dynamic batching: empty). */
   batch_stats: unknown[];
 }
@@ -106,13 +109,23 @@ function executionOutcome(status: number): string {
     case NrtStatus.NRT_EXEC_NC_BUSY:
       return "failed_to_queue";
     default:
-      return status === NrtStatus.NRT_HW_ERROR || status === NrtStatus.NRT_EXEC_UNIT_UNRECOVERABLE || (status >= 1200 && status <= 1206)
+      return status === NrtStatus.NRT_HW_ERROR || status === NrtStatus.NRT_EXEC_UNIT_UNRECOVERABLE ||
+          (status >= 1200 && status <= 1206)
         ? "hardware_error"
         : "failed";
   }
 }
 
-const OUTCOMES = ["completed", "completed_with_err", "completed_with_num_err", "timed_out", "incorrect_input", "failed_to_queue", "hardware_error", "failed"];
+const OUTCOMES = [
+  "completed",
+  "completed_with_err",
+  "completed_with_num_err",
+  "timed_out",
+  "incorrect_input",
+  "failed_to_queue",
+  "hardware_error",
+  "failed",
+];
 
 /** The server's counters. */
 export class InferenceMetrics {
@@ -226,20 +239,52 @@ export class InferenceMetrics {
     const lab = (n: string, extra = ""): string => `{model="${n}",version="${MODEL_VERSION}"${extra}}`;
     const per = (pick: (m: ModelCounters) => number): Array<[string, number]> =>
       models.map((n) => [lab(n), pick(this.#models.get(n) ?? new ModelCounters())]);
-    family("nrt_inference_request_success", "counter", "Number of successful inference requests", per((m) => m.success.count));
+    family(
+      "nrt_inference_request_success",
+      "counter",
+      "Number of successful inference requests",
+      per((m) => m.success.count),
+    );
     const failures: Array<[string, number]> = [];
     for (const n of models) {
       const m = this.#models.get(n) ?? new ModelCounters();
-      for (const r of ["REJECTED", "BACKEND", "OTHER"] as const) failures.push([lab(n, `,reason="${r}"`), m.failures[r]]);
+      for (const r of ["REJECTED", "BACKEND", "OTHER"] as const) {
+        failures.push([lab(n, `,reason="${r}"`), m.failures[r]]);
+      }
     }
     family("nrt_inference_request_failure", "counter", "Number of failed inference requests", failures);
     family("nrt_inference_count", "counter", "Number of inferences performed", per((m) => m.success.count));
     family("nrt_inference_exec_count", "counter", "Number of model executions performed", per((m) => m.executions));
-    family("nrt_inference_request_duration_us", "counter", "Cumulative inference request duration in microseconds", per((m) => m.success.us + m.fail.us));
-    family("nrt_inference_queue_duration_us", "counter", "Cumulative inference queuing duration in microseconds", per((m) => m.queue.us));
-    family("nrt_inference_compute_input_duration_us", "counter", "Cumulative compute input duration in microseconds", per((m) => m.input.us));
-    family("nrt_inference_compute_infer_duration_us", "counter", "Cumulative compute inference duration in microseconds", per((m) => m.infer.us));
-    family("nrt_inference_compute_output_duration_us", "counter", "Cumulative inference compute output duration in microseconds", per((m) => m.output.us));
+    family(
+      "nrt_inference_request_duration_us",
+      "counter",
+      "Cumulative inference request duration in microseconds",
+      per((m) => m.success.us + m.fail.us),
+    );
+    family(
+      "nrt_inference_queue_duration_us",
+      "counter",
+      "Cumulative inference queuing duration in microseconds",
+      per((m) => m.queue.us),
+    );
+    family(
+      "nrt_inference_compute_input_duration_us",
+      "counter",
+      "Cumulative compute input duration in microseconds",
+      per((m) => m.input.us),
+    );
+    family(
+      "nrt_inference_compute_infer_duration_us",
+      "counter",
+      "Cumulative compute inference duration in microseconds",
+      per((m) => m.infer.us),
+    );
+    family(
+      "nrt_inference_compute_output_duration_us",
+      "counter",
+      "Cumulative inference compute output duration in microseconds",
+      per((m) => m.output.us),
+    );
     family(
       "nrt_inference_pending_request_count",
       "gauge",
@@ -276,7 +321,10 @@ export class InferenceMetrics {
     } catch {
       // The portal is gone (shutting down): the ledger lines above still stand.
     }
-    family("nrt_device_memory_total_bytes", "gauge", "HBM size of the device", [[`{device="${dev}"}`, rt.device.hbmBytes]]);
+    family("nrt_device_memory_total_bytes", "gauge", "HBM size of the device", [[
+      `{device="${dev}"}`,
+      rt.device.hbmBytes,
+    ]]);
     if (activity !== undefined) exporterFamilies(family, rt, activity);
     return lines.join("\n") + "\n";
   }
@@ -302,9 +350,24 @@ function instanceFamilies(family: Family, repo: ModelRepository): void {
         pick(i),
       ])
     );
-  family("nrt_model_instance_ready", "gauge", "Whether the instance takes requests (1) or a fault poisoned it (0)", per((i) => (i.poisoned === undefined ? 1 : 0)));
-  family("nrt_model_instance_busy", "gauge", "Whether the instance is running a request (1) or idle (0)", per((i) => (i.busy ? 1 : 0)));
-  family("nrt_model_instance_execution_count", "counter", "Executions of the instance since it was loaded, warm-up excluded", per((i) => i.executions));
+  family(
+    "nrt_model_instance_ready",
+    "gauge",
+    "Whether the instance takes requests (1) or a fault poisoned it (0)",
+    per((i) => (i.poisoned === undefined ? 1 : 0)),
+  );
+  family(
+    "nrt_model_instance_busy",
+    "gauge",
+    "Whether the instance is running a request (1) or idle (0)",
+    per((i) => (i.busy ? 1 : 0)),
+  );
+  family(
+    "nrt_model_instance_execution_count",
+    "counter",
+    "Executions of the instance since it was loaded, warm-up excluded",
+    per((i) => i.executions),
+  );
 }
 
 // ---- neuron-monitor-prometheus.py's names (Neuron Monitor User Guide, "neuron-monitor-prometheus.py"). ----
@@ -313,7 +376,11 @@ function instanceFamilies(family: Family, repo: ModelRepository): void {
 export const EXPORTER_WINDOW_MS = 60_000;
 
 const labelText = (labels: Record<string, string | number>): string =>
-  `{${Object.entries(labels).map(([k, v]) => `${k}="${String(v).replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`).join(",")}}`;
+  `{${
+    Object.entries(labels).map(([k, v]) =>
+      `${k}="${String(v).replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")}"`
+    ).join(",")
+  }}`;
 
 /**
  * The exporter's families for this server's runtime, with the exporter's label names: the instance labels
@@ -323,8 +390,17 @@ const labelText = (labels: Record<string, string | number>): string =>
  * `event_type`, `neuron_device_index`).
  */
 function exporterFamilies(family: Family, rt: Runtime, activity: NeuronActivity, windowMs = EXPORTER_WINDOW_MS): void {
-  const instance = { instance_name: "", instance_id: "", instance_type: rt.spec.instances[0] ?? "", availability_zone: "", region: "", subnet_id: "" };
-  const tag = process.env.NEURON_PROCESS_TAG !== undefined && process.env.NEURON_PROCESS_TAG !== "" ? process.env.NEURON_PROCESS_TAG : String(process.pid);
+  const instance = {
+    instance_name: "",
+    instance_id: "",
+    instance_type: rt.spec.instances[0] ?? "",
+    availability_zone: "",
+    region: "",
+    subnet_id: "",
+  };
+  const tag = process.env.NEURON_PROCESS_TAG !== undefined && process.env.NEURON_PROCESS_TAG !== ""
+    ? process.env.NEURON_PROCESS_TAG
+    : String(process.pid);
   const rtLabels = { ...instance, runtime_tag: tag };
   const dev = rt.device.index;
   const vcs = Math.max(1, rt.virtualCoreSize);
@@ -332,12 +408,20 @@ function exporterFamilies(family: Family, rt: Runtime, activity: NeuronActivity,
   const memory = new Map(rt.memory().cores.map((c) => [c.nc, c]));
   const cores = rt.cores().map((c) => {
     const index = dev * perDevice + Math.floor((c.ncs[0] ?? 0) / vcs);
-    const device = Array.from({ length: memory.get(c.ncs[0])?.byUsage.length ?? 0 }, (_, i) =>
-      c.ncs.reduce((a, nc) => a + (memory.get(nc)?.byUsage[i] ?? 0) - (memory.get(nc)?.byUsageHost[i] ?? 0), 0));
+    const device = Array.from(
+      { length: memory.get(c.ncs[0])?.byUsage.length ?? 0 },
+      (_, i) =>
+        c.ncs.reduce((a, nc) => a + (memory.get(nc)?.byUsage[i] ?? 0) - (memory.get(nc)?.byUsageHost[i] ?? 0), 0),
+    );
     const utilization = c.ncs.reduce((a, nc) => a + activity.utilization(nc, windowMs), 0) / Math.max(1, c.ncs.length);
     return { index, utilization, breakdown: deviceMemoryBreakdown(device) };
   });
-  family("neuroncore_utilization_ratio", "gauge", "NeuronCore utilization ratio", cores.map((c) => [labelText({ ...rtLabels, neuroncore: c.index }), c.utilization]));
+  family(
+    "neuroncore_utilization_ratio",
+    "gauge",
+    "NeuronCore utilization ratio",
+    cores.map((c) => [labelText({ ...rtLabels, neuroncore: c.index }), c.utilization]),
+  );
   const all = rt.memory().cores;
   const hbm = all.reduce((a, c) => a + c.hbm, 0), host = all.reduce((a, c) => a + c.host, 0);
   family("neuron_runtime_memory_used_bytes", "gauge", "Runtime memory used bytes", [
@@ -345,19 +429,44 @@ function exporterFamilies(family: Family, rt: Runtime, activity: NeuronActivity,
     [labelText({ ...rtLabels, memory_location: "neuron_device" }), hbm],
   ]);
   for (const cat of DEVICE_MEMORY_CATEGORIES) {
-    family(`neuroncore_memory_usage_${cat}`, "gauge", `NeuronCore memory utilization for ${cat}`, cores.map((c) => [
-      labelText({ ...rtLabels, memory_location: "None", neuroncore: c.index }),
-      c.breakdown[cat],
-    ]));
+    family(
+      `neuroncore_memory_usage_${cat}`,
+      "gauge",
+      `NeuronCore memory utilization for ${cat}`,
+      cores.map((c) => [
+        labelText({ ...rtLabels, memory_location: "None", neuroncore: c.index }),
+        c.breakdown[cat],
+      ]),
+    );
   }
   const { execution_summary, error_summary } = summarizeExecutions(activity.statuses());
-  family("execution_status_total", "counter", "Execution status total", Object.entries(execution_summary).map(([k, v]) => [labelText({ ...rtLabels, status_type: k }), v]));
-  family("execution_errors_total", "counter", "Execution errors total", Object.entries(error_summary).map(([k, v]) => [labelText({ ...rtLabels, error_type: k }), v]));
+  family(
+    "execution_status_total",
+    "counter",
+    "Execution status total",
+    Object.entries(execution_summary).map(([k, v]) => [labelText({ ...rtLabels, status_type: k }), v]),
+  );
+  family(
+    "execution_errors_total",
+    "counter",
+    "Execution errors total",
+    Object.entries(error_summary).map(([k, v]) => [labelText({ ...rtLabels, error_type: k }), v]),
+  );
   const p = latencyPercentiles(activity.latenciesWithin(windowMs).map((s) => s.totalSeconds));
-  family("execution_latency_seconds", "gauge", "Execution latency in seconds", p === null ? [] : Object.entries(p).map(([k, v]) => [labelText({ ...rtLabels, percentile: k }), v]));
+  family(
+    "execution_latency_seconds",
+    "gauge",
+    "Execution latency in seconds",
+    p === null ? [] : Object.entries(p).map(([k, v]) => [labelText({ ...rtLabels, percentile: k }), v]),
+  );
   // The simulator models no ECC: every counter stays 0.
-  family("hardware_ecc_events_total", "counter", "Hardware ecc events total", ["mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected"].map((e) => [
-    labelText({ ...instance, event_type: e, neuron_device_index: dev }),
-    0,
-  ]));
+  family(
+    "hardware_ecc_events_total",
+    "counter",
+    "Hardware ecc events total",
+    ["mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected"].map((e) => [
+      labelText({ ...instance, event_type: e, neuron_device_index: dev }),
+      0,
+    ]),
+  );
 }

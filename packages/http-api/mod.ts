@@ -18,7 +18,14 @@
 export type { AccessOptions, ModelControlMode } from "./access.ts";
 export type { InferenceApp } from "./inference_app.ts";
 export { BodyBudget, parseJson, readBody } from "./body.ts";
-export { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo, encodeJsonData, jsonDataText } from "./datatype.ts";
+export {
+  type DatatypeInfo,
+  datatypeInfo,
+  decodeJsonData,
+  dtypeInfo,
+  encodeJsonData,
+  jsonDataText,
+} from "./datatype.ts";
 export { HttpError, type HttpErrorOptions, httpStatusOf, NRT_HTTP_STATUS, toHttpError } from "./http_error.ts";
 export {
   checkShape,
@@ -49,16 +56,16 @@ export {
 export {
   DEVICE_CATEGORY_OF,
   DEVICE_MEMORY_CATEGORIES,
-  type DeviceMemoryCategory,
   deviceMemoryBreakdown,
+  type DeviceMemoryCategory,
   type DmemUsageRow,
   HOST_CATEGORY_OF,
   HOST_MEMORY_CATEGORIES,
-  type HostMemoryCategory,
   hostMemoryBreakdown,
+  type HostMemoryCategory,
   MODEL_MEMORY_CATEGORIES,
-  type ModelMemoryCategory,
   modelMemoryBreakdown,
+  type ModelMemoryCategory,
 } from "./neuron/memory_categories.ts";
 export {
   EXECUTION_ERROR_KINDS,
@@ -68,27 +75,52 @@ export {
   type ExecutionOutcome,
   executionOutcome,
   type ExecutionSummaries,
-  latencyPercentiles,
   type LatencyPercentiles,
+  latencyPercentiles,
   summarizeExecutions,
 } from "./neuron/execution_outcomes.ts";
-export { type LatencySample, NeuronActivity, type NeuronActivityOptions, type NeuronStatus, neuronStatus } from "./neuron_activity.ts";
-export { type FailureReason, InferenceMetrics, type ModelStatistics, type ModelSummary, type StatDuration } from "./metrics.ts";
+export {
+  type LatencySample,
+  NeuronActivity,
+  type NeuronActivityOptions,
+  type NeuronStatus,
+  neuronStatus,
+} from "./neuron_activity.ts";
+export {
+  type FailureReason,
+  InferenceMetrics,
+  type ModelStatistics,
+  type ModelSummary,
+  type StatDuration,
+} from "./metrics.ts";
 export {
   type CoreUtilization,
   type DashboardLogEntry,
   DashboardMonitor,
   type DashboardMonitorOptions,
-  LATENCY_BOUNDS_US,
   type LastExecution,
+  LATENCY_BOUNDS_US,
   type LatencyHistogram,
   type RunningExecution,
   type TimelineStep,
   UTILIZATION_SECONDS,
 } from "./dashboard/dashboard_monitor.ts";
 export type { DashboardOptions } from "./dashboard/dashboard_routes.ts";
-export { type CoreState, DASHBOARD_LOG_BATCH, type DashboardState, type MemoryView, type ModelView } from "./dashboard/dashboard_state.ts";
-export type { DeviceView, DeviceViewProvider, FaultControl, FaultView, NeuronCoreView, Q7CoreView } from "./dashboard/device_view.ts";
+export {
+  type CoreState,
+  DASHBOARD_LOG_BATCH,
+  type DashboardState,
+  type MemoryView,
+  type ModelView,
+} from "./dashboard/dashboard_state.ts";
+export type {
+  DeviceView,
+  DeviceViewProvider,
+  FaultControl,
+  FaultView,
+  NeuronCoreView,
+  Q7CoreView,
+} from "./dashboard/device_view.ts";
 export { DASHBOARD_HTML } from "./dashboard/dashboard_page.ts";
 export { DASHBOARD_SCRIPT } from "./dashboard/dashboard_script.ts";
 export {
@@ -96,13 +128,13 @@ export {
   isValidModelName,
   isValidModelVersion,
   MAX_INSTANCES,
+  MODEL_VERSION,
   type ModelConfig,
   type ModelFileName,
   ModelRepository,
   type ModelRepositoryOptions,
   type ModelState,
   type ModelUpload,
-  MODEL_VERSION,
   notReadyError,
   parseModelConfig,
   type Readiness,

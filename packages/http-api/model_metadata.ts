@@ -89,5 +89,9 @@ export function modelMetadata(m: RepositoryModel): ModelMetadata {
  * @returns One entry per instance, in the order of the instance group.
  */
 export function instanceMetadata(m: RepositoryModel): InstanceMetadata[] {
-  return (m.served?.instances ?? []).map((i) => ({ name: `${m.name}_${i.index}`, vnc: i.vnc, ready: i.poisoned === undefined }));
+  return (m.served?.instances ?? []).map((i) => ({
+    name: `${m.name}_${i.index}`,
+    vnc: i.vnc,
+    ready: i.poisoned === undefined,
+  }));
 }

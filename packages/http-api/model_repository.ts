@@ -52,7 +52,11 @@ export interface RepositoryFiles {
    * The NEFF an uploaded `model.onnx` compiles to, and its config as the repository reads it. Absent: ONNX uploads
    * are refused (400).
    */
-  compile?(model: string, onnx: Uint8Array, config: Uint8Array | undefined): Promise<{ neff: Uint8Array; config: Uint8Array | undefined }>;
+  compile?(
+    model: string,
+    onnx: Uint8Array,
+    config: Uint8Array | undefined,
+  ): Promise<{ neff: Uint8Array; config: Uint8Array | undefined }>;
 }
 
 /** The per-model config file `<name>.json`. */
@@ -190,14 +194,20 @@ export function parseModelConfig(name: string, bytes: Uint8Array, source: string
   if (typeof v !== "object" || v === null || Array.isArray(v)) throw bad("is not an object");
   const c = v as Record<string, unknown>;
   for (const k of Object.keys(c)) if (!CONFIG_KEYS.has(k)) throw bad(`has an unknown key "${k.slice(0, 64)}"`);
-  if (c.vnc !== undefined && (!Number.isSafeInteger(c.vnc) || (c.vnc as number) < 0)) throw bad(`"vnc" must be a non-negative integer`);
+  if (c.vnc !== undefined && (!Number.isSafeInteger(c.vnc) || (c.vnc as number) < 0)) {
+    throw bad(`"vnc" must be a non-negative integer`);
+  }
   if (c.instances !== undefined && c.instances !== "per-core") {
     if (!Number.isSafeInteger(c.instances) || (c.instances as number) < 1 || (c.instances as number) > MAX_INSTANCES) {
       throw bad(`"instances" must be an integer from 1 to ${MAX_INSTANCES} or "per-core"`);
     }
   }
-  if (c.instances === "per-core" && c.vnc !== undefined) throw bad(`"vnc" cannot be given with "instances": "per-core"`);
-  if (c.maxQueue !== undefined && (!Number.isSafeInteger(c.maxQueue) || (c.maxQueue as number) < 0)) throw bad(`"maxQueue" must be a non-negative integer`);
+  if (c.instances === "per-core" && c.vnc !== undefined) {
+    throw bad(`"vnc" cannot be given with "instances": "per-core"`);
+  }
+  if (c.maxQueue !== undefined && (!Number.isSafeInteger(c.maxQueue) || (c.maxQueue as number) < 0)) {
+    throw bad(`"maxQueue" must be a non-negative integer`);
+  }
   if (c.warmup !== undefined && typeof c.warmup !== "boolean") throw bad(`"warmup" must be true or false`);
   return c as ModelConfig;
 }
@@ -342,12 +352,22 @@ export class ModelRepository {
    */
   lookup(name: string, version?: string): RepositoryModel {
     if (!isValidModelName(name)) {
-      throw new HttpError(400, `Invalid model name ${JSON.stringify(name.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
+      throw new HttpError(
+        400,
+        `Invalid model name ${
+          JSON.stringify(name.slice(0, 128))
+        }: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`,
+      );
     }
     const m = this.#entries.get(name);
     if (m === undefined) throw new HttpError(404, `Cannot find model "${name}": it is not in the repository`);
     if (version !== undefined && version !== "" && version !== m.version) {
-      throw new HttpError(404, `Cannot find version ${JSON.stringify(version.slice(0, 32))} of model "${name}": it has only version ${m.version}`);
+      throw new HttpError(
+        404,
+        `Cannot find version ${
+          JSON.stringify(version.slice(0, 32))
+        } of model "${name}": it has only version ${m.version}`,
+      );
     }
     return m;
   }
@@ -372,7 +392,9 @@ export class ModelRepository {
     if (this.#rt.state !== NrtInitState.NRT_STATE_INIT) return { ready: false, reason: "the runtime is not running" };
     const waiting = this.models().filter((m) => m.wanted && (m.state !== "READY" || m.reason !== ""));
     if (waiting.length === 0) return { ready: true };
-    const why = waiting.map((m) => `model "${m.name}" ${m.state === "LOADING" ? "is loading" : `is not ready (${m.reason})`}`);
+    const why = waiting.map((m) =>
+      `model "${m.name}" ${m.state === "LOADING" ? "is loading" : `is not ready (${m.reason})`}`
+    );
     return { ready: false, reason: why.join("; ") };
   }
 
@@ -407,7 +429,9 @@ export class ModelRepository {
     }
     e.wanted = true;
     if (e.loading !== undefined) return e.loading;
-    if (e.pending === 0 && e.state === "READY" && e.served !== undefined && e.served.poisonedInstances === 0) return Promise.resolve();
+    if (e.pending === 0 && e.state === "READY" && e.served !== undefined && e.served.poisonedInstances === 0) {
+      return Promise.resolve();
+    }
     const p = this.#chain(e, () => this.#load(e));
     e.loading = p;
     const clear = (): void => {
@@ -431,24 +455,45 @@ export class ModelRepository {
    */
   async upload(name: string, upload: ModelUpload): Promise<void> {
     if (!isValidModelName(name)) {
-      throw new HttpError(400, `Invalid model name ${JSON.stringify(name.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
+      throw new HttpError(
+        400,
+        `Invalid model name ${
+          JSON.stringify(name.slice(0, 128))
+        }: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`,
+      );
     }
     if (this.#closed) throw new HttpError(503, `Cannot change model "${name}": the server is shutting down`);
     const write = this.#files.write;
-    if (write === undefined) throw new HttpError(403, `Cannot store model "${name}": this repository cannot be written`);
+    if (write === undefined) {
+      throw new HttpError(403, `Cannot store model "${name}": this repository cannot be written`);
+    }
     if (!isValidModelVersion(upload.version)) {
-      throw new HttpError(400, `Cannot load model "${name}": version ${JSON.stringify(upload.version.slice(0, 32))} is not a positive integer`);
+      throw new HttpError(
+        400,
+        `Cannot load model "${name}": version ${JSON.stringify(upload.version.slice(0, 32))} is not a positive integer`,
+      );
     }
     let neff = upload.bytes, config = upload.config;
     if (upload.file === "model.onnx") {
-      if (this.#files.compile === undefined) throw new HttpError(400, `Cannot load model "${name}": this server does not compile ONNX models`);
+      if (this.#files.compile === undefined) {
+        throw new HttpError(400, `Cannot load model "${name}": this server does not compile ONNX models`);
+      }
       ({ neff, config } = await this.#files.compile(name, upload.bytes, upload.config));
     }
     const parsed = config === undefined ? {} : parseModelConfig(name, config, "the config parameter");
     const created = !this.#entries.has(name);
     const e = this.#add(name);
     try {
-      await this.#chain(e, () => this.#load(e, { neff, config: parsed, version: upload.version, commit: () => write.call(this.#files, name, upload) }));
+      await this.#chain(
+        e,
+        () =>
+          this.#load(e, {
+            neff,
+            config: parsed,
+            version: upload.version,
+            commit: () => write.call(this.#files, name, upload),
+          }),
+      );
       e.wanted = true;
     } catch (err) {
       // A model that only this upload brought in leaves no trace.
@@ -465,7 +510,9 @@ export class ModelRepository {
       const config = source?.config ?? await this.#config(e.name);
       const version = source?.version ?? (await this.#files.version?.(e.name)) ?? MODEL_VERSION;
       const neff = source?.neff ?? await this.#files.read(`${e.name}.neff`);
-      if (neff === undefined) throw new HttpError(404, `Cannot load model "${e.name}": ${e.name}.neff is no longer in the repository`);
+      if (neff === undefined) {
+        throw new HttpError(404, `Cannot load model "${e.name}": ${e.name}.neff is no longer in the repository`);
+      }
       const vncs = this.#vncsOf(e, config);
       served = await ServedModel.load(this.#rt, e.name, neff, vncs, {
         maxQueue: config.maxQueue ?? this.#maxQueue,
@@ -479,7 +526,11 @@ export class ModelRepository {
       e.version = version;
       e.state = "READY";
       e.failure = "";
-      this.#log.info(`Loaded model "${e.name}" version ${version} on logical core(s) ${vncs.join(", ")}${old === undefined ? "" : " (replacing the one served)"}`);
+      this.#log.info(
+        `Loaded model "${e.name}" version ${version} on logical core(s) ${vncs.join(", ")}${
+          old === undefined ? "" : " (replacing the one served)"
+        }`,
+      );
     } catch (err) {
       if (served !== undefined && e.served !== served) await served.close().catch(() => {});
       // A failed replacement of a healthy model leaves it serving; a poisoned or absent one becomes UNAVAILABLE.
@@ -583,9 +634,18 @@ export function filesFromMap(files: Record<string, Uint8Array>): RepositoryFiles
     read: (name) => Promise.resolve(Object.hasOwn(files, name) ? files[name] : undefined),
     write: (model, upload) => {
       if (upload.version !== MODEL_VERSION) {
-        return Promise.reject(new HttpError(400, `Cannot store version ${upload.version} of model "${model}": this repository holds version ${MODEL_VERSION} only`));
+        return Promise.reject(
+          new HttpError(
+            400,
+            `Cannot store version ${upload.version} of model "${model}": this repository holds version ${MODEL_VERSION} only`,
+          ),
+        );
       }
-      if (upload.file !== "model.neff") return Promise.reject(new HttpError(400, `Cannot store model "${model}": this repository holds NEFF files only`));
+      if (upload.file !== "model.neff") {
+        return Promise.reject(
+          new HttpError(400, `Cannot store model "${model}": this repository holds NEFF files only`),
+        );
+      }
       files[`${model}.neff`] = upload.bytes;
       if (upload.config !== undefined) files[`${model}.json`] = upload.config;
       return Promise.resolve();

@@ -53,36 +53,61 @@ function base64Length(bytes: number): number {
  * console.log(up?.version, up?.file, up?.bytes.length); // "1" "model.neff" 4
  * ```
  */
-export function readUpload(model: string, body: Readonly<Record<string, unknown>>, maxFileBytes: number): ModelUpload | undefined {
-  const cannot = (why: string, status = 400): HttpError => new HttpError(status, `Cannot load model "${model}": ${why}`);
+export function readUpload(
+  model: string,
+  body: Readonly<Record<string, unknown>>,
+  maxFileBytes: number,
+): ModelUpload | undefined {
+  const cannot = (why: string, status = 400): HttpError =>
+    new HttpError(status, `Cannot load model "${model}": ${why}`);
   const params = body.parameters;
   if (params === undefined) return undefined;
-  if (typeof params !== "object" || params === null || Array.isArray(params)) throw cannot(`"parameters" must be an object`);
+  if (typeof params !== "object" || params === null || Array.isArray(params)) {
+    throw cannot(`"parameters" must be an object`);
+  }
   const p = params as Record<string, unknown>;
   const fileKeys = Object.keys(p).filter((k) => k.startsWith("file:"));
   for (const k of Object.keys(p)) {
-    if (k !== "config" && !k.startsWith("file:")) throw cannot(`unknown parameter ${JSON.stringify(k.slice(0, 64))}; expected "config" and "file:<version>/model.neff"`);
+    if (k !== "config" && !k.startsWith("file:")) {
+      throw cannot(
+        `unknown parameter ${JSON.stringify(k.slice(0, 64))}; expected "config" and "file:<version>/model.neff"`,
+      );
+    }
   }
   let config: Uint8Array | undefined;
   if (p.config !== undefined) {
     if (typeof p.config !== "string") throw cannot(`parameter "config" must be a string of JSON`);
     config = new TextEncoder().encode(p.config);
-    if (config.byteLength > MAX_UPLOAD_CONFIG_BYTES) throw cannot(`parameter "config" is over ${MAX_UPLOAD_CONFIG_BYTES} bytes`, 413);
+    if (config.byteLength > MAX_UPLOAD_CONFIG_BYTES) {
+      throw cannot(`parameter "config" is over ${MAX_UPLOAD_CONFIG_BYTES} bytes`, 413);
+    }
   }
   if (fileKeys.length === 0) {
-    if (config !== undefined) throw cannot(`a "config" parameter needs a "file:<version>/model.neff" (or model.onnx) parameter beside it`);
+    if (config !== undefined) {
+      throw cannot(`a "config" parameter needs a "file:<version>/model.neff" (or model.onnx) parameter beside it`);
+    }
     return undefined;
   }
-  if (fileKeys.length > 1) throw cannot(`${fileKeys.length} file parameters; send one, "file:<version>/model.neff" or "file:<version>/model.onnx"`);
+  if (fileKeys.length > 1) {
+    throw cannot(
+      `${fileKeys.length} file parameters; send one, "file:<version>/model.neff" or "file:<version>/model.onnx"`,
+    );
+  }
   const key = fileKeys[0];
   const m = FILE_KEY.exec(key);
   const shown = JSON.stringify(key.slice(0, 100));
-  if (m === null || !isValidModelVersion(m[1])) throw cannot(`parameter ${shown} is not "file:<version>/<file>" with a positive integer version`);
+  if (m === null || !isValidModelVersion(m[1])) {
+    throw cannot(`parameter ${shown} is not "file:<version>/<file>" with a positive integer version`);
+  }
   const file = FILES.find((f) => f === m[2]);
-  if (file === undefined) throw cannot(`parameter ${shown} names a file nrt does not serve; send model.neff or model.onnx`);
+  if (file === undefined) {
+    throw cannot(`parameter ${shown} names a file nrt does not serve; send model.neff or model.onnx`);
+  }
   const text = p[key];
   if (typeof text !== "string") throw cannot(`parameter ${shown} must be a base64 string`);
-  if (text.length > base64Length(maxFileBytes)) throw cannot(`the file of ${shown} is over the ${maxFileBytes}-byte limit`, 413);
+  if (text.length > base64Length(maxFileBytes)) {
+    throw cannot(`the file of ${shown} is over the ${maxFileBytes}-byte limit`, 413);
+  }
   if (text.length % 4 !== 0 || !BASE64.test(text)) throw cannot(`parameter ${shown} is not base64 (RFC 4648, padded)`);
   const bytes = decodeBase64(text);
   if (bytes.byteLength > maxFileBytes) throw cannot(`the file of ${shown} is over the ${maxFileBytes}-byte limit`, 413);

@@ -83,7 +83,9 @@ export class NeuronActivity {
    */
   constructor(options: NeuronActivityOptions = {}) {
     const capacity = options.latencyCapacity ?? 4096;
-    if (!Number.isSafeInteger(capacity) || capacity < 1) throw new RangeError(`Cannot keep ${capacity} latency samples: expected a positive integer`);
+    if (!Number.isSafeInteger(capacity) || capacity < 1) {
+      throw new RangeError(`Cannot keep ${capacity} latency samples: expected a positive integer`);
+    }
     this.#capacity = capacity;
     this.#busyMs = options.busyMs;
     this.deviceBusy = options.busyMs !== undefined;
@@ -221,7 +223,9 @@ export interface NeuronStatus {
     readonly host_memory: readonly number[];
   }>;
   /** Resident models. */
-  readonly models: ReadonlyArray<{ readonly handle: number; readonly name: string; readonly vnc: number; readonly ncs: readonly number[] }>;
+  readonly models: ReadonlyArray<
+    { readonly handle: number; readonly name: string; readonly vnc: number; readonly ncs: readonly number[] }
+  >;
   /** Finished executions by `NRT_STATUS`, cumulative. */
   readonly executions: Readonly<Record<string, number>>;
   /** The latency samples after the `after` query parameter. */
@@ -242,7 +246,11 @@ export interface NeuronStatus {
  */
 export function neuronStatus(rt: Runtime, activity: NeuronActivity, after = 0): NeuronStatus {
   const memory = new Map(rt.memory().cores.map((c) => [c.nc, c]));
-  const sum = (ncs: readonly number[], pick: (c: { byUsage: readonly number[]; byUsageHost: readonly number[] }, i: number) => number, n: number): number[] =>
+  const sum = (
+    ncs: readonly number[],
+    pick: (c: { byUsage: readonly number[]; byUsageHost: readonly number[] }, i: number) => number,
+    n: number,
+  ): number[] =>
     Array.from({ length: n }, (_, i) => ncs.reduce((a, nc) => a + (memory.has(nc) ? pick(memory.get(nc)!, i) : 0), 0));
   const slots = rt.memory().cores[0]?.byUsage.length ?? 0;
   const cores = rt.cores();

@@ -10,7 +10,16 @@
  *
  * @module
  */
-import { type Model, type NeffTensor, NrtError, NrtStatus, nrtStatusName, type Runtime, type Tensor, TensorSet } from "@nrt/core";
+import {
+  type Model,
+  type NeffTensor,
+  NrtError,
+  NrtStatus,
+  nrtStatusName,
+  type Runtime,
+  type Tensor,
+  TensorSet,
+} from "@nrt/core";
 import { HttpError } from "./http_error.ts";
 
 /** Where one request spent its time, in microseconds, and how its execution ended. */
@@ -160,13 +169,28 @@ export class ServedModel {
    * @throws {NrtError} What `nrt_load` or `nrt_tensor_allocate` reported; a failed warm-up with the status of its
    *   execution and a message that says so.
    */
-  static async load(rt: Runtime, name: string, neff: Uint8Array, vncs: readonly number[], options: ServedModelOptions): Promise<ServedModel> {
+  static async load(
+    rt: Runtime,
+    name: string,
+    neff: Uint8Array,
+    vncs: readonly number[],
+    options: ServedModelOptions,
+  ): Promise<ServedModel> {
     if (vncs.length === 0) throw new RangeError(`Cannot load model "${name}": it needs at least one instance`);
     const instances: Instance[] = [];
     try {
       for (const [index, vnc] of vncs.entries()) {
         const model = await rt.load(neff, vnc);
-        const inst: Instance = { index, model, ins: new TensorSet(), outs: new TensorSet(), tensors: [], busy: false, executions: 0, lastDispatch: 0 };
+        const inst: Instance = {
+          index,
+          model,
+          ins: new TensorSet(),
+          outs: new TensorSet(),
+          tensors: [],
+          busy: false,
+          executions: 0,
+          lastDispatch: 0,
+        };
         instances.push(inst);
         for (const [set, list] of [[inst.ins, model.inputs], [inst.outs, model.outputs]] as const) {
           for (const t of list) {
@@ -260,7 +284,10 @@ export class ServedModel {
     if (this.notReadyReason !== undefined) return Promise.reject(this.#notReady());
     if (this.#waiters.length >= this.#maxQueue) {
       return Promise.reject(
-        new NrtError(NrtStatus.NRT_QUEUE_FULL, `Cannot queue a request for model "${this.name}": ${this.#maxQueue} requests are already waiting`),
+        new NrtError(
+          NrtStatus.NRT_QUEUE_FULL,
+          `Cannot queue a request for model "${this.name}": ${this.#maxQueue} requests are already waiting`,
+        ),
       );
     }
     // Read only now that the request has to wait (Deno warns when a served request's signal is read).
@@ -378,7 +405,10 @@ export class ServedModel {
 
 /** The error of a request whose client left while it waited in the queue. */
 function cancelledWhileQueued(model: string): HttpError {
-  return new HttpError(CLIENT_CLOSED_REQUEST, `Cannot run the request for model "${model}": the client left before an instance was free`);
+  return new HttpError(
+    CLIENT_CLOSED_REQUEST,
+    `Cannot run the request for model "${model}": the client left before an instance was free`,
+  );
 }
 
 /** Runs an instance once on zeroed inputs; a failure names the warm-up and keeps the execution's status. */
@@ -389,7 +419,9 @@ async function warmUp(name: string, inst: Instance): Promise<void> {
   } catch (e) {
     const status = e instanceof NrtError ? e.status : NrtStatus.NRT_FAILURE;
     const why = e instanceof NrtError ? e.message : e instanceof Error ? e.message : String(e);
-    throw new NrtError(status, `Warm-up of model "${name}" on logical core ${inst.model.vnc} failed: ${why}`, { cause: e });
+    throw new NrtError(status, `Warm-up of model "${name}" on logical core ${inst.model.vnc} failed: ${why}`, {
+      cause: e,
+    });
   }
 }
 

@@ -81,7 +81,11 @@ export function denseMlpModel(dims: readonly number[], batch: number | string = 
   const rng = prng(seed), b = new OnnxBuilder("dense_mlp");
   let h = b.input("x", "float32", [batch, dims[0]]);
   for (let i = 1; i < dims.length; i++) {
-    h = b.node("Gemm", [h, dense(b, rng, `w${i}`, [dims[i - 1], dims[i]], dims[i - 1]), b.initializer(`b${i}`, randomTensor(rng, [dims[i]], 0.1))]);
+    h = b.node("Gemm", [
+      h,
+      dense(b, rng, `w${i}`, [dims[i - 1], dims[i]], dims[i - 1]),
+      b.initializer(`b${i}`, randomTensor(rng, [dims[i]], 0.1)),
+    ]);
     if (i < dims.length - 1) h = b.node("Relu", [h]);
   }
   b.output(b.node("Softmax", [h], { axis: -1 }, { outputs: ["probs"] }), "float32", [batch, dims[dims.length - 1]]);
@@ -93,11 +97,20 @@ export function denseMlpModel(dims: readonly number[], batch: number | string = 
  * after every second one, then GlobalAveragePool → Flatten → Gemm → [batch, 10] (e.g. CIFAR-10 with
  * `[32, 32, 64, 64]`).
  */
-export function vggModel(channels: readonly number[], size: number, batch: number | string = "N", seed = 6): Uint8Array {
+export function vggModel(
+  channels: readonly number[],
+  size: number,
+  batch: number | string = "N",
+  seed = 6,
+): Uint8Array {
   const rng = prng(seed), b = new OnnxBuilder("vgg");
   let h = b.input("x", "float32", [batch, 3, size, size]), c = 3;
   channels.forEach((m, i) => {
-    h = b.node("Conv", [h, dense(b, rng, `conv${i}.w`, [m, c, 3, 3], 9 * c), b.initializer(`conv${i}.b`, randomTensor(rng, [m], 0.1))], {
+    h = b.node("Conv", [
+      h,
+      dense(b, rng, `conv${i}.w`, [m, c, 3, 3], 9 * c),
+      b.initializer(`conv${i}.b`, randomTensor(rng, [m], 0.1)),
+    ], {
       kernel_shape: [3, 3],
       pads: [1, 1, 1, 1],
     });
@@ -106,7 +119,9 @@ export function vggModel(channels: readonly number[], size: number, batch: numbe
     if (i % 2 === 1) h = b.node("MaxPool", [h], { kernel_shape: [2, 2], strides: [2, 2] });
   });
   h = b.node("Flatten", [b.node("GlobalAveragePool", [h])], { axis: 1 });
-  h = b.node("Gemm", [h, dense(b, rng, "fc.w", [c, 10], c), b.initializer("fc.b", randomTensor(rng, [10], 0.1))], {}, { outputs: ["logits"] });
+  h = b.node("Gemm", [h, dense(b, rng, "fc.w", [c, 10], c), b.initializer("fc.b", randomTensor(rng, [10], 0.1))], {}, {
+    outputs: ["logits"],
+  });
   b.output(h, "float32", [batch, 10]);
   return b.toBytes();
 }

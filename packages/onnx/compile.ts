@@ -7,7 +7,13 @@
  */
 import type { OpDtype } from "@nrt/ops";
 import { aliasViews } from "./alias.ts";
-import type { CompiledCall, CompiledOnnxModel, CompiledWeight, CompileStats, ValuePlacement } from "./compiled_model.ts";
+import type {
+  CompiledCall,
+  CompiledOnnxModel,
+  CompiledWeight,
+  CompileStats,
+  ValuePlacement,
+} from "./compiled_model.ts";
 import { DTYPE_BYTES } from "./dtype.ts";
 import { OnnxCompileError } from "./error.ts";
 import { type FoldedGraph, foldGraph } from "./fold.ts";
@@ -173,7 +179,9 @@ export function compileOnnx(bytes: Uint8Array, options: CompileOptions = {}): Co
   const minWork = options.spmdMinWork ?? DEFAULT_SPMD_MIN_WORK;
   const elementsOf = (name: string) => shapeSize(typeOf(name).shape);
   const fanOut = (c: LoweredCall): 1 | 8 =>
-    c.totalCpus === 8 && lowering.callWork !== undefined && lowering.callWork(c, elementsOf) < minWork ? 1 : c.totalCpus;
+    c.totalCpus === 8 && lowering.callWork !== undefined && lowering.callWork(c, elementsOf) < minWork
+      ? 1
+      : c.totalCpus;
   const calls: CompiledCall[] = lowered.calls.map((c) => ({
     node: c.node,
     opType: c.opType,

@@ -3,7 +3,15 @@ import * as ort from "onnxruntime-web";
 import { ortSession } from "../../kernels/ops/_onnx_model.ts";
 import { OpHarness } from "../../kernels/ops/harness.ts";
 import { runCompiled } from "./_run_compiled.ts";
-import { cnnModel, ifModel, miscOpsModel, mlpModel, randomInput, shapeChainModel, transformerModel } from "./_test_models.ts";
+import {
+  cnnModel,
+  ifModel,
+  miscOpsModel,
+  mlpModel,
+  randomInput,
+  shapeChainModel,
+  transformerModel,
+} from "./_test_models.ts";
 import { compileOnnx } from "./compile.ts";
 
 ort.env.wasm.numThreads = 1;

@@ -152,7 +152,10 @@ describe("fuseGraph()", () => {
     const products = c.calls.filter((k) => k.fn === "gemm" && k.ints[0] * k.ints[1] === 2n * 4n);
     expect(products).toHaveLength(2);
     expect(c.calls.filter((k) => k.fn === "strided_copy")).toHaveLength(1);
-    const without = compileOnnx(transformerModel(), { inputShapes: { x: [2, 8, 32] }, lowering: { ...OP_LIBRARY, fusedGemmPermutes: false } });
+    const without = compileOnnx(transformerModel(), {
+      inputShapes: { x: [2, 8, 32] },
+      lowering: { ...OP_LIBRARY, fusedGemmPermutes: false },
+    });
     expect(without.stats.transposedOperands).toBe(0);
     expect(without.calls.filter((k) => k.fn === "strided_copy")).toHaveLength(4);
     expect(without.calls.length - c.calls.length).toBe(3);

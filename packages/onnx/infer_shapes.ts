@@ -7,7 +7,17 @@
  */
 import type { OpDtype } from "@nrt/ops";
 import { attrInt, attrInts, attrTensor, fail, normAxis } from "./_attrs.ts";
-import { broadcastShapes, reduceAxes, reducedShape, reshapeTarget, sliceAxes, splitSizes, squeezeAxes, unsqueezeShape, windowOf } from "./_geometry.ts";
+import {
+  broadcastShapes,
+  reduceAxes,
+  reducedShape,
+  reshapeTarget,
+  sliceAxes,
+  splitSizes,
+  squeezeAxes,
+  unsqueezeShape,
+  windowOf,
+} from "./_geometry.ts";
 import { dtypeFromOnnx } from "./dtype.ts";
 import type { IrNode } from "./graph.ts";
 import type { ConstTensor } from "./tensor.ts";

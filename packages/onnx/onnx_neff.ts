@@ -16,7 +16,15 @@
  *
  * @module
  */
-import { buildCustomOpNeff, type CustomOpBufferSpec, type CustomOpCallSpec, type CustomOpLibrarySpec, type CustomOpTensorSpec, type CustomOpViewSpec, type CustomOpWeightSpec } from "@nrt/core";
+import {
+  buildCustomOpNeff,
+  type CustomOpBufferSpec,
+  type CustomOpCallSpec,
+  type CustomOpLibrarySpec,
+  type CustomOpTensorSpec,
+  type CustomOpViewSpec,
+  type CustomOpWeightSpec,
+} from "@nrt/core";
 import type { CompiledOnnxModel, ValuePlacement } from "./compiled_model.ts";
 import { OnnxCompileError } from "./error.ts";
 
@@ -38,7 +46,8 @@ export function descriptorShape(shape: readonly number[]): number[] {
   return [lead, ...shape.slice(shape.length - MAX_DESCRIPTOR_RANK + 1)];
 }
 
-const sameShape = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((d, i) => d === b[i]);
+const sameShape = (a: readonly number[], b: readonly number[]): boolean =>
+  a.length === b.length && a.every((d, i) => d === b[i]);
 
 /**
  * Builds the NEFF of a compiled ONNX model.
@@ -64,7 +73,10 @@ const sameShape = (a: readonly number[], b: readonly number[]): boolean => a.len
 export function buildOnnxNeff(model: CompiledOnnxModel, options: OnnxNeffOptions): Uint8Array {
   const io = (t: { name: string; dtype: string; shape: readonly number[] }): CustomOpTensorSpec => {
     if (t.shape.some((d) => d === 0)) {
-      throw new OnnxCompileError({}, `tensor "${t.name}" has no elements (shape [${t.shape}]); the runtime has no empty tensors`);
+      throw new OnnxCompileError(
+        {},
+        `tensor "${t.name}" has no elements (shape [${t.shape}]); the runtime has no empty tensors`,
+      );
     }
     return { name: t.name, dtype: t.dtype, shape: [...t.shape] };
   };
@@ -77,7 +89,10 @@ export function buildOnnxNeff(model: CompiledOnnxModel, options: OnnxNeffOptions
     taken.add(n);
     return n;
   };
-  const buffers: CustomOpBufferSpec[] = model.buffers.map((b) => ({ name: unique(`nrt.buffer${b.id}`), size: b.bytes }));
+  const buffers: CustomOpBufferSpec[] = model.buffers.map((b) => ({
+    name: unique(`nrt.buffer${b.id}`),
+    size: b.bytes,
+  }));
   const whole = new Map([...inputs, ...outputs, ...weights].map((t) => [t.name, t]));
 
   // Each value a call names → the name the NEFF call uses: the tensor itself, or a view at its placement.
@@ -90,7 +105,8 @@ export function buildOnnxNeff(model: CompiledOnnxModel, options: OnnxNeffOptions
     const p = model.values[value];
     if (p === undefined) throw new OnnxCompileError({}, `value "${value}" has no placement`);
     const base = baseOf(p), t = whole.get(base);
-    const ownTensor = t !== undefined && base === value && p.offset === 0 && t.dtype === p.dtype && sameShape(t.shape, p.shape);
+    const ownTensor = t !== undefined && base === value && p.offset === 0 && t.dtype === p.dtype &&
+      sameShape(t.shape, p.shape);
     let name = value;
     if (!ownTensor || p.shape.length > MAX_DESCRIPTOR_RANK) {
       name = unique(value);
@@ -101,14 +117,19 @@ export function buildOnnxNeff(model: CompiledOnnxModel, options: OnnxNeffOptions
   };
 
   // One library spec per (library, fan-out); one opcode per (library spec, function), in first-use order.
-  const libraries = new Map<string, { name: string; wasm: Uint8Array; totalCpus: 1 | 8; functions: Map<string, number> }>();
+  const libraries = new Map<
+    string,
+    { name: string; wasm: Uint8Array; totalCpus: 1 | 8; functions: Map<string, number> }
+  >();
   let nextOpcode = 1;
   const calls: CustomOpCallSpec[] = model.calls.map((c) => {
     const key = c.totalCpus === 8 ? c.library : `${c.library}_1cpu`;
     let lib = libraries.get(key);
     if (lib === undefined) {
       const wasm = options.libraries.get(c.library);
-      if (wasm === undefined) throw new OnnxCompileError({ node: c.node, opType: c.opType }, `op library "${c.library}" was not provided`);
+      if (wasm === undefined) {
+        throw new OnnxCompileError({ node: c.node, opType: c.opType }, `op library "${c.library}" was not provided`);
+      }
       lib = { name: key, wasm, totalCpus: c.totalCpus, functions: new Map() };
       libraries.set(key, lib);
     }

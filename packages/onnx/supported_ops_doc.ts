@@ -9,7 +9,10 @@ import { SUPPORTED_OPS } from "@nrt/ops";
 import { ALL_DTYPES } from "./dtype.ts";
 
 /** The files that hold the table. */
-export const TABLE_FILES: readonly URL[] = [new URL("./README.md", import.meta.url), new URL("../../docs/onnx.md", import.meta.url)];
+export const TABLE_FILES: readonly URL[] = [
+  new URL("./README.md", import.meta.url),
+  new URL("../../docs/onnx.md", import.meta.url),
+];
 
 /** The markers around the generated table. */
 export const TABLE_MARKERS: readonly [string, string] = [

@@ -10,7 +10,8 @@ const wasmPath = new URL(Deno_or_Bun_arg(), "file://");
 const wasm = new Uint8Array(await (await fetch(wasmPath)).arrayBuffer());
 const n = 1024;
 const neff = buildCustomOpNeff({
-  name: "consumer.neff", target: "cayman",
+  name: "consumer.neff",
+  target: "cayman",
   inputs: [{ name: "a", dtype: "float32", shape: [n] }, { name: "b", dtype: "float32", shape: [n] }],
   outputs: [{ name: "out", dtype: "float32", shape: [n] }],
   libraries: [{ name: "vector_add", wasm, totalCpus: 8, functions: [{ opcode: 1, name: "vector_add" }] }],

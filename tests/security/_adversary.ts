@@ -34,7 +34,20 @@ export async function startServerChild(dir: string, extra: string[] = []): Promi
   const isBun = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined";
   const cmd = isBun ? [process.execPath, MAIN] : [process.execPath, "run", "-A", MAIN];
   const tokenFile = join(dir, ".token");
-  const child = spawn(cmd[0], [...cmd.slice(1), "serve", "--models", dir, "--port", "0", "--admin", "--admin-token-file", tokenFile, "--model-control", "explicit", ...extra], {
+  const child = spawn(cmd[0], [
+    ...cmd.slice(1),
+    "serve",
+    "--models",
+    dir,
+    "--port",
+    "0",
+    "--admin",
+    "--admin-token-file",
+    tokenFile,
+    "--model-control",
+    "explicit",
+    ...extra,
+  ], {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, NEURON_RT_LOG_LEVEL: "ERROR" },
   });
@@ -107,11 +120,15 @@ function pump(s: net.Socket, chunk: Uint8Array, total: number): void {
  * Samples the server's RSS and the health endpoint's latency, from a process of its own (`_health_probe.ts`), until
  * `stop` is called.
  */
-export async function watch(server: ServerChild): Promise<{ stop(): Promise<{ peakRss: number; worstHealthMs: number; healthChecks: number; slowChecks: number }> }> {
+export async function watch(
+  server: ServerChild,
+): Promise<{ stop(): Promise<{ peakRss: number; worstHealthMs: number; healthChecks: number; slowChecks: number }> }> {
   const isBun = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined";
   const probe = new URL("./_health_probe.ts", import.meta.url).pathname;
   const args = isBun ? [probe] : ["run", "-A", probe];
-  const child = spawn(process.execPath, [...args, String(server.pid), String(server.port)], { stdio: ["ignore", "pipe", "ignore"] });
+  const child = spawn(process.execPath, [...args, String(server.pid), String(server.port)], {
+    stdio: ["ignore", "pipe", "ignore"],
+  });
   let peakRss = server.rss(), worst = 0, checks = 0, slow = 0, waiting = 0, text = "";
   const started = new Promise<void>((resolve) => {
     child.stdout!.on("data", (c: Uint8Array) => {
@@ -192,17 +209,28 @@ export async function loadUnloadUnderTraffic(server: ServerChild, cycles: number
   const url = `http://127.0.0.1:${server.port}`;
   const auth = { "content-type": "application/json", authorization: `Bearer ${server.token}` };
   // One inference first: a model's I/O staging buffers are made at its first execution and kept until unload.
-  const warm = { inputs: ["a", "b"].map((name) => ({ name, shape: [1024], datatype: "FP32", data: new Array(1024).fill(1) })) };
-  await (await fetch(`${url}/v2/models/vector_add/infer`, { method: "POST", body: JSON.stringify(warm) })).arrayBuffer();
+  const warm = {
+    inputs: ["a", "b"].map((name) => ({ name, shape: [1024], datatype: "FP32", data: new Array(1024).fill(1) })),
+  };
+  await (await fetch(`${url}/v2/models/vector_add/infer`, { method: "POST", body: JSON.stringify(warm) }))
+    .arrayBuffer();
   const bytesBefore = await deviceBytes(url);
   let running = true, wrong = 0, answered = 0;
   const statuses: string[] = [];
   const traffic = Array.from({ length: clients }, async (_, c) => {
     for (let i = 0; running; i++) {
-      const a = Array.from({ length: 1024 }, (_, k) => (k * 7 + i + c) % 97), b = Array.from({ length: 1024 }, (_, k) => k % 13);
+      const a = Array.from({ length: 1024 }, (_, k) => (k * 7 + i + c) % 97),
+        b = Array.from({ length: 1024 }, (_, k) => k % 13);
       const res = await fetch(`${url}/v2/models/vector_add/infer`, {
         method: "POST",
-        body: JSON.stringify({ inputs: [{ name: "a", shape: [1024], datatype: "FP32", data: a }, { name: "b", shape: [1024], datatype: "FP32", data: b }] }),
+        body: JSON.stringify({
+          inputs: [{ name: "a", shape: [1024], datatype: "FP32", data: a }, {
+            name: "b",
+            shape: [1024],
+            datatype: "FP32",
+            data: b,
+          }],
+        }),
       });
       statuses.push(`infer ${res.status}`);
       if (res.status === 200) {
@@ -216,14 +244,19 @@ export async function loadUnloadUnderTraffic(server: ServerChild, cycles: number
   });
   for (let i = 0; i < cycles; i++) {
     for (const what of ["unload", "load"]) {
-      const res = await fetch(`${url}/v2/repository/models/vector_add/${what}`, { method: "POST", body: "{}", headers: auth });
+      const res = await fetch(`${url}/v2/repository/models/vector_add/${what}`, {
+        method: "POST",
+        body: "{}",
+        headers: auth,
+      });
       await res.arrayBuffer();
       statuses.push(`${what} ${res.status}`);
     }
   }
   running = false;
   await Promise.all(traffic);
-  await (await fetch(`${url}/v2/models/vector_add/infer`, { method: "POST", body: JSON.stringify(warm) })).arrayBuffer();
+  await (await fetch(`${url}/v2/models/vector_add/infer`, { method: "POST", body: JSON.stringify(warm) }))
+    .arrayBuffer();
   return { statuses, wrong, answered, bytesBefore, bytesAfter: await deviceBytes(url) };
 }
 
@@ -231,8 +264,12 @@ export async function loadUnloadUnderTraffic(server: ServerChild, cycles: number
 export async function runAdversary(server: ServerChild, dir: string): Promise<AttackFigure[]> {
   const figures: AttackFigure[] = [];
   const url = `http://127.0.0.1:${server.port}`;
-  const relu = JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }] });
-  for (let i = 0; i < 50; i++) await (await fetch(`${url}/v2/models/relu/infer`, { method: "POST", body: relu })).arrayBuffer();
+  const relu = JSON.stringify({
+    inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [1, -1, 2, -2, 3, -3, 4, -4] }],
+  });
+  for (let i = 0; i < 50; i++) {
+    await (await fetch(`${url}/v2/models/relu/infer`, { method: "POST", body: relu })).arrayBuffer();
+  }
   const attack = async (name: string, run: () => Promise<string[]>) => {
     const idle = server.rss();
     const w = await watch(server);
@@ -240,25 +277,45 @@ export async function runAdversary(server: ServerChild, dir: string): Promise<At
     const statuses = await run();
     const seconds = (performance.now() - t) / 1000;
     const r = await w.stop();
-    figures.push({ attack: name, statuses: count(statuses), peakRssMiB: r.peakRss / MiB, idleRssMiB: idle / MiB, worstHealthMs: r.worstHealthMs, slowHealth: `${r.slowChecks}/${r.healthChecks}`, seconds });
+    figures.push({
+      attack: name,
+      statuses: count(statuses),
+      peakRssMiB: r.peakRss / MiB,
+      idleRssMiB: idle / MiB,
+      worstHealthMs: r.worstHealthMs,
+      slowHealth: `${r.slowChecks}/${r.healthChecks}`,
+      seconds,
+    });
   };
   const big = new TextEncoder().encode(`[${"1,".repeat(512 * 1024)}1]`); // ~1 MiB of JSON numbers per chunk
   // 1. Six 64 MiB JSON bodies at once, declared with Content-Length, for an 8-element input.
-  await attack("6 × 64 MiB JSON bodies (Content-Length) to relu FP32[8]", () =>
-    Promise.all(Array.from({ length: 6 }, () =>
-      rawSend(server.port, (s) => {
-        s.write(`POST /v2/models/relu/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${64 * MiB}\r\n\r\n`);
-        pump(s, big, 64 * MiB);
-      }))));
+  await attack(
+    "6 × 64 MiB JSON bodies (Content-Length) to relu FP32[8]",
+    () =>
+      Promise.all(Array.from({ length: 6 }, () =>
+        rawSend(server.port, (s) => {
+          s.write(
+            `POST /v2/models/relu/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${
+              64 * MiB
+            }\r\n\r\n`,
+          );
+          pump(s, big, 64 * MiB);
+        }))),
+  );
   // 2. The same, chunked (no Content-Length): the server must cut it off while reading.
-  await attack("6 × 64 MiB chunked bodies to relu FP32[8]", () =>
-    Promise.all(Array.from({ length: 6 }, () =>
-      rawSend(server.port, (s) => {
-        s.write("POST /v2/models/relu/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
-        const head = new TextEncoder().encode(`${big.length.toString(16)}\r\n`);
-        const chunk = new Uint8Array([...head, ...big, 13, 10]);
-        pump(s, chunk, chunk.length * 64);
-      }))));
+  await attack(
+    "6 × 64 MiB chunked bodies to relu FP32[8]",
+    () =>
+      Promise.all(Array.from({ length: 6 }, () =>
+        rawSend(server.port, (s) => {
+          s.write(
+            "POST /v2/models/relu/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+          );
+          const head = new TextEncoder().encode(`${big.length.toString(16)}\r\n`);
+          const chunk = new Uint8Array([...head, ...big, 13, 10]);
+          pump(s, chunk, chunk.length * 64);
+        }))),
+  );
   // 3. A thousand idle event-stream clients.
   await attack("1000 idle dashboard event streams", async () => {
     const sockets: net.Socket[] = [];
@@ -316,8 +373,12 @@ if (import.meta.main) {
   try {
     for (const f of await runAdversary(server, dir)) {
       console.log(
-        `${f.attack}: ${JSON.stringify(f.statuses)}; RSS idle ${f.idleRssMiB.toFixed(0)} MiB, peak ${f.peakRssMiB.toFixed(0)} MiB; ` +
-          `worst /v2/health/live ${f.worstHealthMs.toFixed(1)} ms (${f.slowHealth} over 50 ms); ${f.seconds.toFixed(2)} s`,
+        `${f.attack}: ${JSON.stringify(f.statuses)}; RSS idle ${f.idleRssMiB.toFixed(0)} MiB, peak ${
+          f.peakRssMiB.toFixed(0)
+        } MiB; ` +
+          `worst /v2/health/live ${f.worstHealthMs.toFixed(1)} ms (${f.slowHealth} over 50 ms); ${
+            f.seconds.toFixed(2)
+          } s`,
       );
     }
     const cycles = Number(process.env.CYCLES ?? 600);
@@ -325,8 +386,12 @@ if (import.meta.main) {
     const r = await loadUnloadUnderTraffic(server, cycles);
     const counts = count(r.statuses);
     console.log(
-      `${cycles} unload/load cycles of vector_add under 8 clients: ${JSON.stringify(counts)}; ${r.answered} answers checked, ` +
-        `${r.wrong} wrong; device memory ${r.bytesBefore} B before, ${r.bytesAfter} B after; ${((performance.now() - t) / 1000).toFixed(1)} s`,
+      `${cycles} unload/load cycles of vector_add under 8 clients: ${
+        JSON.stringify(counts)
+      }; ${r.answered} answers checked, ` +
+        `${r.wrong} wrong; device memory ${r.bytesBefore} B before, ${r.bytesAfter} B after; ${
+          ((performance.now() - t) / 1000).toFixed(1)
+        } s`,
     );
   } finally {
     await server.stop();

@@ -15,7 +15,11 @@ export interface RawResponse {
  * Sends `request` (exact bytes, CRLFs included) and collects every response until the server closes the
  * connection or `timeoutMs` passes.
  */
-export function rawExchange(port: number, request: string, timeoutMs = 5000): Promise<{ text: string; closed: boolean }> {
+export function rawExchange(
+  port: number,
+  request: string,
+  timeoutMs = 5000,
+): Promise<{ text: string; closed: boolean }> {
   return new Promise((resolve) => {
     const socket = net.connect(port, "127.0.0.1");
     const chunks: Buffer[] = [];

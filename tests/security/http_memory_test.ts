@@ -7,7 +7,14 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { rm } from "node:fs/promises";
-import { type AttackFigure, demoRepository, loadUnloadUnderTraffic, runAdversary, type ServerChild, startServerChild } from "./_adversary.ts";
+import {
+  type AttackFigure,
+  demoRepository,
+  loadUnloadUnderTraffic,
+  runAdversary,
+  type ServerChild,
+  startServerChild,
+} from "./_adversary.ts";
 
 const BODY_LIMIT_MIB = 64;
 let dir: string;
@@ -56,11 +63,15 @@ describe("nrt serve under hostile load", () => {
 });
 
 describe("nrt serve under model churn", () => {
-  test("50 unload/load cycles under 8 inferring clients: no wrong answer, only 200 or 503, device memory back to where it was", async () => {
-    const r = await loadUnloadUnderTraffic(server, 50);
-    expect(r.wrong).toBe(0);
-    expect(r.answered).toBeGreaterThan(0);
-    expect([...new Set(r.statuses)].sort()).toEqual(["infer 200", "infer 503", "load 200", "unload 200"]);
-    expect(r.bytesAfter).toBe(r.bytesBefore);
-  }, 60_000);
+  test(
+    "50 unload/load cycles under 8 inferring clients: no wrong answer, only 200 or 503, device memory back to where it was",
+    async () => {
+      const r = await loadUnloadUnderTraffic(server, 50);
+      expect(r.wrong).toBe(0);
+      expect(r.answered).toBeGreaterThan(0);
+      expect([...new Set(r.statuses)].sort()).toEqual(["infer 200", "infer 503", "load 200", "unload 200"]);
+      expect(r.bytesAfter).toBe(r.bytesBefore);
+    },
+    60_000,
+  );
 });

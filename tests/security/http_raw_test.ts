@@ -36,9 +36,13 @@ describe("raw requests", () => {
         ["POST /v2/models/relu/infer", "{", host === "" ? [400] : [403]],
       ];
       for (const [line, body, statuses] of cases) {
-        const req = `${line} ${version}\r\n${host}Connection: close\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+        const req =
+          `${line} ${version}\r\n${host}Connection: close\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
         const res = await rawRequest(server.port, req);
-        expect({ line, status: res?.status !== undefined && statuses.includes(res.status) }).toEqual({ line, status: true });
+        expect({ line, status: res?.status !== undefined && statuses.includes(res.status) }).toEqual({
+          line,
+          status: true,
+        });
         expectNoLeak(res!.body);
         const json = JSON.parse(res!.body);
         if (res!.status >= 400) expect(Object.keys(json)).toEqual(["error"]);
@@ -50,7 +54,8 @@ describe("raw requests", () => {
 describe("chunked bodies", () => {
   test("a chunked body far over the limit gets the server's JSON 413, not an empty one", async () => {
     const big = "1,".repeat(100_000); // 200 kB of a JSON array body, in one chunk
-    const head = "POST /v2/models/vector_add/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    const head =
+      "POST /v2/models/vector_add/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
     const res = await rawRequest(server.port, `${head}${big.length.toString(16)}\r\n${big}\r\n`);
     expect(res?.status).toBe(413);
     expect(JSON.parse(res!.body).error).toMatch(/^Cannot read the request body: it is over the \d+-byte limit$/);
@@ -60,9 +65,14 @@ describe("chunked bodies", () => {
 describe("pipelining", () => {
   test("pipelined requests after a POST: what each runtime answers (documented in docs/security.md)", async () => {
     const body = '{"inputs":[{"name":"x","shape":[8],"datatype":"FP32","data":[1,-1,2,-2,3,-3,4,-4]}]}';
-    const post = `POST /v2/models/relu/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    const post =
+      `POST /v2/models/relu/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
     const get = "GET /v2/health/live HTTP/1.1\r\nHost: localhost\r\n\r\n";
-    const { text } = await rawExchange(server.port, post + get + get + "GET /v2 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", 3000);
+    const { text } = await rawExchange(
+      server.port,
+      post + get + get + "GET /v2 HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+      3000,
+    );
     const responses = parseResponses(text);
     // What follows the POST on the same connection depends on the runtime's HTTP server.
     for (const r of responses) expectNoLeak(r.body);

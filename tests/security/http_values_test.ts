@@ -32,7 +32,9 @@ describe("non-finite values over REST", () => {
   test("NaN and ±Infinity outputs are written as NaN/Infinity tokens, never null", async () => {
     // Non-finite inputs can come as binary data; relu passes NaN and +Infinity through and maps -Infinity to 0.
     const x = new Float32Array([NaN, Infinity, -Infinity, 1, -1, 2, -2, 3]);
-    const { body, headers } = binaryBody({ inputs: [{ name: "x", shape: [8], datatype: "FP32", parameters: { binary_data_size: 32 } }] }, new Uint8Array(x.buffer));
+    const { body, headers } = binaryBody({
+      inputs: [{ name: "x", shape: [8], datatype: "FP32", parameters: { binary_data_size: 32 } }],
+    }, new Uint8Array(x.buffer));
     const res = await fx.app.request("/v2/models/relu/infer", { method: "POST", body, headers });
     expect(res.status).toBe(200);
     const text = await res.text();

@@ -53,7 +53,9 @@ describe("--demo", () => {
       await ensurePrivateDir(dir, cache);
       expect((await stat(dir)).mode & 0o777).toBe(0o700);
       await chmod(join(cache, "demo-models"), 0o777);
-      await expect(ensurePrivateDir(dir, cache)).rejects.toThrow(`Cannot use ${join(cache, "demo-models")} for the demo models: others may write to it (mode 777)`);
+      await expect(ensurePrivateDir(dir, cache)).rejects.toThrow(
+        `Cannot use ${join(cache, "demo-models")} for the demo models: others may write to it (mode 777)`,
+      );
       await chmod(join(cache, "demo-models"), 0o700);
       await rm(dir, { recursive: true });
       await mkdir(join(root, "elsewhere"));

@@ -25,11 +25,21 @@ describe("FaultInjector.inject()", () => {
   };
 
   test("FaultInjector.inject() names the field of every loosely typed or unknown part of a spec", () => {
-    expect(refused({ kind: "tpb-error", fatal: "no" })).toBe('Cannot inject fault "tpb-error": "fatal" is "no", expected true or false');
-    expect(refused({ kind: "hang", atExecution: 1e308 })).toBe('Cannot inject fault "hang": "atExecution" is 1e+308, expected an integer from 1 to 2147483647');
-    expect(refused({ kind: "oob", nc: 0, color: "red" })).toMatch(/^Cannot inject fault "oob": unknown field "color"; the fields are kind, device, nc/);
-    expect(refused({ kind: "hbm-ue", repairable: 1 })).toBe('Cannot inject fault "hbm-ue": "repairable" is 1, expected true or false');
-    expect(refused({ kind: "nc-ue", metadata: -1 })).toBe('Cannot inject fault "nc-ue": "metadata" is -1, expected an integer from 0 to 4294967295');
+    expect(refused({ kind: "tpb-error", fatal: "no" })).toBe(
+      'Cannot inject fault "tpb-error": "fatal" is "no", expected true or false',
+    );
+    expect(refused({ kind: "hang", atExecution: 1e308 })).toBe(
+      'Cannot inject fault "hang": "atExecution" is 1e+308, expected an integer from 1 to 2147483647',
+    );
+    expect(refused({ kind: "oob", nc: 0, color: "red" })).toMatch(
+      /^Cannot inject fault "oob": unknown field "color"; the fields are kind, device, nc/,
+    );
+    expect(refused({ kind: "hbm-ue", repairable: 1 })).toBe(
+      'Cannot inject fault "hbm-ue": "repairable" is 1, expected true or false',
+    );
+    expect(refused({ kind: "nc-ue", metadata: -1 })).toBe(
+      'Cannot inject fault "nc-ue": "metadata" is -1, expected an integer from 0 to 4294967295',
+    );
     expect(refused({ kind: "collectives-hang", collectives: { op: 1, stage: 2 } })).toBe(
       'Cannot inject fault "collectives-hang": unknown field "collectives.stage"; the fields are variant, op, total',
     );
@@ -44,11 +54,40 @@ describe("FaultInjector.inject()", () => {
 
 /** A library whose `lazy` returns without calling customop_cleanup (no imports, an empty body). */
 const LAZY = new Uint8Array([
-  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
-  0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // type: () -> ()
-  0x03, 0x02, 0x01, 0x00, // function 0 has type 0
-  0x07, 0x08, 0x01, 0x04, 0x6c, 0x61, 0x7a, 0x79, 0x00, 0x00, // export "lazy" = function 0
-  0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b, // code: no locals, end
+  0x00,
+  0x61,
+  0x73,
+  0x6d,
+  0x01,
+  0x00,
+  0x00,
+  0x00, // magic, version
+  0x01,
+  0x04,
+  0x01,
+  0x60,
+  0x00,
+  0x00, // type: () -> ()
+  0x03,
+  0x02,
+  0x01,
+  0x00, // function 0 has type 0
+  0x07,
+  0x08,
+  0x01,
+  0x04,
+  0x6c,
+  0x61,
+  0x7a,
+  0x79,
+  0x00,
+  0x00, // export "lazy" = function 0
+  0x0a,
+  0x04,
+  0x01,
+  0x02,
+  0x00,
+  0x0b, // code: no locals, end
 ]);
 
 describe("a kernel without customop_cleanup", () => {
@@ -80,7 +119,9 @@ describe("a kernel without customop_cleanup", () => {
       expect(status).toBe(NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR);
       const warned = logger.messages().filter((m) => m.includes("returned without customop_cleanup"));
       expect(warned.length).toBe(8);
-      expect(warned[0]).toBe("[ND 0][NC 0] Q7 core 0 returned without customop_cleanup on model lazy.neff: its results are not committed");
+      expect(warned[0]).toBe(
+        "[ND 0][NC 0] Q7 core 0 returned without customop_cleanup on model lazy.neff: its results are not committed",
+      );
       // The execution completed: the model runs again.
       await expect(model.execute(ins, outs)).rejects.toMatchObject({ status: NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR });
     } finally {
@@ -97,7 +138,10 @@ describe("readiness of a poisoned model", () => {
     fx = await httpFixture();
     // A Band-C fault poisons the model (seed lifecycle-error-model §4.1); the kernel's own trap (6) would not.
     injectOnModel(fx, "trap", { kind: "hbm-ue" });
-    const res = await fx.app.request("/v2/models/trap/infer", post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] }));
+    const res = await fx.app.request(
+      "/v2/models/trap/infer",
+      post({ inputs: [{ name: "x", shape: [4], datatype: "FP32", data: [1, 2, 3, 4] }] }),
+    );
     expect(res.status).toBe(500);
     const ready = await fx.app.request("/v2/health/ready");
     expect(ready.status).toBe(503);

@@ -18,7 +18,14 @@ const bytes = (v: number) => new Uint8Array(new Float32Array(N).fill(v).buffer);
 
 async function runtimeOn(cores: number[]): Promise<Runtime> {
   // Several runtimes share the one simulator here: none of them owns it.
-  return await Runtime.init({ portal: sim, archPacks: [cayman], ownsPortal: false, logger: new MemoryLogger(), visibleCores: cores, virtualCoreSize: 1 });
+  return await Runtime.init({
+    portal: sim,
+    archPacks: [cayman],
+    ownsPortal: false,
+    logger: new MemoryLogger(),
+    visibleCores: cores,
+    virtualCoreSize: 1,
+  });
 }
 
 async function rejection(p: Promise<unknown>): Promise<NrtError> {
@@ -49,7 +56,9 @@ describe("Runtime.execute() tensor ownership", () => {
       outs.add("out", victim);
       const e = await rejection(model.execute(ins, outs));
       expect(e.status).toBe(NrtStatus.NRT_INVALID);
-      expect(e.message).toBe('Cannot execute model "vector_add.neff": tensor "victim" bound to "out" was not allocated by this runtime');
+      expect(e.message).toBe(
+        'Cannot execute model "vector_add.neff": tensor "victim" bound to "out" was not allocated by this runtime',
+      );
       expect(new Float32Array((await victim.read()).buffer)).toEqual(new Float32Array(N).fill(42));
       // With its own output the same request runs.
       const out = await rt1.allocateTensor({ size: N * 4, name: "out" });

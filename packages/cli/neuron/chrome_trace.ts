@@ -128,7 +128,9 @@ export function buildChromeTrace(input: ProfileInput): ChromeTrace {
       args: { ...(s.nc === undefined ? {} : { nc: s.nc }), ...(s.detail === undefined ? {} : { detail: s.detail }) },
     });
   }
-  const execNcs = [...new Set(exec.filter((s) => s.name !== "nrt_execute").map((s) => s.nc ?? -1))].sort((a, b) => a - b);
+  const execNcs = [...new Set(exec.filter((s) => s.name !== "nrt_execute").map((s) => s.nc ?? -1))].sort((a, b) =>
+    a - b
+  );
   for (const s of exec) {
     // nrt_execute spans the whole request: on the first track; each step on its NeuronCore's track.
     const k = s.name === "nrt_execute" ? 0 : execNcs.indexOf(s.nc ?? -1);
@@ -142,7 +144,11 @@ export function buildChromeTrace(input: ProfileInput): ChromeTrace {
       dur: dur(s.start, s.end),
       pid: HOST_PID,
       tid,
-      args: { seq: s.seq, ...(s.nc === undefined ? {} : { nc: s.nc }), ...(s.detail === undefined ? {} : { detail: s.detail }) },
+      args: {
+        seq: s.seq,
+        ...(s.nc === undefined ? {} : { nc: s.nc }),
+        ...(s.detail === undefined ? {} : { detail: s.detail }),
+      },
     });
   }
 
@@ -153,35 +159,94 @@ export function buildChromeTrace(input: ProfileInput): ChromeTrace {
     switch (e.kind) {
       case "run":
         meta(pid, NcTrack.SEQUENCER, "sequencer", 0);
-        events.push({ name: `run ${e.run}`, cat: "device,sequencer", ph: "X", ts: us(e.start), dur: dur(e.start, e.end), pid, tid: NcTrack.SEQUENCER, args: { run: e.run, model: e.model, outcome: e.outcome } });
+        events.push({
+          name: `run ${e.run}`,
+          cat: "device,sequencer",
+          ph: "X",
+          ts: us(e.start),
+          dur: dur(e.start, e.end),
+          pid,
+          tid: NcTrack.SEQUENCER,
+          args: { run: e.run, model: e.model, outcome: e.outcome },
+        });
         break;
       case "instruction": {
         meta(pid, NcTrack.SEQUENCER, "sequencer", 0);
         const name = opcodeName(e.opcode) ?? `opcode 0x${e.opcode.toString(16)}`;
-        events.push({ name, cat: "device,instruction", ph: "X", ts: us(e.start), dur: dur(e.start, e.end), pid, tid: NcTrack.SEQUENCER, args: { run: e.run, slot: e.slot, opcode: e.opcode, arg: e.arg } });
+        events.push({
+          name,
+          cat: "device,instruction",
+          ph: "X",
+          ts: us(e.start),
+          dur: dur(e.start, e.end),
+          pid,
+          tid: NcTrack.SEQUENCER,
+          args: { run: e.run, slot: e.slot, opcode: e.opcode, arg: e.arg },
+        });
         break;
       }
       case "dma": {
         const tid = NcTrack.DMA + e.direction * 32 + e.queue;
         meta(pid, tid, `DMA queue ${e.queue} (${DIRECTIONS[e.direction] ?? `direction ${e.direction}`})`, tid);
-        events.push({ name: `${e.bytes} B`, cat: "device,dma", ph: "X", ts: us(e.start), dur: dur(e.start, e.end), pid, tid, args: { run: e.run, bytes: e.bytes, descriptors: e.descriptors, queue: e.queue, direction: e.direction } });
+        events.push({
+          name: `${e.bytes} B`,
+          cat: "device,dma",
+          ph: "X",
+          ts: us(e.start),
+          dur: dur(e.start, e.end),
+          pid,
+          tid,
+          args: { run: e.run, bytes: e.bytes, descriptors: e.descriptors, queue: e.queue, direction: e.direction },
+        });
         break;
       }
       case "q7": {
         const tid = NcTrack.Q7 + e.core;
         meta(pid, tid, `Q7 core ${e.core}`, tid);
-        events.push({ name: e.fn, cat: "device,q7", ph: "X", ts: us(e.start), dur: dur(e.start, e.end), pid, tid, args: { run: e.run, core: e.core, status: e.status } });
+        events.push({
+          name: e.fn,
+          cat: "device,q7",
+          ph: "X",
+          ts: us(e.start),
+          dur: dur(e.start, e.end),
+          pid,
+          tid,
+          args: { run: e.run, core: e.core, status: e.status },
+        });
         break;
       }
       case "notify":
         meta(pid, NcTrack.NOTIFICATIONS, "notifications", NcTrack.NOTIFICATIONS);
-        events.push({ name: Object.entries(NotificationKind).find(([, v]) => v === e.record.kind)?.[0] ?? `record kind ${e.record.kind}`, cat: "device,notification", ph: "i", s: "t", ts: us(e.start), pid, tid: NcTrack.NOTIFICATIONS, args: { run: e.run, ...e.record } });
+        events.push({
+          name: Object.entries(NotificationKind).find(([, v]) => v === e.record.kind)?.[0] ??
+            `record kind ${e.record.kind}`,
+          cat: "device,notification",
+          ph: "i",
+          s: "t",
+          ts: us(e.start),
+          pid,
+          tid: NcTrack.NOTIFICATIONS,
+          args: { run: e.run, ...e.record },
+        });
         break;
       case "stdio":
         meta(pid, NcTrack.STDIO, "stdio drain", NcTrack.STDIO);
-        events.push({ name: "stdio flush", cat: "device,stdio", ph: "X", ts: us(e.start), dur: dur(e.start, e.end), pid, tid: NcTrack.STDIO, args: { run: e.run, entries: e.entries } });
+        events.push({
+          name: "stdio flush",
+          cat: "device,stdio",
+          ph: "X",
+          ts: us(e.start),
+          dur: dur(e.start, e.end),
+          pid,
+          tid: NcTrack.STDIO,
+          args: { run: e.run, entries: e.entries },
+        });
         break;
     }
   }
-  return { traceEvents: events, displayTimeUnit: "ms", otherData: { origin_ms: origin, model: input.model, device: input.device } };
+  return {
+    traceEvents: events,
+    displayTimeUnit: "ms",
+    otherData: { origin_ms: origin, model: input.model, device: input.device },
+  };
 }

@@ -13,7 +13,7 @@ export {
   type ExecutionOutcome,
   executionOutcome,
   type ExecutionSummaries,
-  latencyPercentiles,
   type LatencyPercentiles,
+  latencyPercentiles,
   summarizeExecutions,
 } from "@nrt/http-api";

@@ -3,7 +3,13 @@
 // incorrect_input, failed_to_queue}.
 import { describe, expect, test } from "bun:test";
 import { NrtStatus } from "@nrt/core";
-import { EXECUTION_ERROR_KINDS, EXECUTION_OUTCOMES, executionErrorKind, executionOutcome, summarizeExecutions } from "./execution_outcomes.ts";
+import {
+  EXECUTION_ERROR_KINDS,
+  EXECUTION_OUTCOMES,
+  executionErrorKind,
+  executionOutcome,
+  summarizeExecutions,
+} from "./execution_outcomes.ts";
 
 describe("executionOutcome() / executionErrorKind()", () => {
   test("executionOutcome() gives every NRT_STATUS a documented outcome, and only success no error kind", () => {

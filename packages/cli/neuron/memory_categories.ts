@@ -7,13 +7,13 @@
 export {
   DEVICE_CATEGORY_OF,
   DEVICE_MEMORY_CATEGORIES,
-  type DeviceMemoryCategory,
   deviceMemoryBreakdown,
+  type DeviceMemoryCategory,
   HOST_CATEGORY_OF,
   HOST_MEMORY_CATEGORIES,
-  type HostMemoryCategory,
   hostMemoryBreakdown,
+  type HostMemoryCategory,
   MODEL_MEMORY_CATEGORIES,
-  type ModelMemoryCategory,
   modelMemoryBreakdown,
+  type ModelMemoryCategory,
 } from "@nrt/http-api";

@@ -4,7 +4,15 @@
 import { describe, expect, test } from "bun:test";
 import { createNullLogger, type Portal } from "@nrt/core";
 import { DMA_MEM_USAGE_TOTAL, DmaMemUsageType, DmemLedger } from "../../core/dmem/dmem.ts";
-import { DEVICE_CATEGORY_OF, DEVICE_MEMORY_CATEGORIES, deviceMemoryBreakdown, HOST_CATEGORY_OF, HOST_MEMORY_CATEGORIES, hostMemoryBreakdown, modelMemoryBreakdown } from "./memory_categories.ts";
+import {
+  DEVICE_CATEGORY_OF,
+  DEVICE_MEMORY_CATEGORIES,
+  deviceMemoryBreakdown,
+  HOST_CATEGORY_OF,
+  HOST_MEMORY_CATEGORIES,
+  hostMemoryBreakdown,
+  modelMemoryBreakdown,
+} from "./memory_categories.ts";
 import { usageRow } from "./_testing.ts";
 
 describe("DEVICE_CATEGORY_OF / HOST_CATEGORY_OF", () => {

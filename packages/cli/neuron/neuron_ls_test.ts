@@ -2,7 +2,15 @@
 // output of aws-neuronx-tools 2.32 on a trn2.48xlarge (one device visible, two runtime processes) and on a
 // trn2.3xlarge (one device, no links, no process).
 import { describe, expect, test } from "bun:test";
-import { formatNeuronLs, neuronLsJson, neuronLsLegacyJson, type NeuronLsSnapshot, neuronLsSnapshot, neuronLsTable, parseNeuronLsArgs } from "./neuron_ls.ts";
+import {
+  formatNeuronLs,
+  neuronLsJson,
+  neuronLsLegacyJson,
+  type NeuronLsSnapshot,
+  neuronLsSnapshot,
+  neuronLsTable,
+  parseNeuronLsArgs,
+} from "./neuron_ls.ts";
 import { LONG_COMMAND, testSnapshot } from "./_testing.ts";
 
 const GiB = 2 ** 30;

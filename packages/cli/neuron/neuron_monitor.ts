@@ -29,12 +29,34 @@
  *
  * @module
  */
-import { deviceMemoryBreakdown, type DeviceMemoryCategory, hostMemoryBreakdown, type HostMemoryCategory, modelMemoryBreakdown, type ModelMemoryCategory } from "./memory_categories.ts";
-import { type ExecutionErrorKind, type ExecutionOutcome, latencyPercentiles, type LatencyPercentiles, summarizeExecutions } from "./execution_outcomes.ts";
+import {
+  deviceMemoryBreakdown,
+  type DeviceMemoryCategory,
+  hostMemoryBreakdown,
+  type HostMemoryCategory,
+  modelMemoryBreakdown,
+  type ModelMemoryCategory,
+} from "./memory_categories.ts";
+import {
+  type ExecutionErrorKind,
+  type ExecutionOutcome,
+  type LatencyPercentiles,
+  latencyPercentiles,
+  summarizeExecutions,
+} from "./execution_outcomes.ts";
 
-export { latencyPercentiles, type LatencyPercentiles };
+export { type LatencyPercentiles, latencyPercentiles };
 import { type MetricGroupPlan, type MonitorConfig, selectRuntime } from "./neuron_monitor_config.ts";
-import { type CoreActivity, hardwareIdentity, type NeuronSnapshot, type RuntimeMetricGroup, type RuntimeSnapshot, runtimeTag, type SystemMetricGroup, type VcpuShares } from "./snapshot.ts";
+import {
+  type CoreActivity,
+  hardwareIdentity,
+  type NeuronSnapshot,
+  type RuntimeMetricGroup,
+  type RuntimeSnapshot,
+  runtimeTag,
+  type SystemMetricGroup,
+  type VcpuShares,
+} from "./snapshot.ts";
 
 /** One NeuronCore's entry of `neuroncores_in_use`. */
 export interface NeuronCoreCounters {

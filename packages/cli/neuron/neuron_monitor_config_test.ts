@@ -1,6 +1,14 @@
 // Neuron Monitor User Guide, "Configuration file example" and "JSON objects and fields in the configuration file".
 import { describe, expect, test } from "bun:test";
-import { defaultMonitorConfig, type MonitorConfig, NeuronMonitorConfigError, parseGoDuration, parseMonitorConfig, selectRuntime, validateMonitorConfig } from "./neuron_monitor_config.ts";
+import {
+  defaultMonitorConfig,
+  type MonitorConfig,
+  NeuronMonitorConfigError,
+  parseGoDuration,
+  parseMonitorConfig,
+  selectRuntime,
+  validateMonitorConfig,
+} from "./neuron_monitor_config.ts";
 
 /** The structure of the guide's example: every group, root period 1s, neuron_hw_counters every 2s. */
 const GUIDE_EXAMPLE = JSON.stringify({

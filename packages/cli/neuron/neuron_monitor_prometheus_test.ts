@@ -2,7 +2,12 @@
 // "neuron-monitor-prometheus.py"): metric names, label names and values checked against the snapshot that produced
 // the reports.
 import { describe, expect, test } from "bun:test";
-import { ExporterStopped, floatToGoString, NeuronMonitorPrometheusReader, pyFloatRepr } from "../../../tests/_neuron_monitor_prometheus.ts";
+import {
+  ExporterStopped,
+  floatToGoString,
+  NeuronMonitorPrometheusReader,
+  pyFloatRepr,
+} from "../../../tests/_neuron_monitor_prometheus.ts";
 import { buildMonitorReport, serializeMonitorReport } from "./neuron_monitor.ts";
 import { defaultMonitorConfig } from "./neuron_monitor_config.ts";
 import type { NeuronSnapshot } from "./snapshot.ts";

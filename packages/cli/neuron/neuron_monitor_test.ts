@@ -2,7 +2,14 @@
 // "neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage", "neuron_hw_counters",
 // "vcpu_usage", "memory_info", "Execution model".
 import { describe, expect, test } from "bun:test";
-import { buildMonitorReport, groupKey, latencyPercentiles, type NeuronMonitorReport, scheduleMonitorGroups, serializeMonitorReport } from "./neuron_monitor.ts";
+import {
+  buildMonitorReport,
+  groupKey,
+  latencyPercentiles,
+  type NeuronMonitorReport,
+  scheduleMonitorGroups,
+  serializeMonitorReport,
+} from "./neuron_monitor.ts";
 import { defaultMonitorConfig, parseMonitorConfig } from "./neuron_monitor_config.ts";
 import type { NeuronSnapshot } from "./snapshot.ts";
 import { testSnapshot } from "./_testing.ts";

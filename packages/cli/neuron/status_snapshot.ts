@@ -17,7 +17,14 @@
  * @module
  */
 import type { NeuronStatus } from "@nrt/http-api";
-import type { CoreActivity, DeviceSnapshot, InstanceSnapshot, NeuronSnapshot, RuntimeSnapshot, SystemSnapshot } from "./snapshot.ts";
+import type {
+  CoreActivity,
+  DeviceSnapshot,
+  InstanceSnapshot,
+  NeuronSnapshot,
+  RuntimeSnapshot,
+  SystemSnapshot,
+} from "./snapshot.ts";
 
 /** What was read from one process this period. */
 export interface RuntimeReading {
@@ -56,7 +63,10 @@ function lncOf(generation: string, vcs: number): number | undefined {
 /** Turns successive readings into period snapshots; keeps each process's previous reading. */
 export class StatusSnapshots {
   /** The previous reading of each process, per baseline (`pid:baseline`). */
-  readonly #previous = new Map<string, { readonly pid: number; readonly status: NeuronStatus; readonly lastSeq: number }>();
+  readonly #previous = new Map<
+    string,
+    { readonly pid: number; readonly status: NeuronStatus; readonly lastSeq: number }
+  >();
   readonly #template: DeviceTemplate;
   readonly #vcpus: number;
 
@@ -87,7 +97,12 @@ export class StatusSnapshots {
    * own period (default `all`).
    * @returns The snapshot; processes absent from `readings` are forgotten.
    */
-  snapshot(readings: readonly RuntimeReading[], periodSeconds: number, system: SystemSnapshot, baseline = "all"): NeuronSnapshot {
+  snapshot(
+    readings: readonly RuntimeReading[],
+    periodSeconds: number,
+    system: SystemSnapshot,
+    baseline = "all",
+  ): NeuronSnapshot {
     const runtimes: RuntimeSnapshot[] = [];
     const devices = new Map<number, DeviceSnapshot>();
     let lnc: number | undefined = this.#template.logicalNeuronCoreConfig;
@@ -131,7 +146,15 @@ export class StatusSnapshots {
     for (const [key, p] of [...this.#previous]) if (!seen.has(p.pid)) this.#previous.delete(key);
     if (devices.size === 0) {
       const t = this.#template;
-      devices.set(0, { index: 0, archName: t.archName, generation: t.generation, physicalCores: t.physicalCores, hbmBytes: t.hbmBytes, connectedDevices: [], ecc: NO_ECC });
+      devices.set(0, {
+        index: 0,
+        archName: t.archName,
+        generation: t.generation,
+        physicalCores: t.physicalCores,
+        hbmBytes: t.hbmBytes,
+        connectedDevices: [],
+        ecc: NO_ECC,
+      });
     }
     const instance: InstanceSnapshot = {
       instanceName: "",
@@ -173,7 +196,9 @@ function runtimeSnapshot(
   const cores: CoreActivity[] = s.cores.map((c) => {
     const physical = c.ncs.map((nc, i) => ({
       index: d.index * d.physical_cores + nc,
-      busySeconds: before === undefined ? 0 : (Math.max(0, c.busy_ms[i] - (busyBefore.get(nc) ?? c.busy_ms[i])) / 1000) * scale,
+      busySeconds: before === undefined
+        ? 0
+        : (Math.max(0, c.busy_ms[i] - (busyBefore.get(nc) ?? c.busy_ms[i])) / 1000) * scale,
     }));
     c.host_memory.forEach((v, i) => (hostRow[i] = (hostRow[i] ?? 0) + v));
     return {
@@ -193,7 +218,9 @@ function runtimeSnapshot(
   }
   const fresh = before === undefined ? [] : s.latency.filter((l) => l.seq > lastSeq);
   const cpuShare = (key: "user_us" | "system_us"): number =>
-    before === undefined || ownSeconds <= 0 ? 0 : Math.min(100, ((s.cpu[key] - before.cpu[key]) / 1e6 / ownSeconds / vcpus) * 100);
+    before === undefined || ownSeconds <= 0
+      ? 0
+      : Math.min(100, ((s.cpu[key] - before.cpu[key]) / 1e6 / ownSeconds / vcpus) * 100);
   return {
     pid: r.pid,
     command: r.command,

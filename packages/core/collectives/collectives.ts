@@ -20,7 +20,18 @@
 import type { Clock } from "../clock.ts";
 import { DmaMemUsageType, type DmemLedger, ModelAllocator } from "../dmem/dmem.ts";
 import { NrtError } from "../error.ts";
-import { DMA_DESCRIPTOR_BYTES, DmaDirection, encodeDmaDescriptor, encodeInstruction, encodeRingTableEntry, type Instruction, NotificationKind, Opcode, RING_TABLE_ENTRY_BYTES, SLOT_BYTES } from "../isa.ts";
+import {
+  DMA_DESCRIPTOR_BYTES,
+  DmaDirection,
+  encodeDmaDescriptor,
+  encodeInstruction,
+  encodeRingTableEntry,
+  type Instruction,
+  NotificationKind,
+  Opcode,
+  RING_TABLE_ENTRY_BYTES,
+  SLOT_BYTES,
+} from "../isa.ts";
 import type { HalTarget, Khal } from "../khal.ts";
 import { kmgrSyncExec } from "../kmgr/kmgr_exec.ts";
 import type { Logger } from "../log.ts";
@@ -32,7 +43,17 @@ import { collectCustomOpQueues, type InstalledModel } from "../tdrv/kbl_model_ad
 import { takeId, type Tpb } from "../tdrv/tpb.ts";
 import { Tensor } from "../tensor.ts";
 import type { CollectivesComm } from "./comm.ts";
-import { CC_QUEUES, ccElementBytes, ccPlan, ccSizes, NrtaCcDtype, NrtaCcOp, NrtaCcRedOp, type RankAddresses, splitOverQueues } from "./plan.ts";
+import {
+  CC_QUEUES,
+  ccElementBytes,
+  ccPlan,
+  ccSizes,
+  NrtaCcDtype,
+  NrtaCcOp,
+  NrtaCcRedOp,
+  type RankAddresses,
+  splitOverQueues,
+} from "./plan.ts";
 
 export { type CollectivesComm, encValidateGlobalComm, kmgrValidateReplicaGroups } from "./comm.ts";
 export { ccSizes, NrtaCcDtype, NrtaCcOp, NrtaCcRedOp } from "./plan.ts";
@@ -73,7 +94,11 @@ export interface CollectiveOptions {
   readonly outputs: readonly Tensor[];
 }
 
-const OPS = { "all-reduce": NrtaCcOp.ALL_REDUCE, "all-gather": NrtaCcOp.ALL_GATHER, "reduce-scatter": NrtaCcOp.REDUCE_SCATTER } as const;
+const OPS = {
+  "all-reduce": NrtaCcOp.ALL_REDUCE,
+  "all-gather": NrtaCcOp.ALL_GATHER,
+  "reduce-scatter": NrtaCcOp.REDUCE_SCATTER,
+} as const;
 const REDS = { sum: NrtaCcRedOp.SUM, max: NrtaCcRedOp.MAX } as const;
 const DTYPES = { float32: NrtaCcDtype.FLOAT32, bfloat16: NrtaCcDtype.BFLOAT16 } as const;
 
@@ -191,7 +216,10 @@ export class Collective {
   async #run(): Promise<void> {
     if (this.#released) throw new NrtError(NrtStatus.NRT_INVALID, `Collective ${this.op} was released`);
     if (this.#poisoned !== undefined) {
-      throw new NrtError(this.#poisoned as NrtStatus, `Cannot run collective ${this.op}: a previous run faulted (${this.#poisoned}); release and prepare it again`);
+      throw new NrtError(
+        this.#poisoned as NrtStatus,
+        `Cannot run collective ${this.op}: a previous run faulted (${this.#poisoned}); release and prepare it again`,
+      );
     }
     const host = this.#owner.host;
     const s = host.services();
@@ -211,17 +239,26 @@ export class Collective {
       if (faulted.length > 0) {
         // The host only logs and reports (seed §5.5): a rank's run the device may still be stuck in is the device's
         // to contain (its watchdog), or is dropped when the release removes the streams.
-        if (status >= NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES && status <= NrtStatus.NRT_NETWORK_PROXY_FAILURE) this.#poisoned = status;
+        if (status >= NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES && status <= NrtStatus.NRT_NETWORK_PROXY_FAILURE) {
+          this.#poisoned = status;
+        }
         if (status === NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES) {
           // The host is the barrier proxy here, so it knows which operation (phase) hung (seed §5.4's second string;
           // which string, ours).
           for (const r of faulted) {
-            s.log.error(`(FATAL-RT-UNDEFINED-STATE) [ND ${s.target.device}][NC ${r.tpb.nc}] Suspected hang in collectives operation ${p + 1} out of ${this.phaseCount}`);
+            s.log.error(
+              `(FATAL-RT-UNDEFINED-STATE) [ND ${s.target.device}][NC ${r.tpb.nc}] Suspected hang in collectives operation ${
+                p + 1
+              } out of ${this.phaseCount}`,
+            );
           }
         }
       }
       if (status !== NrtStatus.NRT_SUCCESS) {
-        throw new NrtError(status as NrtStatus, `Collective ${this.op} failed in phase ${p + 1} of ${this.phaseCount} with status ${status}`);
+        throw new NrtError(
+          status as NrtStatus,
+          `Collective ${this.op} failed in phase ${p + 1} of ${this.phaseCount} with status ${status}`,
+        );
       }
     }
   }
@@ -234,7 +271,9 @@ export class Collective {
   async release(): Promise<void> {
     this.#owner.host.guard();
     if (this.#released) return;
-    if (this.#pending > 0) throw new NrtError(NrtStatus.NRT_COLL_PENDING, `Collective ${this.op} has ${this.#pending} run(s) pending`);
+    if (this.#pending > 0) {
+      throw new NrtError(NrtStatus.NRT_COLL_PENDING, `Collective ${this.op} has ${this.#pending} run(s) pending`);
+    }
     await this.#free();
   }
 
@@ -292,7 +331,12 @@ export class Collectives {
     for (const [m, c] of this.#comms) {
       if (!this.host.isLoaded(m)) this.#comms.delete(m);
       else if (JSON.stringify(c.replicaGroups) !== JSON.stringify(comm.replicaGroups)) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load collectives: replica groups ${JSON.stringify(comm.replicaGroups)} differ from ${JSON.stringify(c.replicaGroups)} of a model already loaded`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot load collectives: replica groups ${JSON.stringify(comm.replicaGroups)} differ from ${
+            JSON.stringify(c.replicaGroups)
+          } of a model already loaded`,
+        );
       }
     }
     this.#comms.set(model, comm);
@@ -346,24 +390,36 @@ export class Collectives {
     const sizes = ccSizes(op, dtype, count, R);
     const vncs: number[] = [];
     for (let i = 0; i < R; i++) {
-      for (const [t, what, need] of [[inputs[i], "input", sizes.input], [outputs[i], "output", sizes.output]] as const) {
-        if (!(t instanceof Tensor) || t.owner !== this.host.owner) invalid(`rank ${i}'s ${what} is not a tensor of this runtime`);
+      for (
+        const [t, what, need] of [[inputs[i], "input", sizes.input], [outputs[i], "output", sizes.output]] as const
+      ) {
+        if (!(t instanceof Tensor) || t.owner !== this.host.owner) {
+          invalid(`rank ${i}'s ${what} is not a tensor of this runtime`);
+        }
         if (t.freed) invalid(`rank ${i}'s ${what} "${t.name}" was freed`);
-        if (t.location !== "device" || t.devicePa === undefined) invalid(`rank ${i}'s ${what} "${t.name}" is not in device memory`);
+        if (t.location !== "device" || t.devicePa === undefined) {
+          invalid(`rank ${i}'s ${what} "${t.name}" is not in device memory`);
+        }
         if (t.size < need) invalid(`rank ${i}'s ${what} "${t.name}" is ${t.size} bytes, ${need} needed`);
       }
-      if (inputs[i].vnc !== outputs[i].vnc) invalid(`rank ${i}'s input is on logical core ${inputs[i].vnc}, its output on ${outputs[i].vnc}`);
+      if (inputs[i].vnc !== outputs[i].vnc) {
+        invalid(`rank ${i}'s input is on logical core ${inputs[i].vnc}, its output on ${outputs[i].vnc}`);
+      }
       if (vncs.includes(inputs[i].vnc)) invalid(`logical core ${inputs[i].vnc} holds two ranks`);
       vncs.push(inputs[i].vnc);
     }
     // The ranks must be one replica group of models loaded with nrt_load_collectives.
     const comms = [...this.#comms].filter(([m]) => this.host.isLoaded(m));
     for (const v of vncs) {
-      if (!comms.some(([m]) => (m as { vnc?: number }).vnc === v)) invalid(`logical core ${v} has no model loaded with nrt_load_collectives`);
+      if (!comms.some(([m]) => (m as { vnc?: number }).vnc === v)) {
+        invalid(`logical core ${v} has no model loaded with nrt_load_collectives`);
+      }
     }
     const groups = comms[0][1].replicaGroups;
     const group = groups.find((g) => g.length === R && g.every((v) => vncs.includes(v)));
-    if (group === undefined) invalid(`logical cores [${vncs.join(", ")}] are not one replica group of ${JSON.stringify(groups)}`);
+    if (group === undefined) {
+      invalid(`logical cores [${vncs.join(", ")}] are not one replica group of ${JSON.stringify(groups)}`);
+    }
     if (op !== NrtaCcOp.ALL_REDUCE) {
       // One pass reads inputs while writing outputs: no output may overlap any input (all-reduce has its barrier).
       for (const a of outputs) {
@@ -383,7 +439,9 @@ export class Collectives {
       }
       const addrs: RankAddresses[] = [];
       for (const [i, r] of ranks.entries()) {
-        const scratch = sizes.scratch > 0 ? (await r.allocator.alloc(sizes.scratch, DmaMemUsageType.COLLECTIVES)).memory.pa : undefined;
+        const scratch = sizes.scratch > 0
+          ? (await r.allocator.alloc(sizes.scratch, DmaMemUsageType.COLLECTIVES)).memory.pa
+          : undefined;
         addrs.push({ input: inputs[i].devicePa!, output: outputs[i].devicePa!, scratch });
       }
       const plan = ccPlan(op, red, dtype, count, addrs);
@@ -396,10 +454,17 @@ export class Collectives {
       }
     } catch (e) {
       for (const r of ranks) await releaseRank(s, r).catch(() => {});
-      if (e instanceof RangeError) throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot prepare collective: ${e.message}`, { cause: e });
+      if (e instanceof RangeError) {
+        throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot prepare collective: ${e.message}`, { cause: e });
+      }
       throw e;
     }
-    const cc = new Collective(this, { op: o.op!, reduce: reduceName, dtype: dtypeName, count, inputs, outputs }, ranks, bytesPerRun);
+    const cc = new Collective(
+      this,
+      { op: o.op!, reduce: reduceName, dtype: dtypeName, count, inputs, outputs },
+      ranks,
+      bytesPerRun,
+    );
     this.#live.add(cc);
     return cc;
   }
@@ -418,7 +483,11 @@ export class Collectives {
  * Installs one rank's program of one phase: `[stream][ring table][rings]` in one COLLECTIVES allocation, a doorbell
  * semaphore, a device model id and a stream slot.
  */
-async function installPhase(s: { khal: Khal; target: HalTarget }, r: Rank, queues: ReturnType<typeof splitOverQueues>): Promise<PhaseProgram> {
+async function installPhase(
+  s: { khal: Khal; target: HalTarget },
+  r: Rank,
+  queues: ReturnType<typeof splitOverQueues>,
+): Promise<PhaseProgram> {
   const { khal, target } = s;
   const tpb = r.tpb;
   const bundle = collectCustomOpQueues(khal);
@@ -430,7 +499,17 @@ async function installPhase(s: { khal: Khal; target: HalTarget }, r: Rank, queue
   let at = streamBytes + tableBytes;
   let total = 0;
   for (let q = 0; q < CC_QUEUES; q++) {
-    encodeRingTableEntry({ engine: bundle[q].engine, queue: bundle[q].queue, ringType: KBIN_DMA_RING_TYPE_CUSTOM_OP, count: queues[q].length, ringPa: pa + at }, bytes, streamBytes + q * RING_TABLE_ENTRY_BYTES);
+    encodeRingTableEntry(
+      {
+        engine: bundle[q].engine,
+        queue: bundle[q].queue,
+        ringType: KBIN_DMA_RING_TYPE_CUSTOM_OP,
+        count: queues[q].length,
+        ringPa: pa + at,
+      },
+      bytes,
+      streamBytes + q * RING_TABLE_ENTRY_BYTES,
+    );
     for (const d of queues[q]) {
       encodeDmaDescriptor(d, bytes, at);
       at += DMA_DESCRIPTOR_BYTES;
@@ -458,5 +537,17 @@ async function installPhase(s: { khal: Khal; target: HalTarget }, r: Rank, queue
     throw e;
   }
   // The program has no completion semaphore of its own (its end is the EXEC_DONE record): `completion` names the doorbell.
-  return { tpb, deviceModel, allocator: r.allocator, doorbell, completion: doorbell, streamSlot: slot, rings: mem, plans: [], boundPa: [], bufferPa: [], runs: 0 };
+  return {
+    tpb,
+    deviceModel,
+    allocator: r.allocator,
+    doorbell,
+    completion: doorbell,
+    streamSlot: slot,
+    rings: mem,
+    plans: [],
+    boundPa: [],
+    bufferPa: [],
+    runs: 0,
+  };
 }

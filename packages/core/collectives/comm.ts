@@ -35,11 +35,15 @@ const invalid = (why: string): never => {
  * @throws {NrtError} `NRT_INVALID`.
  */
 export function encValidateGlobalComm(globalDeviceId: number, globalDeviceCount: number): void {
-  if (!Number.isSafeInteger(globalDeviceCount) || globalDeviceCount < 1) invalid(`g_device_count ${globalDeviceCount} is not a positive integer`);
+  if (!Number.isSafeInteger(globalDeviceCount) || globalDeviceCount < 1) {
+    invalid(`g_device_count ${globalDeviceCount} is not a positive integer`);
+  }
   if (!Number.isSafeInteger(globalDeviceId) || globalDeviceId < 0 || globalDeviceId >= globalDeviceCount) {
     invalid(`g_device_id ${globalDeviceId} is outside [0, ${globalDeviceCount})`);
   }
-  if (globalDeviceCount !== 1) invalid(`g_device_count ${globalDeviceCount}: collectives span one device here (no network proxy)`);
+  if (globalDeviceCount !== 1) {
+    invalid(`g_device_count ${globalDeviceCount}: collectives span one device here (no network proxy)`);
+  }
 }
 
 /**
@@ -52,17 +56,27 @@ export function encValidateGlobalComm(globalDeviceId: number, globalDeviceCount:
  */
 export function kmgrValidateReplicaGroups(groups: unknown, channels: number): readonly (readonly number[])[] {
   if (groups === undefined) return Object.freeze([Object.freeze([...Array(channels).keys()])]);
-  if (!Array.isArray(groups) || groups.length === 0) return invalid("the replica groups must be a non-empty array of rank lists");
+  if (!Array.isArray(groups) || groups.length === 0) {
+    return invalid("the replica groups must be a non-empty array of rank lists");
+  }
   const seen = new Set<number>();
   const out: number[][] = [];
   for (const [i, g] of groups.entries()) {
     if (!Array.isArray(g) || g.length === 0) return invalid(`replica group ${i} must be a non-empty array of ranks`);
     for (const r of g) {
-      if (!Number.isSafeInteger(r) || r < 0 || r >= channels) invalid(`replica group ${i} names rank ${String(r)}; the comm has ${channels} channels (ranks 0..${channels - 1})`);
+      if (!Number.isSafeInteger(r) || r < 0 || r >= channels) {
+        invalid(
+          `replica group ${i} names rank ${String(r)}; the comm has ${channels} channels (ranks 0..${channels - 1})`,
+        );
+      }
       if (seen.has(r)) invalid(`rank ${r} is in more than one place of the replica groups`);
       seen.add(r);
     }
-    if (g.length !== groups[0].length) invalid(`replica group ${i} has ${g.length} ranks, group 0 has ${groups[0].length}; the groups must be of one size`);
+    if (g.length !== groups[0].length) {
+      invalid(
+        `replica group ${i} has ${g.length} ranks, group 0 has ${groups[0].length}; the groups must be of one size`,
+      );
+    }
     out.push([...g]);
   }
   if (seen.size !== channels) invalid(`the replica groups hold ${seen.size} ranks, the comm has ${channels} channels`);

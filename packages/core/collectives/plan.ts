@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { DmaCceDtype, DmaCceOp, type DmaDescriptor, dmaCceFlags } from "../isa.ts";
+import { DmaCceDtype, dmaCceFlags, DmaCceOp, type DmaDescriptor } from "../isa.ts";
 
 /** The collective operations (ours: the `op` of `nrta_cc_prepare`). */
 export const NrtaCcOp = {
@@ -69,7 +69,12 @@ export interface RankAddresses {
 }
 
 /** Input and output bytes per rank, and the all-reduce scratch, for `count` elements. */
-export function ccSizes(op: NrtaCcOp, dtype: NrtaCcDtype, count: number, ranks: number): { input: number; output: number; scratch: number } {
+export function ccSizes(
+  op: NrtaCcOp,
+  dtype: NrtaCcDtype,
+  count: number,
+  ranks: number,
+): { input: number; output: number; scratch: number } {
   const e = ccElementBytes(dtype);
   switch (op) {
     case NrtaCcOp.ALL_GATHER:
@@ -89,12 +94,27 @@ export function chunkStart(k: number, count: number, ranks: number): number {
 /**
  * The descriptors of a collective: `[phase][rank]` → the rank's descriptors in order, before the split over queues.
  */
-export function ccPlan(op: NrtaCcOp, red: NrtaCcRedOp, dtype: NrtaCcDtype, count: number, ranks: readonly RankAddresses[]): DmaDescriptor[][][] {
+export function ccPlan(
+  op: NrtaCcOp,
+  red: NrtaCcRedOp,
+  dtype: NrtaCcDtype,
+  count: number,
+  ranks: readonly RankAddresses[],
+): DmaDescriptor[][][] {
   const e = ccElementBytes(dtype), R = ranks.length;
-  const fold = dmaCceFlags(red === NrtaCcRedOp.MAX ? DmaCceOp.MAX : DmaCceOp.ADD, dtype === NrtaCcDtype.BFLOAT16 ? DmaCceDtype.BFLOAT16 : DmaCceDtype.FLOAT32);
-  const d = (src: number, dst: number, bytes: number, flags = 0): DmaDescriptor[] => (bytes === 0 ? [] : [flags === 0 ? { src, dst, bytes } : { src, dst, bytes, flags }]);
+  const fold = dmaCceFlags(
+    red === NrtaCcRedOp.MAX ? DmaCceOp.MAX : DmaCceOp.ADD,
+    dtype === NrtaCcDtype.BFLOAT16 ? DmaCceDtype.BFLOAT16 : DmaCceDtype.FLOAT32,
+  );
+  const d = (
+    src: number,
+    dst: number,
+    bytes: number,
+    flags = 0,
+  ): DmaDescriptor[] => (bytes === 0 ? [] : [flags === 0 ? { src, dst, bytes } : { src, dst, bytes, flags }]);
   /** Rank r folds block `off..off+bytes` of every input into `dst`, in rank order. */
-  const reduceInto = (off: number, bytes: number, dst: number): DmaDescriptor[] => ranks.flatMap((k, i) => d(k.input + off, dst, bytes, i === 0 ? 0 : fold));
+  const reduceInto = (off: number, bytes: number, dst: number): DmaDescriptor[] =>
+    ranks.flatMap((k, i) => d(k.input + off, dst, bytes, i === 0 ? 0 : fold));
   switch (op) {
     case NrtaCcOp.ALL_GATHER:
       return [ranks.map((r) => ranks.flatMap((k, i) => d(k.input, r.output + i * count * e, count * e)))];
@@ -111,7 +131,11 @@ export function ccPlan(op: NrtaCcOp, red: NrtaCcRedOp, dtype: NrtaCcDtype, count
 }
 
 /** Cuts a rank's descriptors into `queues` element-aligned shares: `[queue]` → descriptors in order. */
-export function splitOverQueues(descs: readonly DmaDescriptor[], elementBytes: number, queues = CC_QUEUES): DmaDescriptor[][] {
+export function splitOverQueues(
+  descs: readonly DmaDescriptor[],
+  elementBytes: number,
+  queues = CC_QUEUES,
+): DmaDescriptor[][] {
   const out: DmaDescriptor[][] = Array.from({ length: queues }, () => []);
   for (const desc of descs) {
     const elements = desc.bytes / elementBytes;

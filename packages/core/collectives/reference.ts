@@ -42,7 +42,9 @@ function reduceAt(inputs: readonly Uint8Array[], red: NrtaCcRedOp, dtype: NrtaCc
   let acc = read(inputs[0], dtype, i);
   for (let k = 1; k < inputs.length; k++) {
     const x = read(inputs[k], dtype, i);
-    const f = red === NrtaCcRedOp.MAX ? (Number.isNaN(acc) || Number.isNaN(x) ? NaN : Math.max(acc, x)) : Math.fround(acc + x);
+    const f = red === NrtaCcRedOp.MAX
+      ? (Number.isNaN(acc) || Number.isNaN(x) ? NaN : Math.max(acc, x))
+      : Math.fround(acc + x);
     acc = dtype === NrtaCcDtype.BFLOAT16 ? fromBfloat16(toBfloat16(f)) : Math.fround(f);
   }
   return acc;
@@ -52,7 +54,13 @@ function reduceAt(inputs: readonly Uint8Array[], red: NrtaCcRedOp, dtype: NrtaCc
  * Each rank's expected output of a collective over `inputs` (one per rank, `count` elements as
  * {@linkcode ccSizes} counts them).
  */
-export function ccReference(op: NrtaCcOp, red: NrtaCcRedOp, dtype: NrtaCcDtype, count: number, inputs: readonly Uint8Array[]): Uint8Array[] {
+export function ccReference(
+  op: NrtaCcOp,
+  red: NrtaCcRedOp,
+  dtype: NrtaCcDtype,
+  count: number,
+  inputs: readonly Uint8Array[],
+): Uint8Array[] {
   const R = inputs.length;
   const { output } = ccSizes(op, dtype, count, R);
   const outs = inputs.map(() => new Uint8Array(output));

@@ -112,7 +112,9 @@ export class DmemLedger {
 
   /** The NeuronCores of `device` that have a row (booked something at some point), in index order. */
   cores(device: number): number[] {
-    return [...this.#usage.keys()].map((k) => k.split(":").map(Number)).filter(([d]) => d === device).map(([, nc]) => nc).sort((a, b) => a - b);
+    return [...this.#usage.keys()].map((k) => k.split(":").map(Number)).filter(([d]) => d === device).map(([, nc]) =>
+      nc
+    ).sort((a, b) => a - b);
   }
 
   /** Bytes booked on a device, all cores. */
@@ -126,8 +128,17 @@ export class DmemLedger {
    * Allocates and books one `dmem_t` (`dmem_alloc_aligned`; `align` is a power of two, default 64); exhaustion is
    * `NRT_RESOURCE` with the per-category breakdown logged.
    */
-  async alloc(device: number, nc: number, bytes: number, usage: DmaMemUsageType, location: MemoryLocation = "hbm", align = 64): Promise<Dmem> {
-    if (!Number.isSafeInteger(bytes) || bytes <= 0) throw new RangeError(`Allocation size ${bytes} is not a positive integer`);
+  async alloc(
+    device: number,
+    nc: number,
+    bytes: number,
+    usage: DmaMemUsageType,
+    location: MemoryLocation = "hbm",
+    align = 64,
+  ): Promise<Dmem> {
+    if (!Number.isSafeInteger(bytes) || bytes <= 0) {
+      throw new RangeError(`Allocation size ${bytes} is not a positive integer`);
+    }
     if (location === "hbm" && this.hbmUsed(device) + bytes > this.#hbmBytes) throw this.#oom(device, nc, bytes, usage);
     let memory: DeviceMemory;
     try {
@@ -152,7 +163,11 @@ export class DmemLedger {
    * @throws {RangeError} When `d` was already freed (a double free).
    */
   async free(d: Dmem): Promise<void> {
-    if (!this.#live.has(d)) throw new RangeError(`Double free of ${d.memory.bytes} bytes of ${USAGE_NAMES[d.usage]} at 0x${d.memory.pa.toString(16)}`);
+    if (!this.#live.has(d)) {
+      throw new RangeError(
+        `Double free of ${d.memory.bytes} bytes of ${USAGE_NAMES[d.usage]} at 0x${d.memory.pa.toString(16)}`,
+      );
+    }
     this.#live.delete(d);
     await this.#portal.memFree(d.memory);
     const row = this.#row(d.memory.device, d.memory.nc);
@@ -175,12 +190,15 @@ export class DmemLedger {
    * of the device that holds memory, and the device's HBM total.
    */
   #oom(device: number, nc: number, bytes: number, usage: DmaMemUsageType, cause?: unknown): NrtError {
-    const msg = `Cannot allocate ${bytes} bytes of ${USAGE_NAMES[usage]} on ND ${device} NC ${nc}: device memory is exhausted; ` +
+    const msg =
+      `Cannot allocate ${bytes} bytes of ${USAGE_NAMES[usage]} on ND ${device} NC ${nc}: device memory is exhausted; ` +
       `usage: ${this.breakdown(device, nc)}`;
     this.#log.error(msg);
     for (const k of [...this.#usage.keys()].sort()) {
       const [d, other] = k.split(":").map(Number);
-      if (d === device && other !== nc && this.coreTotal(d, other) > 0) this.#log.error(`  ND ${d} NC ${other} usage: ${this.breakdown(d, other)}`);
+      if (d === device && other !== nc && this.coreTotal(d, other) > 0) {
+        this.#log.error(`  ND ${d} NC ${other} usage: ${this.breakdown(d, other)}`);
+      }
     }
     this.#log.error(`  ND ${device} HBM total: ${this.hbmUsed(device)} of ${this.#hbmBytes} bytes`);
     return new NrtError(NrtStatus.NRT_RESOURCE, msg, { cause });

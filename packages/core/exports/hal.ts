@@ -25,6 +25,15 @@ export {
   UCODE_TOO_BIG,
   type UcodeImage,
 } from "../khal.ts";
-export { type AddressMap, type CsrLayout, KBIN_DMA_RING_TYPE_CUSTOM_OP, ncBlock, type SiliconSpec, ucodeCoreAddr, UcodeCoreCommand, UcodeCoreState } from "../silicon_spec.ts";
+export {
+  type AddressMap,
+  type CsrLayout,
+  KBIN_DMA_RING_TYPE_CUSTOM_OP,
+  ncBlock,
+  type SiliconSpec,
+  ucodeCoreAddr,
+  UcodeCoreCommand,
+  UcodeCoreState,
+} from "../silicon_spec.ts";
 export { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "../notification/error_subtype.ts";
 export { AL_HAL_TPB_MAX_ENG, TpbArchType, TpbEngType } from "../state.ts";

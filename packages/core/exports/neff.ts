@@ -20,9 +20,32 @@ export * from "../neff/neff_builder.ts";
 export * from "../neff/neff_signature.ts";
 export * from "../neff/subgraph_def.ts";
 export * from "../neff/instruction_stream.ts";
-export { DEFAULT_MAX_DECOMPRESSED_BYTES, gunzipMember, gunzipMemberAsync, type GunzipOptions, type GunzipResult, gzipMember, type GzipMode } from "../neff/gzip.ts";
-export { DEFAULT_MAX_MEMBERS, DEFAULT_MAX_TOTAL_BYTES, readTar, type TarEntry, type TarReadOptions, type TarWriteOptions, writeTar } from "../neff/tar.ts";
+export {
+  DEFAULT_MAX_DECOMPRESSED_BYTES,
+  gunzipMember,
+  gunzipMemberAsync,
+  type GunzipOptions,
+  type GunzipResult,
+  gzipMember,
+  type GzipMode,
+} from "../neff/gzip.ts";
+export {
+  DEFAULT_MAX_MEMBERS,
+  DEFAULT_MAX_TOTAL_BYTES,
+  readTar,
+  type TarEntry,
+  type TarReadOptions,
+  type TarWriteOptions,
+  writeTar,
+} from "../neff/tar.ts";
 export * from "../kelf/custom_op_neff.ts";
 export * from "../kelf/metaneff.ts";
-export { type KelfBuffer, type KelfCall, type KelfLibrary, kelfLoad, type KelfModel, type KelfView } from "../kelf/kelf_load.ts";
+export {
+  type KelfBuffer,
+  type KelfCall,
+  type KelfLibrary,
+  kelfLoad,
+  type KelfModel,
+  type KelfView,
+} from "../kelf/kelf_load.ts";
 export type { JsonObject } from "../neff/_json.ts";

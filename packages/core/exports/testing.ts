@@ -16,8 +16,19 @@
  *
  * @module
  */
-export { KHAL_CONTRACT_CASES, khalContract, type KhalContractOptions, type KhalContractQ7Event, type KhalContractSubject } from "../khal_contract.ts";
-export { type ContractSkip, PORTAL_CONTRACT_CASES, portalContract, type PortalContractSubject } from "../portal_contract.ts";
+export {
+  KHAL_CONTRACT_CASES,
+  khalContract,
+  type KhalContractOptions,
+  type KhalContractQ7Event,
+  type KhalContractSubject,
+} from "../khal_contract.ts";
+export {
+  type ContractSkip,
+  PORTAL_CONTRACT_CASES,
+  portalContract,
+  type PortalContractSubject,
+} from "../portal_contract.ts";
 export { NullPortal } from "../null_portal.ts";
 export type { Expect, TestApi } from "../test_api.ts";
 

@@ -153,7 +153,11 @@ export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
   }
   for (const w of weights) {
     if (w.data.byteLength !== tensorSpecBytes(w)) {
-      throw new RangeError(`Cannot build NEFF "${spec.name}": weight "${w.name}" has ${w.data.byteLength} bytes, its shape needs ${tensorSpecBytes(w)}`);
+      throw new RangeError(
+        `Cannot build NEFF "${spec.name}": weight "${w.name}" has ${w.data.byteLength} bytes, its shape needs ${
+          tensorSpecBytes(w)
+        }`,
+      );
     }
   }
   const vars: Record<string, unknown> = {};
@@ -174,11 +178,23 @@ export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
   });
   const nIn = inputs.length, nOut = spec.outputs.length;
   const nodes = [
-    ...inputs.map((t, i) => ({ op: "null", name: t.name, inputs: [], output_names: [t.name], is_param: i < spec.inputs.length ? "0" : "1" })),
+    ...inputs.map((t, i) => ({
+      op: "null",
+      name: t.name,
+      inputs: [],
+      output_names: [t.name],
+      is_param: i < spec.inputs.length ? "0" : "1",
+    })),
     {
       op: "tvm_op",
       name: "sg_custom_op",
-      attrs: { func_name: "__kelf", flatten_data: "0", num_inputs: String(nIn), kelf: "kelf-0.json", num_outputs: String(nOut) },
+      attrs: {
+        func_name: "__kelf",
+        flatten_data: "0",
+        num_inputs: String(nIn),
+        kelf: "kelf-0.json",
+        num_outputs: String(nOut),
+      },
       inputs: inputs.map((_, i) => [i, 0, 0]),
       output_names: spec.outputs.map((t) => t.name),
     },
@@ -196,48 +212,69 @@ export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
   };
   members.set("neff.json", json(neffJson));
   members.set("info.json", json({ name: spec.name, num_tpb: 1, custom_op: { version: 1 } }));
-  members.set("kelf-0.json", json({ graphs: [{ name: "sg00", definition: "sg00/def.json" }], version: "0.5", target: spec.target }));
-  members.set("sg00/def.json", json({
-    name: "definition",
-    version: "0.6",
-    pool: "Pool.json",
-    pool_instr: "Pool.bin",
-    dma_queue: { qPoolCustomOp: { owner: "pool", type: "custom_op", num_queues: 8 } },
-    var: vars,
-  }));
-  members.set("sg00/tensor_map.json", json(tensorMap));
-  members.set("sg00/Pool.json", json({
-    dma: [],
-    instr: "Pool.bin",
-    name: "Pool.json",
-    ucode_libs: spec.libraries.map((l) => ({
-      name: l.name,
-      file: `ucode/${l.name}.wasm`,
-      cpu_id: l.cpuId ?? 0,
-      total_cpus: l.totalCpus,
-      functions: l.functions.map((f) => ({ opcode: f.opcode, name: f.name })),
-    })),
-    calls: spec.calls.map((c) => ({ opcode: c.opcode, inputs: [...c.inputs], outputs: [...c.outputs], ints: (c.ints ?? []).map(jsonInt) })),
-    ...(spec.views === undefined || spec.views.length === 0 ? {} : {
-      tensors: Object.fromEntries(spec.views.map((v) => [v.name, { var: v.var, offset: v.offset, dtype: v.dtype, shape: [...v.shape] }])),
+  members.set(
+    "kelf-0.json",
+    json({ graphs: [{ name: "sg00", definition: "sg00/def.json" }], version: "0.5", target: spec.target }),
+  );
+  members.set(
+    "sg00/def.json",
+    json({
+      name: "definition",
+      version: "0.6",
+      pool: "Pool.json",
+      pool_instr: "Pool.bin",
+      dma_queue: { qPoolCustomOp: { owner: "pool", type: "custom_op", num_queues: 8 } },
+      var: vars,
     }),
-  }));
+  );
+  members.set("sg00/tensor_map.json", json(tensorMap));
+  members.set(
+    "sg00/Pool.json",
+    json({
+      dma: [],
+      instr: "Pool.bin",
+      name: "Pool.json",
+      ucode_libs: spec.libraries.map((l) => ({
+        name: l.name,
+        file: `ucode/${l.name}.wasm`,
+        cpu_id: l.cpuId ?? 0,
+        total_cpus: l.totalCpus,
+        functions: l.functions.map((f) => ({ opcode: f.opcode, name: f.name })),
+      })),
+      calls: spec.calls.map((c) => ({
+        opcode: c.opcode,
+        inputs: [...c.inputs],
+        outputs: [...c.outputs],
+        ints: (c.ints ?? []).map(jsonInt),
+      })),
+      ...(spec.views === undefined || spec.views.length === 0 ? {} : {
+        tensors: Object.fromEntries(
+          spec.views.map((v) => [v.name, { var: v.var, offset: v.offset, dtype: v.dtype, shape: [...v.shape] }]),
+        ),
+      }),
+    }),
+  );
   if (weights.length > 0) {
     // The metaneff binding of runtime-synthesis §2.3, carried inside the NEFF (ours: the seed's rides beside it): the
     // weights are INPUT_WEIGHT inputs whose checkpoint data are the `checkpoint/` members, so the one file loads.
     const meta = (t: CustomOpTensorSpec) => ({ name: t.name, shape: [...t.shape], data_type: t.dtype });
-    members.set("metaneff.json", json({
-      input_tensors: [
-        ...spec.inputs.map((t) => ({ ...meta(t), type: "USER_INPUT" })),
-        ...weights.map((w, i) => ({ ...meta(w), type: "INPUT_WEIGHT", checkpoint_key: `w${i}` })),
-      ],
-      output_tensors: spec.outputs.map(meta),
-    }));
+    members.set(
+      "metaneff.json",
+      json({
+        input_tensors: [
+          ...spec.inputs.map((t) => ({ ...meta(t), type: "USER_INPUT" })),
+          ...weights.map((w, i) => ({ ...meta(w), type: "INPUT_WEIGHT", checkpoint_key: `w${i}` })),
+        ],
+        output_tensors: spec.outputs.map(meta),
+      }),
+    );
     weights.forEach((w, i) => members.set(`${CHECKPOINT_DIR}w${i}`, w.data));
   }
   for (const l of spec.libraries) members.set(`sg00/ucode/${l.name}.wasm`, l.wasm);
   const bin = new Uint8Array(64 * spec.calls.length);
-  spec.calls.forEach((c, i) => bin.set(encodeInstruction({ op: Opcode.EXTENDED_INST, opcode: c.opcode, call: i }), 64 * i));
+  spec.calls.forEach((c, i) =>
+    bin.set(encodeInstruction({ op: Opcode.EXTENDED_INST, opcode: c.opcode, call: i }), 64 * i)
+  );
   members.set("sg00/Pool.bin", bin);
   return buildNeff({ name: spec.name, members, lncSize: spec.lncSize ?? 1 });
 }

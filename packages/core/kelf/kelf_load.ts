@@ -112,7 +112,11 @@ function parse(neff: NeffFile, member: string): Json {
     if (typeof v !== "object" || v === null || Array.isArray(v)) throw new TypeError("not an object");
     return v as Json;
   } catch (e) {
-    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${neff.header.name}": ${member} is not a JSON object`, { cause: e });
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `Cannot load NEFF "${neff.header.name}": ${member} is not a JSON object`,
+      { cause: e },
+    );
   }
 }
 
@@ -139,7 +143,9 @@ export function kelfLoad(neff: NeffFile): KelfModel {
             name,
             `graph ${g.name} engine ${e.engine} slot ${slot} has opcode ${hex(opcode)}` +
               (wordLen !== SLOT_WORD_LEN ? ` with word_len ${hex(wordLen)}` : "") +
-              (known ? ` (${known} is runtime-synthesized, not a NEFF instruction)` : ", which the simulator does not model"),
+              (known
+                ? ` (${known} is runtime-synthesized, not a NEFF instruction)`
+                : ", which the simulator does not model"),
           );
         }
       }
@@ -160,20 +166,27 @@ export function kelfLoad(neff: NeffFile): KelfModel {
   const rawLibs = cfg.ucode_libs ?? [];
   if (!Array.isArray(rawLibs)) throw invalid(name, `${pool.config} ucode_libs is not an array`);
   for (const [i, raw] of rawLibs.entries()) {
-    if (typeof raw !== "object" || raw === null) throw invalid(name, `${pool.config} ucode_libs[${i}] is not an object`);
+    if (typeof raw !== "object" || raw === null) {
+      throw invalid(name, `${pool.config} ucode_libs[${i}] is not an object`);
+    }
     const l = raw as Json;
     const libName = typeof l.name === "string" ? l.name : `lib${i}`;
     const cpuId = l.cpu_id ?? 0, total = l.total_cpus;
     // seed: spmd-teardown §1.1 — assert "cpu_id == 0"; total_cpus must be 1 or 8.
     if (cpuId !== 0) throw invalid(name, `UCode Library ${libName} has invalid cpu_id ${String(cpuId)} (must be 0)`);
-    if (total !== 1 && total !== 8) throw invalid(name, `UCode Library ${libName} has invalid number of total cpus ${String(total)}`);
+    if (total !== 1 && total !== 8) {
+      throw invalid(name, `UCode Library ${libName} has invalid number of total cpus ${String(total)}`);
+    }
     if (typeof l.file !== "string") throw invalid(name, `UCode Library ${libName} names no image file`);
     const image = neff.members.get(dir + l.file);
     if (image === undefined) throw invalid(name, `UCode Library ${libName} image ${dir + l.file} is missing`);
     const fns = Array.isArray(l.functions) ? l.functions : [];
     const functions = fns.map((f, k) => {
       const o = f as Json;
-      if (!Number.isInteger(o?.opcode) || (o.opcode as number) < 0 || (o.opcode as number) > 0xffff || typeof o.name !== "string") {
+      if (
+        !Number.isInteger(o?.opcode) || (o.opcode as number) < 0 || (o.opcode as number) > 0xffff ||
+        typeof o.name !== "string"
+      ) {
         throw invalid(name, `UCode Library ${libName} function ${k} needs an opcode 0..65535 and a name`);
       }
       return { opcode: o.opcode as number, name: o.name };
@@ -212,9 +225,13 @@ export function kelfLoad(neff: NeffFile): KelfModel {
     const ins = decodeInstruction(bytes, slot * SLOT_BYTES);
     if (ins?.op !== Opcode.EXTENDED_INST) throw invalid(name, `pool slot ${slot} is not EXTENDED_INST`);
     const raw = rawCalls[ins.call] as Json | undefined;
-    if (raw === undefined || raw.opcode !== ins.opcode) throw invalid(name, `pool slot ${slot} refers to call ${ins.call} which does not match`);
+    if (raw === undefined || raw.opcode !== ins.opcode) {
+      throw invalid(name, `pool slot ${slot} refers to call ${ins.call} which does not match`);
+    }
     const bound = byOpcode.get(ins.opcode);
-    if (bound === undefined) throw invalid(name, `pool slot ${slot} calls opcode ${ins.opcode} which no UCode Library provides`);
+    if (bound === undefined) {
+      throw invalid(name, `pool slot ${slot} calls opcode ${ins.opcode} which no UCode Library provides`);
+    }
     const ins2 = Array.isArray(raw.inputs) ? raw.inputs : [], outs = Array.isArray(raw.outputs) ? raw.outputs : [];
     const ints = Array.isArray(raw.ints) ? raw.ints : [];
     calls.push({
@@ -248,15 +265,27 @@ function scalar(model: string, x: unknown, call: number): bigint {
 /** The NEFF's own metaneff and checkpoint members, when it carries them. */
 function ownBinding(neff: NeffFile): { metaneff?: MetaNeff; checkpoint: ReadonlyMap<string, Uint8Array> } {
   const checkpoint = new Map<string, Uint8Array>();
-  for (const [path, bytes] of neff.members) if (path.startsWith(CHECKPOINT_DIR)) checkpoint.set(path.slice(CHECKPOINT_DIR.length), bytes);
+  for (const [path, bytes] of neff.members) {
+    if (path.startsWith(CHECKPOINT_DIR)) checkpoint.set(path.slice(CHECKPOINT_DIR.length), bytes);
+  }
   // bindMetaneff validates the content at load; here it only has to be an object.
-  return neff.members.has("metaneff.json") ? { metaneff: parse(neff, "metaneff.json") as unknown as MetaNeff, checkpoint } : { checkpoint };
+  return neff.members.has("metaneff.json")
+    ? { metaneff: parse(neff, "metaneff.json") as unknown as MetaNeff, checkpoint }
+    : { checkpoint };
 }
 
 /** Pool.json `tensors`: each view's base, byte range, dtype and shape, checked against its base. */
-function readViews(model: string, raw: unknown, where: string, io: readonly NeffTensor[], buffers: readonly KelfBuffer[]): KelfView[] {
+function readViews(
+  model: string,
+  raw: unknown,
+  where: string,
+  io: readonly NeffTensor[],
+  buffers: readonly KelfBuffer[],
+): KelfView[] {
   if (raw === undefined) return [];
-  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw invalid(model, `${where} tensors is not an object`);
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw invalid(model, `${where} tensors is not an object`);
+  }
   const bases = [...io.map((t) => ({ name: t.name, size: t.size })), ...buffers];
   const baseIndex = new Map<unknown, number>();
   for (let i = bases.length - 1; i >= 0; i--) baseIndex.set(bases[i].name, i); // the first of a repeated name wins
@@ -270,12 +299,17 @@ function readViews(model: string, raw: unknown, where: string, io: readonly Neff
     const elem = typeof v.dtype === "string" && Object.hasOwn(DTYPE_BYTES, v.dtype) ? DTYPE_BYTES[v.dtype] : undefined;
     if (elem === undefined) throw bad(`has unknown dtype ${JSON.stringify(v.dtype)}`);
     const shape = v.shape;
-    if (!Array.isArray(shape) || shape.length > 8 || !shape.every((d) => Number.isSafeInteger(d) && (d as number) > 0)) {
+    if (
+      !Array.isArray(shape) || shape.length > 8 || !shape.every((d) => Number.isSafeInteger(d) && (d as number) > 0)
+    ) {
       throw bad("needs a shape of at most 8 positive integers");
     }
     const size = (shape as number[]).reduce((a, d) => a * d, elem);
     const offset = v.offset;
-    if (!Number.isSafeInteger(offset) || (offset as number) < 0 || !Number.isSafeInteger(size) || (offset as number) + size > bases[base].size) {
+    if (
+      !Number.isSafeInteger(offset) || (offset as number) < 0 || !Number.isSafeInteger(size) ||
+      (offset as number) + size > bases[base].size
+    ) {
       throw bad(`does not fit in ${JSON.stringify(v.var)} (${bases[base].size} bytes)`);
     }
     return { name: vname, base, offset: offset as number, dtype: v.dtype as string, shape: shape as number[], size };

@@ -77,10 +77,16 @@ export function bindMetaneff(
   meta: MetaNeff,
   checkpoint: ReadonlyMap<string, Uint8Array>,
 ): IoBinding {
-  if (!Array.isArray(meta.input_tensors) || !Array.isArray(meta.output_tensors)) throw bad(model, "input_tensors and output_tensors must be arrays");
+  if (!Array.isArray(meta.input_tensors) || !Array.isArray(meta.output_tensors)) {
+    throw bad(model, "input_tensors and output_tensors must be arrays");
+  }
   const outCount = io.length - inputCount;
-  if (meta.input_tensors.length !== inputCount) throw bad(model, `it lists ${meta.input_tensors.length} inputs, the NEFF has ${inputCount}`);
-  if (meta.output_tensors.length !== outCount) throw bad(model, `it lists ${meta.output_tensors.length} outputs, the NEFF has ${outCount}`);
+  if (meta.input_tensors.length !== inputCount) {
+    throw bad(model, `it lists ${meta.input_tensors.length} inputs, the NEFF has ${inputCount}`);
+  }
+  if (meta.output_tensors.length !== outCount) {
+    throw bad(model, `it lists ${meta.output_tensors.length} outputs, the NEFF has ${outCount}`);
+  }
   const all = [...meta.input_tensors, ...meta.output_tensors];
   const keys = new Set<string>();
   all.forEach((m, i) => {
@@ -88,30 +94,47 @@ export function bindMetaneff(
     if (typeof m.name !== "string" || m.name === "") throw bad(model, `MetaTensor ${i} has no name`);
     if (keys.has(m.name)) throw bad(model, `MetaTensor name "${m.name}" is used twice`);
     keys.add(m.name);
-    if (m.data_type !== t.dtype) throw bad(model, `MetaTensor "${m.name}" is ${m.data_type}, var_id ${i} ("${t.name}") is ${t.dtype}`);
-    if (!Array.isArray(m.shape) || m.shape.length !== t.shape.length || m.shape.some((d: number, k: number) => d !== t.shape[k])) {
+    if (m.data_type !== t.dtype) {
+      throw bad(model, `MetaTensor "${m.name}" is ${m.data_type}, var_id ${i} ("${t.name}") is ${t.dtype}`);
+    }
+    if (
+      !Array.isArray(m.shape) || m.shape.length !== t.shape.length ||
+      m.shape.some((d: number, k: number) => d !== t.shape[k])
+    ) {
       throw bad(model, `MetaTensor "${m.name}" has shape [${m.shape}], var_id ${i} ("${t.name}") has [${t.shape}]`);
     }
   });
   const sources = meta.input_tensors.map((m) => {
     const type = m.type ?? "USER_INPUT";
-    if (type !== "USER_INPUT" && type !== "INPUT_STATE" && type !== "INPUT_WEIGHT") throw bad(model, `MetaTensor "${m.name}" has unknown type ${String(type)}`);
+    if (type !== "USER_INPUT" && type !== "INPUT_STATE" && type !== "INPUT_WEIGHT") {
+      throw bad(model, `MetaTensor "${m.name}" has unknown type ${String(type)}`);
+    }
     return type;
   });
   const checkpointKeys = meta.input_tensors.map((m, i) => {
     if (sources[i] === "USER_INPUT") return undefined;
     const key = m.checkpoint_key ?? m.name;
     const data = checkpoint.get(key);
-    if (data === undefined) throw bad(model, `${sources[i]} "${m.name}" needs checkpoint key "${key}", which the checkpoint does not hold`);
-    if (data.byteLength !== io[i].size) throw bad(model, `checkpoint "${key}" is ${data.byteLength} bytes, "${m.name}" needs ${io[i].size}`);
+    if (data === undefined) {
+      throw bad(model, `${sources[i]} "${m.name}" needs checkpoint key "${key}", which the checkpoint does not hold`);
+    }
+    if (data.byteLength !== io[i].size) {
+      throw bad(model, `checkpoint "${key}" is ${data.byteLength} bytes, "${m.name}" needs ${io[i].size}`);
+    }
     return key;
   });
   const aliases = new Map<number, number>();
   for (const [k, v] of Object.entries(meta.output_aliases_to ?? {})) {
     const out = Number(k);
-    if (!Number.isInteger(out) || out < 0 || out >= outCount) throw bad(model, `output_aliases_to names output ${k}, which does not exist`);
-    if (!Number.isInteger(v) || v < 0 || v >= inputCount) throw bad(model, `output_aliases_to maps output ${k} to input ${v}, which does not exist`);
-    if (io[inputCount + out].size !== io[v].size) throw bad(model, `output ${k} (${io[inputCount + out].size} B) cannot alias input ${v} (${io[v].size} B)`);
+    if (!Number.isInteger(out) || out < 0 || out >= outCount) {
+      throw bad(model, `output_aliases_to names output ${k}, which does not exist`);
+    }
+    if (!Number.isInteger(v) || v < 0 || v >= inputCount) {
+      throw bad(model, `output_aliases_to maps output ${k} to input ${v}, which does not exist`);
+    }
+    if (io[inputCount + out].size !== io[v].size) {
+      throw bad(model, `output ${k} (${io[inputCount + out].size} B) cannot alias input ${v} (${io[v].size} B)`);
+    }
     aliases.set(out, v);
   }
   return { keys: all.map((m) => m.name), sources, checkpointKeys, aliases };

@@ -46,7 +46,12 @@ export function neffTargetArch(target: string, specs: readonly SiliconSpec[]): n
  * checkNeffTarget("sunda", CAYMAN_SPEC, false, [SUNDA_SPEC, CAYMAN_SPEC]); // throws NrtError(NRT_INVALID)
  * ```
  */
-export function checkNeffTarget(target: string, spec: SiliconSpec, allowLegacy: boolean, known: readonly SiliconSpec[] = [spec]): void {
+export function checkNeffTarget(
+  target: string,
+  spec: SiliconSpec,
+  allowLegacy: boolean,
+  known: readonly SiliconSpec[] = [spec],
+): void {
   const arch = neffTargetArch(target, known.includes(spec) ? known : [spec, ...known]);
   if (arch === spec.arch) return;
   const device = `a ${spec.name} device (${spec.generation}, al_hal_tpb_arch_type ${spec.arch})`;
@@ -58,7 +63,10 @@ export function checkNeffTarget(target: string, spec: SiliconSpec, allowLegacy: 
   }
   const built = `a NEFF built for "${target}" (al_hal_tpb_arch_type ${arch})`;
   if (arch > spec.arch) {
-    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load ${built} on ${device}: a newer generation's NEFF never runs on an older one`);
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `Cannot load ${built} on ${device}: a newer generation's NEFF never runs on an older one`,
+    );
   }
   if (!allowLegacy) {
     throw new NrtError(

@@ -51,4 +51,3 @@ export interface DlrModel {
   /** Device tensors of INPUT_STATE / INPUT_WEIGHT inputs, by input ordinal. */
   readonly resident: Map<number, Tensor>;
 }
-

@@ -18,7 +18,13 @@
 import type { NotificationRecord } from "../isa.ts";
 import type { Khal } from "../khal.ts";
 import type { Logger } from "../log.ts";
-import { CollectivesHang, decodeCollectivesProgress, HBM_UE_REPAIRABLE, HwErrorCause, TpbErrorMask } from "../notification/error_record.ts";
+import {
+  CollectivesHang,
+  decodeCollectivesProgress,
+  HBM_UE_REPAIRABLE,
+  HwErrorCause,
+  TpbErrorMask,
+} from "../notification/error_record.ts";
 import { type ExecErrorEntry, notificationConsumeErrorBlock } from "../notification/notification_consume.ts";
 import { ErpStep, ExecFatalStatus, ExecState } from "../state.ts";
 import { NrtStatus, worseStatus } from "../status.ts";
@@ -50,7 +56,10 @@ export function execRequestInitState(): ExecRequestState {
   return {
     state: ExecState.EXEC_STATE_INIT,
     execRets: new Array(EXEC_REQUEST_MAX_NCS).fill(NrtStatus.NRT_SUCCESS),
-    execFatalStatus: Array.from({ length: EXEC_REQUEST_MAX_NCS }, () => new Array(ExecFatalStatus.EXEC_FATAL_STATUS_COUNT).fill(false)),
+    execFatalStatus: Array.from(
+      { length: EXEC_REQUEST_MAX_NCS },
+      () => new Array(ExecFatalStatus.EXEC_FATAL_STATUS_COUNT).fill(false),
+    ),
     errors: [],
     status: NrtStatus.NRT_SUCCESS,
     fatal: false,
@@ -103,8 +112,14 @@ function hex(x: number, width = 2): string {
  * @returns `ERP_STEP_FATAL` or `ERP_STEP_CONTINUE`.
  * @throws {RangeError} If more than two scans are given.
  */
-export function execRequestProcessErrors(ctx: ProcessErrorsContext, req: ExecRequestState, scans: readonly NcErrorScan[]): ErpStep {
-  if (scans.length > EXEC_REQUEST_MAX_NCS) throw new RangeError(`A request spans at most ${EXEC_REQUEST_MAX_NCS} NeuronCores, got ${scans.length}`);
+export function execRequestProcessErrors(
+  ctx: ProcessErrorsContext,
+  req: ExecRequestState,
+  scans: readonly NcErrorScan[],
+): ErpStep {
+  if (scans.length > EXEC_REQUEST_MAX_NCS) {
+    throw new RangeError(`A request spans at most ${EXEC_REQUEST_MAX_NCS} NeuronCores, got ${scans.length}`);
+  }
   let fatal = false;
   scans.forEach((scan, i) => {
     if (classifyNc(ctx, req, i, scan)) fatal = true;
@@ -140,7 +155,9 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
     const r = e.record;
     const q7 = r.q7 !== 0xff ? ` Q7 core ${r.q7}` : "";
     const seq = e.sequencerText === undefined ? "" : ` [${e.sequencerText}]`;
-    const what = `TPB_ERROR error_id ${hex(r.code)} subtype ${e.subtype} (${e.text})${seq} mask ${hex(r.mask, 4)} on engine ${ENGINE_NAMES[r.engine] ?? r.engine}${q7}`;
+    const what = `TPB_ERROR error_id ${hex(r.code)} subtype ${e.subtype} (${e.text})${seq} mask ${
+      hex(r.mask, 4)
+    } on engine ${ENGINE_NAMES[r.engine] ?? r.engine}${q7}`;
     if (e.fatal) log.error(`(FATAL-RT-UNDEFINED-STATE) ${where} ${what}, model ${modelName}`);
     else log.warn(`${where} ${what}, model ${modelName}: the execution completes with its result flagged`);
   }
@@ -161,7 +178,9 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
   for (const engine of scan.abortedDmaEngines ?? []) {
     set(NrtStatus.NRT_EXEC_HW_ERR_DMA_ABORT);
     fatal = true;
-    log.error(`(FATAL-RT-UNDEFINED-STATE) ${where} DMA engine ${engine} is aborted (engine state 3) on model ${modelName}`);
+    log.error(
+      `(FATAL-RT-UNDEFINED-STATE) ${where} DMA engine ${engine} is aborted (engine state 3) on model ${modelName}`,
+    );
   }
 
   // Out-of-bounds device access / tensor transfer → 1006.
@@ -179,7 +198,9 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
     const text = e.record.mask === CollectivesHang.IN_OPERATION
       ? `Suspected hang in collectives operation ${op} out of ${total}`
       : e.record.mask === CollectivesHang.BETWEEN_OPERATIONS
-      ? `Suspected hang between the end of collectives operation ${op} and the start of collectives operation ${op + 1} (out of ${total} total operations)`
+      ? `Suspected hang between the end of collectives operation ${op} and the start of collectives operation ${
+        op + 1
+      } (out of ${total} total operations)`
       : `missing collectives status on model ${modelName}. Suspected hang in waiting for barrier`;
     log.error(`(FATAL-RT-UNDEFINED-STATE) ${where} ${text}`);
   }
@@ -188,14 +209,18 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
   for (const e of hw(HwErrorCause.NETWORK_PROXY)) {
     set(NrtStatus.NRT_NETWORK_PROXY_FAILURE, ExecFatalStatus.EXEC_FATAL_STATUS_NETWORK_PROXY);
     fatal = true;
-    log.error(`(FATAL-RT-UNDEFINED-STATE) ${where} network proxy failure (error ${hex(e.record.aux, 8)}) on model ${modelName}`);
+    log.error(
+      `(FATAL-RT-UNDEFINED-STATE) ${where} network proxy failure (error ${hex(e.record.aux, 8)}) on model ${modelName}`,
+    );
   }
 
   // exec_check_intc_sw_notif_queue_overflow: the NQ ring was full → 1204.
   if (scan.nqOverflow === true) {
     set(NrtStatus.NRT_EXEC_SW_NQ_OVERFLOW, ExecFatalStatus.EXEC_FATAL_STATUS_SW_NQ_OVERFLOW);
     fatal = true;
-    log.error(`(FATAL-RT-UNDEFINED-STATE) ${where} notification queue overflow on model ${modelName}: records were lost`);
+    log.error(
+      `(FATAL-RT-UNDEFINED-STATE) ${where} notification queue overflow on model ${modelName}: records were lost`,
+    );
   }
 
   // The per-NC scan of the wait: no completion within the budget → 5.
@@ -219,9 +244,15 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
   for (const e of tpb) {
     if (e.fatal) continue;
     if ((e.record.mask & TpbErrorMask.Q7_UNCOMMITTED) !== 0) {
-      log.warn(`${where} Q7 core ${e.record.q7} returned without customop_cleanup on model ${modelName}: its results are not committed`);
+      log.warn(
+        `${where} Q7 core ${e.record.q7} returned without customop_cleanup on model ${modelName}: its results are not committed`,
+      );
     }
-    set((e.record.mask & TpbErrorMask.NUMERICAL) !== 0 ? NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR : NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR);
+    set(
+      (e.record.mask & TpbErrorMask.NUMERICAL) !== 0
+        ? NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR
+        : NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR,
+    );
   }
   return fatal;
 }

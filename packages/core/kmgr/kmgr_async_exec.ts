@@ -54,7 +54,9 @@ export class AsyncExecWorker {
 
   /** A worker of `depth` in-flight jobs; `nextId` mints job ids (process-wide, so ids never repeat across cores). */
   constructor(vnc: number, depth: number, nextId: () => number) {
-    if (!Number.isInteger(depth) || depth < 1) throw new RangeError(`Async queue depth ${depth} is not a positive integer`);
+    if (!Number.isInteger(depth) || depth < 1) {
+      throw new RangeError(`Async queue depth ${depth} is not a positive integer`);
+    }
     this.vnc = vnc;
     this.depth = depth;
     this.#nextId = nextId;
@@ -76,15 +78,19 @@ export class AsyncExecWorker {
     this.#inflight++;
     const finish = (status: NrtStatus, error?: NrtError) => {
       this.#inflight--;
-      const c: AsyncExecCompletion = error === undefined ? { id, model, vnc: this.vnc, status } : { id, model, vnc: this.vnc, status, error };
+      const c: AsyncExecCompletion = error === undefined
+        ? { id, model, vnc: this.vnc, status }
+        : { id, model, vnc: this.vnc, status, error };
       if (this.listener !== undefined) this.listener(c);
       else this.#done.push(c);
-      if (this.#inflight === 0) for (const wake of this.#idle.splice(0)) wake();
+      if (this.#inflight === 0) { for (const wake of this.#idle.splice(0)) wake(); }
     };
     run().then(
       () => finish(NrtStatus.NRT_SUCCESS),
       (e) => {
-        const err = e instanceof NrtError ? e : new NrtError(NrtStatus.NRT_FAILURE, `Execution failed: ${String(e)}`, { cause: e });
+        const err = e instanceof NrtError
+          ? e
+          : new NrtError(NrtStatus.NRT_FAILURE, `Execution failed: ${String(e)}`, { cause: e });
         finish(err.status, err);
       },
     );
@@ -98,7 +104,10 @@ export class AsyncExecWorker {
    */
   checkCapacity(): void {
     if (this.#inflight >= this.depth) {
-      throw new NrtError(NrtStatus.NRT_QUEUE_FULL, `Cannot queue an execution on logical core ${this.vnc}: ${this.depth} requests are in flight (NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS)`);
+      throw new NrtError(
+        NrtStatus.NRT_QUEUE_FULL,
+        `Cannot queue an execution on logical core ${this.vnc}: ${this.depth} requests are in flight (NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS)`,
+      );
     }
   }
 

@@ -29,9 +29,15 @@ import { isErrorRecord } from "../notification/notification_consume.ts";
 import { ErpStep, ExecState } from "../state.ts";
 import { poolStdioBlockDrain } from "../stdio/pool_stdio.ts";
 import { collectCustomOpQueues, type InstalledModel } from "../tdrv/kbl_model_add.ts";
-import { engineName, execRequestInitState, execRequestProcessErrors, type ExecRequestState, type ProcessErrorsContext } from "./exec_request.ts";
+import {
+  engineName,
+  execRequestInitState,
+  execRequestProcessErrors,
+  type ExecRequestState,
+  type ProcessErrorsContext,
+} from "./exec_request.ts";
 
-export { type ExecRequestState, execRequestInitState } from "./exec_request.ts";
+export { execRequestInitState, type ExecRequestState } from "./exec_request.ts";
 
 /** The abort reason that releases an execution's completion wait and timer once it has settled. */
 const EXEC_SETTLED = new Error("execution settled");
@@ -72,7 +78,13 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
   const tpb = m.tpb;
   const nq = tpb.nq!;
   const expected = m.runs + 1;
-  const ctx: ProcessErrorsContext = { khal: s.khal, device: s.target.device, modelName, timeoutMs: s.timeoutMs, log: s.log };
+  const ctx: ProcessErrorsContext = {
+    khal: s.khal,
+    device: s.target.device,
+    modelName,
+    timeoutMs: s.timeoutMs,
+    log: s.log,
+  };
   // The host blocks on its completion eventfd (seed: runtime-synthesis §3.5). The wait is armed BEFORE the doorbell:
   // its condition (the NQ head moving past the host's tail) cannot be missed, and the host has nothing left to do
   // while the device runs — a simulated device shares the machine's cores with the host.
@@ -80,7 +92,10 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
   const deadline = s.clock.now() + s.timeoutMs;
   const wait = () => {
     const timer = s.clock.sleep(Math.max(0, deadline - s.clock.now()), ac.signal).then(() => true, () => false);
-    return Promise.race([s.target.portal.notificationWait(s.target.device, tpb.nc, nq.tail, ac.signal).then(() => false), timer]);
+    return Promise.race([
+      s.target.portal.notificationWait(s.target.device, tpb.nc, nq.tail, ac.signal).then(() => false),
+      timer,
+    ]);
   };
   let step: ErpStep = ErpStep.ERP_STEP_CONTINUE;
   try {
@@ -115,7 +130,13 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
 }
 
 /** `exec_request_progress_one_step`: drains the NQ and the stdio rings once and classifies what the NQ held. */
-async function progressOneStep(s: ExecServices, ctx: ProcessErrorsContext, req: ExecRequestState, m: InstalledModel, expected: number): Promise<ErpStep> {
+async function progressOneStep(
+  s: ExecServices,
+  ctx: ProcessErrorsContext,
+  req: ExecRequestState,
+  m: InstalledModel,
+  expected: number,
+): Promise<ErpStep> {
   const tpb = m.tpb;
   // The NQ drain and the stdio drain of one step, in flight together (independent rings; a remote portal pipelines
   // their reads).
@@ -131,12 +152,19 @@ async function progressOneStep(s: ExecServices, ctx: ProcessErrorsContext, req: 
   const [{ records, overflow }] = await Promise.all([nqRead, stdioDrain]);
   let done = false;
   for (const r of records) {
-    if (r.kind === NotificationKind.EXEC_DONE && r.model === (m.deviceModel & 0xffff) && r.value === expected) done = true;
+    if (r.kind === NotificationKind.EXEC_DONE && r.model === (m.deviceModel & 0xffff) && r.value === expected) {
+      done = true;
+    }
   }
   const errors = records.filter(isErrorRecord);
   if (errors.length > 0 || overflow) {
     const abortedDmaEngines = errors.length > 0 ? await abortedEngines(s, m) : [];
-    const v = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: errors, nqOverflow: overflow, abortedDmaEngines }]);
+    const v = execRequestProcessErrors(ctx, req, [{
+      nc: tpb.nc,
+      records: errors,
+      nqOverflow: overflow,
+      abortedDmaEngines,
+    }]);
     if (v === ErpStep.ERP_STEP_FATAL) return v;
   }
   return done ? ErpStep.ERP_STEP_DONE : ErpStep.ERP_STEP_CONTINUE;
@@ -156,5 +184,8 @@ async function abortedEngines(s: ExecServices, m: InstalledModel): Promise<numbe
 /** `exec_print_engine_instruction_pointer` ×5 (PE, ACT, POOL, DVE, SP). */
 async function dumpEngineIps(s: ExecServices, nc: number): Promise<void> {
   const ips = await s.khal.readEngineIps(s.target, nc).catch(() => [] as number[]);
-  s.log.error(`[ND ${s.target.device}][NC ${nc}] engine instruction pointers: ` + ips.map((ip, i) => `${engineName(i)}=0x${ip.toString(16)}`).join(" "));
+  s.log.error(
+    `[ND ${s.target.device}][NC ${nc}] engine instruction pointers: ` +
+      ips.map((ip, i) => `${engineName(i)}=0x${ip.toString(16)}`).join(" "),
+  );
 }

@@ -32,7 +32,11 @@ export interface KmgrExecDeps {
 }
 
 /** Runs one acquired request of `r` with the tensors bound to its I/O ordinals. */
-export async function kmgrExecOnCores(r: DlrModel, tensors: ReadonlyArray<Tensor | undefined>, d: KmgrExecDeps): Promise<ExecOutcome> {
+export async function kmgrExecOnCores(
+  r: DlrModel,
+  tensors: ReadonlyArray<Tensor | undefined>,
+  d: KmgrExecDeps,
+): Promise<ExecOutcome> {
   const io = r.kelf.io;
   const { aliases } = r.binding;
   const nIn = r.kelf.inputCount;

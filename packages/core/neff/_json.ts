@@ -64,6 +64,8 @@ export function asString(v: unknown, where: string): string {
 
 /** `v` as a non-negative safe integer, or a failure naming `where`. */
 export function asCount(v: unknown, where: string): number {
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) throw invalid(`${where} is not a non-negative integer`);
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw invalid(`${where} is not a non-negative integer`);
+  }
   return v;
 }

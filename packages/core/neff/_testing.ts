@@ -33,7 +33,10 @@ export function slots(...opcodes: number[]): Uint8Array {
 /** A minimal one-subgraph NEFF member set: input `a` [4,8] float32, output `b` [4,8] float32. */
 export function tinyMembers(): Map<string, Uint8Array> {
   return new Map([
-    ["kelf-0.json", json({ graphs: [{ name: "sg00", definition: "sg00/def.json" }], version: "0.5", target: "cayman" })],
+    [
+      "kelf-0.json",
+      json({ graphs: [{ name: "sg00", definition: "sg00/def.json" }], version: "0.5", target: "cayman" }),
+    ],
     [
       "neff.json",
       json({

@@ -95,7 +95,9 @@ function finish(input: Uint8Array, h: MemberHeader, deflated: number, data: Uint
   if (crc !== actual) {
     throw invalid(`gzip member CRC-32 is ${hex8(crc)}, computed ${hex8(actual)}`);
   }
-  if (isize !== data.length % 0x1_0000_0000) throw invalid(`gzip member ISIZE is ${isize}, decoded ${data.length} bytes`);
+  if (isize !== data.length % 0x1_0000_0000) {
+    throw invalid(`gzip member ISIZE is ${isize}, decoded ${data.length} bytes`);
+  }
   const out: GunzipResult = { data, consumed: end + 8, mtime: h.mtime };
   if (h.fileName !== undefined) out.fileName = h.fileName;
   return out;
@@ -104,7 +106,9 @@ function finish(input: Uint8Array, h: MemberHeader, deflated: number, data: Uint
 const hex8 = (n: number): string => n.toString(16).padStart(8, "0");
 
 function checkCap(cap: number): number {
-  if (!Number.isSafeInteger(cap) || cap < 0) throw new RangeError(`maxOutputBytes must be a non-negative integer, got ${cap}`);
+  if (!Number.isSafeInteger(cap) || cap < 0) {
+    throw new RangeError(`maxOutputBytes must be a non-negative integer, got ${cap}`);
+  }
   return cap;
 }
 
@@ -117,8 +121,14 @@ function zlibFailure(e: unknown, cap: number): NrtError {
   const code = (e as { code?: string }).code;
   if (code === "ERR_BUFFER_TOO_LARGE") return overCap(cap);
   const message = e instanceof Error ? e.message : String(e);
-  if (code === "Z_BUF_ERROR" || /unexpected end/i.test(message)) return invalid("gzip payload is truncated inside the DEFLATE stream");
-  return new NrtError(NrtStatus.NRT_INVALID, `Cannot read NEFF: gzip payload is not a valid DEFLATE stream (${message})`, { cause: e });
+  if (code === "Z_BUF_ERROR" || /unexpected end/i.test(message)) {
+    return invalid("gzip payload is truncated inside the DEFLATE stream");
+  }
+  return new NrtError(
+    NrtStatus.NRT_INVALID,
+    `Cannot read NEFF: gzip payload is not a valid DEFLATE stream (${message})`,
+    { cause: e },
+  );
 }
 
 /**
@@ -143,7 +153,11 @@ export function gunzipMember(input: Uint8Array, options: GunzipOptions = {}): Gu
   let r: { buffer: Uint8Array; engine: { bytesWritten: number } };
   try {
     // `info` reports how much input the DEFLATE stream took: the trailer follows it.
-    r = zlib.inflateRawSync(input.subarray(h.start), { info: true, maxOutputLength: Math.max(1, cap), chunkSize: 1 << 20 }) as unknown as typeof r;
+    r = zlib.inflateRawSync(input.subarray(h.start), {
+      info: true,
+      maxOutputLength: Math.max(1, cap),
+      chunkSize: 1 << 20,
+    }) as unknown as typeof r;
   } catch (e) {
     throw zlibFailure(e, cap);
   }

@@ -75,7 +75,9 @@ describe("gunzipMember() and gunzipMemberAsync()", () => {
     test(`${name}() honours FEXTRA, FNAME, FCOMMENT and FHCRC`, async () => {
       const data = text(300);
       const plain = gzipMember(data);
-      const extra = [2, 0, 0xaa, 0xbb], fname = [...new TextEncoder().encode("model.tar"), 0], comment = [0x68, 0x69, 0];
+      const extra = [2, 0, 0xaa, 0xbb],
+        fname = [...new TextEncoder().encode("model.tar"), 0],
+        comment = [0x68, 0x69, 0];
       const head = [0x1f, 0x8b, 8, 4 | 8 | 16 | 2, 1, 0, 0, 0, 0, 0xff, ...extra, ...fname, ...comment];
       const hcrc = zlib.crc32(new Uint8Array(head)) & 0xffff;
       const member = new Uint8Array([...head, hcrc & 0xff, hcrc >> 8, ...plain.subarray(10)]);

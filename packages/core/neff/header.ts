@@ -132,8 +132,12 @@ export function readNeffHeader(file: Uint8Array): NeffHeader {
   }
   const dataSize = readU64(view, o.DATA_SIZE, "data_size");
   const actual = file.length - NEFF_HEADER_SIZE;
-  if (dataSize > actual) throw invalid(`file is truncated: data_size is ${dataSize} but ${actual} bytes follow the header`);
-  if (dataSize < actual) throw invalid(`file is oversized: data_size is ${dataSize} but ${actual} bytes follow the header`);
+  if (dataSize > actual) {
+    throw invalid(`file is truncated: data_size is ${dataSize} but ${actual} bytes follow the header`);
+  }
+  if (dataSize < actual) {
+    throw invalid(`file is oversized: data_size is ${dataSize} but ${actual} bytes follow the header`);
+  }
   return {
     pkgVersion: readU64(view, o.PKG_VERSION, "pkg_version"),
     headerSize,
@@ -162,7 +166,9 @@ function checkUint(value: number, max: number, field: string): void {
 }
 
 function putBytes(out: Uint8Array, offset: number, bytes: Uint8Array, len: number, field: string): void {
-  if (bytes.length > len) throw new RangeError(`Cannot write NEFF header: ${field} is ${bytes.length} bytes, at most ${len}`);
+  if (bytes.length > len) {
+    throw new RangeError(`Cannot write NEFF header: ${field} is ${bytes.length} bytes, at most ${len}`);
+  }
   out.set(bytes, offset);
 }
 
@@ -205,7 +211,9 @@ export function writeNeffHeader(h: NeffHeaderInit): Uint8Array {
   putBytes(out, o.BUILD_VERSION, enc.encode(h.buildVersion), BUILD_VERSION_LEN - 1, "build_version");
   u32(o.NUM_TPB, h.numTpb, "num_tpb");
   putBytes(out, o.HASH, h.hash, HASH_LEN, "hash");
-  if (h.uuid.length !== UUID_LEN) throw new RangeError(`Cannot write NEFF header: uuid is ${h.uuid.length} bytes, expected 16`);
+  if (h.uuid.length !== UUID_LEN) {
+    throw new RangeError(`Cannot write NEFF header: uuid is ${h.uuid.length} bytes, expected 16`);
+  }
   out.set(h.uuid, o.UUID);
   putBytes(out, o.NAME, enc.encode(h.name), NAME_LEN - 1, "name");
   u32(o.REQUESTED_TPB_COUNT, h.requestedTpbCount, "requested_tpb_count");

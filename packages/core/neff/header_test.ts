@@ -94,14 +94,36 @@ describe("writeNeffHeader()", () => {
     const hash = new Uint8Array(32).map((_, i) => 255 - i);
     const tpb = new Uint8Array(64).map((_, i) => i);
     const bytes = writeNeffHeader({
-      pkgVersion: 2, dataSize: 0, neffVersionMajor: 1, neffVersionMinor: 7, buildVersion: "2.23.6484.0", numTpb: 3,
-      hash, uuid, name: "é.neff", requestedTpbCount: 4, tpbPerNode: tpb, featureBits: 0xffff_ffff_ffff_fffen, lncSize: 2,
+      pkgVersion: 2,
+      dataSize: 0,
+      neffVersionMajor: 1,
+      neffVersionMinor: 7,
+      buildVersion: "2.23.6484.0",
+      numTpb: 3,
+      hash,
+      uuid,
+      name: "é.neff",
+      requestedTpbCount: 4,
+      tpbPerNode: tpb,
+      featureBits: 0xffff_ffff_ffff_fffen,
+      lncSize: 2,
     });
     expect(bytes.length).toBe(NEFF_HEADER_SIZE);
     const h = readNeffHeader(bytes);
     expect(h).toEqual({
-      pkgVersion: 2, headerSize: 1024, dataSize: 0, neffVersionMajor: 1, neffVersionMinor: 7, buildVersion: "2.23.6484.0",
-      numTpb: 3, hash, uuid, name: "é.neff", requestedTpbCount: 4, tpbPerNode: tpb, featureBits: 0xffff_ffff_ffff_fffen,
+      pkgVersion: 2,
+      headerSize: 1024,
+      dataSize: 0,
+      neffVersionMajor: 1,
+      neffVersionMinor: 7,
+      buildVersion: "2.23.6484.0",
+      numTpb: 3,
+      hash,
+      uuid,
+      name: "é.neff",
+      requestedTpbCount: 4,
+      tpbPerNode: tpb,
+      featureBits: 0xffff_ffff_ffff_fffen,
       lncSize: 2,
     });
     expect(bytes.subarray(0x22c).every((b) => b === 0)).toBe(true);
@@ -109,9 +131,18 @@ describe("writeNeffHeader()", () => {
 
   test("writeNeffHeader() refuses a name that leaves no room for the NUL", () => {
     const base = {
-      pkgVersion: 2, dataSize: 0, neffVersionMajor: 2, neffVersionMinor: 0, buildVersion: "", numTpb: 1,
-      hash: new Uint8Array(32), uuid: new Uint8Array(16), requestedTpbCount: 1, tpbPerNode: new Uint8Array(64),
-      featureBits: 0n, lncSize: 1,
+      pkgVersion: 2,
+      dataSize: 0,
+      neffVersionMajor: 2,
+      neffVersionMinor: 0,
+      buildVersion: "",
+      numTpb: 1,
+      hash: new Uint8Array(32),
+      uuid: new Uint8Array(16),
+      requestedTpbCount: 1,
+      tpbPerNode: new Uint8Array(64),
+      featureBits: 0n,
+      lncSize: 1,
     };
     expect(() => writeNeffHeader({ ...base, name: "x".repeat(256) })).toThrow(RangeError);
     expect(writeNeffHeader({ ...base, name: "x".repeat(255) })[0xdc + 254]).toBe(0x78);

@@ -55,7 +55,9 @@ export interface InstructionStream {
  */
 export function instructionStream(member: string, bytes: Uint8Array): InstructionStream {
   if (bytes.length % INSTRUCTION_SLOT_BYTES !== 0) {
-    throw invalid(`instruction stream ${member} is ${bytes.length} bytes, not a multiple of the ${INSTRUCTION_SLOT_BYTES}-byte slot`);
+    throw invalid(
+      `instruction stream ${member} is ${bytes.length} bytes, not a multiple of the ${INSTRUCTION_SLOT_BYTES}-byte slot`,
+    );
   }
   return { member, bytes, slotCount: bytes.length / INSTRUCTION_SLOT_BYTES };
 }

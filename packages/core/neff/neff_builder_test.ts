@@ -10,15 +10,33 @@ describe("buildNeff()", () => {
       const members = tinyMembers();
       const uuid = new Uint8Array(16).fill(0xab);
       const file = buildNeff({
-        name: "tiny.neff", members, compress, neffVersionMajor: 1, neffVersionMinor: 3, buildVersion: "nrt 0.1",
-        numTpb: 2, requestedTpbCount: 2, lncSize: 2, uuid, featureBits: 1n << 63n,
+        name: "tiny.neff",
+        members,
+        compress,
+        neffVersionMajor: 1,
+        neffVersionMinor: 3,
+        buildVersion: "nrt 0.1",
+        numTpb: 2,
+        requestedTpbCount: 2,
+        lncSize: 2,
+        uuid,
+        featureBits: 1n << 63n,
       });
       expect((file.length - 1024) % NEFF_PAYLOAD_ALIGNMENT).toBe(0);
       const n = readNeff(file, { validateHash: true });
       expect(n.payload).toBe(compress === false ? "tar" : "gzip");
       expect(n.header).toMatchObject({
-        pkgVersion: 2, headerSize: 1024, dataSize: file.length - 1024, neffVersionMajor: 1, neffVersionMinor: 3,
-        buildVersion: "nrt 0.1", numTpb: 2, requestedTpbCount: 2, lncSize: 2, name: "tiny.neff", featureBits: 1n << 63n,
+        pkgVersion: 2,
+        headerSize: 1024,
+        dataSize: file.length - 1024,
+        neffVersionMajor: 1,
+        neffVersionMinor: 3,
+        buildVersion: "nrt 0.1",
+        numTpb: 2,
+        requestedTpbCount: 2,
+        lncSize: 2,
+        name: "tiny.neff",
+        featureBits: 1n << 63n,
       });
       expect(n.header.uuid).toEqual(uuid);
       expect(n.hash.valid).toBe(true);
@@ -56,7 +74,12 @@ describe("buildNeff()", () => {
 
   test("buildNeff() round-trips the members of matmul_small.neff", async () => {
     const real = readNeff(await readFixture("matmul_small.neff"));
-    const file = buildNeff({ name: real.header.name, members: real.members, lncSize: real.header.lncSize, featureBits: real.header.featureBits });
+    const file = buildNeff({
+      name: real.header.name,
+      members: real.members,
+      lncSize: real.header.lncSize,
+      featureBits: real.header.featureBits,
+    });
     const n = readNeff(file, { validateHash: true });
     expect(n.members.size).toBe(72);
     for (const [k, v] of real.members) expect(n.members.get(k)).toEqual(v);

@@ -76,7 +76,9 @@ function readPadding(data: Uint8Array, from: number): void {
   }
 }
 
-function readGraphs(members: ReadonlyMap<string, Uint8Array>): { kelf: JsonObject; target: string; version?: string; graphs: NeffGraph[] } {
+function readGraphs(
+  members: ReadonlyMap<string, Uint8Array>,
+): { kelf: JsonObject; target: string; version?: string; graphs: NeffGraph[] } {
   const kelf = asObject(parseJsonMember(members, "kelf-0.json", "graph list"), "kelf-0.json");
   const target = asString(kelf.target, "kelf-0.json target");
   const list = asArray(kelf.graphs, "kelf-0.json graphs");
@@ -183,7 +185,18 @@ function readNeffArchive(pre: Prelude, options: ReadNeffOptions, member: GunzipR
   for (const e of entries) if (e.type === "file") members.set(e.name, e.data);
   const { kelf, target, version, graphs } = readGraphs(members);
   const sig: NeffSignature = readNeffSignature(members, graphs.map((g) => g.def));
-  const out: NeffFile = { header, hash, payload, payloadBytes, members, target, graphs, inputs: sig.inputs, outputs: sig.outputs, kelf };
+  const out: NeffFile = {
+    header,
+    hash,
+    payload,
+    payloadBytes,
+    members,
+    target,
+    graphs,
+    inputs: sig.inputs,
+    outputs: sig.outputs,
+    kelf,
+  };
   if (version !== undefined) out.kelfVersion = version;
   return out;
 }

@@ -5,7 +5,6 @@ import { readNeff } from "./neff_file.ts";
 import { json, readFixture, tinyMembers } from "./_testing.ts";
 import { invalidMessage } from "../_testing.ts";
 
-
 function withMember(name: string, bytes: Uint8Array | undefined): Uint8Array {
   const m = tinyMembers();
   if (bytes === undefined) m.delete(name);
@@ -16,7 +15,15 @@ function withMember(name: string, bytes: Uint8Array | undefined): Uint8Array {
 describe("readNeff() on the real NEFFs", () => {
   test("readNeff() reads every acceptance fact of matmul_small.neff", async () => {
     const n = readNeff(await readFixture("matmul_small.neff"), { validateHash: true });
-    expect(n.header).toMatchObject({ pkgVersion: 2, headerSize: 1024, dataSize: 61440, neffVersionMajor: 2, neffVersionMinor: 0, name: "file.neff", lncSize: 2 });
+    expect(n.header).toMatchObject({
+      pkgVersion: 2,
+      headerSize: 1024,
+      dataSize: 61440,
+      neffVersionMajor: 2,
+      neffVersionMinor: 0,
+      name: "file.neff",
+      lncSize: 2,
+    });
     expect(n.hash).toMatchObject({ algorithm: "md5", valid: true });
     expect(n.payload).toBe("gzip");
     expect(n.payloadBytes).toBe(53_601);
@@ -36,14 +43,27 @@ describe("readNeff() on the real NEFFs", () => {
     const def = n.graphs[0].def;
     expect(def.version).toBe("0.6");
     expect(def.engines.map((e) => [e.engine, e.instructions.member, e.instructions.slotCount])).toEqual([
-      ["pe", "sg00/PE.bin", 12], ["act", "sg00/Activation.bin", 5], ["pool", "sg00/Pool.bin", 7], ["dve", "sg00/DVE.bin", 2], ["sp", "sg00/SP.bin", 3],
+      ["pe", "sg00/PE.bin", 12],
+      ["act", "sg00/Activation.bin", 5],
+      ["pool", "sg00/Pool.bin", 7],
+      ["dve", "sg00/DVE.bin", 2],
+      ["sp", "sg00/SP.bin", 3],
     ]);
     expect(def.engines[0].config).toBe("sg00/PE.json");
     expect(def.vars.map((v) => [v.varId, v.name, v.type])).toEqual([
-      [0, "SB", "state-buffer"], [1, "x", "input"], [2, "y", "input"], [3, "output0", "output"], [4, "identity_82_sg0000", "file"], [5, "DGETable0", "dge-table"],
+      [0, "SB", "state-buffer"],
+      [1, "x", "input"],
+      [2, "y", "input"],
+      [3, "output0", "output"],
+      [4, "identity_82_sg0000", "file"],
+      [5, "DGETable0", "dge-table"],
     ]);
     expect(def.vars[4].fileName).toBe("value_sg0000_identity_82_CRSM.npy");
-    expect(def.dmaQueues.map((q) => [q.name, q.owner, q.numQueues])).toEqual([["qPoolDynamic", "pool", 16], ["qSPDynamicHW", "sp", 16]]);
+    expect(def.dmaQueues.map((q) => [q.name, q.owner, q.numQueues])).toEqual([["qPoolDynamic", "pool", 16], [
+      "qSPDynamicHW",
+      "sp",
+      16,
+    ]]);
     expect((def.raw.neff_features as string[])[0]).toBe("neff_feature_vnc");
     const pe = def.engines[0].instructions;
     expect(decodeSlotHeader(instructionSlot(pe, 0))).toEqual({ wordLen: 0x10, opcode: 0xb1 });
@@ -85,7 +105,12 @@ describe("readNeff() hash handling", () => {
 
   test("readNeff() with validateHash false still reports a valid hash", async () => {
     const n = readNeff(await readFixture("matmul_small.neff"), { validateHash: false });
-    expect(n.hash).toEqual({ algorithm: "md5", stored: "efe9b3bc98163077b94c8bcdacf51f47", computed: "efe9b3bc98163077b94c8bcdacf51f47", valid: true });
+    expect(n.hash).toEqual({
+      algorithm: "md5",
+      stored: "efe9b3bc98163077b94c8bcdacf51f47",
+      computed: "efe9b3bc98163077b94c8bcdacf51f47",
+      valid: true,
+    });
   });
 });
 
@@ -106,27 +131,45 @@ describe("readNeff() rejections", () => {
 
   test("readNeff() rejects malformed JSON naming the member", () => {
     const bad = new TextEncoder().encode("{ nope");
-    expect(invalidMessage(() => readNeff(withMember("kelf-0.json", bad)))).toMatch(/member kelf-0.json is not valid JSON/);
+    expect(invalidMessage(() => readNeff(withMember("kelf-0.json", bad)))).toMatch(
+      /member kelf-0.json is not valid JSON/,
+    );
     expect(invalidMessage(() => readNeff(withMember("neff.json", bad)))).toMatch(/member neff.json is not valid JSON/);
-    expect(invalidMessage(() => readNeff(withMember("sg00/def.json", bad)))).toMatch(/member sg00\/def.json is not valid JSON/);
-    expect(invalidMessage(() => readNeff(withMember("sg00/tensor_map.json", bad)))).toMatch(/sg00\/tensor_map.json is not valid JSON/);
+    expect(invalidMessage(() => readNeff(withMember("sg00/def.json", bad)))).toMatch(
+      /member sg00\/def.json is not valid JSON/,
+    );
+    expect(invalidMessage(() => readNeff(withMember("sg00/tensor_map.json", bad)))).toMatch(
+      /sg00\/tensor_map.json is not valid JSON/,
+    );
   });
 
   test("readNeff() rejects missing members and streams that are not whole slots", () => {
-    expect(invalidMessage(() => readNeff(withMember("kelf-0.json", undefined)))).toContain("member kelf-0.json is missing");
-    expect(invalidMessage(() => readNeff(withMember("sg00/PE.bin", undefined)))).toContain("member sg00/PE.bin is missing");
-    expect(invalidMessage(() => readNeff(withMember("sg00/PE.bin", new Uint8Array(65))))).toContain("not a multiple of the 64-byte slot");
+    expect(invalidMessage(() => readNeff(withMember("kelf-0.json", undefined)))).toContain(
+      "member kelf-0.json is missing",
+    );
+    expect(invalidMessage(() => readNeff(withMember("sg00/PE.bin", undefined)))).toContain(
+      "member sg00/PE.bin is missing",
+    );
+    expect(invalidMessage(() => readNeff(withMember("sg00/PE.bin", new Uint8Array(65))))).toContain(
+      "not a multiple of the 64-byte slot",
+    );
   });
 
   test("readNeff() rejects a signature that disagrees with def.json or tensor_map.json", () => {
     const def = JSON.parse(new TextDecoder().decode(tinyMembers().get("sg00/def.json")));
     def.var.a.size = 64;
-    expect(invalidMessage(() => readNeff(withMember("sg00/def.json", json(def))))).toContain('input "a" is 128 bytes in neff.json but 64 bytes in sg00/def.json');
+    expect(invalidMessage(() => readNeff(withMember("sg00/def.json", json(def))))).toContain(
+      'input "a" is 128 bytes in neff.json but 64 bytes in sg00/def.json',
+    );
     def.var.a.size = 128;
     def.var.c = { type: "output", var_id: 3 };
-    expect(invalidMessage(() => readNeff(withMember("sg00/def.json", json(def))))).toContain('output var "c" of sg00/def.json is not in the neff.json signature');
+    expect(invalidMessage(() => readNeff(withMember("sg00/def.json", json(def))))).toContain(
+      'output var "c" of sg00/def.json is not in the neff.json signature',
+    );
     const map = { a: { dtype: "float16", kind: "input", tf_shape: [4, 8] } };
-    expect(invalidMessage(() => readNeff(withMember("sg00/tensor_map.json", json(map))))).toContain("float16 in sg00/tensor_map.json");
+    expect(invalidMessage(() => readNeff(withMember("sg00/tensor_map.json", json(map))))).toContain(
+      "float16 in sg00/tensor_map.json",
+    );
   });
 
   test("readNeff() rejects a payload that is neither gzip nor ustar, and junk in the padding", () => {

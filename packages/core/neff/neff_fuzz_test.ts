@@ -12,8 +12,14 @@ import { readNeff } from "./neff_file.ts";
 import { readFixture, tinyMembers } from "./_testing.ts";
 import { prng } from "../_testing.ts";
 
-
-const U64_FIELDS = [NeffHeaderOffset.PKG_VERSION, NeffHeaderOffset.HEADER_SIZE, NeffHeaderOffset.DATA_SIZE, NeffHeaderOffset.NEFF_VERSION_MAJOR, NeffHeaderOffset.NEFF_VERSION_MINOR, NeffHeaderOffset.FEATURE_BITS];
+const U64_FIELDS = [
+  NeffHeaderOffset.PKG_VERSION,
+  NeffHeaderOffset.HEADER_SIZE,
+  NeffHeaderOffset.DATA_SIZE,
+  NeffHeaderOffset.NEFF_VERSION_MAJOR,
+  NeffHeaderOffset.NEFF_VERSION_MINOR,
+  NeffHeaderOffset.FEATURE_BITS,
+];
 const U32_FIELDS = [NeffHeaderOffset.NUM_TPB, NeffHeaderOffset.REQUESTED_TPB_COUNT, NeffHeaderOffset.LNC_SIZE];
 const EDGE_U64 = [0n, 1n, 2n, 3n, 1023n, 1024n, 1025n, 0xffffffffn, (1n << 53n) - 1n, 1n << 53n, 0xffffffffffffffffn];
 
@@ -57,7 +63,11 @@ function mutate(base: Uint8Array, rnd: () => number): Uint8Array {
       const view = new DataView(m.buffer, m.byteOffset);
       if (rnd() < 0.6) {
         const f = U64_FIELDS[int(U64_FIELDS.length)];
-        view.setBigUint64(f, rnd() < 0.7 ? EDGE_U64[int(EDGE_U64.length)] : BigInt(int(2 ** 32)) * BigInt(int(2 ** 32)), true);
+        view.setBigUint64(
+          f,
+          rnd() < 0.7 ? EDGE_U64[int(EDGE_U64.length)] : BigInt(int(2 ** 32)) * BigInt(int(2 ** 32)),
+          true,
+        );
       } else {
         view.setUint32(U32_FIELDS[int(U32_FIELDS.length)], int(2 ** 32), true);
       }

@@ -71,7 +71,11 @@ function attrList(attrs: JsonObject, key: string, tag: string): unknown[] {
 type MapCache = Map<string, JsonObject | undefined>;
 
 /** A subgraph's `tensor_map.json`, parsed once; undefined when the subgraph has none. */
-function tensorMap(def: SubgraphDef, members: ReadonlyMap<string, Uint8Array>, cache: MapCache): JsonObject | undefined {
+function tensorMap(
+  def: SubgraphDef,
+  members: ReadonlyMap<string, Uint8Array>,
+  cache: MapCache,
+): JsonObject | undefined {
   const name = `${memberDir(def.member)}tensor_map.json`;
   if (!cache.has(name)) {
     cache.set(name, members.has(name) ? asObject(parseJsonMember(members, name, "tensor map"), name) : undefined);
@@ -100,12 +104,16 @@ function crossCheck(
     const mapName = `${memberDir(def.member)}tensor_map.json`;
     const entry = map[t.name];
     if (!isObject(entry) || entry.kind !== kind) continue;
-    if (entry.dtype !== t.dtype) throw invalid(`${kind} "${t.name}" is ${t.dtype} in neff.json but ${String(entry.dtype)} in ${mapName}`);
+    if (entry.dtype !== t.dtype) {
+      throw invalid(`${kind} "${t.name}" is ${t.dtype} in neff.json but ${String(entry.dtype)} in ${mapName}`);
+    }
     if (Array.isArray(entry.tf_shape) && !sameShape(entry.tf_shape, t.shape)) {
       throw invalid(`${kind} "${t.name}" has shape [${t.shape}] in neff.json but [${entry.tf_shape}] in ${mapName}`);
     }
   }
-  if (!found && defs.length > 0) throw invalid(`${kind} "${t.name}" of neff.json is not an ${kind} var of any subgraph`);
+  if (!found && defs.length > 0) {
+    throw invalid(`${kind} "${t.name}" of neff.json is not an ${kind} var of any subgraph`);
+  }
 }
 
 /**
@@ -131,11 +139,18 @@ function crossCheck(
  * for (const t of readNeffSignature(members, []).inputs) console.log(t.name, t.dtype, t.shape);
  * ```
  */
-export function readNeffSignature(members: ReadonlyMap<string, Uint8Array>, defs: readonly SubgraphDef[]): NeffSignature {
+export function readNeffSignature(
+  members: ReadonlyMap<string, Uint8Array>,
+  defs: readonly SubgraphDef[],
+): NeffSignature {
   const g = asObject(parseJsonMember(members, "neff.json", "graph signature"), "neff.json");
   const nodes = asArray(g.nodes, "neff.json nodes").map((n, i) => asObject(n, `neff.json nodes[${i}]`));
-  const rowPtr = asArray(g.node_row_ptr, "neff.json node_row_ptr").map((v, i) => asCount(v, `neff.json node_row_ptr[${i}]`));
-  if (rowPtr.length !== nodes.length + 1) throw invalid("neff.json node_row_ptr does not have one entry per node plus one");
+  const rowPtr = asArray(g.node_row_ptr, "neff.json node_row_ptr").map((v, i) =>
+    asCount(v, `neff.json node_row_ptr[${i}]`)
+  );
+  if (rowPtr.length !== nodes.length + 1) {
+    throw invalid("neff.json node_row_ptr does not have one entry per node plus one");
+  }
   const attrs = asObject(g.attrs, "neff.json attrs");
   const shapes = attrList(attrs, "shape", "list_shape");
   const dtypes = attrList(attrs, "dltype", "list_str");
@@ -146,13 +161,19 @@ export function readNeffSignature(members: ReadonlyMap<string, Uint8Array>, defs
     if (eid >= rowPtr[nid + 1] || eid >= shapes.length || eid >= dtypes.length) {
       throw invalid(`${where} refers to output ${index} of node ${nid}, which has no shape or dtype`);
     }
-    const names = node.output_names === undefined ? [] : asArray(node.output_names, `neff.json nodes[${nid}] output_names`);
+    const names = node.output_names === undefined
+      ? []
+      : asArray(node.output_names, `neff.json nodes[${nid}] output_names`);
     const name = asString(names[index] ?? node.name, `neff.json nodes[${nid}] name`);
-    const shape = asArray(shapes[eid], `neff.json attrs.shape[${eid}]`).map((d, i) => asCount(d, `neff.json attrs.shape[${eid}][${i}]`));
+    const shape = asArray(shapes[eid], `neff.json attrs.shape[${eid}]`).map((d, i) =>
+      asCount(d, `neff.json attrs.shape[${eid}][${i}]`)
+    );
     const dtype = asString(dtypes[eid], `neff.json attrs.dltype[${eid}]`);
     return { name, dtype, shape, size: tensorSize(name, dtype, shape) };
   };
-  const inputs = asArray(g.arg_nodes, "neff.json arg_nodes").map((n, i) => entry(asCount(n, `neff.json arg_nodes[${i}]`), 0, `neff.json arg_nodes[${i}]`));
+  const inputs = asArray(g.arg_nodes, "neff.json arg_nodes").map((n, i) =>
+    entry(asCount(n, `neff.json arg_nodes[${i}]`), 0, `neff.json arg_nodes[${i}]`)
+  );
   const outputs: NeffTensor[] = [];
   asArray(g.heads, "neff.json heads").forEach((h, i) => {
     const w = `neff.json heads[${i}]`;
@@ -161,7 +182,9 @@ export function readNeffSignature(members: ReadonlyMap<string, Uint8Array>, defs
     // An LNC-2 NEFF lists each output once per logical core under the same name; keep one, if they agree.
     const prev = outputs.find((o) => o.name === t.name);
     if (prev === undefined) outputs.push(t);
-    else if (prev.dtype !== t.dtype || !sameShape(prev.shape, t.shape)) throw invalid(`${w} redefines output "${t.name}" with another dtype or shape`);
+    else if (prev.dtype !== t.dtype || !sameShape(prev.shape, t.shape)) {
+      throw invalid(`${w} redefines output "${t.name}" with another dtype or shape`);
+    }
   });
   const seen = new Set<string>();
   for (const t of inputs) {

@@ -6,8 +6,17 @@
  *
  * @module
  */
-import { asArray, asCount, asObject, asString, invalid, type JsonObject, parseJsonMember, requireMember } from "./_json.ts";
-import { instructionStream, type InstructionStream } from "./instruction_stream.ts";
+import {
+  asArray,
+  asCount,
+  asObject,
+  asString,
+  invalid,
+  type JsonObject,
+  parseJsonMember,
+  requireMember,
+} from "./_json.ts";
+import { type InstructionStream, instructionStream } from "./instruction_stream.ts";
 
 /** The engines a subgraph may program, by their `def.json` key prefix. */
 export const NEFF_ENGINES: readonly ["pe", "act", "pool", "dve", "sp"] = ["pe", "act", "pool", "dve", "sp"];
@@ -120,7 +129,9 @@ function readDmaQueues(v: unknown, where: string): DmaQueue[] {
     if (e.type !== undefined) q.type = asString(e.type, `${w} type`);
     if (e.num_queues !== undefined) q.numQueues = asCount(e.num_queues, `${w} num_queues`);
     if (e.semaphore_set !== undefined) {
-      q.semaphoreSet = asArray(e.semaphore_set, `${w} semaphore_set`).map((s, i) => asCount(s, `${w} semaphore_set[${i}]`));
+      q.semaphoreSet = asArray(e.semaphore_set, `${w} semaphore_set`).map((s, i) =>
+        asCount(s, `${w} semaphore_set[${i}]`)
+      );
     }
     return q;
   });

@@ -238,7 +238,10 @@ function splitName(path: Uint8Array, original: string): [Uint8Array, Uint8Array]
  * console.log(tar.length); // 512 + 512 + 512 + 1024 + 1024 = 3584
  * ```
  */
-export function writeTar(files: ReadonlyMap<string, Uint8Array> | Record<string, Uint8Array>, options: TarWriteOptions = {}): Uint8Array {
+export function writeTar(
+  files: ReadonlyMap<string, Uint8Array> | Record<string, Uint8Array>,
+  options: TarWriteOptions = {},
+): Uint8Array {
   const mtime = options.mtime ?? 0;
   const list = (files instanceof Map ? [...files] : Object.entries(files)) as [string, Uint8Array][];
   list.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
@@ -251,7 +254,9 @@ export function writeTar(files: ReadonlyMap<string, Uint8Array> | Record<string,
   for (const [name, data] of list) {
     const checked = checkTarPath(name);
     if ("error" in checked || checked.path !== name) {
-      throw new RangeError(`Cannot write tar: path "${name}" ${"error" in checked ? checked.error : "is not normalised"}`);
+      throw new RangeError(
+        `Cannot write tar: path "${name}" ${"error" in checked ? checked.error : "is not normalised"}`,
+      );
     }
     if (name === last) throw new RangeError(`Cannot write tar: path "${name}" appears twice`);
     last = name;

@@ -25,7 +25,6 @@ function setName(tar: Uint8Array, name: string): Uint8Array {
   return patch(tar, 0, 0, [...field]);
 }
 
-
 const one = (): Uint8Array => writeTar({ "sg00/a.bin": new Uint8Array([1, 2, 3]) });
 
 describe("writeTar() and readTar()", () => {
@@ -63,7 +62,15 @@ describe("writeTar() and readTar()", () => {
 });
 
 describe("readTar() hygiene", () => {
-  const kinds: [string, string][] = [["1", "hard link"], ["2", "symbolic link"], ["3", "character device"], ["4", "block device"], ["6", "FIFO"], ["x", "pax extended header"], ["L", "GNU long-name header"]];
+  const kinds: [string, string][] = [
+    ["1", "hard link"],
+    ["2", "symbolic link"],
+    ["3", "character device"],
+    ["4", "block device"],
+    ["6", "FIFO"],
+    ["x", "pax extended header"],
+    ["L", "GNU long-name header"],
+  ];
   for (const [flag, what] of kinds) {
     test(`readTar() rejects a ${what} and names the member`, () => {
       const msg = invalidMessage(() => readTar(patch(one(), 0, 156, flag)));
@@ -85,7 +92,9 @@ describe("readTar() hygiene", () => {
 
   test("readTar() rejects non-octal and base-256 size fields", () => {
     expect(invalidMessage(() => readTar(patch(one(), 0, 124, "0000000008a\0")))).toContain("malformed size");
-    expect(invalidMessage(() => readTar(patch(one(), 0, 124, [0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3])))).toContain("malformed size");
+    expect(invalidMessage(() => readTar(patch(one(), 0, 124, [0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3])))).toContain(
+      "malformed size",
+    );
   });
 
   test("readTar() rejects a member size past the end of the archive", () => {

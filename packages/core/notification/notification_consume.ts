@@ -120,12 +120,20 @@ export function notificationConsumeErrorBlock(
         ...(sequencerText === undefined ? {} : { sequencerText }),
       });
     } else if (r.kind === NotificationKind.HW_ERROR) {
-      entries.push({ record: r, source: "hw", fatal: true, subtype: 0, text: HW_BLOCK_NAMES[r.value] ?? `hardware error cause ${r.value}` });
+      entries.push({
+        record: r,
+        source: "hw",
+        fatal: true,
+        subtype: 0,
+        text: HW_BLOCK_NAMES[r.value] ?? `hardware error cause ${r.value}`,
+      });
       if (r.value === HwErrorCause.NC_UE) {
         status = NrtStatus.NRT_EXEC_HW_ERR_NC_UE;
         log.error(
           `(FATAL-RT-UNDEFINED-STATE) [ND ${origin.device}][NC ${origin.nc}] Uncorrectable memory error is detected, ` +
-            `metadata: 0x${(r.aux >>> 0).toString(16)}. Execution results may be invalid. Please terminate or stop/start this instance.`,
+            `metadata: 0x${
+              (r.aux >>> 0).toString(16)
+            }. Execution results may be invalid. Please terminate or stop/start this instance.`,
           { nc: origin.nc, metadata: r.aux >>> 0 },
         );
       }

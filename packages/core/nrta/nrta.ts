@@ -159,22 +159,47 @@ export class Nrta {
   /** `nrta_tensor_write`: host `buf` → `tensor` at `offset`, on the TENSOR_WRITE unit of the tensor's core. */
   tensorWrite(tensor: Tensor, buf: Uint8Array, offset = 0, options: NrtaScheduleOptions = {}): NrtaRequest {
     // Like the C call, the buffer must stay untouched until the request completes.
-    return this.#schedule(NrtaXu.NRTA_XU_TENSOR_WRITE, this.#host.vncOf(tensor), options, () => tensor.write(buf, offset));
+    return this.#schedule(
+      NrtaXu.NRTA_XU_TENSOR_WRITE,
+      this.#host.vncOf(tensor),
+      options,
+      () => tensor.write(buf, offset),
+    );
   }
 
   /** `nrta_tensor_read`: `size` bytes of `tensor` at `offset` → host `buf`, on the TENSOR_READ unit. */
-  tensorRead(buf: Uint8Array, tensor: Tensor, offset = 0, size: number = buf.byteLength, options: NrtaScheduleOptions = {}): NrtaRequest {
-    if (size > buf.byteLength) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot read ${size} bytes into a buffer of ${buf.byteLength}`);
+  tensorRead(
+    buf: Uint8Array,
+    tensor: Tensor,
+    offset = 0,
+    size: number = buf.byteLength,
+    options: NrtaScheduleOptions = {},
+  ): NrtaRequest {
+    if (size > buf.byteLength) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot read ${size} bytes into a buffer of ${buf.byteLength}`);
+    }
     return this.#schedule(NrtaXu.NRTA_XU_TENSOR_READ, this.#host.vncOf(tensor), options, async () => {
       buf.set(await tensor.read(offset, size));
     });
   }
 
   /** `nrta_tensor_copy`: tensor → tensor on the same logical core, on the TENSOR_OP unit. */
-  tensorCopy(src: Tensor, srcOffset: number, dst: Tensor, dstOffset: number, size: number, options: NrtaScheduleOptions = {}): NrtaRequest {
+  tensorCopy(
+    src: Tensor,
+    srcOffset: number,
+    dst: Tensor,
+    dstOffset: number,
+    size: number,
+    options: NrtaScheduleOptions = {},
+  ): NrtaRequest {
     const vnc = this.#host.vncOf(src);
     if (this.#host.vncOf(dst) !== vnc) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot copy "${src.name}" to "${dst.name}": the tensors are on logical cores ${vnc} and ${this.#host.vncOf(dst)}`);
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot copy "${src.name}" to "${dst.name}": the tensors are on logical cores ${vnc} and ${
+          this.#host.vncOf(dst)
+        }`,
+      );
     }
     return this.#schedule(NrtaXu.NRTA_XU_TENSOR_OP, vnc, options, () => dst.copyFrom(src, srcOffset, dstOffset, size));
   }
@@ -182,7 +207,13 @@ export class Nrta {
   /** `nrta_execute_schedule`: runs a prepared execution on the COMPUTE unit of its model's core. */
   executeSchedule(execution: PreparedExecution, options: NrtaScheduleOptions = {}): NrtaRequest {
     try {
-      return this.#schedule(NrtaXu.NRTA_XU_COMPUTE, execution.vnc, options, () => execution.run(), () => execution.cancel());
+      return this.#schedule(
+        NrtaXu.NRTA_XU_COMPUTE,
+        execution.vnc,
+        options,
+        () => execution.run(),
+        () => execution.cancel(),
+      );
     } catch (e) {
       execution.cancel();
       throw e;
@@ -222,23 +253,43 @@ export class Nrta {
   }
 
   #checkQueue(xu: number, vnc: number, queue: number): void {
-    if (!Number.isInteger(xu) || xu < 0 || xu >= NrtaXu.NRTA_XU_TYPE_NUM) throw new NrtError(NrtStatus.NRT_INVALID, `Execution unit ${xu} does not exist`);
-    if (!Number.isInteger(vnc) || vnc < 0 || vnc >= this.#host.vncCount) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
+    if (!Number.isInteger(xu) || xu < 0 || xu >= NrtaXu.NRTA_XU_TYPE_NUM) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Execution unit ${xu} does not exist`);
+    }
+    if (!Number.isInteger(vnc) || vnc < 0 || vnc >= this.#host.vncCount) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
+    }
     const n = NRTA_QUEUES_PER_XU[xu];
     if (!Number.isInteger(queue) || queue < 0 || queue >= n) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Execution unit ${xu} has ${n} queue${n === 1 ? "" : "s"}; queue ${queue} does not exist`);
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Execution unit ${xu} has ${n} queue${n === 1 ? "" : "s"}; queue ${queue} does not exist`,
+      );
     }
   }
 
-  #schedule(xu: NrtaXu, vnc: number, options: NrtaScheduleOptions, work: () => Promise<void>, cancel?: () => void): NrtaRequest {
+  #schedule(
+    xu: NrtaXu,
+    vnc: number,
+    options: NrtaScheduleOptions,
+    work: () => Promise<void>,
+    cancel?: () => void,
+  ): NrtaRequest {
     this.#host.guard();
     const queue = options.queue ?? 0;
     this.#checkQueue(xu, vnc, queue);
     const key = `${vnc}:${xu}:${queue}`;
     let q = this.#queues.get(key);
     if (q === undefined) this.#queues.set(key, q = { tail: Promise.resolve(), pending: 0, last: nrtaSeq(xu, 0n) });
-    if (q.pending >= NRTA_QUEUE_CAPACITY) throw new NrtError(NrtStatus.NRT_QUEUE_FULL, `Queue ${queue} of execution unit ${xu} on logical core ${vnc} holds ${NRTA_QUEUE_CAPACITY} requests`);
-    if (this.#issued[xu] >= NRTA_SEQ_NUM_MAX) throw new NrtError(NrtStatus.NRT_RESOURCE, `Execution unit ${xu} ran out of sequence numbers`);
+    if (q.pending >= NRTA_QUEUE_CAPACITY) {
+      throw new NrtError(
+        NrtStatus.NRT_QUEUE_FULL,
+        `Queue ${queue} of execution unit ${xu} on logical core ${vnc} holds ${NRTA_QUEUE_CAPACITY} requests`,
+      );
+    }
+    if (this.#issued[xu] >= NRTA_SEQ_NUM_MAX) {
+      throw new NrtError(NrtStatus.NRT_RESOURCE, `Execution unit ${xu} ran out of sequence numbers`);
+    }
     const num = ++this.#issued[xu];
     const seq = nrtaSeq(xu, num);
     this.#pending[xu].add(num);
@@ -255,11 +306,15 @@ export class Nrta {
           cancel?.();
           const why = (failed as PromiseRejectedResult).reason;
           const status = why instanceof NrtError ? why.status : NrtStatus.NRT_FAILURE;
-          throw new NrtError(status, `Request 0x${seq.toString(16)} did not run: a request it runs after failed`, { cause: why });
+          throw new NrtError(status, `Request 0x${seq.toString(16)} did not run: a request it runs after failed`, {
+            cause: why,
+          });
         }
         await work();
       } catch (e) {
-        const err = e instanceof NrtError ? e : new NrtError(NrtStatus.NRT_FAILURE, `Request 0x${seq.toString(16)} failed: ${String(e)}`, { cause: e });
+        const err = e instanceof NrtError
+          ? e
+          : new NrtError(NrtStatus.NRT_FAILURE, `Request 0x${seq.toString(16)} failed: ${String(e)}`, { cause: e });
         options.errors?.add({ seq_id: seq, error_code: err.status });
         throw err;
       } finally {

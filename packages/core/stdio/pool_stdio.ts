@@ -66,7 +66,14 @@ export const PoolStdioStreamTag = { STDOUT: 3, STDERR: 1 } as const;
 export type PoolStdioStreamTag = typeof PoolStdioStreamTag[keyof typeof PoolStdioStreamTag];
 
 /** On-device descriptor field offsets (seed §5.3). */
-export const PoolStdioDescriptor = { MAGIC: 0x00, ZERO: 0x02, CAPACITY: 0x0c, DATA_PA: 0x10, READ_IDX_PA: 0x18, WRITE_IDX_PA: 0x20 } as const;
+export const PoolStdioDescriptor = {
+  MAGIC: 0x00,
+  ZERO: 0x02,
+  CAPACITY: 0x0c,
+  DATA_PA: 0x10,
+  READ_IDX_PA: 0x18,
+  WRITE_IDX_PA: 0x20,
+} as const;
 
 /** `pool_stdio_queue_t`: one ring as the host tracks it. */
 export interface PoolStdioQueue {
@@ -141,14 +148,27 @@ function setU64(v: DataView, at: number, x: number): void {
  * @returns The initialised block.
  * @throws {RangeError} If the stdout size is not 0 or a power-of-two multiple of 256 bytes.
  */
-export async function poolStdioBlockInit(s: PoolStdioServices, nc: number, stdoutQueueBytes: number): Promise<PoolStdioBlock> {
+export async function poolStdioBlockInit(
+  s: PoolStdioServices,
+  nc: number,
+  stdoutQueueBytes: number,
+): Promise<PoolStdioBlock> {
   const entriesStdout = Math.floor(stdoutQueueBytes / POOL_STDIO_ENTRY_BYTES);
   if (stdoutQueueBytes !== 0 && (!isPowerOfTwo(entriesStdout) || stdoutQueueBytes % POOL_STDIO_ENTRY_BYTES !== 0)) {
     // seed §5.3: `lea -1; test; jne` → the queue is refused unless its entry count is a power of two.
-    throw new RangeError(`Cannot initialize pool stdio: the stdout queue of ${stdoutQueueBytes} bytes is not a power-of-two number of 256-byte entries`);
+    throw new RangeError(
+      `Cannot initialize pool stdio: the stdout queue of ${stdoutQueueBytes} bytes is not a power-of-two number of 256-byte entries`,
+    );
   }
   const device = s.target.device;
-  const block = await s.ledger.alloc(device, nc, POOL_STDIO_BLOCK_BYTES, DmaMemUsageType.POOL_STDIO, "hbm", POOL_STDIO_BLOCK_ALIGN);
+  const block = await s.ledger.alloc(
+    device,
+    nc,
+    POOL_STDIO_BLOCK_BYTES,
+    DmaMemUsageType.POOL_STDIO,
+    "hbm",
+    POOL_STDIO_BLOCK_ALIGN,
+  );
   const sb: PoolStdioBlock = {
     name: `nd${device}_nc${nc}_pool_stdio`,
     initialized: false,
@@ -162,10 +182,26 @@ export async function poolStdioBlockInit(s: PoolStdioServices, nc: number, stdou
     const image = new Uint8Array(POOL_STDIO_BLOCK_BYTES); // dmem_memset(0, 0x440) + the info table below
     const info = new DataView(image.buffer);
     if (entriesStdout > 0) {
-      sb.stdoutQueues[0] = await poolStdioQueueInit(s, sb, info, 0, entriesStdout, POOL_STDIO_STDOUT_BASE, PoolStdioStreamTag.STDOUT);
+      sb.stdoutQueues[0] = await poolStdioQueueInit(
+        s,
+        sb,
+        info,
+        0,
+        entriesStdout,
+        POOL_STDIO_STDOUT_BASE,
+        PoolStdioStreamTag.STDOUT,
+      );
     }
     const entriesStderr = POOL_STDIO_STDERR_QUEUE_BYTES / POOL_STDIO_ENTRY_BYTES;
-    sb.stderrQueues[0] = await poolStdioQueueInit(s, sb, info, POOL_STDIO_SLOTS, entriesStderr, POOL_STDIO_STDERR_BASE, PoolStdioStreamTag.STDERR);
+    sb.stderrQueues[0] = await poolStdioQueueInit(
+      s,
+      sb,
+      info,
+      POOL_STDIO_SLOTS,
+      entriesStderr,
+      POOL_STDIO_STDERR_BASE,
+      PoolStdioStreamTag.STDERR,
+    );
     await s.target.portal.memWrite(block.memory, 0, image); // dmem_buf_copyin of the info table (and the zeroes)
     await s.khal.q7SwapFileIoTable(s.target, nc, block.memory.pa);
     sb.initialized = true;
@@ -187,7 +223,14 @@ async function poolStdioQueueInit(
   streamTag: PoolStdioStreamTag,
 ): Promise<PoolStdioQueue> {
   const bytes = Math.min(entries * POOL_STDIO_ENTRY_BYTES + 4, POOL_STDIO_MAX_QUEUE_ALLOC);
-  const ring = await s.ledger.alloc(s.target.device, sb.nc, bytes, DmaMemUsageType.POOL_STDIO, "hbm", POOL_STDIO_QUEUE_ALIGN);
+  const ring = await s.ledger.alloc(
+    s.target.device,
+    sb.nc,
+    bytes,
+    DmaMemUsageType.POOL_STDIO,
+    "hbm",
+    POOL_STDIO_QUEUE_ALIGN,
+  );
   const q: PoolStdioQueue = {
     initialized: true,
     q7Idx: 0,
@@ -330,7 +373,10 @@ export async function poolStdioQueueConsumeAllEntries(
  *
  * @returns Everything drained, in drain order.
  */
-export async function poolStdioBlockDrain(s: PoolStdioDrainServices, sb: PoolStdioBlock | undefined): Promise<Array<{ tag: PoolStdioStreamTag; text: string }>> {
+export async function poolStdioBlockDrain(
+  s: PoolStdioDrainServices,
+  sb: PoolStdioBlock | undefined,
+): Promise<Array<{ tag: PoolStdioStreamTag; text: string }>> {
   const out: Array<{ tag: PoolStdioStreamTag; text: string }> = [];
   if (sb === undefined || !sb.initialized) return out;
   const queues: PoolStdioQueue[] = [];
@@ -341,7 +387,9 @@ export async function poolStdioBlockDrain(s: PoolStdioDrainServices, sb: PoolStd
   const available = await Promise.all(queues.map((q) => poolStdioQueueAvailableCount(s, q)));
   for (const [k, q] of queues.entries()) {
     if (available[k].pending === 0) continue;
-    for (const text of await poolStdioQueueConsumeAllEntries(s, sb, q, available[k])) out.push({ tag: q.streamTag, text });
+    for (const text of await poolStdioQueueConsumeAllEntries(s, sb, q, available[k])) {
+      out.push({ tag: q.streamTag, text });
+    }
   }
   return out;
 }

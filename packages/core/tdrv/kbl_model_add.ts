@@ -130,7 +130,10 @@ export function collectCustomOpQueues(khal: Khal): Array<{ engine: number; queue
       }
     }
   }
-  throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot stage GPSIMD libraries: only ${found.length} custom-op DMA queues, 8 needed`);
+  throw new NrtError(
+    NrtStatus.NRT_RESOURCE,
+    `Cannot stage GPSIMD libraries: only ${found.length} custom-op DMA queues, 8 needed`,
+  );
 }
 
 /** Splits `bytes` into 8 per-core shares aligned to 64 bytes. */
@@ -205,9 +208,19 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
       }
       const desc = (k: number, off: number) => {
         const t = operand(model, k);
-        if (t.shape.length > 4) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${model.name}": tensor "${t.name}" has rank ${t.shape.length} > 4`);
+        if (t.shape.length > 4) {
+          throw new NrtError(
+            NrtStatus.NRT_INVALID,
+            `Cannot load NEFF "${model.name}": tensor "${t.name}" has rank ${t.shape.length} > 4`,
+          );
+        }
         const dtype = KERNEL_DTYPE[t.dtype];
-        if (dtype === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF "${model.name}": dtype ${t.dtype} of "${t.name}" has no kernel ABI code`);
+        if (dtype === undefined) {
+          throw new NrtError(
+            NrtStatus.NRT_INVALID,
+            `Cannot load NEFF "${model.name}": dtype ${t.dtype} of "${t.name}" has no kernel ABI code`,
+          );
+        }
         return { addr: Q7Map.SBUF_BASE + off, bytes: t.size, dtype, dims: t.shape };
       };
       argTables.push(encodeArgTable({
@@ -260,13 +273,17 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
         ringTablePa.push(meta.memory.pa + at);
         for (let c = 0; c < 8; c++) {
           const m = plan.m2s[c].length, n = dir === DmaDirection.M2S ? m : plan.s2m[c].length;
-          encodeRingTableEntry({
-            engine: queues[c].engine,
-            queue: queues[c].queue,
-            ringType: KBIN_DMA_RING_TYPE_CUSTOM_OP,
-            count: n,
-            ringPa: rings.memory.pa + plan.ringOffset[c] + (dir === DmaDirection.M2S ? 0 : m * DMA_DESCRIPTOR_BYTES),
-          }, metaBytes, at);
+          encodeRingTableEntry(
+            {
+              engine: queues[c].engine,
+              queue: queues[c].queue,
+              ringType: KBIN_DMA_RING_TYPE_CUSTOM_OP,
+              count: n,
+              ringPa: rings.memory.pa + plan.ringOffset[c] + (dir === DmaDirection.M2S ? 0 : m * DMA_DESCRIPTOR_BYTES),
+            },
+            metaBytes,
+            at,
+          );
           at += RING_TABLE_ENTRY_BYTES;
         }
       }
@@ -329,13 +346,21 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     // (nothing rings its doorbell), so the libraries staged next are in place before its first run.
     const slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot");
     undo.defer(() => void tpb.streamSlots.delete(slot));
-    await khal.streamInstall(target, nc, slot, { pa: streamMem.memory.pa, slots: program.length, doorbell, model: deviceModel });
+    await khal.streamInstall(target, nc, slot, {
+      pa: streamMem.memory.pa,
+      slots: program.length,
+      doorbell,
+      model: deviceModel,
+    });
     undo.defer(() => khal.streamRemove(target, nc, slot));
     s.event(`add_model nc=${nc} model=${deviceModel}`);
 
     // (7) ucode_stage_libs (seed: runtime-synthesis §4.4).
     if (libs.length > MAX_GPSIMD_LIBS) {
-      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot load NEFF "${model.name}": Exceeded max number of GPSIMD libs (${libs.length} > ${MAX_GPSIMD_LIBS})`);
+      throw new NrtError(
+        NrtStatus.NRT_RESOURCE,
+        `Cannot load NEFF "${model.name}": Exceeded max number of GPSIMD libs (${libs.length} > ${MAX_GPSIMD_LIBS})`,
+      );
     }
     const libAddr = new Map<string, { pa: number; bytes: number }>();
     if (libs.length === 1) {
@@ -371,14 +396,29 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     await inExecQueue(tpb, () => khal.q7SwapTable(target, nc, tableMem.memory.pa));
     s.event(`ucode_switch_libs nc=${nc} model=${deviceModel}`);
 
-    const installed: InstalledModel = { tpb, deviceModel, allocator, doorbell, completion, streamSlot: slot, rings, plans, boundPa: [], bufferPa, sharedLib: sharedKey, runs: 0 };
+    const installed: InstalledModel = {
+      tpb,
+      deviceModel,
+      allocator,
+      doorbell,
+      completion,
+      streamSlot: slot,
+      rings,
+      plans,
+      boundPa: [],
+      bufferPa,
+      sharedLib: sharedKey,
+      runs: 0,
+    };
     undo.move(); // installed: nothing to undo
     return installed;
   } catch (e) {
     try {
       await undo.disposeAsync();
     } catch (cleanup) {
-      s.log?.warn(`[ND ${tpb.device}][NC ${nc}] Cleanup after a failed load of "${model.name}" failed too: ${describe(cleanup)}`);
+      s.log?.warn(
+        `[ND ${tpb.device}][NC ${nc}] Cleanup after a failed load of "${model.name}" failed too: ${describe(cleanup)}`,
+      );
     }
     throw e;
   }
@@ -404,7 +444,14 @@ function describe(e: unknown): string {
  * it once into the GLOBAL allocator. Concurrent loads of the same library on one core wait for the one staging in
  * flight instead of staging it twice (seed: runtime-synthesis §4.4, "under ulib_staging_lock").
  */
-async function stageSharedLibrary(s: InstallServices, tpb: Tpb, key: string, name: string, image: Uint8Array, owner: unknown): Promise<StagedLibrary> {
+async function stageSharedLibrary(
+  s: InstallServices,
+  tpb: Tpb,
+  key: string,
+  name: string,
+  image: Uint8Array,
+  owner: unknown,
+): Promise<StagedLibrary> {
   const cached = tpb.extIsaLibs.get(key);
   if (cached !== undefined) return cached;
   const inFlight = tpb.stagingInFlight;

@@ -23,9 +23,20 @@
 import { CoreQueue } from "./core_queue.ts";
 import { DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES } from "../config.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
-import { type HalTarget, type Khal, type NotificationQueue, overridePoolUcode, type PoolUcodeOverride } from "../khal.ts";
+import {
+  type HalTarget,
+  type Khal,
+  type NotificationQueue,
+  overridePoolUcode,
+  type PoolUcodeOverride,
+} from "../khal.ts";
 import type { Logger } from "../log.ts";
-import { type PoolStdioBlock, poolStdioBlockDestroy, poolStdioBlockDrain, poolStdioBlockInit } from "../stdio/pool_stdio.ts";
+import {
+  type PoolStdioBlock,
+  poolStdioBlockDestroy,
+  poolStdioBlockDrain,
+  poolStdioBlockInit,
+} from "../stdio/pool_stdio.ts";
 
 export { POOL_STDIO_BLOCK_BYTES } from "../stdio/pool_stdio.ts";
 
@@ -183,7 +194,12 @@ async function hwExecQueueAddHaltRequest(s: TpbServices, tpb: Tpb): Promise<unkn
  * the core's pending kernel output into the stdio rings, the host drains them to its logger, then the device stops
  * the core's image and frees its IRAM/DRAM.
  */
-async function ucodeCorePrintAndDestroy(s: TpbServices, tpb: Tpb, core: UcodeCore, step: (f: () => Promise<void>) => Promise<void>): Promise<void> {
+async function ucodeCorePrintAndDestroy(
+  s: TpbServices,
+  tpb: Tpb,
+  core: UcodeCore,
+  step: (f: () => Promise<void>) => Promise<void>,
+): Promise<void> {
   await step(async () => {
     await s.khal.ucodeCorePrintLogs(s.target, tpb.nc, core.kind, core.index);
     await poolStdioBlockDrain(s, tpb.stdio);
@@ -213,7 +229,9 @@ export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () =>
     await ucodeCorePrintAndDestroy(s, tpb, core, step);
     s.event(`ucode_core_destroy nc=${tpb.nc} NX ${core.name}`);
   }
-  for (const [key, lib] of tpb.extIsaLibs) s.event(`ucode_ll_destroy nc=${tpb.nc} ${key.slice(0, 8)} users=${lib.users}`);
+  for (const [key, lib] of tpb.extIsaLibs) {
+    s.event(`ucode_ll_destroy nc=${tpb.nc} ${key.slice(0, 8)} users=${lib.users}`);
+  }
   for (const core of tpb.q7.splice(0)) {
     await ucodeCorePrintAndDestroy(s, tpb, core, step);
     s.event(`ucode_core_destroy nc=${tpb.nc} Q7 ${core.index}`);
@@ -234,7 +252,9 @@ export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () =>
     // seed §6.2: `if (!halt_error) pool_stdio_block_destroy(…)` — skipped: the block, its rings and the file-IO table
     // stay as they are (ours: logged, and left allocated, since the device may still write into them).
     const why = haltError instanceof Error ? haltError.message : String(haltError);
-    s.log.warn(`[ND ${tpb.device}][NC ${tpb.nc}] exec queue halt failed (${why}): pool stdio block kept`, { nc: tpb.nc });
+    s.log.warn(`[ND ${tpb.device}][NC ${tpb.nc}] exec queue halt failed (${why}): pool stdio block kept`, {
+      nc: tpb.nc,
+    });
     tpb.stdio = undefined;
   }
   for (const lib of tpb.extIsaLibs.values()) await step(() => s.ledger.free(lib.dmem));

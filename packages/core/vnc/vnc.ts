@@ -46,7 +46,10 @@ export function resolveVirtualCoreSize(spec: SiliconSpec, requested: number | un
 
 /** The seed's admission error (lifecycle-error-model §2.2). */
 export function insufficientPncs(required: number, available: number): NrtError {
-  return new NrtError(NrtStatus.NRT_LOAD_NOT_ENOUGH_NC, `Insufficient number of pncs, required: ${required}, available: ${available}`);
+  return new NrtError(
+    NrtStatus.NRT_LOAD_NOT_ENOUGH_NC,
+    `Insufficient number of pncs, required: ${required}, available: ${available}`,
+  );
 }
 
 /** The process's logical cores over its visible physical cores, with the per-vNC usage counts. */
@@ -66,12 +69,19 @@ export class VncTable {
    */
   constructor(physical: readonly number[], size: number, totalNc: number) {
     for (const k of physical) {
-      if (k >= totalNc) throw new NrtError(NrtStatus.NRT_INVALID, `Invalid NEURON_RT_VISIBLE_CORES: core ${k} does not exist (the device has ${totalNc})`);
+      if (k >= totalNc) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Invalid NEURON_RT_VISIBLE_CORES: core ${k} does not exist (the device has ${totalNc})`,
+        );
+      }
     }
     if (physical.length === 0 || physical[0] % size !== 0 || physical.length % size !== 0) {
       throw new NrtError(
         NrtStatus.NRT_INVALID,
-        `Invalid NEURON_RT_VISIBLE_CORES ${physical.join(",") || "(none)"}: with NEURON_RT_VIRTUAL_CORE_SIZE ${size} the visible cores must cover whole logical cores`,
+        `Invalid NEURON_RT_VISIBLE_CORES ${
+          physical.join(",") || "(none)"
+        }: with NEURON_RT_VIRTUAL_CORE_SIZE ${size} the visible cores must cover whole logical cores`,
       );
     }
     this.size = size;
@@ -135,7 +145,9 @@ export class VncTable {
         }
       }
     } else {
-      if (!Number.isInteger(choice) || choice < 0) throw new RangeError(`Logical core ${String(choice)} is not a non-negative integer`);
+      if (!Number.isInteger(choice) || choice < 0) {
+        throw new RangeError(`Logical core ${String(choice)} is not a non-negative integer`);
+      }
       if (choice >= this.#usage.length) throw insufficientPncs((choice + 1) * this.size, this.physical.length);
       vnc = choice;
     }

@@ -40,7 +40,13 @@ export function socAddress(cpu: number, addr: number): number {
 /** Bytes per tensor descriptor (one definition: `@nrt/core/isa`). */
 export const DESC_BYTES = TENSOR_DESC_BYTES;
 /** Descriptor field offsets (all u32, little-endian), as the Worker script names them. */
-export const DESC = { addr: TensorDescField.ADDR, bytes: TensorDescField.BYTES, dtype: TensorDescField.DTYPE, rank: TensorDescField.RANK, dims: TensorDescField.DIMS } as const;
+export const DESC = {
+  addr: TensorDescField.ADDR,
+  bytes: TensorDescField.BYTES,
+  dtype: TensorDescField.DTYPE,
+  rank: TensorDescField.RANK,
+  dims: TensorDescField.DIMS,
+} as const;
 /** Maximum tensor rank a descriptor holds. */
 export const MAX_RANK = MAX_TENSOR_RANK;
 /** Descriptor dtype codes. */
@@ -164,10 +170,42 @@ export const STDIO_TEXT_MAX = STDIO_ENTRY_BYTES - STDIO_HEADER_BYTES;
  * 8 Workers took 5.6 s instead of 0.16 s); receiving the layout keeps this file the single source of truth.
  */
 export const WORKER_LAYOUT = {
-  ARG_INPUTS, ARG_INTS, ARG_OUTPUTS, ARGS, CMD_EXIT, CMD_RUN, CMD_YIELD, CORE_STATUS, CORE_STATUS_BYTES,
-  CS, CS_MESSAGE_MAX, DESC_BYTES, FN_NAME, LOCAL_DRAM_BASE, MAILBOX, MB_CMD, MB_COMPLETE, MB_DONE, MB_DOORBELL,
-  MB_FENCE, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_POSTED, MB_SEQ, MB_STDIO_WRITE, MB_TOTAL_CPUS, Q7_CORES,
-  SOC_SLICE_FIRST_INDEX, Status, STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING,
+  ARG_INPUTS,
+  ARG_INTS,
+  ARG_OUTPUTS,
+  ARGS,
+  CMD_EXIT,
+  CMD_RUN,
+  CMD_YIELD,
+  CORE_STATUS,
+  CORE_STATUS_BYTES,
+  CS,
+  CS_MESSAGE_MAX,
+  DESC_BYTES,
+  FN_NAME,
+  LOCAL_DRAM_BASE,
+  MAILBOX,
+  MB_CMD,
+  MB_COMPLETE,
+  MB_DONE,
+  MB_DOORBELL,
+  MB_FENCE,
+  MB_FN,
+  MB_FN_NAME_LEN,
+  MB_KILL,
+  MB_LIB,
+  MB_POSTED,
+  MB_SEQ,
+  MB_STDIO_WRITE,
+  MB_TOTAL_CPUS,
+  Q7_CORES,
+  SOC_SLICE_FIRST_INDEX,
+  Status,
+  STDIO_ENTRIES,
+  STDIO_ENTRY_BYTES,
+  STDIO_HEADER,
+  STDIO_HEADER_BYTES,
+  STDIO_RING,
   STDIO_TEXT_MAX,
 } as const;
 

@@ -244,11 +244,14 @@ describe("guardLoops() on hand-made modules", () => {
   test("guardLoops() puts the countdown after the parameters and every group of declared locals", () => {
     // (func (param i32 i64) (result i64)) with locals [2 × i32][1 × f64][3 × i64]: locals 2..7 are all live.
     const body = [
-      ...loop(EMPTY,
-        inc(2), inc(3, 3),
+      ...loop(
+        EMPTY,
+        inc(2),
+        inc(3, 3),
         [...get(4), 0x44, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0xa0, ...set(4)], // local4 += 1.0
         [...get(7), ...get(1), 0x7c, ...set(7)], // local7 += param1
-        [...get(2), ...get(0), ...ltS, ...brIf(0)]),
+        [...get(2), ...get(0), ...ltS, ...brIf(0)],
+      ),
       [...get(7), ...get(2), 0xad, 0x7c, ...get(3), 0xad, 0x7c, ...get(4), 0xb0, 0x7c], // + i64(l2) + i64(l3) + i64(l4)
     ];
     const wasm = wasmModule({
@@ -280,25 +283,47 @@ describe("guardLoops() on hand-made modules", () => {
     // (leave both). Locals: 0 n, 1 i, 2 j, 3 acc, 4 fuel; a run out of fuel returns -1 (`return` has no label, so
     // a wrong branch target fails the test instead of looping forever).
     const select = [
-      ...get(1), ...get(2), ...mul, ...i32(10000), ...eq,
-      0x04, I32, ...i32(2), 0x05, ...i32(0), ...i32(1), ...get(2), ...get(1), ...ltS, 0x1b, 0x0b,
+      ...get(1),
+      ...get(2),
+      ...mul,
+      ...i32(10000),
+      ...eq,
+      0x04,
+      I32,
+      ...i32(2),
+      0x05,
+      ...i32(0),
+      ...i32(1),
+      ...get(2),
+      ...get(1),
+      ...ltS,
+      0x1b,
+      0x0b,
     ];
     const body = [
-      ...block(EMPTY, // $B
-        loop(EMPTY, // $O
-          inc(1), [...i32(0), ...set(2)],
-          loop(EMPTY, // $I
-            inc(2), inc(4),
+      ...block(
+        EMPTY, // $B
+        loop(
+          EMPTY, // $O
+          inc(1),
+          [...i32(0), ...set(2)],
+          loop(
+            EMPTY, // $I
+            inc(2),
+            inc(4),
             [...get(3), ...get(1), ...get(2), ...mul, ...add, ...set(3)],
-            [...get(4), ...i32(100000), ...geS], ifThen(EMPTY, [...i32(-1), 0x0f]),
-            block(EMPTY, // $b1
+            [...get(4), ...i32(100000), ...geS],
+            ifThen(EMPTY, [...i32(-1), 0x0f]),
+            block(
+              EMPTY, // $b1
               block(EMPTY, select, brTable([0, 1], 4)), // $b0: 0 → next j, 1 → next i, else leave $B
               br(1), // next j: $I
             ),
             [...get(1), ...get(0), ...ltS, ...brIf(1), ...br(2)], // next i ($O), or leave $B
           ),
           [...get(1), ...get(0), ...ltS, ...brIf(0)],
-        )),
+        ),
+      ),
       [...get(3), ...get(4), ...i32(1000000), ...mul, ...add],
     ];
     const wasm = wasmModule({
@@ -314,16 +339,26 @@ describe("guardLoops() on hand-made modules", () => {
     const valueResult = loop(I32, inc(1), [...get(1), ...get(0), ...ltS, ...brIf(0)], get(1));
     // (loop (type 1) (param i32 i32) (result i32)): carry (k, acc) as loop parameters while k > 0.
     const withParams = [
-      ...get(0), ...i32(0),
-      ...loop(["type", 1],
+      ...get(0),
+      ...i32(0),
+      ...loop(
+        ["type", 1],
         [...set(2), ...set(1)], // acc, k
         [...get(1), ...eqz],
         ifThen(EMPTY, [...get(2), ...br(2)]), // k == 0: return acc
-        [...get(1), ...i32(1), ...sub, ...get(2), ...get(1), ...add, ...br(0)]),
+        [...get(1), ...i32(1), ...sub, ...get(2), ...get(1), ...add, ...br(0)],
+      ),
     ];
     // (loop (type 2) (result i32 i32)): two results, no parameters; the function returns i² + i.
-    const twoResults = [...loop(["type", 2], inc(1), [...get(1), ...get(0), ...ltS, ...brIf(0)],
-      [...get(1), ...get(1), ...mul, ...get(1)]), ...add];
+    const twoResults = [
+      ...loop(["type", 2], inc(1), [...get(1), ...get(0), ...ltS, ...brIf(0)], [
+        ...get(1),
+        ...get(1),
+        ...mul,
+        ...get(1),
+      ]),
+      ...add,
+    ];
     const wasm = wasmModule({
       types,
       fns: [
@@ -339,15 +374,27 @@ describe("guardLoops() on hand-made modules", () => {
     // f(n): n times, v = v + const; store v; lane-load into it; shuffle; atomic rmw add, notify and fence.
     const v128Const = [0xfd, 0x0c, ...Array.from({ length: 16 }, (_, i) => i)];
     const body = [
-      ...loop(EMPTY,
+      ...loop(
+        EMPTY,
         [...i32(SBUF_BASE), ...i32(SBUF_BASE), 0xfd, 0x00, 4, 0, ...v128Const, 0xfd, 0xae, 0x01, 0xfd, 0x0b, 4, 0],
         // v = load32_lane(SBUF_BASE + 16, v, lane 1); store shuffle(v, const) at SBUF_BASE + 16
         [...i32(SBUF_BASE), ...i32(SBUF_BASE + 16), ...i32(SBUF_BASE), 0xfd, 0x00, 4, 0, 0xfd, 0x56, 2, 0, 1],
-        [...v128Const, 0xfd, 0x0d, ...Array.from({ length: 16 }, (_, i) => 31 - 2 * i), 0xfd, 0x0b, 4, 16],
+        [
+          ...v128Const,
+          0xfd,
+          0x0d,
+          ...Array.from({ length: 16 }, (_, i) => 31 - 2 * i),
+          0xfd,
+          0x0b,
+          4,
+          16,
+        ],
         [...i32(SBUF_BASE + 32), ...i32(3), 0xfe, 0x1e, 2, 0, 0x1a], // i32.atomic.rmw.add, result dropped
         [...i32(SBUF_BASE + 36), ...i32(0), 0xfe, 0x00, 2, 0, 0x1a], // memory.atomic.notify
         [0xfe, 0x03, 0x00], // atomic.fence
-        inc(1), [...get(1), ...get(0), ...ltS, ...brIf(0)]),
+        inc(1),
+        [...get(1), ...get(0), ...ltS, ...brIf(0)],
+      ),
       [...i32(SBUF_BASE), 0xfd, 0x00, 4, 0, 0xfd, 0x1b, 3], // i32x4.extract_lane 3
       [...i32(SBUF_BASE + 16), 0xfd, 0x00, 4, 0, 0xfd, 0x1b, 1, ...add],
       [...i32(SBUF_BASE + 32), 0xfe, 0x10, 2, 0, ...add],
@@ -362,8 +409,12 @@ describe("guardLoops() on hand-made modules", () => {
 
   test("guardLoops() adds a memory import to a module with loops and none, and to one with other imports", () => {
     // f(n) = n! mod 2^32 through a loop, in a module with no memory; then the same with an imported function.
-    const body = [...i32(1), ...set(1), ...loop(EMPTY, [...get(1), ...get(0), ...mul, ...set(1)],
-      [...get(0), ...i32(1), ...sub, ...tee(0), ...brIf(0)]), ...get(1)];
+    const body = [
+      ...i32(1),
+      ...set(1),
+      ...loop(EMPTY, [...get(1), ...get(0), ...mul, ...set(1)], [...get(0), ...i32(1), ...sub, ...tee(0), ...brIf(0)]),
+      ...get(1),
+    ];
     const bare = wasmModule({
       types: [funcType([I32], [I32])],
       fns: [{ type: 0, locals: [[1, I32]], body, export: "f" }],
@@ -389,14 +440,34 @@ describe("guardLoops() on hand-made modules", () => {
     // f(n): a loop whose body throws once i reaches n; try_table's catch_all leaves to a block outside the loop.
     const tryTable = (catches: number[][], ...body: number[][]) => [0x1f, EMPTY, ...vec(catches), ...body.flat(), 0x0b];
     const body = [
-      ...block(EMPTY,
-        loop(EMPTY,
-          [...get(1), ...i32(1000000), ...geS], ifThen(EMPTY, [...i32(-1), 0x0f]), // fuel, as above
+      ...block(
+        EMPTY,
+        loop(
+          EMPTY,
+          [...get(1), ...i32(1000000), ...geS],
+          ifThen(EMPTY, [...i32(-1), 0x0f]), // fuel, as above
           tryTable([[2, ...u(1)]], inc(1), [...get(1), ...get(0), ...geS], ifThen(EMPTY, [0x08, 0])),
-          br(0))),
+          br(0),
+        ),
+      ),
       // Memory 1 counts the iterations through a load and store with an explicit memory index.
-      ...i32(0), ...i32(0), 0x28, 0x42, 1, 0, ...get(1), ...add, 0x36, 0x42, 1, 0,
-      ...i32(0), 0x28, 0x42, 1, 0,
+      ...i32(0),
+      ...i32(0),
+      0x28,
+      0x42,
+      1,
+      0,
+      ...get(1),
+      ...add,
+      0x36,
+      0x42,
+      1,
+      0,
+      ...i32(0),
+      0x28,
+      0x42,
+      1,
+      0,
     ];
     const wasm = wasmModule({
       types: [funcType([I32], [I32]), funcType([], [])],
@@ -410,11 +481,20 @@ describe("guardLoops() on hand-made modules", () => {
   test("guardLoops() keeps the label of a legacy try's delegate inside a loop", () => {
     // Loop: try (do (try (do throw) (delegate 1))) catch_all; the delegate skips the loop to the outer try.
     const body = [
-      0x06, I32, // try (result i32)
-      ...loop(EMPTY, inc(0), [0x06, EMPTY, 0x06, EMPTY, ...get(0), ...i32(50), ...geS], ifThen(EMPTY, [0x08, 0]),
-        [0x18, 2], [0x0b], [...get(0), ...i32(1000000), ...ltS, ...brIf(0)]),
+      0x06,
+      I32, // try (result i32)
+      ...loop(
+        EMPTY,
+        inc(0),
+        [0x06, EMPTY, 0x06, EMPTY, ...get(0), ...i32(50), ...geS],
+        ifThen(EMPTY, [0x08, 0]),
+        [0x18, 2],
+        [0x0b],
+        [...get(0), ...i32(1000000), ...ltS, ...brIf(0)],
+      ),
       ...i32(-1),
-      0x19, ...get(0), // catch_all: the count
+      0x19,
+      ...get(0), // catch_all: the count
       0x0b,
     ];
     const wasm = wasmModule({
@@ -427,9 +507,17 @@ describe("guardLoops() on hand-made modules", () => {
 
   test("guardLoops() rewrites a large body with many loops", () => {
     // 3000 loops in a row, each adding its index k to local 1 three times: a body of about 70 KiB.
-    const loops = Array.from({ length: 3000 }, (_, k) =>
-      [...i32(0), ...set(2), ...loop(EMPTY, [...get(1), ...i32(k), ...add, ...set(1)], inc(2),
-        [...get(2), ...i32(3), ...ltS, ...brIf(0)])]);
+    const loops = Array.from(
+      { length: 3000 },
+      (
+        _,
+        k,
+      ) => [
+        ...i32(0),
+        ...set(2),
+        ...loop(EMPTY, [...get(1), ...i32(k), ...add, ...set(1)], inc(2), [...get(2), ...i32(3), ...ltS, ...brIf(0)]),
+      ],
+    );
     const wasm = wasmModule({
       types: [funcType([I32], [I32])],
       fns: [{ type: 0, locals: [[2, I32]], body: [...loops.flat(), ...get(1), ...get(0), ...add], export: "f" }],
@@ -452,8 +540,10 @@ describe("guardLoops() on hand-made modules", () => {
 describe("guardLoops() stops loops", () => {
   test("guardLoops() makes a loop trap within `interval` iterations once the flag is set", () => {
     // f(n): counts to n in a loop, storing the count at SBUF_BASE every iteration.
-    const body = [...loop(EMPTY, inc(1), [...i32(SBUF_BASE), ...get(1), 0x36, 2, 0],
-      [...get(1), ...get(0), ...ltS, ...brIf(0)]), ...get(1)];
+    const body = [
+      ...loop(EMPTY, inc(1), [...i32(SBUF_BASE), ...get(1), 0x36, 2, 0], [...get(1), ...get(0), ...ltS, ...brIf(0)]),
+      ...get(1),
+    ];
     const wasm = wasmModule({
       types: [funcType([I32], [I32])],
       imports: [memoryImport()],

@@ -22,7 +22,53 @@
  * @module
  */
 import { encodeTensorDescriptor } from "@nrt/core/isa";
-import { ARG_INPUTS, ARG_INTS, ARG_OUTPUTS, ARGS, CMD_EXIT, CMD_RUN, CMD_YIELD, CORE_STATUS, CORE_STATUS_BYTES, CS, DESC_BYTES, Dtype, FN_NAME, FN_NAME_MAX, IMAGE_BASE, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MAX_INTS, MAX_RANK, MAX_TENSORS, MB_CMD, MB_COMPLETE, MB_DONE, doorbellWord, MB_FN, MB_FN_NAME_LEN, MB_KILL, MB_LIB, MB_POSTED, MB_SEQ, MB_STDIO_READ, MB_STDIO_WRITE, MB_TOTAL_CPUS, PAGE_BYTES, Q7_CORES, SBUF_BASE, Status, STATUS_NAMES, STDIO_ENTRIES, STDIO_ENTRY_BYTES, STDIO_HEADER, STDIO_HEADER_BYTES, STDIO_RING, WORKER_LAYOUT } from "./_abi.ts";
+import {
+  ARG_INPUTS,
+  ARG_INTS,
+  ARG_OUTPUTS,
+  ARGS,
+  CMD_EXIT,
+  CMD_RUN,
+  CMD_YIELD,
+  CORE_STATUS,
+  CORE_STATUS_BYTES,
+  CS,
+  DESC_BYTES,
+  doorbellWord,
+  Dtype,
+  FN_NAME,
+  FN_NAME_MAX,
+  IMAGE_BASE,
+  IMAGE_BYTES,
+  KILL_FLAG_ADDR,
+  MAILBOX,
+  MAX_INTS,
+  MAX_RANK,
+  MAX_TENSORS,
+  MB_CMD,
+  MB_COMPLETE,
+  MB_DONE,
+  MB_FN,
+  MB_FN_NAME_LEN,
+  MB_KILL,
+  MB_LIB,
+  MB_POSTED,
+  MB_SEQ,
+  MB_STDIO_READ,
+  MB_STDIO_WRITE,
+  MB_TOTAL_CPUS,
+  PAGE_BYTES,
+  Q7_CORES,
+  SBUF_BASE,
+  Status,
+  STATUS_NAMES,
+  STDIO_ENTRIES,
+  STDIO_ENTRY_BYTES,
+  STDIO_HEADER,
+  STDIO_HEADER_BYTES,
+  STDIO_RING,
+  WORKER_LAYOUT,
+} from "./_abi.ts";
 import { guardLoops } from "./_loop_guard.ts";
 
 /** A tensor as a kernel sees it through `customop_next_tensor` / `customop_return_tensor`. */
@@ -189,7 +235,9 @@ export class Q7Cluster {
     const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
     const cluster = new Q7Cluster(memory, sbufBytes);
     try {
-      await Promise.all(cluster.#workers.map((_, cpu) => cluster.#request(cpu, { type: "init", memory, cpu, layout: WORKER_LAYOUT })));
+      await Promise.all(
+        cluster.#workers.map((_, cpu) => cluster.#request(cpu, { type: "init", memory, cpu, layout: WORKER_LAYOUT })),
+      );
     } catch (e) {
       cluster.terminate();
       throw e;
@@ -206,7 +254,9 @@ export class Q7Cluster {
    */
   async boot(firmware: { iram: Uint8Array; dram: Uint8Array }): Promise<FirmwareInfo> {
     if (firmware.dram.length > IMAGE_BYTES) {
-      throw new RangeError(`Cannot boot Q7 firmware: DRAM image is ${firmware.dram.length} bytes, at most ${IMAGE_BYTES}`);
+      throw new RangeError(
+        `Cannot boot Q7 firmware: DRAM image is ${firmware.dram.length} bytes, at most ${IMAGE_BYTES}`,
+      );
     }
     this.#enter("boot Q7 firmware");
     try {
@@ -255,7 +305,9 @@ export class Q7Cluster {
       signal?.throwIfAborted();
       const slot = op.key === "" ? (this.#booted ? 0 : undefined) : this.#slots.get(op.key);
       if (slot === undefined) {
-        throw new Error(`Cannot dispatch "${op.fn}": ${op.key === "" ? "no firmware booted" : `library "${op.key}" is not prepared`}`);
+        throw new Error(
+          `Cannot dispatch "${op.fn}": ${op.key === "" ? "no firmware booted" : `library "${op.key}" is not prepared`}`,
+        );
       }
       if (op.totalCpus !== 1 && op.totalCpus !== Q7_CORES) {
         throw new RangeError(`Cannot dispatch "${op.fn}": totalCpus is ${op.totalCpus}, expected 1 or 8`);
@@ -409,8 +461,10 @@ export class Q7Cluster {
     const end = SBUF_BASE + this.sbufBytes;
     const put = (base: number, list: readonly TensorDesc[], what: string) => {
       list.forEach((t, i) => {
-        if (!Number.isInteger(t.addr) || !Number.isInteger(t.bytes) || t.addr < SBUF_BASE || t.bytes < 0 ||
-          t.addr + t.bytes > end) {
+        if (
+          !Number.isInteger(t.addr) || !Number.isInteger(t.bytes) || t.addr < SBUF_BASE || t.bytes < 0 ||
+          t.addr + t.bytes > end
+        ) {
           throw new RangeError(
             `Cannot dispatch "${fn}": ${what} ${i} [0x${t.addr.toString(16)}, +${t.bytes}) is outside the SBUF window`,
           );

@@ -111,7 +111,9 @@ describe("Q7Cluster", () => {
       const b = arena.f32([n], randomF32(n, n + 1));
       const c = arena.f32([n]);
       const result = await cluster.dispatch({
-        key: "vector_add", fn: "vector_add", totalCpus: 8,
+        key: "vector_add",
+        fn: "vector_add",
+        totalCpus: 8,
         args: { inputs: [a.desc, b.desc], outputs: [c.desc] },
       });
       expectAllOk(result, 8);
@@ -126,9 +128,15 @@ describe("Q7Cluster", () => {
       const arena = new SbufArena(cluster);
       const x = arena.f32([n], randomF32(n, 7 * n));
       const y = arena.f32([n]);
-      expectAllOk(await cluster.dispatch({
-        key: "relu", fn: "relu", totalCpus: 8, args: { inputs: [x.desc], outputs: [y.desc] },
-      }), 8);
+      expectAllOk(
+        await cluster.dispatch({
+          key: "relu",
+          fn: "relu",
+          totalCpus: 8,
+          args: { inputs: [x.desc], outputs: [y.desc] },
+        }),
+        8,
+      );
       const expected = x.view.map((v) => Math.max(v, 0));
       expect({ n, mismatch: firstMismatch(y.view, expected, 0) }).toEqual({ n, mismatch: undefined });
     }
@@ -139,9 +147,15 @@ describe("Q7Cluster", () => {
       const arena = new SbufArena(cluster);
       const x = arena.f32([rows, cols], randomF32(rows * cols, rows * 31 + cols));
       const y = arena.f32([rows, cols]);
-      expectAllOk(await cluster.dispatch({
-        key: "softmax", fn: "softmax_rows", totalCpus: 8, args: { inputs: [x.desc], outputs: [y.desc] },
-      }), 8);
+      expectAllOk(
+        await cluster.dispatch({
+          key: "softmax",
+          fn: "softmax_rows",
+          totalCpus: 8,
+          args: { inputs: [x.desc], outputs: [y.desc] },
+        }),
+        8,
+      );
       const expected = new Float32Array(rows * cols);
       for (let r = 0; r < rows; r++) {
         const row = x.view.subarray(r * cols, (r + 1) * cols);
@@ -149,7 +163,11 @@ describe("Q7Cluster", () => {
         const sum = row.reduce((s, v) => s + Math.exp(v - max), 0);
         for (let j = 0; j < cols; j++) expected[r * cols + j] = Math.exp(row[j] - max) / sum;
       }
-      expect({ rows, cols, mismatch: firstMismatch(y.view, expected, 1e-5) }).toEqual({ rows, cols, mismatch: undefined });
+      expect({ rows, cols, mismatch: firstMismatch(y.view, expected, 1e-5) }).toEqual({
+        rows,
+        cols,
+        mismatch: undefined,
+      });
     }
   });
 
@@ -159,9 +177,15 @@ describe("Q7Cluster", () => {
       const a = arena.f32([m, k], randomF32(m * k, m + k, 1));
       const b = arena.f32([k, n], randomF32(k * n, k + n, 1));
       const c = arena.f32([m, n]);
-      expectAllOk(await cluster.dispatch({
-        key: "matmul", fn: "matmul", totalCpus: 8, args: { inputs: [a.desc, b.desc], outputs: [c.desc] },
-      }), 8);
+      expectAllOk(
+        await cluster.dispatch({
+          key: "matmul",
+          fn: "matmul",
+          totalCpus: 8,
+          args: { inputs: [a.desc, b.desc], outputs: [c.desc] },
+        }),
+        8,
+      );
       const expected = new Float32Array(m * n);
       for (let i = 0; i < m; i++) {
         for (let j = 0; j < n; j++) {
@@ -179,9 +203,15 @@ describe("Q7Cluster", () => {
       const arena = new SbufArena(cluster);
       const x = arena.i32([n]); // any dtype: only the element count matters
       const y = arena.i32([n]);
-      expectAllOk(await cluster.dispatch({
-        key: "cpu_map", fn: "cpu_map", totalCpus: 8, args: { inputs: [x.desc], outputs: [y.desc] },
-      }), 8);
+      expectAllOk(
+        await cluster.dispatch({
+          key: "cpu_map",
+          fn: "cpu_map",
+          totalCpus: 8,
+          args: { inputs: [x.desc], outputs: [y.desc] },
+        }),
+        8,
+      );
       const chunk = Math.ceil(n / 8);
       const expected = Int32Array.from({ length: n }, (_, i) => Math.floor(i / chunk));
       expect({ n, owners: Array.from(y.view) }).toEqual({ n, owners: Array.from(expected) });
@@ -192,9 +222,15 @@ describe("Q7Cluster", () => {
     const arena = new SbufArena(cluster);
     const x = arena.i32([3, 5]);
     const y = arena.i32([15]);
-    expectAllOk(await cluster.dispatch({
-      key: "cpu_map", fn: "cpu_map", totalCpus: 1, args: { inputs: [x.desc], outputs: [y.desc] },
-    }), 1);
+    expectAllOk(
+      await cluster.dispatch({
+        key: "cpu_map",
+        fn: "cpu_map",
+        totalCpus: 1,
+        args: { inputs: [x.desc], outputs: [y.desc] },
+      }),
+      1,
+    );
     expect(Array.from(y.view)).toEqual(new Array(15).fill(0));
   });
 
@@ -204,7 +240,10 @@ describe("Q7Cluster", () => {
       const x = arena.f32([n], randomF32(n, 99 + n));
       const y = arena.f32([1]);
       const result = await cluster.dispatch({
-        key: "reduce_sum", fn: "sum_all", totalCpus: 1, args: { inputs: [x.desc], outputs: [y.desc] },
+        key: "reduce_sum",
+        fn: "sum_all",
+        totalCpus: 1,
+        args: { inputs: [x.desc], outputs: [y.desc] },
       });
       expectAllOk(result, 1);
       expect(result.cores[0].elapsedNs).toBeGreaterThan(0);
@@ -214,25 +253,40 @@ describe("Q7Cluster", () => {
     }
   });
 
-  test("Q7Cluster.dispatch() reports a wasm trap as status \"trap\" on every core", async () => {
-    const result = await cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: { inputs: [], outputs: [] } });
+  test('Q7Cluster.dispatch() reports a wasm trap as status "trap" on every core', async () => {
+    const result = await cluster.dispatch({
+      key: "faults",
+      fn: "trap",
+      totalCpus: 8,
+      args: { inputs: [], outputs: [] },
+    });
     expect(result.cores.map((c) => [c.status, c.committed])).toEqual(new Array(8).fill(["trap", false]));
     expect(result.cores[0].message).toMatch(/unreachable/i);
   });
 
-  test("Q7Cluster.dispatch() reports an out-of-bounds load as status \"oob\"", async () => {
-    const result = await cluster.dispatch({ key: "faults", fn: "oob", totalCpus: 8, args: { inputs: [], outputs: [] } });
+  test('Q7Cluster.dispatch() reports an out-of-bounds load as status "oob"', async () => {
+    const result = await cluster.dispatch({
+      key: "faults",
+      fn: "oob",
+      totalCpus: 8,
+      args: { inputs: [], outputs: [] },
+    });
     expect(result.cores.map((c) => [c.status, c.committed])).toEqual(new Array(8).fill(["oob", false]));
   });
 
-  test("Q7Cluster.dispatch() reports a dram_addr_to_soc_addr aperture fault as status \"oob\"", async () => {
-    const result = await cluster.dispatch({ key: "faults", fn: "bad_dram", totalCpus: 1, args: { inputs: [], outputs: [] } });
+  test('Q7Cluster.dispatch() reports a dram_addr_to_soc_addr aperture fault as status "oob"', async () => {
+    const result = await cluster.dispatch({
+      key: "faults",
+      fn: "bad_dram",
+      totalCpus: 1,
+      args: { inputs: [], outputs: [] },
+    });
     expect([result.cores[0].status, result.cores[0].committed]).toEqual(["oob", false]);
     expect(result.cores[0].message).toContain("0x12345");
     expect(result.cores.slice(1).every((c) => !c.ran)).toBe(true);
   });
 
-  test("Q7Cluster.dispatch() reports a function the library does not export as \"missing-function\"", async () => {
+  test('Q7Cluster.dispatch() reports a function the library does not export as "missing-function"', async () => {
     const result = await cluster.dispatch({ key: "relu", fn: "gelu", totalCpus: 8, args: { inputs: [], outputs: [] } });
     expect(result.cores.map((c) => c.status)).toEqual(new Array(8).fill("missing-function"));
   });
@@ -241,9 +295,15 @@ describe("Q7Cluster", () => {
     const arena = new SbufArena(cluster);
     const x = arena.f32([100], randomF32(100, 5));
     const y = arena.f32([100]);
-    expectAllOk(await cluster.dispatch({
-      key: "relu", fn: "relu", totalCpus: 8, args: { inputs: [x.desc], outputs: [y.desc] },
-    }), 8);
+    expectAllOk(
+      await cluster.dispatch({
+        key: "relu",
+        fn: "relu",
+        totalCpus: 8,
+        args: { inputs: [x.desc], outputs: [y.desc] },
+      }),
+      8,
+    );
     expect(firstMismatch(y.view, x.view.map((v) => Math.max(v, 0)), 0)).toBeUndefined();
   });
 
@@ -254,17 +314,33 @@ describe("Q7Cluster", () => {
     await expect(cluster.dispatch({ key: "nope", fn: "x", totalCpus: 8, args: { inputs: [], outputs: [] } }))
       .rejects.toThrow('library "nope" is not prepared');
     // The cluster is not left busy by a rejected dispatch.
-    expectAllOk(await cluster.dispatch({ key: "noop", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } }), 8);
+    expectAllOk(
+      await cluster.dispatch({ key: "noop", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } }),
+      8,
+    );
   });
 
   test("Q7Cluster.drainStdio() returns printf lines in order with their core and stream", async () => {
     cluster.drainStdio();
-    const one = await cluster.dispatch({ key: "faults", fn: "printf", totalCpus: 1, args: { inputs: [], outputs: [], ints: [12n] } });
+    const one = await cluster.dispatch({
+      key: "faults",
+      fn: "printf",
+      totalCpus: 1,
+      args: { inputs: [], outputs: [], ints: [12n] },
+    });
     expectAllOk(one, 1);
     expect(cluster.drainStdio()).toEqual(
       Array.from({ length: 12 }, (_, k) => ({ cpu: 0, stream: 1, text: `line ${k} from core 0\n` })),
     );
-    expectAllOk(await cluster.dispatch({ key: "faults", fn: "printf", totalCpus: 8, args: { inputs: [], outputs: [], ints: [5n] } }), 8);
+    expectAllOk(
+      await cluster.dispatch({
+        key: "faults",
+        fn: "printf",
+        totalCpus: 8,
+        args: { inputs: [], outputs: [], ints: [5n] },
+      }),
+      8,
+    );
     const drained = cluster.drainStdio();
     expect(drained.length).toBe(40);
     for (let cpu = 0; cpu < 8; cpu++) {
@@ -279,7 +355,12 @@ describe("Q7Cluster", () => {
     cluster.drainStdio();
     const before = cluster.stdioDropped;
     const lines = STDIO_ENTRIES + 100;
-    await cluster.dispatch({ key: "faults", fn: "printf", totalCpus: 1, args: { inputs: [], outputs: [], ints: [BigInt(lines)] } });
+    await cluster.dispatch({
+      key: "faults",
+      fn: "printf",
+      totalCpus: 1,
+      args: { inputs: [], outputs: [], ints: [BigInt(lines)] },
+    });
     const drained = cluster.drainStdio();
     expect(drained.length).toBe(STDIO_ENTRIES);
     expect(cluster.stdioDropped - before).toBe(100);
@@ -313,7 +394,10 @@ describe("Q7Cluster hang", () => {
     const fresh = await Q7Cluster.create({ sbufBytes: 1 << 20 });
     try {
       await fresh.prepare("noop", kernel("noop"));
-      expectAllOk(await fresh.dispatch({ key: "noop", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } }), 8);
+      expectAllOk(
+        await fresh.dispatch({ key: "noop", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } }),
+        8,
+      );
     } finally {
       fresh.terminate();
     }
@@ -334,7 +418,40 @@ describe("guardLoops()", () => {
   test("guardLoops() adds an env.memory import to a module with a loop and no memory", () => {
     // (module (func (export "f") (loop)))
     const wasm = new Uint8Array([
-      0, 97, 115, 109, 1, 0, 0, 0, 1, 4, 1, 96, 0, 0, 3, 2, 1, 0, 7, 5, 1, 1, 102, 0, 0, 10, 7, 1, 5, 0, 3, 64, 11, 11,
+      0,
+      97,
+      115,
+      109,
+      1,
+      0,
+      0,
+      0,
+      1,
+      4,
+      1,
+      96,
+      0,
+      0,
+      3,
+      2,
+      1,
+      0,
+      7,
+      5,
+      1,
+      1,
+      102,
+      0,
+      0,
+      10,
+      7,
+      1,
+      5,
+      0,
+      3,
+      64,
+      11,
+      11,
     ]);
     expect(WebAssembly.validate(wasm)).toBe(true);
     const guarded = guardLoops(wasm, KILL_FLAG_ADDR) as Uint8Array<ArrayBuffer>;

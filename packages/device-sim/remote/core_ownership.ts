@@ -60,12 +60,16 @@ export class CoreOwnership {
    * @throws {NrtError} `NRT_RESOURCE` naming the owning process when a core is owned by another session.
    */
   acquire(device: number, cores: readonly number[], owner: CoreOwner): void {
-    const busy = cores.map((nc) => this.#owners.get(key(device, nc))).filter((g): g is CoreGrant => g !== undefined && g.owner.session !== owner.session);
+    const busy = cores.map((nc) => this.#owners.get(key(device, nc))).filter((g): g is CoreGrant =>
+      g !== undefined && g.owner.session !== owner.session
+    );
     if (busy.length > 0) {
       const held = busy.map((g) => `nc${g.nc} is in use by ${describeOwner(g.owner)}`).join("; ");
       throw new NrtError(
         NrtStatus.NRT_RESOURCE,
-        `Cannot acquire NeuronCore(s) ${cores.map((c) => `nc${c}`).join(",")} of device ${device} for ${describeOwner(owner)}: ${held}`,
+        `Cannot acquire NeuronCore(s) ${cores.map((c) => `nc${c}`).join(",")} of device ${device} for ${
+          describeOwner(owner)
+        }: ${held}`,
       );
     }
     for (const nc of cores) this.#owners.set(key(device, nc), { device, nc, owner });
@@ -80,7 +84,10 @@ export class CoreOwnership {
     for (const nc of cores) {
       const g = this.#owners.get(key(device, nc));
       if (g !== undefined && g.owner.session !== session) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot release NeuronCore nc${nc} of device ${device}: it is owned by ${describeOwner(g.owner)}`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot release NeuronCore nc${nc} of device ${device}: it is owned by ${describeOwner(g.owner)}`,
+        );
       }
     }
     for (const nc of cores) this.#owners.delete(key(device, nc));

@@ -22,7 +22,18 @@ import { ncBlock, type SiliconSpec } from "@nrt/core/hal";
 import type { DeviceMemory } from "@nrt/core/portal";
 import { type CoreGrant, CoreOwnership, describeOwner } from "./core_ownership.ts";
 import type { Link, LinkEvents } from "./link.ts";
-import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, Op, POSTED, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
+import {
+  BodyReader,
+  encodeText,
+  ErrorKind,
+  type Frame,
+  FrameBuilder,
+  FrameDecoder,
+  Op,
+  POSTED,
+  PROTOCOL_VERSION,
+  RESPONSE,
+} from "./protocol.ts";
 
 /** Options of {@linkcode DeviceDaemon}. */
 export interface DeviceDaemonOptions {
@@ -102,7 +113,16 @@ export class DeviceDaemon {
    * @returns The handlers the transport calls with the connection's bytes and its end.
    */
   accept(link: Link): LinkEvents {
-    const s: Session = { id: this.#nextSession++, link, pid: 0, name: "", hello: false, closed: false, allocations: new Map(), waits: new Map() };
+    const s: Session = {
+      id: this.#nextSession++,
+      link,
+      pid: 0,
+      name: "",
+      hello: false,
+      closed: false,
+      allocations: new Map(),
+      waits: new Map(),
+    };
     this.#sessions.set(s.id, s);
     const decoder = new FrameDecoder();
     return {
@@ -174,7 +194,9 @@ export class DeviceDaemon {
     this.#sessions.delete(s.id);
     if (s.hello) {
       this.#log(
-        `${describeOwner(s)} ${why}: reclaimed ${cores.length} NeuronCore(s)${cores.length ? ` (${cores.map((g) => `nc${g.nc}`).join(",")})` : ""}, ` +
+        `${describeOwner(s)} ${why}: reclaimed ${cores.length} NeuronCore(s)${
+          cores.length ? ` (${cores.map((g) => `nc${g.nc}`).join(",")})` : ""
+        }, ` +
           `${count} allocation(s) (${bytes} bytes)` + (problems.length ? `; problems: ${problems.join("; ")}` : ""),
       );
     }
@@ -220,13 +242,19 @@ export class DeviceDaemon {
     if (f.op === Op.HELLO) {
       const version = r.u32();
       if (version !== PROTOCOL_VERSION) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot start a session: the client speaks protocol ${version}, this daemon speaks ${PROTOCOL_VERSION}`);
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot start a session: the client speaks protocol ${version}, this daemon speaks ${PROTOCOL_VERSION}`,
+        );
       }
       s.pid = r.u32();
       s.name = r.text();
       s.hello = true;
       this.#log(`${describeOwner(s)} connected (session ${s.id})`);
-      return Promise.resolve(ok(24).u32(PROTOCOL_VERSION).u32(s.id).f64(this.#spec.csr.ncBlockBase).f64(this.#spec.csr.ncBlockStride).finish());
+      return Promise.resolve(
+        ok(24).u32(PROTOCOL_VERSION).u32(s.id).f64(this.#spec.csr.ncBlockBase).f64(this.#spec.csr.ncBlockStride)
+          .finish(),
+      );
     }
     if (!s.hello) throw new NrtError(NrtStatus.NRT_INVALID, "Cannot serve a request before HELLO");
     switch (f.op) {
@@ -257,10 +285,17 @@ export class DeviceDaemon {
       case Op.MEM_ALLOC: {
         const [device, nc, bytes, align, loc] = [r.u32(), r.u32(), r.f64(), r.f64(), r.u8()];
         this.#checkNc(s, device, nc, "allocate device memory");
-        return p.memAlloc({ device, nc, bytes, align: align === 0 ? undefined : align, location: loc === 1 ? "host" : "hbm" }).then((m) => {
+        return p.memAlloc({
+          device,
+          nc,
+          bytes,
+          align: align === 0 ? undefined : align,
+          location: loc === 1 ? "host" : "hbm",
+        }).then((m) => {
           s.allocations.set(m.id, m);
           if (s.closed) void p.memFree(m).catch(() => {}); // the session ended while the allocation was in flight
-          return ok(29).u32(m.id).u32(m.device).u32(m.nc).f64(m.pa).f64(m.bytes).u8(m.location === "host" ? 1 : 0).finish();
+          return ok(29).u32(m.id).u32(m.device).u32(m.nc).f64(m.pa).f64(m.bytes).u8(m.location === "host" ? 1 : 0)
+            .finish();
         });
       }
       case Op.MEM_FREE: {
@@ -300,9 +335,16 @@ export class DeviceDaemon {
         const [device, cores] = coreList(r);
         return p.devices().then((ds) => {
           const d = ds[device];
-          if (d === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot acquire NeuronCores: device ${device} does not exist`);
+          if (d === undefined) {
+            throw new NrtError(NrtStatus.NRT_INVALID, `Cannot acquire NeuronCores: device ${device} does not exist`);
+          }
           const bad = cores.find((nc) => nc >= d.ncCount);
-          if (bad !== undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot acquire NeuronCore nc${bad} of device ${device}: the device has ${d.ncCount}`);
+          if (bad !== undefined) {
+            throw new NrtError(
+              NrtStatus.NRT_INVALID,
+              `Cannot acquire NeuronCore nc${bad} of device ${device}: the device has ${d.ncCount}`,
+            );
+          }
           this.ownership.acquire(device, cores, { session: s.id, pid: s.pid, name: s.name });
           this.#log(`${describeOwner(s)} acquired ${cores.map((c) => `nc${c}`).join(",")} of device ${device}`);
           return done();
@@ -317,8 +359,12 @@ export class DeviceDaemon {
         const grants = this.ownership.grants();
         const names = grants.map((g) => encodeText(g.owner.name).subarray(0, 255));
         const waiters = [...this.#sessions.values()].reduce((n, x) => n + x.waits.size, 0);
-        const b = ok(12 + grants.reduce((n, _, i) => n + 17 + names[i].byteLength, 0)).u32(this.#sessions.size).u32(waiters).u32(grants.length);
-        grants.forEach((g, i) => b.u32(g.device).u32(g.nc).u32(g.owner.pid).u32(g.owner.session).u8(names[i].byteLength).bytes(names[i]));
+        const b = ok(12 + grants.reduce((n, _, i) => n + 17 + names[i].byteLength, 0)).u32(this.#sessions.size).u32(
+          waiters,
+        ).u32(grants.length);
+        grants.forEach((g, i) =>
+          b.u32(g.device).u32(g.nc).u32(g.owner.pid).u32(g.owner.session).u8(names[i].byteLength).bytes(names[i])
+        );
         return Promise.resolve(b.finish());
       }
       default:
@@ -328,7 +374,12 @@ export class DeviceDaemon {
 
   #allocation(s: Session, id: number, what: string): DeviceMemory {
     const m = s.allocations.get(id);
-    if (m === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Cannot ${what} device memory: allocation ${id} is not live in this session`);
+    if (m === undefined) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot ${what} device memory: allocation ${id} is not live in this session`,
+      );
+    }
     return m;
   }
 
@@ -346,7 +397,10 @@ export class DeviceDaemon {
   #checkNc(s: Session, device: number, nc: number, what: string): void {
     const o = this.ownership.owner(device, nc);
     if (o !== undefined && o.session !== s.id) {
-      throw new NrtError(NrtStatus.NRT_RESOURCE, `Cannot ${what} on NeuronCore nc${nc} of device ${device}: it is in use by ${describeOwner(o)}`);
+      throw new NrtError(
+        NrtStatus.NRT_RESOURCE,
+        `Cannot ${what} on NeuronCore nc${nc} of device ${device}: it is in use by ${describeOwner(o)}`,
+      );
     }
   }
 }
@@ -360,7 +414,13 @@ function coreList(r: BodyReader): [number, number[]] {
 }
 
 function errorFrame(f: Frame, e: unknown): Uint8Array {
-  const kind = e instanceof NrtError ? ErrorKind.NRT : e instanceof TypeError ? ErrorKind.TYPE : e instanceof RangeError ? ErrorKind.RANGE : ErrorKind.OTHER;
+  const kind = e instanceof NrtError
+    ? ErrorKind.NRT
+    : e instanceof TypeError
+    ? ErrorKind.TYPE
+    : e instanceof RangeError
+    ? ErrorKind.RANGE
+    : ErrorKind.OTHER;
   const status = e instanceof NrtError ? e.status : NrtStatus.NRT_FAILURE;
   const text = encodeText(e instanceof Error ? e.message : String(e));
   return new FrameBuilder(f.id, f.op | RESPONSE, 5, text.byteLength, 1).u32(status).u8(kind).finish(text);

@@ -25,5 +25,18 @@
 export { type CoreGrant, type CoreOwner, CoreOwnership, describeOwner } from "./core_ownership.ts";
 export { type DaemonSessionInfo, DeviceDaemon, type DeviceDaemonOptions } from "./device_daemon.ts";
 export { type Dialer, type Link, type LinkEvents, linkPair } from "./link.ts";
-export { BodyReader, ErrorKind, type Frame, FrameBuilder, FrameDecoder, HEADER_BYTES, MAX_FRAME_BYTES, Op, type Opcode, POSTED, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
+export {
+  BodyReader,
+  ErrorKind,
+  type Frame,
+  FrameBuilder,
+  FrameDecoder,
+  HEADER_BYTES,
+  MAX_FRAME_BYTES,
+  Op,
+  type Opcode,
+  POSTED,
+  PROTOCOL_VERSION,
+  RESPONSE,
+} from "./protocol.ts";
 export { type DaemonStats, type RemoteIdentity, RemotePortal, type RemotePortalOptions } from "./remote_portal.ts";

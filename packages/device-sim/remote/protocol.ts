@@ -186,7 +186,9 @@ export class FrameBuilder {
   finish(tail?: Uint8Array): Uint8Array {
     if (tail !== undefined) this.bytes(tail);
     if (this.#at !== this.#bytes.byteLength || (tail?.byteLength ?? 0) !== this.#tail) {
-      throw new RangeError(`Frame op 0x${this.#bytes[8].toString(16)}: wrote ${this.#at} of ${this.#bytes.byteLength} bytes`);
+      throw new RangeError(
+        `Frame op 0x${this.#bytes[8].toString(16)}: wrote ${this.#at} of ${this.#bytes.byteLength} bytes`,
+      );
     }
     return this.#bytes;
   }
@@ -248,7 +250,9 @@ export class BodyReader {
 
   #need(n: number): void {
     if (this.#at + n > this.#body.byteLength) {
-      throw new RangeError(`Cannot decode frame body: field at ${this.#at} needs ${n} bytes, the body has ${this.#body.byteLength}`);
+      throw new RangeError(
+        `Cannot decode frame body: field at ${this.#at} needs ${n} bytes, the body has ${this.#body.byteLength}`,
+      );
     }
   }
 }
@@ -294,7 +298,9 @@ export class FrameDecoder {
     const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
     while (data.byteLength - start >= 4) {
       const len = view.getUint32(start, true);
-      if (len < HEADER_BYTES - 4 || len > MAX_FRAME_BYTES) throw new RangeError(`Cannot decode frame: length ${len} is out of range`);
+      if (len < HEADER_BYTES - 4 || len > MAX_FRAME_BYTES) {
+        throw new RangeError(`Cannot decode frame: length ${len} is out of range`);
+      }
       if (data.byteLength - start < 4 + len) break;
       out.push({
         id: view.getUint32(start + 4, true),

@@ -26,7 +26,19 @@ import { NrtError, NrtStatus, type Portal } from "@nrt/core";
 import type { TpbArchType } from "@nrt/core/hal";
 import type { DeviceMemory, MemAllocRequest, PortalDeviceInfo } from "@nrt/core/portal";
 import type { Dialer, Link } from "./link.ts";
-import { BodyReader, encodeText, ErrorKind, type Frame, FrameBuilder, FrameDecoder, LOCATION_CODE, Op, POSTED, PROTOCOL_VERSION, RESPONSE } from "./protocol.ts";
+import {
+  BodyReader,
+  encodeText,
+  ErrorKind,
+  type Frame,
+  FrameBuilder,
+  FrameDecoder,
+  LOCATION_CODE,
+  Op,
+  POSTED,
+  PROTOCOL_VERSION,
+  RESPONSE,
+} from "./protocol.ts";
 
 /** How a client identifies itself to the daemon (shown in the ownership error of another process). */
 export interface RemoteIdentity {
@@ -124,15 +136,24 @@ export class RemotePortal implements Portal {
           }
           for (const f of frames) portal.#receive(f);
         },
-        closed: (reason) => portal.#disconnect(reason === undefined ? "the daemon closed the connection" : String(reason)),
+        closed: (reason) =>
+          portal.#disconnect(reason === undefined ? "the daemon closed the connection" : String(reason)),
       });
     } catch (e) {
-      throw new NrtError(NrtStatus.NRT_HW_ERROR, `Cannot connect to the device daemon: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      throw new NrtError(
+        NrtStatus.NRT_HW_ERROR,
+        `Cannot connect to the device daemon: ${e instanceof Error ? e.message : String(e)}`,
+        { cause: e },
+      );
     }
     const name = encodeText(options.name);
     try {
       const r = new BodyReader(
-        await portal.#request("start a session", new FrameBuilder(portal.#nextId++, Op.HELLO, 8, name.byteLength).u32(PROTOCOL_VERSION).u32(options.pid).finish(name)),
+        await portal.#request(
+          "start a session",
+          new FrameBuilder(portal.#nextId++, Op.HELLO, 8, name.byteLength).u32(PROTOCOL_VERSION).u32(options.pid)
+            .finish(name),
+        ),
       );
       r.u32();
       portal.session = r.u32();
@@ -153,7 +174,10 @@ export class RemotePortal implements Portal {
   pendingWaits(device?: number, nc?: number): number {
     let n = 0;
     for (const p of this.#pending.values()) {
-      if (p.wait !== undefined && (device === undefined || p.wait.device === device) && (nc === undefined || p.wait.nc === nc)) n++;
+      if (
+        p.wait !== undefined && (device === undefined || p.wait.device === device) &&
+        (nc === undefined || p.wait.nc === nc)
+      ) n++;
     }
     return n;
   }
@@ -163,19 +187,28 @@ export class RemotePortal implements Portal {
     if (this.#devices === undefined) {
       const r = new BodyReader(await this.#request("enumerate devices", this.#frame(Op.DEVICES, 0).finish()));
       const n = r.u32();
-      this.#devices = Array.from({ length: n }, () => ({ index: r.u32(), arch: r.u32() as TpbArchType, ncCount: r.u32(), hbmBytes: r.f64() }));
+      this.#devices = Array.from(
+        { length: n },
+        () => ({ index: r.u32(), arch: r.u32() as TpbArchType, ncCount: r.u32(), hbmBytes: r.f64() }),
+      );
     }
     return this.#devices.map((d) => ({ ...d }));
   }
 
   /** Reads one 32-bit CSR. */
   async barRead32(device: number, bar: number, offset: number): Promise<number> {
-    return new BodyReader(await this.#request("read a CSR", this.#frame(Op.BAR_READ32, 12).u32(device).u32(bar).u32(offset).finish())).u32();
+    return new BodyReader(
+      await this.#request("read a CSR", this.#frame(Op.BAR_READ32, 12).u32(device).u32(bar).u32(offset).finish()),
+    ).u32();
   }
 
   /** Writes one 32-bit CSR (posted on a NeuronCore this client holds). */
   async barWrite32(device: number, bar: number, offset: number, value: number): Promise<void> {
-    await this.#write("write a CSR", this.#barNc(device, bar, offset, 4), this.#frame(Op.BAR_WRITE32, 16).u32(device).u32(bar).u32(offset).word(value).finish());
+    await this.#write(
+      "write a CSR",
+      this.#barNc(device, bar, offset, 4),
+      this.#frame(Op.BAR_WRITE32, 16).u32(device).u32(bar).u32(offset).word(value).finish(),
+    );
   }
 
   /** Bulk programmed-IO write; the data crosses as raw bytes (posted on a NeuronCore this client holds). */
@@ -187,10 +220,19 @@ export class RemotePortal implements Portal {
   /** Allocates device memory, owned by this client's session (freed by the daemon if the client goes away). */
   async memAlloc(request: MemAllocRequest): Promise<DeviceMemory> {
     const frame = this.#frame(Op.MEM_ALLOC, 25)
-      .u32(request.device).u32(request.nc).f64(request.bytes).f64(request.align ?? 0).u8(LOCATION_CODE[request.location ?? "hbm"] ?? 0xff)
+      .u32(request.device).u32(request.nc).f64(request.bytes).f64(request.align ?? 0).u8(
+        LOCATION_CODE[request.location ?? "hbm"] ?? 0xff,
+      )
       .finish();
     const r = new BodyReader(await this.#request("allocate device memory", frame));
-    const m: DeviceMemory = { id: r.u32(), device: r.u32(), nc: r.u32(), pa: r.f64(), bytes: r.f64(), location: r.u8() === 1 ? "host" : "hbm" };
+    const m: DeviceMemory = {
+      id: r.u32(),
+      device: r.u32(),
+      nc: r.u32(),
+      pa: r.f64(),
+      bytes: r.f64(),
+      location: r.u8() === 1 ? "host" : "hbm",
+    };
     this.#mine.set(m.id, m.bytes);
     return m;
   }
@@ -207,28 +249,42 @@ export class RemotePortal implements Portal {
     // Posted only when the daemon cannot refuse it for a reason the caller must see at once: an allocation of this
     // session, and a range inside it.
     const bytes = this.#mine.get(memory.id);
-    const inside = bytes !== undefined && Number.isSafeInteger(offset) && offset >= 0 && offset + data.byteLength <= bytes;
+    const inside = bytes !== undefined && Number.isSafeInteger(offset) && offset >= 0 &&
+      offset + data.byteLength <= bytes;
     await this.#write("write device memory", inside, frame);
   }
 
   /** Copies device memory out (raw bytes on the wire). */
   async memRead(memory: DeviceMemory, offset: number, length: number): Promise<Uint8Array> {
-    return await this.#request("read device memory", this.#frame(Op.MEM_READ, 20).u32(memory.id).f64(offset).f64(length).finish());
+    return await this.#request(
+      "read device memory",
+      this.#frame(Op.MEM_READ, 20).u32(memory.id).f64(offset).f64(length).finish(),
+    );
   }
 
   /** Adds to a semaphore (the doorbell; posted on a NeuronCore this client holds). */
   async semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
-    await this.#write("increment a semaphore", this.#holds(device, nc), this.#frame(Op.SEM_INCREMENT, 16).u32(device).u32(nc).u32(semaphore).word(value).finish());
+    await this.#write(
+      "increment a semaphore",
+      this.#holds(device, nc),
+      this.#frame(Op.SEM_INCREMENT, 16).u32(device).u32(nc).u32(semaphore).word(value).finish(),
+    );
   }
 
   /** Reads a semaphore. */
   async semaphoreRead(device: number, nc: number, semaphore: number): Promise<number> {
-    return new BodyReader(await this.#request("read a semaphore", this.#frame(Op.SEM_READ, 12).u32(device).u32(nc).u32(semaphore).finish())).u32();
+    return new BodyReader(
+      await this.#request("read a semaphore", this.#frame(Op.SEM_READ, 12).u32(device).u32(nc).u32(semaphore).finish()),
+    ).u32();
   }
 
   /** Sets a semaphore (posted on a NeuronCore this client holds). */
   async semaphoreSet(device: number, nc: number, semaphore: number, value: number): Promise<void> {
-    await this.#write("set a semaphore", this.#holds(device, nc), this.#frame(Op.SEM_SET, 16).u32(device).u32(nc).u32(semaphore).word(value).finish());
+    await this.#write(
+      "set a semaphore",
+      this.#holds(device, nc),
+      this.#frame(Op.SEM_SET, 16).u32(device).u32(nc).u32(semaphore).word(value).finish(),
+    );
   }
 
   /**
@@ -265,7 +321,9 @@ export class RemotePortal implements Portal {
 
   /** Bytes in use on a device (every client's allocations). */
   async memUsage(device: number): Promise<{ hbm: number; host: number; allocations: number }> {
-    const r = new BodyReader(await this.#request("read memory usage", this.#frame(Op.MEM_USAGE, 4).u32(device).finish()));
+    const r = new BodyReader(
+      await this.#request("read memory usage", this.#frame(Op.MEM_USAGE, 4).u32(device).finish()),
+    );
     return { hbm: r.f64(), host: r.f64(), allocations: r.u32() };
   }
 
@@ -365,7 +423,12 @@ export class RemotePortal implements Portal {
       if (this.#timeoutMs > 0) {
         p.timer = setTimeout(() => {
           if (!this.#pending.delete(id)) return;
-          reject(new NrtError(NrtStatus.NRT_TIMEOUT, `Cannot ${what}: the device daemon did not answer within ${this.#timeoutMs} ms`));
+          reject(
+            new NrtError(
+              NrtStatus.NRT_TIMEOUT,
+              `Cannot ${what}: the device daemon did not answer within ${this.#timeoutMs} ms`,
+            ),
+          );
           this.#disconnect(`a request timed out after ${this.#timeoutMs} ms`);
         }, this.#timeoutMs);
       }

@@ -72,7 +72,11 @@ export function dashboardClient(): void {
     if (el === null) throw new Error(`dashboard: no ${selector}`);
     return el as T;
   }
-  function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs | null, ...children: Array<Node | string | null>): HTMLElementTagNameMap[K] {
+  function h<K extends keyof HTMLElementTagNameMap>(
+    tag: K,
+    attrs: Attrs | null,
+    ...children: Array<Node | string | null>
+  ): HTMLElementTagNameMap[K] {
     const el = document.createElement(tag);
     if (attrs) {
       for (const k in attrs) {
@@ -134,26 +138,35 @@ export function dashboardClient(): void {
     const d = s.devices[0];
     setText(
       $("summary"),
-      s.server.name + " " + s.server.version + " · " + d.generation + " device " + d.index + " · " + d.ncCount + " NeuronCores · " +
+      s.server.name + " " + s.server.version + " · " + d.generation + " device " + d.index + " · " + d.ncCount +
+        " NeuronCores · " +
         (s.server.admin ? "operator actions on" : "read-only"),
     );
     setText(
       $("device-line"),
-      "Device " + d.index + ": " + d.generation + ", " + d.ncCount + " NeuronCores, " + d.virtualCoreSize + " per logical core, " +
+      "Device " + d.index + ": " + d.generation + ", " + d.ncCount + " NeuronCores, " + d.virtualCoreSize +
+        " per logical core, " +
         bytes(d.hbmBytes) + " HBM" + (s.server.running ? "" : " — runtime stopped"),
     );
   }
 
   /** The utilization chart of a core card: one point per second of the last minute. */
   function sparkline(nc: number): SVGSVGElement {
-    const el = svg("svg", { class: "util", viewBox: "0 0 " + UTIL_W + " " + UTIL_H, preserveAspectRatio: "none", role: "img" });
+    const el = svg("svg", {
+      class: "util",
+      viewBox: "0 0 " + UTIL_W + " " + UTIL_H,
+      preserveAspectRatio: "none",
+      role: "img",
+    });
     el.append(svg("title", { text: "Busy share of NeuronCore " + nc + " per second, last minute" }));
     el.append(svg("polyline", { class: "util-line", points: "" }));
     return el;
   }
   function renderUtilization(li: Element, c: CoreState): void {
     const u = c.utilization, n = u.perSecond.length;
-    const points = u.perSecond.map((v, k) => (n === 1 ? 0 : (k * UTIL_W) / (n - 1)).toFixed(1) + "," + (UTIL_H - v * UTIL_H).toFixed(1));
+    const points = u.perSecond.map((v, k) =>
+      (n === 1 ? 0 : (k * UTIL_W) / (n - 1)).toFixed(1) + "," + (UTIL_H - v * UTIL_H).toFixed(1)
+    );
     const line = find<SVGPolylineElement>(li, ".util-line");
     line.setAttribute("points", points.join(" "));
     const chart = find<SVGSVGElement>(li, "svg.util");
@@ -163,7 +176,12 @@ export function dashboardClient(): void {
   }
   /** The last execution's host steps as bars on one time axis. */
   function timeline(nc: number): SVGSVGElement {
-    const el = svg("svg", { class: "timeline", viewBox: "0 0 " + TL_W + " " + TL_H, preserveAspectRatio: "none", role: "img" });
+    const el = svg("svg", {
+      class: "timeline",
+      viewBox: "0 0 " + TL_W + " " + TL_H,
+      preserveAspectRatio: "none",
+      role: "img",
+    });
     el.append(svg("title", { text: "Where the last execution on NeuronCore " + nc + " spent its time" }));
     return el;
   }
@@ -178,13 +196,21 @@ export function dashboardClient(): void {
       setText(find(li, ".last-text"), "No execution yet.");
       return;
     }
-    setText(find(li, ".last-text"), "Last: " + x.model + ", " + micros(Math.round(x.durationUs)) + (x.status && x.status !== "NRT_SUCCESS" ? ", " + x.status : ""));
+    setText(
+      find(li, ".last-text"),
+      "Last: " + x.model + ", " + micros(Math.round(x.durationUs)) +
+        (x.status && x.status !== "NRT_SUCCESS" ? ", " + x.status : ""),
+    );
     const total = Math.max(x.durationUs, 1);
     // Nested steps (a wait inside a step) go on lower rows: a step's row is one more than the steps it lies within.
     const rows: number[] = [];
     x.steps.forEach((st, k) => {
       let row = 0;
-      for (let j = 0; j < k; j++) if (x.steps[j].startUs <= st.startUs && x.steps[j].endUs >= st.endUs && x.steps[j] !== st) row = Math.max(row, rows[j] + 1);
+      for (let j = 0; j < k; j++) {
+        if (x.steps[j].startUs <= st.startUs && x.steps[j].endUs >= st.endUs && x.steps[j] !== st) {
+          row = Math.max(row, rows[j] + 1);
+        }
+      }
       rows.push(row);
     });
     x.steps.forEach((st, k) => {
@@ -196,7 +222,11 @@ export function dashboardClient(): void {
         class: "step step-" + (k % 6),
         "data-name": st.name,
       });
-      r.append(svg("title", { text: st.name + ": " + micros(Math.round(st.endUs - st.startUs)) + (st.detail ? " (" + st.detail + ")" : "") }));
+      r.append(
+        svg("title", {
+          text: st.name + ": " + micros(Math.round(st.endUs - st.startUs)) + (st.detail ? " (" + st.detail + ")" : ""),
+        }),
+      );
       chart.append(r);
     });
   }
@@ -204,7 +234,12 @@ export function dashboardClient(): void {
   function renderHistogram(cell: Element, m: ModelView): void {
     let chart = cell.querySelector<SVGSVGElement>("svg.hist");
     if (chart === null) {
-      chart = svg("svg", { class: "hist", viewBox: "0 0 " + HIST_W + " " + HIST_H, preserveAspectRatio: "none", role: "img" });
+      chart = svg("svg", {
+        class: "hist",
+        viewBox: "0 0 " + HIST_W + " " + HIST_H,
+        preserveAspectRatio: "none",
+        role: "img",
+      });
       cell.append(chart);
     }
     const counts = m.latency.counts, max = Math.max(1, ...counts), w = HIST_W / counts.length;
@@ -212,12 +247,23 @@ export function dashboardClient(): void {
     if (chart.getAttribute("data-counts") === key) return;
     chart.setAttribute("data-counts", key);
     chart.replaceChildren();
-    const bound = (k: number): string => (k < m.latency.boundsUs.length ? "≤ " + micros(m.latency.boundsUs[k]) : "> " + micros(m.latency.boundsUs[m.latency.boundsUs.length - 1]));
+    const bound = (
+      k: number,
+    ): string => (k < m.latency.boundsUs.length
+      ? "≤ " + micros(m.latency.boundsUs[k])
+      : "> " + micros(m.latency.boundsUs[m.latency.boundsUs.length - 1]));
     const total = counts.reduce((a, b) => a + b, 0);
     chart.append(svg("title", { text: "Execution latency of " + m.name + ": " + total + " executions" }));
     counts.forEach((n, k) => {
       const hgt = (n / max) * HIST_H;
-      const bar = svg("rect", { x: (k * w + 0.5).toFixed(2), y: (HIST_H - hgt).toFixed(2), width: (w - 1).toFixed(2), height: hgt.toFixed(2), class: "bar", "data-count": n });
+      const bar = svg("rect", {
+        x: (k * w + 0.5).toFixed(2),
+        y: (HIST_H - hgt).toFixed(2),
+        width: (w - 1).toFixed(2),
+        height: hgt.toFixed(2),
+        class: "bar",
+        "data-count": n,
+      });
       bar.append(svg("title", { text: bound(k) + ": " + n }));
       chart!.append(bar);
     });
@@ -339,7 +385,10 @@ export function dashboardClient(): void {
       const load = h("button", { type: "button", class: "load", "aria-label": "Load " + m.name, text: "Load" });
       const unload = h("button", { type: "button", class: "unload", "aria-label": "Unload " + m.name, text: "Unload" });
       load.addEventListener("click", () => {
-        act("v2/dashboard/models/" + encodeURIComponent(m.name) + "/load", load.getAttribute("aria-label") ?? "Load " + m.name);
+        act(
+          "v2/dashboard/models/" + encodeURIComponent(m.name) + "/load",
+          load.getAttribute("aria-label") ?? "Load " + m.name,
+        );
       });
       unload.addEventListener("click", () => {
         act("v2/dashboard/models/" + encodeURIComponent(m.name) + "/unload", "Unload " + m.name);
@@ -375,7 +424,10 @@ export function dashboardClient(): void {
     );
     setText(
       find(tr, ".where"),
-      m.vncs.length ? m.instances + (m.instances === 1 ? " instance" : " instances") + " · vNC " + m.vncs.join(", ") + " · NC " + m.ncs.join(", ") : "–",
+      m.vncs.length
+        ? m.instances + (m.instances === 1 ? " instance" : " instances") + " · vNC " + m.vncs.join(", ") + " · NC " +
+          m.ncs.join(", ")
+        : "–",
     );
     setText(find(tr, ".ok"), String(m.stats.success));
     setText(find(tr, ".failed"), String(m.stats.failure));
@@ -385,7 +437,9 @@ export function dashboardClient(): void {
     setText(find(tr, ".last"), micros(m.stats.lastRequestUs));
     setText(find(tr, ".inflight"), String(m.inflight));
     renderHistogram(find(tr, ".latency"), m);
-    const actions = find(tr, ".actions"), load = find<HTMLButtonElement>(tr, ".load"), unload = find<HTMLButtonElement>(tr, ".unload");
+    const actions = find(tr, ".actions"),
+      load = find<HTMLButtonElement>(tr, ".load"),
+      unload = find<HTMLButtonElement>(tr, ".unload");
     actions.hidden = !s.server.admin || !token();
     const healthy = m.state === "RUNNING" && m.poisonedInstances === 0;
     const loadLabel = m.state === "POISONED" || m.poisonedInstances > 0 ? "Reload" : "Load";
@@ -421,7 +475,8 @@ export function dashboardClient(): void {
     const sig = CHART_W + ":" + used.map((c) => c.name + "=" + c.bytes).join(",");
     setText(
       $("memory-line"),
-      bytes(mem.hbmUsedBytes) + " of " + bytes(mem.hbmBytes) + " HBM booked (" + percent(mem.hbmUsedBytes, mem.hbmBytes) + "); " +
+      bytes(mem.hbmUsedBytes) + " of " + bytes(mem.hbmBytes) + " HBM booked (" +
+        percent(mem.hbmUsedBytes, mem.hbmBytes) + "); " +
         bytes(mem.bookedBytes) + " in all, host DRAM included.",
     );
     chart.setAttribute("data-booked-bytes", String(mem.bookedBytes));
@@ -430,13 +485,25 @@ export function dashboardClient(): void {
     for (const g of Array.from(chart.querySelectorAll("g"))) g.remove();
     const height = Math.max(1, used.length) * ROW + 8;
     chart.setAttribute("viewBox", "0 0 " + CHART_W + " " + height);
-    setText($("memory-desc"), used.length === 0 ? "Nothing booked." : used.map((c) => c.name + ": " + bytes(c.bytes)).join("; "));
+    setText(
+      $("memory-desc"),
+      used.length === 0 ? "Nothing booked." : used.map((c) => c.name + ": " + bytes(c.bytes)).join("; "),
+    );
     const g = svg("g", { "aria-hidden": "true" });
     used.forEach((c, i) => {
       const y = 4 + i * ROW, w = Math.max(2, (CHART_W - LABEL_W - VALUE_W) * c.bytes / max);
       g.append(svg("text", { x: LABEL_W - 8, y: y + 15, "text-anchor": "end", text: c.name }));
       g.append(
-        svg("rect", { x: LABEL_W, y: y + 3, width: w.toFixed(1), height: ROW - 8, rx: 3, fill: "#0b4fb3", "data-category": c.name, "data-bytes": String(c.bytes) }),
+        svg("rect", {
+          x: LABEL_W,
+          y: y + 3,
+          width: w.toFixed(1),
+          height: ROW - 8,
+          rx: 3,
+          fill: "#0b4fb3",
+          "data-category": c.name,
+          "data-bytes": String(c.bytes),
+        }),
       );
       g.append(svg("text", { x: LABEL_W + w + 6, y: y + 15, text: bytes(c.bytes) }));
     });
@@ -447,7 +514,11 @@ export function dashboardClient(): void {
     const dl = $("status"), keys = new Set<string>();
     for (const k of Object.keys(s.executionStatus)) {
       keys.add(k);
-      const div = keyed(dl, k, () => h("div", null, h("dt", { text: k.replace(/_/g, " ") }), h("dd", { id: "status-" + k })));
+      const div = keyed(
+        dl,
+        k,
+        () => h("div", null, h("dt", { text: k.replace(/_/g, " ") }), h("dd", { id: "status-" + k })),
+      );
       setText(find(div, "dd"), String(s.executionStatus[k]));
     }
     prune(dl, keys);
@@ -457,7 +528,14 @@ export function dashboardClient(): void {
     if (e.seq <= lastLog) return;
     lastLog = e.seq;
     const tag = e.stream ? e.stream + (e.nc === undefined ? "" : " NC " + e.nc) : e.level.toLowerCase();
-    ul.append(h("li", { class: (e.stream || "") + " " + e.level, "data-seq": String(e.seq) }, h("span", { class: "tag", text: tag }), " " + e.message));
+    ul.append(
+      h(
+        "li",
+        { class: (e.stream || "") + " " + e.level, "data-seq": String(e.seq) },
+        h("span", { class: "tag", text: tag }),
+        " " + e.message,
+      ),
+    );
   }
 
   function renderLog(s: DashboardState): void {
@@ -472,10 +550,16 @@ export function dashboardClient(): void {
   function renderActions(s: DashboardState): void {
     const form = $<HTMLFormElement>("fault-form"), note = $("actions-note");
     if (!s.server.admin) {
-      setText(note, "Operator actions are off. Start the server with --admin to load and unload models and to inject faults.");
+      setText(
+        note,
+        "Operator actions are off. Start the server with --admin to load and unload models and to inject faults.",
+      );
       form.hidden = true;
     } else if (!token()) {
-      setText(note, "Operator actions need the admin token: open the dashboard URL that nrt serve --admin printed (it ends in #token=...).");
+      setText(
+        note,
+        "Operator actions need the admin token: open the dashboard URL that nrt serve --admin printed (it ends in #token=...).",
+      );
       form.hidden = true;
     } else if (!s.server.faultApi) {
       setText(note, "This device has no fault API; models can be loaded and unloaded in the table above.");
@@ -490,15 +574,24 @@ export function dashboardClient(): void {
       const sel = $<HTMLSelectElement>("fault-nc"), keep = sel.value;
       for (const o of Array.from(sel.options).slice(1)) o.remove();
       for (const c of s.devices[0].cores) {
-        sel.append(h("option", { value: String(c.nc), text: "NC " + c.nc + (c.models.length ? " (" + c.models.join(", ") + ")" : "") }));
+        sel.append(
+          h("option", {
+            value: String(c.nc),
+            text: "NC " + c.nc + (c.models.length ? " (" + c.models.join(", ") + ")" : ""),
+          }),
+        );
       }
       sel.value = keep;
     }
     const list = $("faults");
     list.replaceChildren();
     if (s.faults === null) return;
-    for (const f of s.faults.pending) list.append(h("li", { text: "Armed #" + f.id + " " + f.kind + " on NC " + f.ncs.join(", ") }));
-    for (const f of s.faults.fired.slice(-5)) list.append(h("li", { text: "Fired #" + f.id + " " + f.kind + " on NC " + f.ncs.join(", ") }));
+    for (const f of s.faults.pending) {
+      list.append(h("li", { text: "Armed #" + f.id + " " + f.kind + " on NC " + f.ncs.join(", ") }));
+    }
+    for (const f of s.faults.fired.slice(-5)) {
+      list.append(h("li", { text: "Fired #" + f.id + " " + f.kind + " on NC " + f.ncs.join(", ") }));
+    }
   }
 
   function render(s: DashboardState): void {
@@ -527,7 +620,9 @@ export function dashboardClient(): void {
   $("fault-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const spec: FaultSpec = { kind: $<HTMLSelectElement>("fault-kind").value };
-    const nc = $<HTMLSelectElement>("fault-nc").value, q7 = $<HTMLSelectElement>("fault-q7").value, at = $<HTMLInputElement>("fault-at").value;
+    const nc = $<HTMLSelectElement>("fault-nc").value,
+      q7 = $<HTMLSelectElement>("fault-q7").value,
+      at = $<HTMLInputElement>("fault-at").value;
     if (nc !== "") spec.nc = Number(nc);
     if (q7 !== "") spec.q7 = Number(q7);
     if (at !== "") spec.atExecution = Number(at);

@@ -16,8 +16,15 @@
  *
  * @module
  */
-import { type ExecutionEvent, hostClockMs, type HostSpan, type Logger, LogLevel, logLevelName, type LogLevelName } from "@nrt/core";
-
+import {
+  type ExecutionEvent,
+  hostClockMs,
+  type HostSpan,
+  type Logger,
+  LogLevel,
+  type LogLevelName,
+  logLevelName,
+} from "@nrt/core";
 
 /** One line of the log ring. */
 export interface DashboardLogEntry {
@@ -49,7 +56,18 @@ export interface RunningExecution {
 export const UTILIZATION_SECONDS = 60;
 
 /** Upper bounds (µs, inclusive) of the latency histogram's buckets; a last bucket takes everything slower. */
-export const LATENCY_BOUNDS_US: readonly number[] = [100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000];
+export const LATENCY_BOUNDS_US: readonly number[] = [
+  100,
+  200,
+  500,
+  1_000,
+  2_000,
+  5_000,
+  10_000,
+  20_000,
+  50_000,
+  100_000,
+];
 
 /** A NeuronCore's busy share of each of the last {@linkcode UTILIZATION_SECONDS} seconds. */
 export interface CoreUtilization {
@@ -131,7 +149,9 @@ export class DashboardMonitor {
    */
   constructor(options: DashboardMonitorOptions = {}) {
     const capacity = options.logCapacity ?? 500;
-    if (!Number.isSafeInteger(capacity) || capacity < 1) throw new RangeError(`Cannot create a dashboard monitor: logCapacity ${capacity} is not a positive integer`);
+    if (!Number.isSafeInteger(capacity) || capacity < 1) {
+      throw new RangeError(`Cannot create a dashboard monitor: logCapacity ${capacity} is not a positive integer`);
+    }
     this.#capacity = capacity;
     this.#level = options.logLevel ?? LogLevel.INFO;
     logLevelName(this.#level);
@@ -226,7 +246,10 @@ export class DashboardMonitor {
 
   /** The latency histogram of the model with handle `model` (all zero before its first execution). */
   latency(model: number): LatencyHistogram {
-    return { boundsUs: LATENCY_BOUNDS_US, counts: this.#latency.get(model) ?? new Array(LATENCY_BOUNDS_US.length + 1).fill(0) };
+    return {
+      boundsUs: LATENCY_BOUNDS_US,
+      counts: this.#latency.get(model) ?? new Array(LATENCY_BOUNDS_US.length + 1).fill(0),
+    };
   }
 
   /**
@@ -237,10 +260,12 @@ export class DashboardMonitor {
    * @returns The tee; its `level` is the more verbose of the two.
    */
   wrapLogger(inner: Logger): Logger {
-    const at = (level: LogLevel, forward: (m: string, f?: Record<string, unknown>) => void) => (message: string, fields?: Record<string, unknown>): void => {
-      if (level <= this.#level) this.#record(level, message, fields);
-      forward(message, fields);
-    };
+    const at =
+      (level: LogLevel, forward: (m: string, f?: Record<string, unknown>) => void) =>
+      (message: string, fields?: Record<string, unknown>): void => {
+        if (level <= this.#level) this.#record(level, message, fields);
+        forward(message, fields);
+      };
     return {
       level: Math.max(inner.level, this.#level) as LogLevel,
       error: at(LogLevel.ERROR, (m, f) => inner.error(m, f)),
@@ -252,7 +277,9 @@ export class DashboardMonitor {
   }
 
   #record(level: LogLevel, message: string, fields?: Record<string, unknown>): void {
-    const stream = fields?.tag !== undefined && (fields.stream === "stdout" || fields.stream === "stderr") ? fields.stream : undefined;
+    const stream = fields?.tag !== undefined && (fields.stream === "stdout" || fields.stream === "stderr")
+      ? fields.stream
+      : undefined;
     const nc = typeof fields?.nc === "number" ? fields.nc : undefined;
     const entry: DashboardLogEntry = {
       seq: ++this.#seq,

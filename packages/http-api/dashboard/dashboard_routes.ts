@@ -15,7 +15,7 @@ import { isValidModelName, type ModelRepository } from "../model_repository.ts";
 import { DASHBOARD_HTML } from "./dashboard_page.ts";
 import { DASHBOARD_SCRIPT } from "./dashboard_script.ts";
 import type { DashboardMonitor } from "./dashboard_monitor.ts";
-import { dashboardState, type DashboardSources } from "./dashboard_state.ts";
+import { type DashboardSources, dashboardState } from "./dashboard_state.ts";
 import type { DeviceViewProvider, FaultControl } from "./device_view.ts";
 
 /** Options of the dashboard (`createInferenceApp({ dashboard })`). */
@@ -56,7 +56,8 @@ export interface DashboardContext {
 }
 
 const SECURITY_HEADERS: Readonly<Record<string, string>> = {
-  "content-security-policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
+  "content-security-policy":
+    "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'",
   "x-content-type-options": "nosniff",
   "cache-control": "no-cache",
 };
@@ -107,10 +108,15 @@ export function registerDashboard(x: DashboardContext): void {
   const writeTimeoutMs = options.writeTimeoutMs ?? 5000;
   let streams = 0;
 
-  const page = (c: Context): Response => c.body(DASHBOARD_HTML, 200, { "content-type": "text/html; charset=utf-8", ...SECURITY_HEADERS });
+  const page = (c: Context): Response =>
+    c.body(DASHBOARD_HTML, 200, { "content-type": "text/html; charset=utf-8", ...SECURITY_HEADERS });
   on("GET", "/", page);
   on("GET", "/dashboard", page);
-  on("GET", "/dashboard/app.js", (c) => c.body(DASHBOARD_SCRIPT, 200, { "content-type": "text/javascript; charset=utf-8", ...SECURITY_HEADERS }));
+  on(
+    "GET",
+    "/dashboard/app.js",
+    (c) => c.body(DASHBOARD_SCRIPT, 200, { "content-type": "text/javascript; charset=utf-8", ...SECURITY_HEADERS }),
+  );
 
   /** `?after=N` / `Last-Event-ID`: the last log line the client has. */
   const logAfter = (v: string | undefined): number => {
@@ -121,7 +127,12 @@ export function registerDashboard(x: DashboardContext): void {
   on("GET", "/v2/dashboard/events", (c) => {
     // Each stream costs a state document per event: their number is capped, and a client that stops reading is
     // dropped instead of buffering events for ever.
-    if (streams >= maxStreams) throw new HttpError(503, `Cannot open a dashboard event stream: ${maxStreams} are open; poll GET /v2/dashboard/state instead`);
+    if (streams >= maxStreams) {
+      throw new HttpError(
+        503,
+        `Cannot open a dashboard event stream: ${maxStreams} are open; poll GET /v2/dashboard/state instead`,
+      );
+    }
     streams++;
     let counted = true;
     const done = (): void => {
@@ -139,7 +150,9 @@ export function registerDashboard(x: DashboardContext): void {
           after = state.log.at(-1)?.seq ?? after;
           const written = stream.writeSSE({ event: "state", id: String(after), data: JSON.stringify(state) });
           if (!(await settlesWithin(written, writeTimeoutMs))) {
-            x.runtime.log.warn(`Dashboard event stream dropped: the client did not take an event within ${writeTimeoutMs} ms`);
+            x.runtime.log.warn(
+              `Dashboard event stream dropped: the client did not take an event within ${writeTimeoutMs} ms`,
+            );
             break;
           }
           await monitor.changed(heartbeatMs, stop);
@@ -163,7 +176,14 @@ export function registerDashboard(x: DashboardContext): void {
   const change = (what: "load" | "unload") => async (c: Context): Promise<Response> => {
     const name = c.req.param("m") ?? "";
     admin(c, `${what} model ${JSON.stringify(name.slice(0, 128))}`);
-    if (!isValidModelName(name)) throw new HttpError(400, `Invalid model name ${JSON.stringify(name.slice(0, 128))}: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`);
+    if (!isValidModelName(name)) {
+      throw new HttpError(
+        400,
+        `Invalid model name ${
+          JSON.stringify(name.slice(0, 128))
+        }: use 1 to 128 of A-Z a-z 0-9 _ . - and no leading dot`,
+      );
+    }
     await x.readObject(c);
     const m = repo.get(name);
     if (m === undefined) throw new HttpError(404, `Cannot find model "${name}": it is not in the repository`);
@@ -179,7 +199,9 @@ export function registerDashboard(x: DashboardContext): void {
   on("POST", "/v2/dashboard/models/:m/unload", change("unload"));
 
   const faults = (): FaultControl => {
-    if (options.faults === undefined) throw new HttpError(501, "Cannot change faults: this device has no fault API (the simulator has one)");
+    if (options.faults === undefined) {
+      throw new HttpError(501, "Cannot change faults: this device has no fault API (the simulator has one)");
+    }
     return options.faults;
   };
   on("POST", "/v2/dashboard/faults", async (c) => {
@@ -193,7 +215,9 @@ export function registerDashboard(x: DashboardContext): void {
       if (e instanceof RangeError || e instanceof TypeError) throw new HttpError(400, e.message, { cause: e });
       throw e;
     }
-    x.runtime.log.warn(`Operator injected fault ${armed.id} ${JSON.stringify(spec)} on NeuronCore(s) ${armed.ncs.join(", ")}`);
+    x.runtime.log.warn(
+      `Operator injected fault ${armed.id} ${JSON.stringify(spec)} on NeuronCore(s) ${armed.ncs.join(", ")}`,
+    );
     monitor.notify();
     return c.json({ id: armed.id, ncs: armed.ncs });
   });

@@ -34,7 +34,12 @@ describe("DASHBOARD_SCRIPT", () => {
     expect(DASHBOARD_SCRIPT).toContain(dashboardClient.toString());
     // Parsing is the check that matters: annotations, `as`, generics and interfaces are syntax errors in JavaScript.
     expect(() => new Function(DASHBOARD_SCRIPT)).not.toThrow();
-    for (const re of TYPE_SYNTAX) expect({ re: String(re), match: re.exec(DASHBOARD_SCRIPT)?.[0] ?? null }).toEqual({ re: String(re), match: null });
+    for (const re of TYPE_SYNTAX) {
+      expect({ re: String(re), match: re.exec(DASHBOARD_SCRIPT)?.[0] ?? null }).toEqual({
+        re: String(re),
+        match: null,
+      });
+    }
     expect(DASHBOARD_SCRIPT).toContain('new EventSource("v2/dashboard/events")');
     expect(DASHBOARD_SCRIPT).not.toContain("innerHTML");
   });
@@ -49,7 +54,10 @@ describe("DASHBOARD_SCRIPT", () => {
       },
     };
     const stored = new Map<string, string>();
-    const sessionStorage = { setItem: (k: string, v: string) => stored.set(k, v), getItem: (k: string) => stored.get(k) ?? null };
+    const sessionStorage = {
+      setItem: (k: string, v: string) => stored.set(k, v),
+      getItem: (k: string) => stored.get(k) ?? null,
+    };
     const replaced: string[] = [];
     const history = { replaceState: (_s: unknown, _t: string, url: string) => replaced.push(url) };
     const location = { hash: "#token=abc_123", pathname: "/dashboard", search: "?x=1" };
@@ -65,11 +73,29 @@ describe("DASHBOARD_SCRIPT", () => {
       }
     }
     const page: Record<string, unknown> & ReturnType<typeof target> = target();
-    const names = ["document", "globalThis", "location", "sessionStorage", "history", "EventSource", "fetch", "setInterval"];
+    const names = [
+      "document",
+      "globalThis",
+      "location",
+      "sessionStorage",
+      "history",
+      "EventSource",
+      "fetch",
+      "setInterval",
+    ];
     const fail = () => {
       throw new Error("the script must not poll when EventSource exists");
     };
-    new Function(...names, DASHBOARD_SCRIPT)(document, page, location, sessionStorage, history, EventSource, fail, fail);
+    new Function(...names, DASHBOARD_SCRIPT)(
+      document,
+      page,
+      location,
+      sessionStorage,
+      history,
+      EventSource,
+      fail,
+      fail,
+    );
 
     expect(stored.get("nrt-admin-token")).toBe("abc_123");
     expect(page.nrtAdminToken).toBe("abc_123");

@@ -10,7 +10,13 @@ import { NrtInitState, nrtStatusName, type Runtime } from "@nrt/core";
 import { DmaMemUsageType } from "@nrt/core";
 import type { InferenceMetrics, ModelSummary } from "../metrics.ts";
 import type { ModelRepository } from "../model_repository.ts";
-import type { CoreUtilization, DashboardLogEntry, DashboardMonitor, LatencyHistogram, TimelineStep } from "./dashboard_monitor.ts";
+import type {
+  CoreUtilization,
+  DashboardLogEntry,
+  DashboardMonitor,
+  LatencyHistogram,
+  TimelineStep,
+} from "./dashboard_monitor.ts";
 import type { DeviceViewProvider, FaultView, Q7CoreView } from "./device_view.ts";
 
 /** One physical NeuronCore. */
@@ -171,8 +177,9 @@ export function dashboardState(s: DashboardSources, logAfter = 0): DashboardStat
     for (const i of instances) names.set(i.handle, m.name);
     const poisoned = instances.filter((i) => i.poisoned !== undefined);
     let state: ModelView["state"];
-    if (m.state === "READY") state = instances.length > 0 && poisoned.length === instances.length ? "POISONED" : "RUNNING";
-    else if (m.state === "UNLOADING") state = "STOPPING";
+    if (m.state === "READY") {
+      state = instances.length > 0 && poisoned.length === instances.length ? "POISONED" : "RUNNING";
+    } else if (m.state === "UNLOADING") state = "STOPPING";
     else if (m.state === "LOADING") state = "LOADING";
     else state = m.reason.startsWith("load failed") ? "FAILED" : "UNLOADED";
     return {
@@ -189,7 +196,11 @@ export function dashboardState(s: DashboardSources, logAfter = 0): DashboardStat
       latency: sumHistograms(instances.map((i) => s.monitor.latency(i.handle)), s.monitor.latency(-1)),
     };
   });
-  const poisonedHandles = new Set(s.repository.models().flatMap((m) => (m.served?.instances ?? []).filter((i) => i.poisoned !== undefined).map((i) => i.handle)));
+  const poisonedHandles = new Set(
+    s.repository.models().flatMap((m) =>
+      (m.served?.instances ?? []).filter((i) => i.poisoned !== undefined).map((i) => i.handle)
+    ),
+  );
   const vncOf = new Map<number, number>();
   const resident = new Map<number, Array<{ handle: number; name: string }>>();
   const ncsOf = new Map<string, Set<number>>();
