@@ -205,15 +205,7 @@ export class NrtApi {
   ): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
-      if (!(neff instanceof Uint8Array)) {
-        throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
-      }
-      if (ncCount !== -1 && ncCount !== 1) {
-        throw new NrtError(
-          NrtStatus.NRT_INVALID,
-          `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`,
-        );
-      }
+      checkLoadArgs(neff, ncCount);
       model.value = await rt.load(neff, { vnc: startNc < 0 ? 0 : startNc, metaneff, checkpoint });
     });
   }
@@ -620,15 +612,7 @@ export class NrtApi {
   ): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
-      if (!(neff instanceof Uint8Array)) {
-        throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
-      }
-      if (ncCount !== -1 && ncCount !== 1) {
-        throw new NrtError(
-          NrtStatus.NRT_INVALID,
-          `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`,
-        );
-      }
+      checkLoadArgs(neff, ncCount);
       model.value = await rt.loadCollectives(neff, {
         vnc: startNc < 0 ? 0 : startNc,
         globalDeviceId: gDeviceId,
@@ -978,4 +962,17 @@ export function nrta_cc_schedule(
 /** `nrta_cc_release` on the default instance. */
 export function nrta_cc_release(cc: Collective): Promise<NrtStatus> {
   return nrt.nrta_cc_release(cc);
+}
+
+/**
+ * The argument checks `nrt_load` and `nrt_load_collectives` share: the NEFF must be bytes, and `nc_count` 1 or -1
+ * (a model spans one logical core here).
+ */
+function checkLoadArgs(neff: unknown, ncCount: number): void {
+  if (!(neff instanceof Uint8Array)) {
+    throw new NrtError(NrtStatus.NRT_INVALID, "Cannot load NEFF: the buffer is not bytes");
+  }
+  if (ncCount !== -1 && ncCount !== 1) {
+    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`);
+  }
 }
