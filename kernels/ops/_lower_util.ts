@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { KernelDtype } from "@nrt/core/isa";
 import {
   type KernelCall,
   type OpAttribute,
@@ -34,22 +35,8 @@ export const ELEMENT_BYTES: Readonly<Record<OpDtype, number>> = {
   bool: 1,
 };
 
-/** Descriptor dtype codes (docs/kernel-abi.md), used by the cast kernel. */
-export const DTYPE_CODE: Readonly<Record<OpDtype, number>> = {
-  float32: 0,
-  float16: 1,
-  bfloat16: 2,
-  int8: 3,
-  uint8: 4,
-  int16: 5,
-  uint16: 6,
-  int32: 7,
-  uint32: 8,
-  int64: 9,
-  uint64: 10,
-  float64: 11,
-  bool: 12,
-};
+/** Descriptor dtype codes (docs/kernel-abi.md), used by the cast kernel: the one table of `@nrt/core/isa`. */
+export const DTYPE_CODE: Readonly<Record<OpDtype, number>> = KernelDtype;
 
 /** The IEEE-754 float64 bit pattern of `x` as a signed 64-bit integer: how floats travel in `ints`. */
 export function f64Bits(x: number): bigint {

@@ -28,6 +28,7 @@ import { Buffer } from "node:buffer";
 import { readFile } from "node:fs/promises";
 import { lowerNode } from "./lowering.ts";
 import type { KernelCall, OpNode, OpValue } from "./op_node.ts";
+import { encodeTensorDescriptor, MAX_TENSOR_RANK, TENSOR_DESC_BYTES } from "@nrt/core/isa";
 import { DTYPE_CODE, ELEMENT_BYTES } from "./_lower_util.ts";
 
 // The Q7 address map (docs/kernel-abi.md); the control-area offsets mirror the simulator's q7/_abi.ts.
@@ -40,10 +41,10 @@ const ARGS = CONTROL_BASE + 0x2000;
 const ARG_INPUTS = ARGS + 0x100;
 const ARG_OUTPUTS = ARG_INPUTS + 0x400;
 const ARG_INTS = ARG_OUTPUTS + 0x400;
-const DESC_BYTES = 32;
+const DESC_BYTES = TENSOR_DESC_BYTES;
 const MAX_TENSORS = 32;
 const MAX_INTS = 64;
-const MAX_RANK = 4;
+const MAX_RANK = MAX_TENSOR_RANK;
 const Q7_CORES = 8;
 const ALIGN = 64;
 const RED_ZONE = 64;
@@ -262,12 +263,16 @@ export class OpHarness {
       names.forEach((name, i) => {
         const value = declared.get(name)!;
         const d = base + DESC_BYTES * i;
-        const dims = descriptorDims(value.shape);
-        view.setUint32(d, placed.get(name)!, true);
-        view.setUint32(d + 4, valueBytes(value), true);
-        view.setUint32(d + 8, DTYPE_CODE[value.dtype], true);
-        view.setUint32(d + 12, dims.length, true);
-        for (let k = 0; k < MAX_RANK; k++) view.setUint32(d + 16 + 4 * k, dims[k] ?? 0, true);
+        encodeTensorDescriptor(
+          {
+            addr: placed.get(name)!,
+            bytes: valueBytes(value),
+            dtype: DTYPE_CODE[value.dtype],
+            dims: descriptorDims(value.shape),
+          },
+          view,
+          d,
+        );
       });
     };
     describe(ARG_INPUTS, call.inputs);
