@@ -11,8 +11,9 @@
  */
 import { CAYMAN_SPEC } from "@nrt/arch-cayman";
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import { buildCustomOpNeff, MemoryLogger, Runtime } from "@nrt/core";
-import { createInferenceApp, filesFromMap, ModelRepository } from "@nrt/http-api";
+import { buildCustomOpNeff, type ExecutionEvent, MemoryLogger, Runtime } from "@nrt/core";
+import { DrainGate } from "../packages/cli/http_listener.ts";
+import { createInferenceApp, DashboardMonitor, filesFromMap, ModelRepository, NeuronActivity } from "@nrt/http-api";
 import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -72,7 +73,17 @@ function load(job: LoadJob): Promise<LoadResult> {
 }
 
 /** One measurement in this runtime. */
-async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: LoadResult; ratio: number }> {
+/** One runtime's figures: the plain app, the app with nrt serve's hooks, and the bare route. */
+interface Measured {
+  readonly runtime: string;
+  readonly infer: LoadResult;
+  readonly served: LoadResult;
+  readonly bare: LoadResult;
+  readonly ratio: number;
+  readonly servedRatio: number;
+}
+
+async function measure(): Promise<Measured> {
   const connections = arg("connections", 64),
     requests = arg("requests", 20_000),
     seconds = arg("seconds", 10),
@@ -91,16 +102,48 @@ async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: Lo
     }],
     calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
   });
-  const container = createNrtContainer({ agents: (process.env.AGENTS ?? "device") as "device" });
-  const runtime = await Runtime.init({ ...nrtPlugins(container), logger: new MemoryLogger() });
-  const files = filesFromMap({
-    "relu.neff": neff,
-    "relu.json": new TextEncoder().encode(JSON.stringify({ vnc: 0, instances })),
-  });
-  const repository = new ModelRepository({ runtime, files });
-  await repository.scan();
-  await repository.loadAll();
-  const app = createInferenceApp({ runtime, repository });
+  // Two servers of the same model on two simulated devices: the plain app, and the app wired as `nrt serve` wires
+  // it — the dashboard's and the Neuron tools' hooks on every execution (onExecution, onSpan) and the drain gate.
+  const setup = async (hooks: boolean) => {
+    const container = createNrtContainer({ agents: (process.env.AGENTS ?? "device") as "device" });
+    const monitor = hooks ? new DashboardMonitor() : undefined;
+    const activity = hooks ? new NeuronActivity() : undefined;
+    const runtime = await Runtime.init({
+      ...nrtPlugins(container),
+      logger: new MemoryLogger(),
+      ...(hooks
+        ? {
+          onExecution: (e: ExecutionEvent) => {
+            monitor!.onExecution(e);
+            activity!.onExecution(e);
+          },
+          onSpan: monitor!.onSpan,
+        }
+        : {}),
+    });
+    const files = filesFromMap({
+      "relu.neff": neff,
+      "relu.json": new TextEncoder().encode(JSON.stringify({ vnc: 0, instances })),
+    });
+    const repository = new ModelRepository({ runtime, files });
+    await repository.scan();
+    await repository.loadAll();
+    const app = createInferenceApp({
+      runtime,
+      repository,
+      ...(hooks ? { dashboard: { monitor: monitor! }, activity } : {}),
+    });
+    const fetch: Fetch = hooks ? new DrainGate(app.fetch).fetch : app.fetch;
+    const close = async () => {
+      monitor?.close();
+      await repository.close();
+      await runtime.close();
+      await container.resolve(PortalToken).close();
+    };
+    return { app, fetch, close };
+  };
+  const plain = await setup(false), served = await setup(true);
+  const app = plain.app;
   const body = JSON.stringify({
     inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2, -1, 0, 1, 2, 3, 4] }],
   });
@@ -115,7 +158,8 @@ async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: Lo
     if (!Array.isArray(req.inputs)) return c.json({ error: "no inputs" }, 400);
     return c.json(answer);
   });
-  const inferServer = await serve(app.fetch);
+  const inferServer = await serve(plain.fetch);
+  const servedServer = await serve(served.fetch);
   const bareServer = await serve(bare.fetch);
   try {
     const job = (port: number, n: number): LoadJob => ({
@@ -126,21 +170,30 @@ async function measure(): Promise<{ runtime: string; infer: LoadResult; bare: Lo
       seconds,
     });
     await load(job(inferServer.port, 500)); // warm-up: JIT, connections, staging buffers
+    await load(job(servedServer.port, 500));
     await load(job(bareServer.port, 500));
     const infer = await load(job(inferServer.port, requests));
+    const withHooks = await load(job(servedServer.port, requests));
     const bareResult = await load(job(bareServer.port, requests));
     const rps = (r: LoadResult) => r.completed / (r.elapsedMs / 1000);
-    return { runtime: RUNTIME, infer, bare: bareResult, ratio: rps(infer) / rps(bareResult) };
+    return {
+      runtime: RUNTIME,
+      infer,
+      served: withHooks,
+      bare: bareResult,
+      ratio: rps(infer) / rps(bareResult),
+      servedRatio: rps(withHooks) / rps(bareResult),
+    };
   } finally {
     await inferServer.stop();
+    await servedServer.stop();
     await bareServer.stop();
-    await repository.close();
-    await runtime.close();
-    await container.resolve(PortalToken).close();
+    await plain.close();
+    await served.close();
   }
 }
 
-function report(r: { runtime: string; infer: LoadResult; bare: LoadResult; ratio: number }): string {
+function report(r: Measured): string {
   const line = (name: string, x: LoadResult) =>
     `  ${name.padEnd(26)} ${String(Math.round(x.completed / (x.elapsedMs / 1000))).padStart(7)} req/s  ${
       String(x.completed).padStart(6)
@@ -149,8 +202,9 @@ function report(r: { runtime: string; infer: LoadResult; bare: LoadResult; ratio
   return [
     `${r.runtime}:`,
     line("POST /infer (relu FP32[8])", r.infer),
+    line("  with nrt serve's hooks", r.served),
     line("bare Hono route", r.bare),
-    `  throughput ratio infer/bare: ${r.ratio.toFixed(2)}`,
+    `  throughput ratio infer/bare: ${r.ratio.toFixed(2)}; with nrt serve's hooks: ${r.servedRatio.toFixed(2)}`,
   ].join("\n");
 }
 
