@@ -43,6 +43,7 @@ import { RuntimeEvents } from "./runtime_events.ts";
 import { hostClockMs, type HostSpanListener } from "./host_span.ts";
 import { CoreQueue } from "./tdrv/core_queue.ts";
 import { type Tpb, tpbDestroy, tpbInit } from "./tdrv/tpb.ts";
+import { ucodeInitModule } from "./tdrv/ucode_module.ts";
 import {
   allocateTensor,
   Tensor,
@@ -356,10 +357,14 @@ export class Runtime {
             (options.archPacks.map((p) => `${p.spec.name} (${p.spec.arch})`).join(", ") || "none"),
         );
       }
+      const khal = createKhal(pack);
+      // ucode_init_module: api_level == 3 and the DEFAULT Q7 image's liveness probe, before any core is touched
+      // (seed: runtime-synthesis §2.1).
+      const ucode = await ucodeInitModule(khal);
       rt = new Runtime(
         config,
         portal,
-        createKhal(pack),
+        khal,
         device,
         log,
         options.clock ?? new SystemClock(),
@@ -368,6 +373,7 @@ export class Runtime {
         owns,
         options.archPacks,
       );
+      rt.events.push(`ucode_init_module api_level=${ucode.apiLevel}`);
     } catch (e) {
       if (owns) await portal.close().catch(() => {});
       throw e;
