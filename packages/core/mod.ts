@@ -44,6 +44,15 @@ export {
   type VncMemoryStats,
 } from "./runtime.ts";
 export { RuntimeEvents } from "./runtime_events.ts";
+export {
+  INFER_ERROR_NAMES,
+  InferErrorFlag,
+  type InferErrorName,
+  KBL_INFER_ERRORS_SIZE,
+  type KblInferErrors,
+  type ModelExecutionStats,
+  type NcExecutionStats,
+} from "./kmgr/kmetric.ts";
 export { hostClockMs, type HostSpan, type HostSpanListener } from "./host_span.ts";
 export { Tensor, type TensorLocation, TensorPlacement, TensorSet } from "./tensor.ts";
 export type { ArchPack } from "./khal.ts";

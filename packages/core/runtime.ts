@@ -26,6 +26,7 @@ import {
 } from "./kmgr/kmgr_async_exec.ts";
 import type { DlrModel as ModelRecord, ExecOutcome } from "./kmgr/dlr_model.ts";
 import { kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
+import { Kmetric, type ModelExecutionStats } from "./kmgr/kmetric.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
 import { md5 } from "./neff/hash.ts";
 import { readNeffHeader } from "./neff/header.ts";
@@ -260,6 +261,8 @@ export class Runtime {
   readonly #khal: Khal;
   /** Device-memory ledger (private; `memory()` and `memoryStats()` are the read-only queries). */
   readonly #ledger: DmemLedger;
+  /** Execution statistics (`kmetric_update_nds_*`; private, `executionStats()` is the read-only query). */
+  readonly #kmetric: Kmetric = new Kmetric();
   /** Logger. */
   readonly log: Logger;
   /** Clock. */
@@ -606,6 +609,7 @@ export class Runtime {
       throw e;
     }
     this.#models.set(handle, rec); // the runtime's model lookup (add_model itself is kbl_model_add's step)
+    this.#kmetric.addModel(handle, rec.name, vnc, tpbs.map((t) => t.nc));
     if (cacheKey !== undefined) this.#interned.set(cacheKey, rec);
     rec.state = DlrModelState.DMSTATE_RUNNING;
     const model = new Model(this, rec);
@@ -818,6 +822,7 @@ export class Runtime {
         timeoutMs: this.config.execTimeoutMs,
         onSpan: this.#onSpan,
         seq,
+        kmetric: { sink: this.#kmetric, model: r.handle },
       },
       staging: (_i, size, name) =>
         allocateTensor(this.#tensorCtx, "device", this.device.index, r.installed.tpb.nc, size, name, r.vnc),
@@ -953,6 +958,18 @@ export class Runtime {
    */
   deviceMemory(): Promise<{ readonly hbm: number; readonly host: number; readonly allocations: number }> {
     return this.#portal.memUsage(this.device.index);
+  }
+
+  /**
+   * Execution statistics per model, read-only: per physical NeuronCore, executions by final `NRT_STATUS` and, per
+   * `kbl_infer_errors` flag, the executions that raised it (`kmetric_update_nds_error_stats` then
+   * `kmetric_update_nds_exec_stats` at the end of every synchronous execution; seed: lifecycle-error-model §5.2).
+   * Unloaded models stay listed (`loaded: false`): the counts are the runtime's since init. Requests refused before
+   * they reach the device (bad arguments, a poisoned model) are not executions and are not counted. The meaning of
+   * the nine flags is ours (`InferErrorFlag`, docs/faults.md).
+   */
+  executionStats(): ModelExecutionStats[] {
+    return this.#kmetric.snapshot((h) => this.#models.has(h));
   }
 
   /** The visible logical cores with their physical cores, resident models and memory (the placement view). */

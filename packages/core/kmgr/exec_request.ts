@@ -11,7 +11,8 @@
  * FATAL-RT log; `ERP_STEP_FATAL` on any hardware fault), §4.4 (`exec_fatal_status` is `bool[2][7]`, several causes
  * may be flagged on one core), §5.3 (NQ ring full ⇒ `EXEC_FATAL_STATUS_SW_NQ_OVERFLOW` ⇒ 1204), §5.4 (the timeout
  * line, `EXEC_FATAL_STATUS_TIMEOUT`, the three collectives "Suspected hang" strings), §5.5 (the HBM reboot and
- * terminate texts; 1003/1004 complete and only flag the result).
+ * terminate texts; 1003/1004 complete and only flag the result), §5.2 (`kbl_infer_errors`: `infer_error_flags`
+ * `bool[9]`; which class each flag stands for is ours, `kmetric.ts`).
  *
  * @module
  */
@@ -28,6 +29,7 @@ import {
 import { type ExecErrorEntry, notificationConsumeErrorBlock } from "../notification/notification_consume.ts";
 import { ErpStep, ExecFatalStatus, ExecState } from "../state.ts";
 import { NrtStatus, worseStatus } from "../status.ts";
+import { InferErrorFlag, type KblInferErrors, kblInferErrorsInit } from "./kmetric.ts";
 
 /** NeuronCores one request can span (`exec_rets[2]`: a dual-NC / LNC request). */
 export const EXEC_REQUEST_MAX_NCS = 2;
@@ -42,6 +44,11 @@ export interface ExecRequestState {
   readonly execFatalStatus: boolean[][];
   /** The exec error ring: every decoded error record, in order. */
   readonly errors: ExecErrorEntry[];
+  /**
+   * `kbl_infer_errors` of the request: one byte per error class the classifier saw (`InferErrorFlag`, ours), what
+   * `kmetric_update_nds_error_stats` counts (seed §5.2).
+   */
+  readonly inferErrors: KblInferErrors;
   /** The request's status: the worst of `execRets` by `nrt_get_status_priority` (first wins a tie). */
   status: number;
   /**
@@ -61,6 +68,7 @@ export function execRequestInitState(): ExecRequestState {
       () => new Array(ExecFatalStatus.EXEC_FATAL_STATUS_COUNT).fill(false),
     ),
     errors: [],
+    inferErrors: kblInferErrorsInit(),
     status: NrtStatus.NRT_SUCCESS,
     fatal: false,
   };
@@ -136,17 +144,19 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
   const nc = scan.nc;
   const where = `[ND ${nd}][NC ${nc}]`;
   const flags = req.execFatalStatus[i];
+  const infer = req.inferErrors.inferErrorFlags;
   let fatal = false;
-  const set = (status: number, flag?: ExecFatalStatus): void => {
+  const set = (status: number, flag?: ExecFatalStatus, inferFlag?: InferErrorFlag): void => {
     req.execRets[i] = worseStatus(req.execRets[i], status);
     if (flag !== undefined) flags[flag] = true;
+    if (inferFlag !== undefined) infer[inferFlag] = 1;
   };
 
   // notification_consume_errors → consume_error_block: decode, enqueue, and the NC-UE verdict (1202).
   const consumed = notificationConsumeErrorBlock(ctx.khal, scan.records, { device: nd, nc }, log);
   req.errors.push(...consumed.entries);
   if (consumed.status !== NrtStatus.NRT_SUCCESS) {
-    set(consumed.status);
+    set(consumed.status, undefined, InferErrorFlag.NC_UE);
     fatal = true;
   }
   const hw = (cause: number) => consumed.entries.filter((e) => e.source === "hw" && e.record.value === cause);
@@ -165,7 +175,11 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
   // exec_check_hbm_uncorrectable: repairable → 1205 (reload/reboot repairs it), else 1201 (terminate).
   for (const e of hw(HwErrorCause.HBM_UE)) {
     const repairable = (e.record.mask & HBM_UE_REPAIRABLE) !== 0;
-    set(repairable ? NrtStatus.NRT_EXEC_HW_ERR_REPAIRABLE_HBM_UE : NrtStatus.NRT_EXEC_HW_ERR_HBM_UE);
+    set(
+      repairable ? NrtStatus.NRT_EXEC_HW_ERR_REPAIRABLE_HBM_UE : NrtStatus.NRT_EXEC_HW_ERR_HBM_UE,
+      undefined,
+      InferErrorFlag.HBM_UE,
+    );
     fatal = true;
     log.error(
       `(FATAL-RT-UNDEFINED-STATE) [ND ${nd}] Uncorrectable HBM memory error is detected. Execution results may be invalid. ` +
@@ -176,7 +190,7 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
 
   // check_dma_queue_on_aborted_eng: engine state == 3 ⇒ aborted.
   for (const engine of scan.abortedDmaEngines ?? []) {
-    set(NrtStatus.NRT_EXEC_HW_ERR_DMA_ABORT);
+    set(NrtStatus.NRT_EXEC_HW_ERR_DMA_ABORT, undefined, InferErrorFlag.DMA_ABORT);
     fatal = true;
     log.error(
       `(FATAL-RT-UNDEFINED-STATE) ${where} DMA engine ${engine} is aborted (engine state 3) on model ${modelName}`,
@@ -185,14 +199,14 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
 
   // Out-of-bounds device access / tensor transfer → 1006.
   if (tpb.some((e) => e.fatal && (e.record.mask & TpbErrorMask.Q7_OOB) !== 0)) {
-    set(NrtStatus.NRT_EXEC_OOB, ExecFatalStatus.EXEC_FATAL_STATUS_OOB);
+    set(NrtStatus.NRT_EXEC_OOB, ExecFatalStatus.EXEC_FATAL_STATUS_OOB, InferErrorFlag.OOB);
     fatal = true;
     log.error(`(FATAL-RT-UNDEFINED-STATE) ${where} out-of-bounds access on model ${modelName}`);
   }
 
   // Collectives / fabric → 1200, with the proxy's progress selecting one of the three "Suspected hang" strings.
   for (const e of hw(HwErrorCause.COLLECTIVES)) {
-    set(NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES, ExecFatalStatus.EXEC_FATAL_STATUS_BARRIER);
+    set(NrtStatus.NRT_EXEC_HW_ERR_COLLECTIVES, ExecFatalStatus.EXEC_FATAL_STATUS_BARRIER, InferErrorFlag.COLLECTIVES);
     fatal = true;
     const { op, total } = decodeCollectivesProgress(e.record.aux);
     const text = e.record.mask === CollectivesHang.IN_OPERATION
@@ -207,7 +221,11 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
 
   // Network proxy → 1206.
   for (const e of hw(HwErrorCause.NETWORK_PROXY)) {
-    set(NrtStatus.NRT_NETWORK_PROXY_FAILURE, ExecFatalStatus.EXEC_FATAL_STATUS_NETWORK_PROXY);
+    set(
+      NrtStatus.NRT_NETWORK_PROXY_FAILURE,
+      ExecFatalStatus.EXEC_FATAL_STATUS_NETWORK_PROXY,
+      InferErrorFlag.NETWORK_PROXY,
+    );
     fatal = true;
     log.error(
       `(FATAL-RT-UNDEFINED-STATE) ${where} network proxy failure (error ${hex(e.record.aux, 8)}) on model ${modelName}`,
@@ -225,7 +243,7 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
 
   // The per-NC scan of the wait: no completion within the budget → 5.
   if (scan.timedOut === true) {
-    set(NrtStatus.NRT_TIMEOUT, ExecFatalStatus.EXEC_FATAL_STATUS_TIMEOUT);
+    set(NrtStatus.NRT_TIMEOUT, ExecFatalStatus.EXEC_FATAL_STATUS_TIMEOUT, InferErrorFlag.TIMEOUT);
     fatal = true;
     log.error(
       `(FATAL-RT-UNDEFINED-STATE) ${where} execution timeout (${ctx.timeoutMs} ms) on model ${modelName}, ` +
@@ -236,7 +254,7 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
   // A fatal TPB_ERROR no check above explains (a trap, an undecodable slot, a DMA descriptor, a missing function …):
   // a generic hardware error.
   if (!fatal && tpb.some((e) => e.fatal)) {
-    set(NrtStatus.NRT_HW_ERROR, ExecFatalStatus.EXEC_FATAL_STATUS_INVALID);
+    set(NrtStatus.NRT_HW_ERROR, ExecFatalStatus.EXEC_FATAL_STATUS_INVALID, InferErrorFlag.TPB_FATAL);
     fatal = true;
   }
 
@@ -252,6 +270,8 @@ function classifyNc(ctx: ProcessErrorsContext, req: ExecRequestState, i: number,
       (e.record.mask & TpbErrorMask.NUMERICAL) !== 0
         ? NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR
         : NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR,
+      undefined,
+      InferErrorFlag.TPB_NONFATAL,
     );
   }
   return fatal;

@@ -9,7 +9,9 @@
  * WAIT_BARRIER_PROXY → WAIT_CORE → DONE; `ERP_STEP`), §4.3 (`exec_request_process_errors`, the per-engine
  * instruction-pointer dump ×5), §5.3 (the completion drain), §5.4 (the `NEURON_RT_EXEC_TIMEOUT` budget; timeout →
  * `NRT_TIMEOUT` + `EXEC_FATAL_STATUS_TIMEOUT` + the FATAL-RT line), §5.5 (fail-stop: no retry, no core reset, no
- * run-stall release on the fault path), spmd-teardown §5.6 (the 8×2 stdio drain on every progress step).
+ * run-stall release on the fault path), spmd-teardown §5.6 (the 8×2 stdio drain on every progress step), §5.2 (the
+ * path ends with `kmetric_update_nds_error_stats(kbl_infer_errors*)` then `kmetric_update_nds_exec_stats` with the
+ * final status: `kmetric.ts`).
  *
  * On a fatal verdict the host only logs and reports (seed §5.5: "The host's only mechanical reaction to a hardware
  * fault is to log and report"): the FATAL-RT lines, the per-engine instruction-pointer dump, the status. It writes
@@ -36,6 +38,7 @@ import {
   type ExecRequestState,
   type ProcessErrorsContext,
 } from "./exec_request.ts";
+import { type KmetricTarget, kmetricUpdate } from "./kmetric.ts";
 
 export { execRequestInitState, type ExecRequestState } from "./exec_request.ts";
 
@@ -61,6 +64,8 @@ export interface ExecServices {
   readonly onSpan?: HostSpanListener;
   /** The execution's sequence number, for its spans. */
   readonly seq?: number;
+  /** Where the execution's statistics go (`kmetric_update_nds_*`, seed §5.2); absent, nothing is counted. */
+  readonly kmetric?: KmetricTarget;
 }
 
 /**
@@ -126,6 +131,8 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
   }
   if (step === ErpStep.ERP_STEP_FATAL) await dumpEngineIps(s, tpb.nc);
   req.state = ExecState.EXEC_STATE_DONE;
+  // Final status + telemetry (seed §5.2): the error flags first, then the execution by its final status.
+  if (s.kmetric !== undefined) kmetricUpdate(s.kmetric, tpb.nc, req.inferErrors, req.status);
   return req;
 }
 

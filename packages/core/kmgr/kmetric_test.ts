@@ -1,0 +1,79 @@
+// kbl_infer_errors and kmetric_update_nds_* (seed lifecycle-error-model §5.2) without a device: the width, the flags
+// the classifier sets, and the order of the two updates. tests/kmetric_exec_stats_test.ts drives real executions.
+import { describe, expect, test } from "bun:test";
+import { MemoryLogger } from "../log.ts";
+import { NrtStatus } from "../status.ts";
+import { execRequestInitState, execRequestProcessErrors } from "./exec_request.ts";
+import {
+  INFER_ERROR_NAMES,
+  InferErrorFlag,
+  KBL_INFER_ERRORS_SIZE,
+  kblInferErrorsInit,
+  Kmetric,
+  kmetricUpdate,
+} from "./kmetric.ts";
+
+const khal = { errorSubtype: () => 0, isaErrorText: () => "error" };
+const ctx = { khal, device: 0, modelName: "m", timeoutMs: 1000, log: new MemoryLogger() };
+
+describe("kmetric (seed lifecycle-error-model §5.2)", () => {
+  test("kbl_infer_errors is bool[9]: nine one-byte flags, all clear at init", () => {
+    expect(KBL_INFER_ERRORS_SIZE).toBe(9);
+    const e = kblInferErrorsInit();
+    expect(e.inferErrorFlags).toBeInstanceOf(Uint8Array);
+    expect(e.inferErrorFlags.byteLength).toBe(9);
+    expect([...e.inferErrorFlags]).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    expect(INFER_ERROR_NAMES).toEqual([
+      "NC_UE",
+      "HBM_UE",
+      "DMA_ABORT",
+      "OOB",
+      "COLLECTIVES",
+      "NETWORK_PROXY",
+      "TIMEOUT",
+      "TPB_FATAL",
+      "TPB_NONFATAL",
+    ]);
+  });
+
+  test("exec_request_process_errors sets one byte per class it saw, on the request's kbl_infer_errors", () => {
+    const req = execRequestInitState();
+    execRequestProcessErrors(ctx, req, [{ nc: 0, records: [], timedOut: true, abortedDmaEngines: [3] }]);
+    const set = [...req.inferErrors.inferErrorFlags.entries()].filter(([, v]) => v !== 0).map(([i]) => i);
+    expect(set).toEqual([InferErrorFlag.DMA_ABORT, InferErrorFlag.TIMEOUT]);
+    // A host-side NQ overflow is no inference error: status 1204, no flag.
+    const nq = execRequestInitState();
+    execRequestProcessErrors(ctx, nq, [{ nc: 0, records: [], nqOverflow: true }]);
+    expect(nq.status).toBe(NrtStatus.NRT_EXEC_SW_NQ_OVERFLOW);
+    expect([...nq.inferErrors.inferErrorFlags]).toEqual(new Array(9).fill(0));
+  });
+
+  test("error stats first, then exec stats with the final status; counts per model and NeuronCore", () => {
+    const calls: string[] = [];
+    class Recording extends Kmetric {
+      override updateNdsErrorStats(...a: Parameters<Kmetric["updateNdsErrorStats"]>): void {
+        calls.push("error");
+        super.updateNdsErrorStats(...a);
+      }
+      override updateNdsExecStats(...a: Parameters<Kmetric["updateNdsExecStats"]>): void {
+        calls.push(`exec ${a[2]}`);
+        super.updateNdsExecStats(...a);
+      }
+    }
+    const k = new Recording();
+    k.addModel(7, "m", 1, [2, 3]);
+    const e = kblInferErrorsInit();
+    e.inferErrorFlags[InferErrorFlag.TIMEOUT] = 1;
+    kmetricUpdate({ sink: k, model: 7 }, 3, e, NrtStatus.NRT_TIMEOUT);
+    kmetricUpdate({ sink: k, model: 7 }, 2, kblInferErrorsInit(), NrtStatus.NRT_SUCCESS);
+    expect(calls).toEqual(["error", "exec 5", "error", "exec 0"]);
+    const [s] = k.snapshot(() => true);
+    expect(s).toMatchObject({ handle: 7, name: "m", vnc: 1, loaded: true, succeeded: 1, failed: 1 });
+    expect(s.cores.map((c) => [c.nc, c.executions, c.byStatus, c.errors.TIMEOUT])).toEqual([
+      [2, 1, { 0: 1 }, 0],
+      [3, 1, { 5: 1 }, 1],
+    ]);
+    expect(() => k.updateNdsErrorStats(7, 2, { inferErrorFlags: new Uint8Array(8) })).toThrow(RangeError);
+    expect(() => k.updateNdsExecStats(8, 2, 0)).toThrow(RangeError);
+  });
+});
