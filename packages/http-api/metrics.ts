@@ -11,15 +11,26 @@
  * ({@linkcode exporterFamilies}). Where the exporter's values come from a monitor period, ours (docs/neuron-tools.md):
  * utilization and latency percentiles cover the last minute, counters count since the server started.
  *
+ * The runtime's own execution statistics (`Runtime.executionStats`, `kmetric_update_nds_*` of seed lifecycle-error-model
+ * §5.2) per model and NeuronCore: `nrt_model_execution_status_total{status}` by final `NRT_STATUS`, with
+ * neuron-monitor's `status_type` (`execution_summary`) and `error_type` (`error_summary`) of that status, and
+ * `nrt_model_execution_error_flags_total{flag}` per `kbl_infer_errors` flag (ours: neuron-monitor has no per-flag
+ * counter; {@linkcode executionStatsFamilies}).
+ *
  * @module
  */
-import { NrtStatus, type Runtime } from "@nrt/core";
+import { INFER_ERROR_NAMES, type ModelExecutionStats, NrtStatus, nrtStatusName, type Runtime } from "@nrt/core";
 import process from "node:process";
 import { MODEL_VERSION, type ModelRepository } from "./model_repository.ts";
 import type { InferTiming, InstanceView } from "./served_model.ts";
 import type { NeuronActivity } from "./neuron_activity.ts";
 import { DEVICE_MEMORY_CATEGORIES, deviceMemoryBreakdown } from "./neuron/memory_categories.ts";
-import { latencyPercentiles, summarizeExecutions } from "./neuron/execution_outcomes.ts";
+import {
+  executionErrorKind,
+  executionOutcome as monitorOutcome,
+  latencyPercentiles,
+  summarizeExecutions,
+} from "./neuron/execution_outcomes.ts";
 
 /** A count and a total duration (Triton's `StatisticDuration`, in ns). */
 export interface StatDuration {
@@ -131,6 +142,8 @@ const OUTCOMES = [
 export class InferenceMetrics {
   readonly #models = new Map<string, ModelCounters>();
   readonly #outcomes = new Map<string, number>(OUTCOMES.map((o) => [o, 0]));
+  /** `H_MODEL` → the repository model it was served as (kept after the unload: the runtime's counts outlive it). */
+  readonly #served = new Map<number, { readonly model: string; readonly version: string }>();
 
   #model(name: string): ModelCounters {
     let m = this.#models.get(name);
@@ -325,6 +338,10 @@ export class InferenceMetrics {
       `{device="${dev}"}`,
       rt.device.hbmBytes,
     ]]);
+    for (const m of repo.models()) {
+      for (const i of m.served?.instances ?? []) this.#served.set(i.handle, { model: m.name, version: m.version });
+    }
+    executionStatsFamilies(family, rt.executionStats(), this.#served);
     if (activity !== undefined) exporterFamilies(family, rt, activity);
     return lines.join("\n") + "\n";
   }
@@ -367,6 +384,59 @@ function instanceFamilies(family: Family, repo: ModelRepository): void {
     "counter",
     "Executions of the instance since it was loaded, warm-up excluded",
     per((i) => i.executions),
+  );
+}
+
+// ---- The runtime's execution statistics (Runtime.executionStats; seed lifecycle-error-model §5.2). ----
+
+/**
+ * `nrt_model_execution_status_total` and `nrt_model_execution_error_flags_total`: the runtime's per-model,
+ * per-NeuronCore counts, summed over the handles a repository model was served as (a reload keeps its series
+ * growing). A handle no scrape saw served (loaded and unloaded between two scrapes) is labelled with the runtime's
+ * model name and an empty version. Warm-up executions are executions and are counted.
+ */
+function executionStatsFamilies(
+  family: Family,
+  stats: readonly ModelExecutionStats[],
+  served: ReadonlyMap<number, { readonly model: string; readonly version: string }>,
+): void {
+  const byStatus = new Map<string, number>();
+  const byFlag = new Map<string, number>();
+  const add = (m: Map<string, number>, k: string, v: number): void => void m.set(k, (m.get(k) ?? 0) + v);
+  for (const s of stats) {
+    const who = served.get(s.handle) ?? { model: s.name, version: "" };
+    for (const c of s.cores) {
+      const base = { model: who.model, version: who.version, core: c.nc };
+      for (const [code, n] of Object.entries(c.byStatus)) {
+        const status = Number(code);
+        const kind = executionErrorKind(status);
+        add(
+          byStatus,
+          labelText({
+            ...base,
+            status: nrtStatusName(status),
+            status_type: monitorOutcome(status),
+            ...(kind === null ? {} : { error_type: kind }),
+          }),
+          n,
+        );
+      }
+      for (const flag of INFER_ERROR_NAMES) {
+        add(byFlag, labelText({ ...base, flag: flag.toLowerCase() }), c.errors[flag]);
+      }
+    }
+  }
+  family(
+    "nrt_model_execution_status_total",
+    "counter",
+    "Executions by final NRT_STATUS per model and NeuronCore (kmetric_update_nds_exec_stats)",
+    [...byStatus],
+  );
+  family(
+    "nrt_model_execution_error_flags_total",
+    "counter",
+    "Executions that raised each kbl_infer_errors flag per model and NeuronCore (kmetric_update_nds_error_stats)",
+    [...byFlag],
   );
 }
 
