@@ -83,19 +83,19 @@ export const MB_FN_NAME_LEN = 10;
 /** A scratch word the cores' commit fences read-modify-write. */
 export const MB_FENCE = 11;
 /**
- * The doorbell words: core 0 parks on MB_DOORBELL, cores 1–7 on MB_DOORBELL + 1. A one-core op rings core 0's word;
- * an 8-core op rings both, waking the seven others with one notify (one futex wake instead of seven: on a 2-CPU
- * machine each separate wake preempted the dispatcher). Ours.
+ * The doorbell words: Worker 0 (the one running core 0) parks on MB_DOORBELL, the other Workers on MB_DOORBELL + 1.
+ * A one-core op rings Worker 0's word; an 8-core op rings both, waking the other Workers with one notify (one futex
+ * wake instead of one per Worker: on a 2-CPU machine each separate wake preempted the dispatcher). Ours.
  */
 export const MB_DOORBELL = 16;
 
-/** The doorbell word core `cpu` parks on. */
-export function doorbellWord(cpu: number): number {
-  return cpu === 0 ? MB_DOORBELL : MB_DOORBELL + 1;
+/** The doorbell word Worker `worker` of the cluster parks on. */
+export function doorbellWord(worker: number): number {
+  return worker === 0 ? MB_DOORBELL : MB_DOORBELL + 1;
 }
 /**
- * First of 8 per-core counters of messages the cluster posted to the core's Worker (incremented before each
- * `postMessage`). A core whose counter is ahead of the messages it handled returns to its event loop instead of
+ * First of 8 per-Worker counters of messages the cluster posted to the Worker (incremented before each
+ * `postMessage`). A Worker whose counter is ahead of the messages it handled returns to its event loop instead of
  * parking, so a posted message is never stranded behind `Atomics.wait`.
  */
 export const MB_POSTED = 24;

@@ -1,9 +1,18 @@
 /**
- * The 8 Q7 (GPSIMD) cores of one simulated NeuronCore: 8 Workers running one WebAssembly image SPMD over one
- * shared memory, the Q7 view of the NeuronCore (docs/kernel-abi.md has the address map and the kernel ABI).
+ * The 8 Q7 (GPSIMD) cores of one simulated NeuronCore: one WebAssembly image run SPMD over one shared memory, the
+ * Q7 view of the NeuronCore (docs/kernel-abi.md has the address map and the kernel ABI).
+ *
+ * The 8 simulated cores are multiplexed onto W Workers, W = {@linkcode Q7ClusterOptions.workers} (1 to 8; default
+ * {@linkcode defaultQ7Workers}: `NRT_SIM_Q7_WORKERS` if set, else min(8, `navigator.hardwareConcurrency`)). Worker
+ * k runs cores k, k + W, … one after the other, each with its own instance of every image (its own globals), and
+ * `get_cpu_id()` / `get_cpu_count()` still answer the simulated core 0..7 and 8, so a kernel sees the same SPMD
+ * partition, and faults, stdio and status records are still per core, whatever W is. Ours: the cores have no
+ * barrier between them (the only join is the host's DRAIN), so running several in turn on one thread is a legal
+ * schedule; with more Workers than CPUs every op paid for waking and switching between 8 threads (on 2 CPUs a
+ * no-op execute cost 2–3× waking 8 bare Workers, and 8 cores ran a 1 MiB vector_add no faster than 1).
  *
  * A dispatch never posts a message: the host writes the argument block and the mailbox into the control area,
- * rings the participating cores' doorbell words (`Atomics.notify`) and awaits the last core's report with
+ * rings the participating Workers' doorbell words (`Atomics.notify`) and awaits the last core's report with
  * `Atomics.waitAsync` — the simulated EXTENDED_INST 0xF0 hand-off and DRAIN join (seed: spmd-teardown §4.3).
  *
  * @example Run a kernel on all 8 cores
@@ -156,6 +165,56 @@ export interface Q7ClusterOptions {
   sbufBytes: number;
   /** Number of cores: always 8 (seed: spmd-teardown §1). */
   cores?: 8;
+  /**
+   * Workers the 8 cores run on, an integer from 1 to 8 (default {@linkcode defaultQ7Workers}). Worker k runs cores
+   * k, k + workers, …; what the kernels and the host observe does not depend on it.
+   */
+  workers?: number;
+}
+
+/** The environment variable that sets the default {@linkcode Q7ClusterOptions.workers}: an integer from 1 to 8. */
+export const Q7_WORKERS_ENV = "NRT_SIM_Q7_WORKERS";
+
+/**
+ * The default number of Workers of a Q7 cluster: {@linkcode Q7_WORKERS_ENV} if it is set (a value that is not an
+ * integer from 1 to 8 throws), else min(8, `navigator.hardwareConcurrency`), 8 where that is unknown. Ours: the
+ * simulator reads this one variable itself because clusters are created inside the device agent, far from any
+ * composition root; under Deno it reads it only with env permission and never prompts.
+ *
+ * @param env the environment to read (default: the process environment)
+ * @returns the number of Workers
+ */
+export function defaultQ7Workers(env?: Record<string, string | undefined>): number {
+  const text = env !== undefined ? env[Q7_WORKERS_ENV] : processEnv(Q7_WORKERS_ENV);
+  if (text !== undefined && text !== "") {
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < 1 || n > Q7_CORES) {
+      throw new RangeError(`${Q7_WORKERS_ENV} is "${text}", expected an integer from 1 to ${Q7_CORES}`);
+    }
+    return n;
+  }
+  const cpus = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
+  return typeof cpus === "number" && cpus >= 1 ? Math.min(Q7_CORES, Math.floor(cpus)) : Q7_CORES;
+}
+
+/** One variable of the process environment, or undefined where it cannot be read (never prompts under Deno). */
+function processEnv(name: string): string | undefined {
+  const g = globalThis as {
+    Deno?: {
+      env: { get(name: string): string | undefined };
+      permissions?: { querySync?(d: { name: "env"; variable: string }): { state: string } };
+    };
+    process?: { env?: Record<string, string | undefined> };
+  };
+  try {
+    if (g.Deno !== undefined) {
+      const state = g.Deno.permissions?.querySync?.({ name: "env", variable: name }).state;
+      return state === "granted" ? g.Deno.env.get(name) : undefined;
+    }
+    return g.process?.env?.[name];
+  } catch {
+    return undefined;
+  }
 }
 
 interface Reply {
@@ -170,12 +229,14 @@ interface FnEntry {
   name: Uint8Array;
 }
 
-/** The 8 Q7 cores of one NeuronCore, as Workers over one shared memory. */
+/** The 8 Q7 cores of one NeuronCore, multiplexed onto Workers over one shared memory. */
 export class Q7Cluster {
   /** The Q7 view of the NeuronCore's memory; SBUF data lives at [0x200000, 0x200000 + sbufBytes). */
   readonly memory: WebAssembly.Memory;
   /** Size of the SBUF window. */
   readonly sbufBytes: number;
+  /** The number of Workers the 8 cores run on (Worker k runs cores k, k + workers, …). */
+  readonly workers: number;
 
   #workers: Worker[];
   #replies: Array<Array<{ resolve(r: Reply): void; reject(e: Error): void }>>;
@@ -194,37 +255,52 @@ export class Q7Cluster {
   #decoders = new Map<number, TextDecoder>();
   #failure: Error | undefined;
 
-  private constructor(memory: WebAssembly.Memory, sbufBytes: number) {
+  private constructor(memory: WebAssembly.Memory, sbufBytes: number, workers: number) {
     this.memory = memory;
     this.sbufBytes = sbufBytes;
+    this.workers = workers;
     const buffer = memory.buffer;
     this.#i32 = new Int32Array(buffer, MAILBOX, (buffer.byteLength - MAILBOX) >> 2);
     this.#u8 = new Uint8Array(buffer);
     this.#view = new DataView(buffer);
-    this.#replies = Array.from({ length: Q7_CORES }, () => []);
-    this.#workers = Array.from({ length: Q7_CORES }, (_, cpu) => {
+    this.#replies = Array.from({ length: workers }, () => []);
+    this.#workers = Array.from({ length: workers }, (_, w) => {
       const worker = new Worker(new URL("./q7_worker.js", import.meta.url), { type: "module" });
-      worker.onmessage = (e: MessageEvent<Reply>) => this.#replies[cpu].shift()?.resolve(e.data);
+      worker.onmessage = (e: MessageEvent<Reply>) => this.#replies[w].shift()?.resolve(e.data);
       worker.onerror = (e: ErrorEvent) => {
         e.preventDefault();
-        this.#failure = new Error(`Q7 core ${cpu} failed: ${e.message}`);
-        for (const pending of this.#replies[cpu].splice(0)) pending.reject(this.#failure);
+        const cores = this.#cores(w);
+        this.#failure = new Error(`Q7 core${cores.length > 1 ? "s" : ""} ${cores.join(", ")} failed: ${e.message}`);
+        for (const pending of this.#replies[w].splice(0)) pending.reject(this.#failure);
       };
       return worker;
     });
   }
 
+  /** The cores Worker `w` runs: w, w + workers, … */
+  #cores(w: number): number[] {
+    const cores: number[] = [];
+    for (let cpu = w; cpu < Q7_CORES; cpu += this.workers) cores.push(cpu);
+    return cores;
+  }
+
   /**
-   * Allocates the shared memory (0x200000 + sbufBytes, fixed size), starts the 8 Workers and waits until all
-   * are parked. Start a cluster once per NeuronCore, not per execution: Workers are slow to start.
+   * Allocates the shared memory (0x200000 + sbufBytes, fixed size), starts the Workers and waits until all are
+   * parked. Start a cluster once per NeuronCore, not per execution: Workers are slow to start.
    *
-   * @param opts the SBUF size
+   * @param opts the SBUF size and the number of Workers
    * @returns the running cluster
    */
   static async create(opts: Q7ClusterOptions): Promise<Q7Cluster> {
     const { sbufBytes } = opts;
     if (opts.cores !== undefined && opts.cores !== Q7_CORES) {
       throw new RangeError(`Cannot create Q7 cluster: cores is ${opts.cores}, expected ${Q7_CORES}`);
+    }
+    const workers = opts.workers ?? defaultQ7Workers();
+    if (!Number.isInteger(workers) || workers < 1 || workers > Q7_CORES) {
+      throw new RangeError(
+        `Cannot create Q7 cluster: workers is ${workers}, expected an integer from 1 to ${Q7_CORES}`,
+      );
     }
     const pages = (SBUF_BASE + sbufBytes) / PAGE_BYTES;
     if (!Number.isInteger(pages) || sbufBytes <= 0 || pages > 65536) {
@@ -233,10 +309,12 @@ export class Q7Cluster {
       );
     }
     const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
-    const cluster = new Q7Cluster(memory, sbufBytes);
+    const cluster = new Q7Cluster(memory, sbufBytes, workers);
     try {
       await Promise.all(
-        cluster.#workers.map((_, cpu) => cluster.#request(cpu, { type: "init", memory, cpu, layout: WORKER_LAYOUT })),
+        cluster.#workers.map((_, w) =>
+          cluster.#request(w, { type: "init", memory, worker: w, cores: cluster.#cores(w), layout: WORKER_LAYOUT })
+        ),
       );
     } catch (e) {
       cluster.terminate();
@@ -370,8 +448,8 @@ export class Q7Cluster {
   }
 
   /**
-   * Stops the 8 cores, including ones spinning in a kernel (every loop polls the kill flag, see _loop_guard.ts),
-   * and rejects a pending dispatch. The cluster is unusable afterwards.
+   * Stops the 8 cores and their Workers, including cores spinning in a kernel (every loop polls the kill flag, see
+   * _loop_guard.ts), and rejects a pending dispatch. The cluster is unusable afterwards.
    */
   terminate(): void {
     if (this.#terminated) return;
@@ -391,7 +469,7 @@ export class Q7Cluster {
     this.terminate();
   }
 
-  /** Rings core 0's doorbell word and, for more than one core, the shared word of cores 1–7 (`doorbellWord`). */
+  /** Rings Worker 0's doorbell word and, for more than one core, the other Workers' shared word (`doorbellWord`). */
   #ring(cores: number): void {
     const i32 = this.#i32;
     if (cores > 1) {
@@ -409,16 +487,16 @@ export class Q7Cluster {
     this.#busy = true;
   }
 
-  #request(cpu: number, message: unknown): Promise<Reply> {
+  #request(worker: number, message: unknown): Promise<Reply> {
     return new Promise<Reply>((resolve, reject) => {
       if (this.#failure) return reject(this.#failure);
-      this.#replies[cpu].push({ resolve, reject });
-      Atomics.add(this.#i32, MB_POSTED + cpu, 1);
-      this.#workers[cpu].postMessage(message);
+      this.#replies[worker].push({ resolve, reject });
+      Atomics.add(this.#i32, MB_POSTED + worker, 1);
+      this.#workers[worker].postMessage(message);
     });
   }
 
-  /** Compiles `wasm` (loops guarded) and instantiates it as `slot` on every core. */
+  /** Compiles `wasm` (loops guarded) and instantiates it as `slot` on every core (Worker 0's reply first). */
   async #loadAll(slot: number, wasm: Uint8Array, context: string): Promise<Reply[]> {
     let module: WebAssembly.Module;
     try {
@@ -426,8 +504,8 @@ export class Q7Cluster {
     } catch (e) {
       throw new Error(`${context}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
-    const pending = this.#workers.map((_, cpu) => this.#request(cpu, { type: "load", slot, module }));
-    // Parked cores only see messages after returning to their event loop: ring CMD_YIELD.
+    const pending = this.#workers.map((_, w) => this.#request(w, { type: "load", slot, module }));
+    // Parked Workers only see messages after returning to their event loop: ring CMD_YIELD.
     Atomics.store(this.#i32, MB_CMD, CMD_YIELD);
     this.#ring(Q7_CORES);
     const replies = await Promise.all(pending);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { Dtype, KILL_FLAG_ADDR, SBUF_BASE, STDIO_ENTRIES } from "./_abi.ts";
 import { guardLoops } from "./_loop_guard.ts";
-import { type DispatchResult, Q7Cluster, type TensorDesc } from "./q7_cluster.ts";
+import { defaultQ7Workers, type DispatchResult, Q7_WORKERS_ENV, Q7Cluster, type TensorDesc } from "./q7_cluster.ts";
 
 const SBUF_BYTES = 28 << 20; // Cayman
 const ARCH_ID = 0xca7a0003;
@@ -370,38 +370,245 @@ describe("Q7Cluster", () => {
 });
 
 describe("Q7Cluster hang", () => {
-  test("Q7Cluster.terminate() stops cores spinning in a kernel after the caller aborts the dispatch", async () => {
-    const cluster = await Q7Cluster.create({ sbufBytes: 1 << 20 });
+  for (const workers of [undefined, 1, 8]) {
+    const label = workers === undefined ? "" : ` (${workers} Worker${workers > 1 ? "s" : ""})`;
+    test(
+      `Q7Cluster.terminate() stops cores spinning in a kernel after the caller aborts the dispatch${label}`,
+      async () => {
+        await spinThenTerminate(workers);
+      },
+      10_000,
+    );
+  }
+});
+
+/** Aborts a dispatch of `spin` on all 8 cores, terminates the cluster and starts a fresh one. */
+async function spinThenTerminate(workers: number | undefined): Promise<void> {
+  const cluster = await Q7Cluster.create({ sbufBytes: 1 << 20, workers });
+  try {
+    await cluster.prepare("faults", kernel("faults"));
+    const controller = new AbortController();
+    const pending = cluster.dispatch(
+      { key: "faults", fn: "spin", totalCpus: 8, args: { inputs: [], outputs: [] } },
+      controller.signal,
+    );
+    // The one real-clock wait in this suite: a spinning kernel never completes, so give up after 100 ms.
+    const timer = setTimeout(() => controller.abort(new Error("hung")), 100);
+    await expect(pending).rejects.toThrow("hung");
+    clearTimeout(timer);
+    await expect(cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: { inputs: [], outputs: [] } }))
+      .rejects.toThrow("busy");
+  } finally {
+    cluster.terminate();
+  }
+  await expect(cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: { inputs: [], outputs: [] } }))
+    .rejects.toThrow("terminated");
+  // The process is fine: a fresh cluster starts and runs a kernel.
+  const fresh = await Q7Cluster.create({ sbufBytes: 1 << 20 });
+  try {
+    await fresh.prepare("noop", kernel("noop"));
+    expectAllOk(
+      await fresh.dispatch({ key: "noop", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } }),
+      8,
+    );
+  } finally {
+    fresh.terminate();
+  }
+}
+
+/** Unsigned LEB128. */
+function uleb(n: number): number[] {
+  const out: number[] = [];
+  do {
+    let byte = n & 0x7f;
+    n >>>= 7;
+    if (n !== 0) byte |= 0x80;
+    out.push(byte);
+  } while (n !== 0);
+  return out;
+}
+
+/** Signed LEB128 of an i32. */
+function sleb(n: number): number[] {
+  const out: number[] = [];
+  for (;;) {
+    const byte = n & 0x7f;
+    n >>= 7;
+    if ((n === 0 && (byte & 0x40) === 0) || (n === -1 && (byte & 0x40) !== 0)) return [...out, byte];
+    out.push(byte | 0x80);
+  }
+}
+
+const section = (id: number, body: number[]) => [id, ...uleb(body.length), ...body];
+const vec = (items: number[][]) => [...uleb(items.length), ...items.flat()];
+const name = (text: string) => vec([...new TextEncoder().encode(text)].map((b) => [b]));
+
+/**
+ * A library that tells the cores apart, assembled here (the reference kernels treat every core alike). Imports the
+ * shared memory, get_cpu_id, customop_cleanup and dram_addr_to_soc_addr; one mutable i32 global; exports:
+ * - `per_core`: core 1 executes `unreachable`, core 2 loads from 0xFFFFFFF0, core 5 passes 0x12345 to
+ *   dram_addr_to_soc_addr, core 6 returns without its commit fence; the others commit.
+ * - `bump`: increments the global and stores it at SBUF_BASE + 4·cpu, then commits.
+ */
+function coreTellingLibrary(): Uint8Array {
+  const ID = 0, CLEANUP = 1, SOC = 2; // imported function indexes
+  const ifCpu = (cpu: number, body: number[]) => [0x10, ID, 0x41, ...sleb(cpu), 0x46, 0x04, 0x40, ...body, 0x0b];
+  const perCore = [
+    ...ifCpu(1, [0x00]), // unreachable
+    ...ifCpu(2, [0x41, ...sleb(-16), 0x28, 0x02, 0x00, 0x1a]), // i32.load (i32.const 0xFFFFFFF0); drop
+    ...ifCpu(5, [0x41, ...sleb(0x12345), 0x10, SOC, 0x1a]),
+    ...ifCpu(6, [0x0f]), // return
+    0x10,
+    CLEANUP,
+    0x0b,
+  ];
+  const bump = [
+    ...[0x23, 0x00, 0x41, 0x01, 0x6a, 0x24, 0x00], // global.set 0 (global.get 0 + 1)
+    ...[0x41, ...sleb(SBUF_BASE), 0x10, ID, 0x41, 0x02, 0x74, 0x6a], // SBUF_BASE + (cpu << 2)
+    ...[0x23, 0x00, 0x36, 0x02, 0x00], // i32.store (global.get 0)
+    ...[0x10, CLEANUP, 0x0b],
+  ];
+  const code = (body: number[]) => [...uleb(body.length + 1), 0x00, ...body];
+  return new Uint8Array([
+    ...[0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00],
+    ...section(1, vec([[0x60, 0x00, 0x01, 0x7f], [0x60, 0x00, 0x00], [0x60, 0x01, 0x7f, 0x01, 0x7f]])),
+    ...section(
+      2,
+      vec([
+        [...name("env"), ...name("memory"), 0x02, 0x03, 0x01, ...uleb(65536)],
+        [...name("env"), ...name("get_cpu_id"), 0x00, 0x00],
+        [...name("env"), ...name("customop_cleanup"), 0x00, 0x01],
+        [...name("env"), ...name("dram_addr_to_soc_addr"), 0x00, 0x02],
+      ]),
+    ),
+    ...section(3, vec([[0x01], [0x01]])),
+    ...section(6, vec([[0x7f, 0x01, 0x41, 0x00, 0x0b]])),
+    ...section(7, vec([[...name("per_core"), 0x00, 3], [...name("bump"), 0x00, 4]])),
+    ...section(10, vec([code(perCore), code(bump)])),
+  ]);
+}
+
+/** What a dispatch reports, without the timings. */
+const outcome = (r: DispatchResult) =>
+  r.cores.map(({ cpu, ran, status, message, committed }) => ({ cpu, ran, status, message, committed }));
+
+describe("Q7Cluster workers", () => {
+  const NONE = { inputs: [], outputs: [] };
+
+  /** Runs the same ops on a cluster of `workers` Workers and returns everything the host can observe. */
+  async function observe(workers: number): Promise<unknown> {
+    const cluster = await Q7Cluster.create({ sbufBytes: 4 << 20, workers });
     try {
-      await cluster.prepare("faults", kernel("faults"));
-      const controller = new AbortController();
-      const pending = cluster.dispatch(
-        { key: "faults", fn: "spin", totalCpus: 8, args: { inputs: [], outputs: [] } },
-        controller.signal,
-      );
-      // The one real-clock wait in this suite: a spinning kernel never completes, so give up after 100 ms.
-      const timer = setTimeout(() => controller.abort(new Error("hung")), 100);
-      await expect(pending).rejects.toThrow("hung");
-      clearTimeout(timer);
-      await expect(cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: { inputs: [], outputs: [] } }))
-        .rejects.toThrow("busy");
+      expect(cluster.workers).toBe(workers);
+      const dram = new Uint8Array(64);
+      new DataView(dram.buffer).setUint32(0, ARCH_ID, true);
+      const firmware = await cluster.boot({ iram: kernel("stock_pool"), dram });
+      for (const name of ["cpu_map", "faults", "reduce_sum", "vector_add"]) await cluster.prepare(name, kernel(name));
+      await cluster.prepare("cores", coreTellingLibrary());
+      const seen: Record<string, unknown> = { firmware };
+      seen.noop = outcome(await cluster.dispatch({ key: "", fn: "noop", totalCpus: 8, args: NONE }));
+      for (const n of [1, 7, 9, 1000, 65_537]) {
+        const arena = new SbufArena(cluster);
+        const x = arena.i32([n]);
+        const y = arena.i32([n]);
+        const r = await cluster.dispatch({
+          key: "cpu_map",
+          fn: "cpu_map",
+          totalCpus: 8,
+          args: { inputs: [x.desc], outputs: [y.desc] },
+        });
+        seen[`cpu_map ${n}`] = { cores: outcome(r), owners: Array.from(y.view) };
+      }
+      {
+        const n = 65_537;
+        const arena = new SbufArena(cluster);
+        const a = arena.f32([n], randomF32(n, 1)), b = arena.f32([n], randomF32(n, 2)), c = arena.f32([n]);
+        const r = await cluster.dispatch({
+          key: "vector_add",
+          fn: "vector_add",
+          totalCpus: 8,
+          args: { inputs: [a.desc, b.desc], outputs: [c.desc] },
+        });
+        seen.vector_add = { cores: outcome(r), sum: Array.from(c.view) };
+        const y = arena.f32([1]);
+        const one = await cluster.dispatch({
+          key: "reduce_sum",
+          fn: "sum_all",
+          totalCpus: 1,
+          args: { inputs: [a.desc], outputs: [y.desc] },
+        });
+        seen.sum_all = { cores: outcome(one), sum: y.view[0] };
+      }
+      for (const fn of ["trap", "oob", "bad_dram"]) {
+        seen[fn] = outcome(await cluster.dispatch({ key: "faults", fn, totalCpus: 8, args: NONE }));
+      }
+      seen.per_core = outcome(await cluster.dispatch({ key: "cores", fn: "per_core", totalCpus: 8, args: NONE }));
+      seen.per_core_1 = outcome(await cluster.dispatch({ key: "cores", fn: "per_core", totalCpus: 1, args: NONE }));
+      const globals = new Int32Array(cluster.memory.buffer, SBUF_BASE, 8);
+      globals.fill(-1);
+      for (let i = 0; i < 3; i++) await cluster.dispatch({ key: "cores", fn: "bump", totalCpus: 8, args: NONE });
+      seen.globals = Array.from(globals);
+      cluster.drainStdio();
+      await cluster.dispatch({ key: "faults", fn: "printf", totalCpus: 8, args: { ...NONE, ints: [3n] } });
+      const stdio = cluster.drainStdio();
+      seen.stdio = Array.from({ length: 8 }, (_, cpu) => stdio.filter((e) => e.cpu === cpu));
+      return seen;
     } finally {
       cluster.terminate();
     }
-    await expect(cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: { inputs: [], outputs: [] } }))
-      .rejects.toThrow("terminated");
-    // The process is fine: a fresh cluster starts and runs a kernel.
-    const fresh = await Q7Cluster.create({ sbufBytes: 1 << 20 });
-    try {
-      await fresh.prepare("noop", kernel("noop"));
-      expectAllOk(
-        await fresh.dispatch({ key: "noop", fn: "noop", totalCpus: 8, args: { inputs: [], outputs: [] } }),
-        8,
-      );
-    } finally {
-      fresh.terminate();
+  }
+
+  test("Q7Cluster with 1, 2 or 8 Workers shows the host and the kernels the same 8 cores", async () => {
+    const one = await observe(1);
+    expect(await observe(2)).toEqual(one);
+    expect(await observe(8)).toEqual(one);
+    const seen = one as Record<string, unknown>;
+    expect(seen["cpu_map 9"]).toEqual({
+      cores: Array.from({ length: 8 }, (_, cpu) => ({ cpu, ran: true, status: "ok", committed: true })),
+      owners: [0, 0, 1, 1, 2, 2, 3, 3, 4],
+    });
+    // Each core has its own instance of a library, so its own globals.
+    expect(seen.globals).toEqual(new Array(8).fill(3));
+    expect(seen.stdio).toEqual(
+      Array.from(
+        { length: 8 },
+        (_, cpu) => Array.from({ length: 3 }, (_, k) => ({ cpu, stream: 1, text: `line ${k} from core ${cpu}\n` })),
+      ),
+    );
+  }, 30_000);
+
+  test("Q7Cluster attributes each fault to the core that took it, whatever the number of Workers", async () => {
+    for (const workers of [1, 2, 3, 8]) {
+      const cluster = await Q7Cluster.create({ sbufBytes: 1 << 20, workers });
+      try {
+        await cluster.prepare("cores", coreTellingLibrary());
+        const result = await cluster.dispatch({ key: "cores", fn: "per_core", totalCpus: 8, args: NONE });
+        const status = (cpu: number) => cpu === 1 ? "trap" : cpu === 2 || cpu === 5 ? "oob" : "ok";
+        expect({ workers, cores: result.cores.map((c) => [c.cpu, c.status, c.committed]) }).toEqual({
+          workers,
+          cores: Array.from({ length: 8 }, (_, cpu) => [cpu, status(cpu), status(cpu) === "ok" && cpu !== 6]),
+        });
+        expect(result.cores[1].message).toMatch(/unreachable/i);
+        expect(result.cores[5].message).toContain("0x12345");
+        expect(result.cores.every((c) => c.startMs! > 0 && c.elapsedNs! >= 0)).toBe(true);
+        // A Worker whose core faulted runs its later cores, and the next op, as usual.
+        expectAllOk(await cluster.dispatch({ key: "cores", fn: "bump", totalCpus: 8, args: NONE }), 8);
+      } finally {
+        cluster.terminate();
+      }
     }
-  }, 10_000);
+  }, 30_000);
+
+  test("Q7Cluster.create() takes 1 to 8 Workers, by default NRT_SIM_Q7_WORKERS or min(8, CPUs)", async () => {
+    for (const workers of [0, 9, 1.5]) {
+      await expect(Q7Cluster.create({ sbufBytes: 1 << 20, workers })).rejects.toThrow(RangeError);
+    }
+    expect(defaultQ7Workers({ [Q7_WORKERS_ENV]: "3" })).toBe(3);
+    for (const text of ["0", "9", "two"]) expect(() => defaultQ7Workers({ [Q7_WORKERS_ENV]: text })).toThrow(text);
+    const cpus = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 8;
+    expect(defaultQ7Workers({})).toBe(Math.min(8, cpus));
+    expect(defaultQ7Workers({ [Q7_WORKERS_ENV]: "" })).toBe(Math.min(8, cpus));
+  });
 });
 
 describe("guardLoops()", () => {

@@ -1,21 +1,28 @@
 /**
- * The Worker script of one Q7 core. It instantiates the firmware and the custom-op libraries with the kernel ABI
- * imports (docs/kernel-abi.md), then parks on its doorbell word with `Atomics.wait`; each ring runs one op from
- * the mailbox and reports into the core's status record, with no `postMessage` on the fast path.
+ * The Worker script of the Q7 cluster. One Worker runs one or more simulated Q7 cores (cores k, k + W, … of a
+ * cluster of W Workers, `Q7ClusterOptions.workers`): it instantiates the firmware and the custom-op libraries once
+ * per core it runs, with the kernel ABI imports (docs/kernel-abi.md), then parks on its doorbell word with
+ * `Atomics.wait`; each ring runs one op from the mailbox on each of its participating cores in turn, reporting
+ * into each core's status record, with no `postMessage` on the fast path.
  *
  * Plain JavaScript without imports on purpose: `deno test` type-checks every TypeScript module a Worker loads,
  * once per Worker (5.6 s for 8 Workers instead of 0.16 s). The constants come in the "init" message
  * (`WORKER_LAYOUT` in _abi.ts).
  *
- * Messages from the cluster (counted in MB_POSTED and followed by a CMD_YIELD ring, so a parked core returns to its event
- * loop): `{ type: "init", memory, cpu, layout }`, `{ type: "load", slot, module }`. Replies: `{ type: "ready" }`,
- * `{ type: "loaded", slot, error?, info? }`.
+ * Messages from the cluster (counted in MB_POSTED and followed by a CMD_YIELD ring, so a parked Worker returns to
+ * its event loop): `{ type: "init", memory, worker, cores, layout }`, `{ type: "load", slot, module }`. Replies:
+ * `{ type: "ready" }`, `{ type: "loaded", slot, error?, info? }`.
  *
  * @module
  */
 
 /** @type {any} WORKER_LAYOUT of _abi.ts (no type import: Deno would add _abi.ts to the graph and check it) */
 let L;
+/** This Worker's index in the cluster (0 runs core 0). */
+let worker = 0;
+/** @type {number[]} the simulated cores this Worker runs, ascending */
+let cores = [];
+/** The simulated core running now: what get_cpu_id() and the other per-core imports answer for. */
 let cpu = 0;
 /** @type {WebAssembly.Memory} */
 let memory;
@@ -29,14 +36,14 @@ let lastBell = 0;
 let lastSeq = 0;
 let handled = 0; // messages handled, compared with the cluster's MB_POSTED counter
 let parkScheduled = false;
-/** @type {Array<WebAssembly.Instance | undefined>} */
+/** @type {Array<Array<WebAssembly.Instance> | undefined>} slot → one instance per core of `cores` */
 const libraries = [];
-/** @type {Map<number, (() => void) | null>} function id → export */
+/** @type {Map<number, Array<() => void> | null>} function id → the export of each core's instance */
 const functions = new Map();
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
 
-// Per-dispatch ABI state: the argument cursors are per core and reset at every dispatch.
+// Per-dispatch ABI state of the running core: the argument cursors are per core and reset before each core runs.
 let totalCpus = 1;
 let nInputs = 0, nOutputs = 0, nInts = 0;
 let inCursor = 0, outCursor = 0, intCursor = 0;
@@ -94,13 +101,22 @@ const env = {
   },
 };
 
-/** @param {number} slot @param {number} fnId @returns {(() => void) | null} */
+/**
+ * The op's export in each core's instance, or null when the library does not export it (the instances of one slot
+ * share one module, so either every core has it or none).
+ *
+ * @param {number} slot @param {number} fnId @returns {Array<() => void> | null}
+ */
 function resolve(slot, fnId) {
   const cached = functions.get(fnId);
   if (cached !== undefined) return cached;
   const name = decoder.decode(u8.slice(L.FN_NAME, L.FN_NAME + Atomics.load(i32, L.MB_FN_NAME_LEN)));
-  const fn = libraries[slot]?.exports[name];
-  const found = typeof fn === "function" ? /** @type {() => void} */ (fn) : null;
+  const instances = libraries[slot];
+  /** @type {Array<() => void> | null} */
+  let found = null;
+  if (instances !== undefined && typeof instances[0]?.exports[name] === "function") {
+    found = instances.map((instance) => /** @type {() => void} */ (instance.exports[name]));
+  }
   functions.set(fnId, found);
   return found;
 }
@@ -131,30 +147,26 @@ function report(status, startMs, elapsedNs, message) {
   u8.set(bytes, rec + L.CS.message);
 }
 
-function runOp() {
+/** Runs the op of the mailbox as core `cores[k]` and reports it; `fns` is the op's export per core. */
+function runCore(/** @type {number} */ k, /** @type {Array<() => void> | null} */ fns, /** @type {number} */ seq) {
   const t0 = performance.now();
-  totalCpus = i32[L.MB_TOTAL_CPUS];
-  nInputs = view.getInt32(L.ARGS, true);
-  nOutputs = view.getInt32(L.ARGS + 4, true);
-  nInts = view.getInt32(L.ARGS + 8, true);
+  cpu = cores[k];
   inCursor = outCursor = intCursor = 0;
   committed = 0;
   let status = L.Status.ok;
   let message = "";
-  const fn = resolve(i32[L.MB_LIB], i32[L.MB_FN]);
-  if (fn === null) {
+  if (fns === null) {
     status = L.Status.missingFunction;
     message = "no such function in the library";
   } else {
     try {
-      fn();
+      fns[k]();
     } catch (e) {
       status = classify(e);
       message = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
     }
   }
   report(status, performance.timeOrigin + t0, (performance.now() - t0) * 1e6, message);
-  const seq = i32[L.MB_SEQ];
   // The last participant to report completes the op (seed: spmd-teardown §4.3 — the DRAIN join).
   if (Atomics.add(i32, L.MB_DONE, 1) + 1 === totalCpus) {
     Atomics.store(i32, L.MB_COMPLETE, seq);
@@ -163,23 +175,40 @@ function runOp() {
 }
 
 /**
- * Parks on this core's doorbell word and runs each op rung. Returns to the event loop only when the cluster has
- * posted a message this core has not handled yet (MB_POSTED), or closes the Worker on CMD_EXIT.
+ * Runs the op of the mailbox on each participating core of this Worker, in turn. The mailbox stays as it is until
+ * the op joins, and it cannot join before this Worker's last core reported. Once the cluster is being terminated the
+ * cores not started yet are left: the dispatch is rejected anyway.
+ */
+function runOp(/** @type {number} */ seq) {
+  totalCpus = i32[L.MB_TOTAL_CPUS];
+  nInputs = view.getInt32(L.ARGS, true);
+  nOutputs = view.getInt32(L.ARGS + 4, true);
+  nInts = view.getInt32(L.ARGS + 8, true);
+  const fns = resolve(i32[L.MB_LIB], i32[L.MB_FN]);
+  for (let k = 0; k < cores.length && cores[k] < totalCpus; k++) {
+    if (k > 0 && Atomics.load(i32, L.MB_KILL) !== 0) return;
+    runCore(k, fns, seq);
+  }
+}
+
+/**
+ * Parks on this Worker's doorbell word and runs each op rung. Returns to the event loop only when the cluster has
+ * posted a message this Worker has not handled yet (MB_POSTED), or closes the Worker on CMD_EXIT.
  */
 function park() {
-  const bell = cpu === 0 ? L.MB_DOORBELL : L.MB_DOORBELL + 1; // _abi.ts doorbellWord
-  const posted = L.MB_POSTED + cpu;
+  const bell = worker === 0 ? L.MB_DOORBELL : L.MB_DOORBELL + 1; // _abi.ts doorbellWord
+  const posted = L.MB_POSTED + worker;
   for (;;) {
     if (Atomics.load(i32, posted) !== handled) return; // a message is on its way: let this task end
     Atomics.wait(i32, bell, lastBell);
     lastBell = Atomics.load(i32, bell);
     const cmd = Atomics.load(i32, L.MB_CMD);
     if (cmd === L.CMD_RUN) {
-      // One run per op, and only on participating cores: a late wake may see an op rung for others.
+      // One run per op, and only on Workers with a participating core: a late wake may see an op rung for others.
       const seq = Atomics.load(i32, L.MB_SEQ);
-      if (seq !== lastSeq && cpu < Atomics.load(i32, L.MB_TOTAL_CPUS)) {
+      if (seq !== lastSeq && cores[0] < Atomics.load(i32, L.MB_TOTAL_CPUS)) {
         lastSeq = seq;
-        runOp();
+        runOp(seq);
       }
     } else if (cmd === L.CMD_EXIT) {
       globalThis.close();
@@ -205,15 +234,21 @@ function replyThenPark(/** @type {unknown} */ message) {
   schedulePark();
 }
 
-/** @param {number} slot @param {WebAssembly.Module} module */
-function load(slot, module) {
+/** Instantiates `module` as `slot` once per core of this Worker (each core has its own globals). */
+function load(/** @type {number} */ slot, /** @type {WebAssembly.Module} */ module) {
   try {
-    const instance = new WebAssembly.Instance(module, { env: { memory, ...env } });
-    libraries[slot] = instance;
+    /** @type {WebAssembly.Instance[]} */
+    const instances = [];
+    for (const core of cores) {
+      cpu = core; // imports called by a start function answer for this core
+      instances.push(new WebAssembly.Instance(module, { env: { memory, ...env } }));
+    }
+    libraries[slot] = instances;
     /** @type {{ apiLevel?: number; arch?: number } | undefined} */
     let info;
-    if (slot === 0 && cpu === 0) {
-      const { ucode_api_level, ucode_arch } = instance.exports;
+    if (slot === 0 && cores[0] === 0) {
+      cpu = 0;
+      const { ucode_api_level, ucode_arch } = instances[0].exports;
       info = {};
       if (typeof ucode_api_level === "function") info.apiLevel = ucode_api_level();
       if (typeof ucode_arch === "function") info.arch = ucode_arch() >>> 0;
@@ -229,12 +264,14 @@ globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
   handled++;
   if (msg.type === "init") {
     L = msg.layout;
-    cpu = msg.cpu;
+    worker = msg.worker;
+    cores = msg.cores;
+    cpu = cores[0];
     memory = msg.memory;
     i32 = new Int32Array(memory.buffer, L.MAILBOX, (memory.buffer.byteLength - L.MAILBOX) >> 2);
     u8 = new Uint8Array(memory.buffer);
     view = new DataView(memory.buffer);
-    lastBell = Atomics.load(i32, cpu === 0 ? L.MB_DOORBELL : L.MB_DOORBELL + 1);
+    lastBell = Atomics.load(i32, worker === 0 ? L.MB_DOORBELL : L.MB_DOORBELL + 1);
     lastSeq = Atomics.load(i32, L.MB_SEQ);
     replyThenPark({ type: "ready" });
   } else if (msg.type === "load") {
