@@ -1,9 +1,10 @@
 /**
  * The limit the execute benchmarks compare with, built from nothing of ours: a kernel's raw `.wasm` (no loop guard)
- * instantiated on N bare Workers over one shared `WebAssembly.Memory`. The Workers park on one word; a dispatch
- * stores the fan-out and a sequence number and notifies that word once; each participating Worker runs the export,
- * and the last one to finish stores the sequence number in the join word and notifies it. The imports are the
- * minimum the reference kernels call (docs/kernel-abi.md), answered from fixed descriptor addresses. Ours
+ * run as 8 cores on N bare Workers over one shared `WebAssembly.Memory`, Worker k running cores k, k + N, … in turn
+ * (one instance per core; N = 8 is one core per Worker). The Workers park on one word; a dispatch stores the
+ * fan-out and a sequence number and notifies that word once; each Worker runs the export for its participating
+ * cores, and the last core to finish stores the sequence number in the join word and notifies it. The imports are
+ * the minimum the reference kernels call (docs/kernel-abi.md), answered from fixed descriptor addresses. Ours
  * (benchmark only).
  *
  * @module
@@ -21,9 +22,9 @@ const workerSource = `
 const W = ${JSON.stringify(W)};
 const CONTROL = ${CONTROL}, DESCRIPTORS = ${DESCRIPTORS};
 self.onmessage = (e) => {
-  const { memory, module, cpu, fn } = e.data;
+  const { memory, module, cores, fn } = e.data;
   const c = new Int32Array(memory.buffer, CONTROL, 64);
-  let total = 1, inCur = 0, outCur = 0;
+  let cpu = cores[0], total = 1, inCur = 0, outCur = 0;
   const env = {
     memory,
     get_cpu_id: () => cpu,
@@ -36,7 +37,7 @@ self.onmessage = (e) => {
     dram_addr_to_soc_addr: (a) => a,
     q7_write: () => {},
   };
-  const run = new WebAssembly.Instance(module, { env }).exports[fn];
+  const runs = cores.map(() => new WebAssembly.Instance(module, { env }).exports[fn]);
   let seen = Atomics.load(c, W.BELL); // before READY: a ring right after READY must not be missed
   Atomics.add(c, W.READY, 1);
   Atomics.notify(c, W.READY);
@@ -45,10 +46,12 @@ self.onmessage = (e) => {
     seen = Atomics.load(c, W.BELL);
     if (Atomics.load(c, W.EXIT) !== 0) return;
     total = Atomics.load(c, W.TOTAL);
-    if (cpu >= total) continue;
-    inCur = 0; outCur = 0;
-    run();
-    if (Atomics.add(c, W.DONE, 1) + 1 === total) { Atomics.store(c, W.JOIN, Atomics.load(c, W.SEQ)); Atomics.notify(c, W.JOIN); }
+    const seq = Atomics.load(c, W.SEQ);
+    for (let k = 0; k < cores.length && cores[k] < total; k++) {
+      cpu = cores[k]; inCur = 0; outCur = 0;
+      runs[k]();
+      if (Atomics.add(c, W.DONE, 1) + 1 === total) { Atomics.store(c, W.JOIN, seq); Atomics.notify(c, W.JOIN); }
+    }
   }
 };`;
 
@@ -58,7 +61,7 @@ export interface BareTensor {
   readonly bytes: number;
 }
 
-/** N bare Workers running one kernel export. */
+/** 8 cores on N bare Workers running one kernel export. */
 export class BareWorkers {
   readonly memory: WebAssembly.Memory;
   readonly #c: Int32Array;
@@ -72,16 +75,18 @@ export class BareWorkers {
   }
 
   /**
-   * Starts `workers` Workers with `fn` of `wasm` instantiated over a shared memory of `dataBytes` after DATA_BASE.
+   * Starts `workers` Workers (1 to 8) running 8 cores of `fn` of `wasm` over a shared memory of `dataBytes` after
+   * DATA_BASE.
    */
   static async start(wasm: Uint8Array, fn: string, dataBytes: number, workers = 8): Promise<BareWorkers> {
     const pages = Math.ceil((DATA_BASE + dataBytes) / 65536);
     const memory = new WebAssembly.Memory({ initial: pages, maximum: 65536, shared: true });
     const module = await WebAssembly.compile(wasm as Uint8Array<ArrayBuffer>);
     const url = URL.createObjectURL(new Blob([workerSource], { type: "application/javascript" }));
-    const list = Array.from({ length: workers }, (_, cpu) => {
+    const list = Array.from({ length: workers }, (_, k) => {
       const w = new Worker(url, { type: "module" });
-      w.postMessage({ memory, module, cpu, fn });
+      const cores = Array.from({ length: 8 }, (_, cpu) => cpu).filter((cpu) => cpu % workers === k);
+      w.postMessage({ memory, module, cores, fn });
       return w;
     });
     const b = new BareWorkers(memory, list);
@@ -111,7 +116,7 @@ export class BareWorkers {
     Atomics.store(this.#c, W.NOUT, outputs.length);
   }
 
-  /** Runs the kernel on the first `total` Workers and resolves when the last of them is done. */
+  /** Runs the kernel on the first `total` cores and resolves when the last of them is done. */
   async dispatch(total: number): Promise<void> {
     const c = this.#c;
     const seq = ++this.#seq;

@@ -8,12 +8,15 @@
  *   the same bytes is printed too: the floor of moving them.
  * - **SPMD.** vector_add at 1 MiB on 8 Q7 cores against 1, through the runtime and on bare Workers. The goal is
  *   ≥ 0.8 × min(8, CPUs).
+ * - Both for each number of Workers the 8 Q7 cores run on (`q7_workers`, `NRT_SIM_Q7_WORKERS`): the default,
+ *   min(8, CPUs), and 8 (one Worker per core), side by side in one run; the bare side also runs its 8 cores on that
+ *   many Workers (`bare_same_workers_us`), the limit of the multiplexed design.
  * - **First execute after load** against the steady median (the Q7 Workers start at load).
  * - **Where the device runs**: one agent Worker per device, per NeuronCore, or on the host thread (no-op kernel).
  *
  * Each side runs with only its own Workers alive (parked Workers of the other side slow a wake). Run:
  * `bun bench/exec.ts` or `deno run -A bench/exec.ts` (`RUNS=500` for more samples, `--json` for one JSON line per
- * table).
+ * table, `--q7-workers=1,2,8` for other Worker counts).
  *
  * @module
  */
@@ -23,6 +26,7 @@ import { readFileSync } from "node:fs";
 import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DeviceAgentMode } from "@nrt/device-sim";
+import { defaultQ7Workers, Q7_WORKERS_ENV } from "../packages/device-sim/q7/q7_cluster.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { BareWorkers, DATA_BASE } from "./_bare_workers.ts";
 import { emit, median, RUNS, timeUs } from "./_timing.ts";
@@ -35,6 +39,20 @@ const CASES = [
 ] as const;
 type Case = (typeof CASES)[number];
 const inputData = (n: number) => new Uint8Array(new Float32Array(n).fill(1.5).buffer);
+
+const argv = (globalThis as { process?: { argv: string[] } }).process?.argv ?? [];
+const workersFlag = argv.find((a) => a.startsWith("--q7-workers="))?.slice("--q7-workers=".length);
+/** The Q7 Worker counts the execute and SPMD tables compare: the default and 8, or `--q7-workers=a,b,…`. */
+const Q7_WORKERS = workersFlag !== undefined
+  ? workersFlag.split(",").map(Number)
+  : [...new Set([defaultQ7Workers(), 8])];
+
+/** Sets the Q7 Worker count of the device agents started from now on (they read it from the environment). */
+function setQ7Workers(workers: number): void {
+  const g = globalThis as { Deno?: { env: { set(k: string, v: string): void } } };
+  if (g.Deno !== undefined) g.Deno.env.set(Q7_WORKERS_ENV, String(workers));
+  else process.env[Q7_WORKERS_ENV] = String(workers);
+}
 
 /** A runtime on the simulated device with one model of `c` loaded on `cpus` Q7 cores; `first` is its first execute. */
 async function withModel<T>(
@@ -72,10 +90,10 @@ async function withModel<T>(
   }
 }
 
-/** The same kernel on bare Workers: inputs copied in, dispatch on `cpus`, output copied out. */
-async function bare(c: Case, cpus: 1 | 8, copyOnly = false): Promise<number> {
+/** The same kernel on bare Workers: inputs copied in, dispatch on `cpus` of 8 cores on `workers`, output copied out. */
+async function bare(c: Case, cpus: 1 | 8, copyOnly = false, workers = 8): Promise<number> {
   const bytes = c.n * 4;
-  const b = await BareWorkers.start(kernel(c.lib), c.fn, (c.ins + 1) * bytes);
+  const b = await BareWorkers.start(kernel(c.lib), c.fn, (c.ins + 1) * bytes, workers);
   try {
     const t = (k: number) => ({ addr: DATA_BASE + k * bytes, bytes });
     b.describe(Array.from({ length: c.ins }, (_, k) => t(k)), [t(c.ins)]);
@@ -92,38 +110,49 @@ async function bare(c: Case, cpus: 1 | 8, copyOnly = false): Promise<number> {
   }
 }
 
-// 1. execute vs the limit.
+// 1. execute vs the limit, for each Q7 Worker count.
 const vsLimit: Array<Record<string, unknown>> = [];
 for (const c of CASES) {
-  const runtimeUs = await withModel(c, 8, "device", (execute) => timeUs(execute));
   const bareUs = await bare(c, 8);
   const copyUs = await bare(c, 8, true);
-  vsLimit.push({
-    case: c.name,
-    execute_us: Math.round(runtimeUs),
-    bare_workers_us: Math.round(bareUs),
-    plain_copy_us: Math.round(copyUs),
-    ratio: +(runtimeUs / bareUs).toFixed(2),
-  });
+  for (const workers of Q7_WORKERS) {
+    setQ7Workers(workers);
+    const runtimeUs = await withModel(c, 8, "device", (execute) => timeUs(execute));
+    const sameUs = workers === 8 ? bareUs : await bare(c, 8, false, workers);
+    vsLimit.push({
+      case: c.name,
+      q7_workers: workers,
+      execute_us: Math.round(runtimeUs),
+      bare_workers_us: Math.round(bareUs),
+      bare_same_workers_us: Math.round(sameUs),
+      plain_copy_us: Math.round(copyUs),
+      ratio: +(runtimeUs / bareUs).toFixed(2),
+    });
+  }
 }
 emit("exec", `Model.execute vs the raw kernel on 8 bare Workers + copies, median of ${RUNS} runs`, vsLimit);
 
-// 2. SPMD: 8 cores against 1.
+// 2. SPMD: 8 cores against 1, for each Q7 Worker count.
 const va = CASES[1];
 const spmd = [];
-for (const side of ["runtime", "bare Workers"] as const) {
-  const time = (cpus: 1 | 8) =>
-    side === "runtime" ? withModel(va, cpus, "device", (execute) => timeUs(execute)) : bare(va, cpus);
-  const one = await time(1), eight = await time(8);
-  spmd.push({
-    side,
-    one_core_us: Math.round(one),
-    eight_cores_us: Math.round(eight),
-    speedup: +(one / eight).toFixed(2),
-    goal: +(0.8 * Math.min(8, CPUS)).toFixed(2),
-  });
+for (const workers of Q7_WORKERS) {
+  setQ7Workers(workers);
+  for (const side of ["runtime", "bare Workers"] as const) {
+    const time = (cpus: 1 | 8) =>
+      side === "runtime" ? withModel(va, cpus, "device", (execute) => timeUs(execute)) : bare(va, cpus, false, workers);
+    const one = await time(1), eight = await time(8);
+    spmd.push({
+      side,
+      q7_workers: workers,
+      one_core_us: Math.round(one),
+      eight_cores_us: Math.round(eight),
+      speedup: +(one / eight).toFixed(2),
+      goal: +(0.8 * Math.min(8, CPUS)).toFixed(2),
+    });
+  }
 }
 emit("exec", `SPMD: vector_add 1 MiB on 8 Q7 cores vs 1 (${CPUS} CPUs), median of ${RUNS} runs`, spmd);
+setQ7Workers(Q7_WORKERS[0]);
 
 // 3. First execute after load vs the steady state, in a running runtime (as a server loads a model).
 const firsts = [];
