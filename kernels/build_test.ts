@@ -21,6 +21,7 @@ const ABI_IMPORTS: Record<string, "function" | "memory"> = {
 /** The documented kernel functions of each library. */
 const DOCUMENTED_EXPORTS: Record<string, string[]> = {
   cpu_map: ["cpu_map"],
+  ext_isa: ["ext_copy", "ext_fill"],
   faults: ["trap", "oob", "spin", "bad_dram", "printf"],
   matmul: ["matmul"],
   noop: ["noop"],

@@ -26,7 +26,10 @@ describe("nrt pack", () => {
     expect(r.code).toBe(0);
     expect(JSON.parse(r.out).outputs.y).toEqual([3, 6, 9, 12, 15, 18, 21, 24]);
     const inspect = await capture(["inspect", out, "--json"]);
-    expect(JSON.parse(inspect.out).ucode_libs[0]).toMatchObject({ name: "scale", total_cpus: 8 });
+    // The base ext-ISA library is library 0, the packed kernel library 1 (runtime-synthesis §3.1: num_libs > 1).
+    const libs = JSON.parse(inspect.out).ucode_libs;
+    expect(libs.map((l: { name: string }) => l.name)).toEqual(["ext_isa", "scale"]);
+    expect(libs[1]).toMatchObject({ name: "scale", total_cpus: 8 });
   }, 60_000);
 
   test("a manifest with YAML, a prebuilt wasm and an unknown field shape is read or refused clearly", async () => {

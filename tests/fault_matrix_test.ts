@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman";
 import { LogLevel, NrtStatus } from "@nrt/core";
+import { collectCustomOpQueues } from "@nrt/core/hal";
 import { MARIANA_SPEC } from "@nrt/arch-mariana";
 import { SUNDA_SPEC } from "@nrt/arch-sunda";
 import {
@@ -194,7 +195,7 @@ describe("fault matrix: Cayman in full, Sunda and Mariana sampled (seed lifecycl
               const victim = await load(h.rt, neff, nc);
               h.sim.faults.inject({
                 ...c.spec,
-                ...(c.spec.kind === "dma-abort" ? { engine: spec.customOpQueueBundle.engLo } : {}),
+                ...(c.spec.kind === "dma-abort" ? { engine: collectCustomOpQueues(spec)[0].engine } : {}),
                 nc,
                 atExecution: 1,
               });

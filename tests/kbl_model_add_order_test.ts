@@ -6,11 +6,11 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { cayman, CAYMAN_SPEC } from "@nrt/arch-cayman";
-import { buildCustomOpNeff, MemoryLogger, Runtime, TensorSet } from "@nrt/core";
+import { buildCustomOpNeff, extIsaLibrary, ExtIsaOpcode, MemoryLogger, Runtime, TensorSet } from "@nrt/core";
 import { ncBlock } from "@nrt/core/hal";
 import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { kernel, oneOpNeff } from "./_kernels.ts";
+import { kernel } from "./_kernels.ts";
 
 const opened: DeviceSimPortal[] = [];
 afterAll(async () => {
@@ -54,8 +54,16 @@ describe("kbl_model_add call order (seed lifecycle-error-model §2.6)", () => {
       try {
         trace.clear();
         const before = rt.events.list().length;
-        const wasm = kernel("relu");
-        const model = await rt.load(oneOpNeff("relu", "relu", [f32("x", 64)], [f32("y", 64)]));
+        const wasm = extIsaLibrary().wasm;
+        // A model with the base library only (num_libs == 1): its call is the base library's ext_copy.
+        const model = await rt.load(buildCustomOpNeff({
+          name: "copy",
+          target: "cayman",
+          inputs: [f32("x", 64)],
+          outputs: [f32("y", 64)],
+          libraries: [],
+          calls: [{ opcode: ExtIsaOpcode.COPY, inputs: ["x"], outputs: ["y"] }],
+        }));
         expect(steps(rt.events.list().slice(before))).toEqual([
           "sequencer_setup_instr",
           "dma_ring_setup_queue_bundles",
@@ -86,7 +94,7 @@ describe("kbl_model_add call order (seed lifecycle-error-model §2.6)", () => {
         outs.add("y", y);
         await model.execute(ins, outs);
         const out = new Float32Array((await y.read()).slice().buffer);
-        expect(out[0]).toBe(0);
+        expect(out[0]).toBe(-32);
         expect(out[63]).toBe(31);
       } finally {
         await rt.close();
@@ -96,7 +104,7 @@ describe("kbl_model_add call order (seed lifecycle-error-model §2.6)", () => {
   );
 
   test(
-    "two per-model libraries: both staged after add_model; a refused eleventh-library model unwinds everything",
+    "three per-model libraries (the base and two custom): all staged after add_model; a refused eleven-library model unwinds everything",
     async () => {
       const { rt, sim } = await setup();
       try {
@@ -117,6 +125,7 @@ describe("kbl_model_add call order (seed lifecycle-error-model §2.6)", () => {
           "sequencer_setup_instr",
           "dma_ring_setup_queue_bundles",
           "add_model",
+          "ucode_stage_libs",
           "ucode_stage_libs",
           "ucode_stage_libs",
           "ucode_switch_libs",

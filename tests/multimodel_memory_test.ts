@@ -5,6 +5,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import {
   buildCustomOpNeff,
+  extIsaLibrary,
+  ExtIsaOpcode,
   MemoryLogger,
   NrtApi,
   NrtError,
@@ -29,9 +31,25 @@ const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] }
 const N = 64;
 const ADD = oneOpNeff("vector_add", "vector_add", [f32("a", N), f32("b", N)], [f32("out", N)]);
 
-/** A NEFF carrying `count` libraries (images of `imageBytes`, or the real kernels) and one call of the first. */
+/**
+ * A model with one library: the base ext-ISA library alone (runtime-synthesis §4.4, "==1 → the single EXT-ISA
+ * library"), whose one call copies `a` into `out`.
+ */
+const COPY = buildCustomOpNeff({
+  name: "copy",
+  target: "cayman",
+  inputs: [f32("a", N)],
+  outputs: [f32("out", N)],
+  libraries: [],
+  calls: [{ opcode: ExtIsaOpcode.COPY, inputs: ["a"], outputs: ["out"] }],
+});
+
+/**
+ * A NEFF carrying `count` libraries in all: the base ext-ISA library the builder adds, then `count - 1` custom ones
+ * (images of `imageBytes`, or the real vector_add first), and one call of the first custom one.
+ */
 function multiLibNeff(count: number, imageBytes?: number, name = `libs${count}.neff`): Uint8Array {
-  const libraries = Array.from({ length: count }, (_, i) => ({
+  const libraries = Array.from({ length: count - 1 }, (_, i) => ({
     name: i === 0 ? "vector_add" : `lib${i}`,
     wasm: i === 0 && imageBytes === undefined
       ? kernel("vector_add")
@@ -55,6 +73,21 @@ async function init(hbmBytes?: number) {
   const log = new MemoryLogger();
   const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], virtualCoreSize: 1, logger: log });
   return { rt, log, sim: container.resolve(PortalToken) };
+}
+
+/** Loads {@linkcode COPY} on `vnc`, copies 0..N-1 through it, unloads it. */
+async function runCopy(rt: Runtime, vnc = 0): Promise<Float32Array> {
+  const model = await rt.load(COPY, vnc);
+  const ins = new TensorSet(), outs = new TensorSet();
+  const a = await rt.allocateTensor({ vnc, size: N * 4, name: "a" });
+  await a.write(new Uint8Array(Float32Array.from({ length: N }, (_, i) => i).buffer));
+  ins.add("a", a);
+  outs.add("out", await rt.allocateTensor({ vnc, size: N * 4, name: "out" }));
+  await model.execute(ins, outs);
+  const out = new Float32Array((await outs.get("out").read()).slice().buffer);
+  for (const s of [ins, outs]) for (const k of s.names()) await s.get(k).free();
+  await model.unload();
+  return out;
 }
 
 async function runAdd(rt: Runtime, vnc = 0): Promise<Float32Array> {
@@ -126,7 +159,7 @@ describe("dmem (seed runtime-synthesis §4.3)", () => {
           name: "filler",
         });
         const before = { booked: rt.memory().total, portal: await sim.memUsage(0), events: rt.events.list().length };
-        const e = await rt.load(multiLibNeff(2, MiB)).catch((x) => x);
+        const e = await rt.load(multiLibNeff(3, MiB)).catch((x) => x);
         expect(e).toBeInstanceOf(NrtError);
         expect(e.status).toBe(NrtStatus.NRT_RESOURCE);
         expect(e.message).toContain("device memory is exhausted");
@@ -153,22 +186,22 @@ describe("dmem (seed runtime-synthesis §4.3)", () => {
 
 describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
   test(
-    "two single-library models on one core stage the library once; another core stages its own; the set is freed at close",
+    "two single-library (base ext-ISA only) models on one core stage the library once; another core stages its own; the set is freed at close",
     async () => {
       const { rt } = await init();
-      const image = kernel("vector_add").byteLength;
+      const image = extIsaLibrary().wasm.byteLength;
       try {
-        const m1 = await rt.load(ADD), m2 = await rt.load(ADD);
-        expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=0 shared vector_add")).toHaveLength(1);
+        const m1 = await rt.load(COPY), m2 = await rt.load(COPY);
+        expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=0 shared ext_isa")).toHaveLength(1);
         expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
-        const m3 = await rt.load(ADD, 1);
-        expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=1 shared vector_add")).toHaveLength(1);
+        const m3 = await rt.load(COPY, 1);
+        expect(rt.events.list().filter((e) => e === "ucode_stage_libs nc=1 shared ext_isa")).toHaveLength(1);
         expect(rt.memory().cores.find((c) => c.nc === 1)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
         for (const m of [m1, m2, m3]) await m.unload();
         // Cached per core until close (ucode_free_lib_set), not freed with the last model.
         expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(image);
         // The cached set still serves a new model on that core.
-        expect(Array.from(await runAdd(rt, 1))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
+        expect(Array.from(await runCopy(rt, 1))).toEqual(Array.from({ length: N }, (_, i) => i));
       } finally {
         await rt.close();
       }
@@ -184,7 +217,7 @@ describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
   test("concurrent loads of a new single-library model on one core stage it exactly once", async () => {
     const { rt } = await init();
     try {
-      const models = await Promise.all(Array.from({ length: 8 }, () => rt.load(ADD)));
+      const models = await Promise.all(Array.from({ length: 8 }, () => rt.load(COPY)));
       expect(rt.events.list().filter((e) => e.startsWith("ucode_stage_libs nc=0 shared"))).toHaveLength(1);
       for (const m of models) await m.unload();
     } finally {
@@ -200,7 +233,7 @@ describe("ulib sharing (seed runtime-synthesis §4.4)", () => {
         const base = rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS];
         const two = [await rt.load(multiLibNeff(2)), await rt.load(multiLibNeff(2, undefined, "libs2b.neff"))]; // two models (one NEFF twice would share one)
         expect(rt.events.list().filter((e) => e.startsWith("ucode_stage_libs nc=0 model"))).toHaveLength(4);
-        const perModel = kernel("vector_add").byteLength + 257;
+        const perModel = extIsaLibrary().wasm.byteLength + kernel("vector_add").byteLength;
         expect(rt.memory().cores.find((c) => c.nc === 0)!.byUsage[DmaMemUsageType.UCODE_LIBS]).toBe(
           base + 2 * perModel,
         );

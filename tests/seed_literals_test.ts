@@ -807,11 +807,16 @@ describe("the lowered per-op program the host builds (seed runtime-synthesis §3
         );
         expect(tables.length).toBe(1);
         const t = decodeOpcodeTable(tables[0].data);
-        expect(tables[0].data.length).toBe(0x100 + 0x118);
+        // Three functions: the base ext-ISA library's two (library 0 of every NEFF), then relu's.
+        expect(tables[0].data.length).toBe(0x100 + 3 * 0x118);
         expect(t.entries).toEqual([
+          expect.objectContaining({ opcode: 0xff00, totalCpus: 8, cpuIdFlag: false, name: "ext_copy" }),
+          expect.objectContaining({ opcode: 0xff01, totalCpus: 8, cpuIdFlag: false, name: "ext_fill" }),
           expect.objectContaining({ opcode: 1, totalCpus: 1, cpuIdFlag: false, name: "relu" }),
         ]);
         expect(t.entries[0].libAddr).toBeGreaterThan(0);
+        expect(t.entries[1].libAddr).toBe(t.entries[0].libAddr);
+        expect(t.entries[2].libAddr).not.toBe(t.entries[0].libAddr);
         expect(t.m2s.length).toBe(8);
         expect(t.s2m.length).toBe(8);
         expect(new Set([...t.m2s, ...t.s2m]).size).toBe(16);
@@ -1071,9 +1076,15 @@ describe("ucode_free_lib_set (seed spmd-teardown §6.2, §6.5; runtime-synthesis
     let closed = false;
     try {
       const before = new Set(cap.live.keys());
-      const model = await rt.load(
-        oneOpNeff("vector_add", "vector_add", [f32("a", 64), f32("b", 64)], [f32("out", 64)]),
-      );
+      // One library, the base ext-ISA one (num_libs == 1): the shared, cached case.
+      const model = await rt.load(buildCustomOpNeff({
+        name: "copy",
+        target: "cayman",
+        inputs: [f32("a", 64)],
+        outputs: [f32("out", 64)],
+        libraries: [],
+        calls: [{ opcode: 0xff00, inputs: ["a"], outputs: ["out"] }],
+      }));
       await model.unload();
       const survivors = [...cap.live.keys()].filter((id) => !before.has(id));
       expect(survivors.length).toBeGreaterThan(0);

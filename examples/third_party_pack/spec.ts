@@ -64,5 +64,5 @@ export const MAVERICK_SPEC: SiliconSpec = Object.freeze({
     sbufStride: 0x100_0000,
   }),
   // The 8 custom-op queues: queue 3 of engines 0..7.
-  customOpQueueBundle: Object.freeze({ relQueueIdx: 3, engLo: 0, engHi: 7 }),
+  dmaQueueBundles: Object.freeze([Object.freeze({ marker: 16, relQueueIdx: 3, engLo: 0, engHi: 7 })]),
 });

@@ -69,5 +69,5 @@ export const CAYMAN_SPEC: SiliconSpec = Object.freeze({
     sbufBase: 0x300_0000_0000,
     sbufStride: 0x1000_0000,
   }),
-  customOpQueueBundle: Object.freeze({ relQueueIdx: 15, engLo: 0, engHi: 7 }),
+  dmaQueueBundles: Object.freeze([Object.freeze({ marker: 16, relQueueIdx: 15, engLo: 0, engHi: 7 })]),
 });

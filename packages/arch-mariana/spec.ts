@@ -77,5 +77,5 @@ export const MARIANA_SPEC: SiliconSpec = Object.freeze({
   }),
   // seed: runtime-synthesis §3.1 — the custom-op bundle tuple {marker 16, rel_queue_idx, eng_lo, eng_hi}; values ours:
   // the 8 custom-op queues are queue 15 of engines 8..15.
-  customOpQueueBundle: Object.freeze({ relQueueIdx: 15, engLo: 8, engHi: 15 }),
+  dmaQueueBundles: Object.freeze([Object.freeze({ marker: 16, relQueueIdx: 15, engLo: 8, engHi: 15 })]),
 });

@@ -75,5 +75,5 @@ export const SUNDA_SPEC: SiliconSpec = Object.freeze({
     sbufStride: 0x200_0000,
   }),
   // seed: runtime-synthesis §3.1 — the custom-op bundle tuple {marker 16, rel_queue_idx, eng_lo, eng_hi}; values ours.
-  customOpQueueBundle: Object.freeze({ relQueueIdx: 15, engLo: 0, engHi: 7 }),
+  dmaQueueBundles: Object.freeze([Object.freeze({ marker: 16, relQueueIdx: 15, engLo: 0, engHi: 7 })]),
 });

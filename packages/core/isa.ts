@@ -25,6 +25,12 @@ export const Opcode = {
   NOTIFY: 0x01,
   /** Ours: the MODEL_SWITCH section — make a model current and point the Q7 engine at its opcode table. */
   MODEL_SWITCH: 0x02,
+  /**
+   * Ours: one step of the Pool PREAMBLE's ucode-library load sequence (runtime-synthesis §2.2 places the sequence
+   * there, without an encoding) — load library `lib` of the opcode table at `opcodeTable` into the Q7 cores'
+   * kernel_info_table.
+   */
+  ULIB_LOAD: 0x03,
   /** Seed 0x1049 neighbour, used here as dma_config_size: start the configured M2S transfers. */
   DMA_CONFIG_SIZE: 0x49,
   /** Seed 0x1079: dma_config — attach descriptor rings to the custom-op queues. */
@@ -137,6 +143,7 @@ export function notificationWord(r: NotificationRecord): bigint {
 export type Instruction =
   | { op: typeof Opcode.NOTIFY; kind: number; value: number }
   | { op: typeof Opcode.MODEL_SWITCH; model: number; opcodeTable: number }
+  | { op: typeof Opcode.ULIB_LOAD; lib: number; libs: number; opcodeTable: number }
   | { op: typeof Opcode.DMA_CONFIG; direction: DmaDirection; queues: number; ringTable: number }
   | { op: typeof Opcode.DMA_CONFIG_SIZE; m2sBytes: number; s2mBytes: number }
   | {
@@ -177,6 +184,11 @@ export function encodeInstruction(ins: Instruction): Uint8Array {
       break;
     case Opcode.MODEL_SWITCH:
       v.setUint32(4, ins.model >>> 0, true);
+      setU64(v, 8, ins.opcodeTable);
+      break;
+    case Opcode.ULIB_LOAD:
+      v.setUint8(4, ins.lib);
+      v.setUint8(5, ins.libs);
       setU64(v, 8, ins.opcodeTable);
       break;
     case Opcode.DMA_CONFIG:
@@ -226,6 +238,8 @@ export function decodeInstruction(bytes: Uint8Array, offset = 0): Instruction | 
       return { op: opcode, kind: v.getUint8(4), value: v.getUint32(8, true) };
     case Opcode.MODEL_SWITCH:
       return { op: opcode, model: v.getUint32(4, true), opcodeTable: getU64(v, 8) };
+    case Opcode.ULIB_LOAD:
+      return { op: opcode, lib: v.getUint8(4), libs: v.getUint8(5), opcodeTable: getU64(v, 8) };
     case Opcode.DMA_CONFIG:
       return { op: opcode, direction: v.getUint8(4) === 1 ? 1 : 0, queues: v.getUint8(5), ringTable: getU64(v, 8) };
     case Opcode.DMA_CONFIG_SIZE:
@@ -534,6 +548,22 @@ export function encodeOpcodeTable(t: OpcodeTable): Uint8Array {
     const name = enc.encode(e.name).subarray(0, 255);
     out.set(name, at + 24);
   });
+  return out;
+}
+
+/**
+ * The staged libraries an opcode table names, in the order of their first entry: library `lib` of a ULIB_LOAD is
+ * element `lib` of this list (ours). Entries resolved in the Pool firmware image (size 0) name none.
+ */
+export function opcodeTableLibraries(t: OpcodeTable): Array<{ addr: number; bytes: number }> {
+  const seen = new Set<string>();
+  const out: Array<{ addr: number; bytes: number }> = [];
+  for (const e of t.entries) {
+    const key = `${e.libAddr}:${e.libBytes}`;
+    if (e.libBytes === 0 || seen.has(key)) continue;
+    seen.add(key);
+    out.push({ addr: e.libAddr, bytes: e.libBytes });
+  }
   return out;
 }
 

@@ -134,5 +134,6 @@ export {
   type CustomOpViewSpec,
   type CustomOpWeightSpec,
 } from "./kelf/custom_op_neff.ts";
+export { EXT_ISA_LIBRARY_NAME, type ExtIsaLibrary, extIsaLibrary, ExtIsaOpcode } from "./kelf/ext_isa.ts";
 export { type MetaNeff, type MetaTensor, type MetaTensorType } from "./kelf/metaneff.ts";
 export * from "./nrt_api.ts";

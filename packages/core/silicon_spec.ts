@@ -117,8 +117,23 @@ export interface SiliconSpec {
   readonly csr: CsrLayout;
   /** Device address map. */
   readonly addressMap: AddressMap;
-  /** The custom-op DMA queue bundle: `{ marker 16, rel_queue_idx, eng_lo, eng_hi }` (seed: runtime-synthesis §3.1). */
-  readonly customOpQueueBundle: { readonly relQueueIdx: number; readonly engLo: number; readonly engHi: number };
+  /**
+   * The rows of the DMA queue-bundle allocation table (`v2_queue_bundle_alloc_table`, seed: runtime-synthesis §3.1):
+   * the custom-op queues are those of the rows with marker 16 (`tdrv/dma_queue_bundle.ts`).
+   */
+  readonly dmaQueueBundles: readonly DmaQueueBundle[];
+}
+
+/** One row of the queue-bundle table: `{ marker, rel_queue_idx, eng_lo, eng_hi }` (seed: runtime-synthesis §3.1). */
+export interface DmaQueueBundle {
+  /** The ring type the bundle is for (16 = `KBIN_DMA_RING_TYPE_CUSTOM_OP`). */
+  readonly marker: number;
+  /** The queue index, relative to each engine of the bundle. */
+  readonly relQueueIdx: number;
+  /** First DMA engine of the bundle. */
+  readonly engLo: number;
+  /** Last DMA engine of the bundle (inclusive). */
+  readonly engHi: number;
 }
 
 /**

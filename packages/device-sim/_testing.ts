@@ -6,6 +6,7 @@
  * @module
  */
 import {
+  collectCustomOpQueues,
   createKhal,
   type HalTarget,
   KBIN_DMA_RING_TYPE_CUSTOM_OP,
@@ -87,7 +88,7 @@ export class TestHost {
 
   /** Stages one descriptor ring per Q7 core (custom-op queue of engine `engLo + core`) and returns the ring table. */
   async stageRings(perCore: DmaDescriptor[][]): Promise<DeviceMemory> {
-    const { relQueueIdx, engLo } = this.portal.spec.customOpQueueBundle;
+    const queues = collectCustomOpQueues(this.portal.spec);
     const table = new Uint8Array(perCore.length * RING_TABLE_ENTRY_BYTES);
     for (let core = 0; core < perCore.length; core++) {
       const ring = new Uint8Array(Math.max(1, perCore[core].length) * DMA_DESCRIPTOR_BYTES);
@@ -95,8 +96,8 @@ export class TestHost {
       const m = await this.put(ring);
       encodeRingTableEntry(
         {
-          engine: engLo + core,
-          queue: relQueueIdx,
+          engine: queues[core].engine,
+          queue: queues[core].queue,
           ringType: KBIN_DMA_RING_TYPE_CUSTOM_OP,
           count: perCore[core].length,
           ringPa: m.pa,

@@ -68,6 +68,9 @@ async function stage(): Promise<
 
   const stream = async (opcode: number, doorbell: number, slot: number, marker = false): Promise<void> => {
     const program: Instruction[] = [
+      // The PREAMBLE's ucode-library load sequence: both libraries of the table (vector_add, faults).
+      { op: Opcode.ULIB_LOAD, lib: 0, libs: 2, opcodeTable: table.pa },
+      { op: Opcode.ULIB_LOAD, lib: 1, libs: 2, opcodeTable: table.pa },
       { op: Opcode.DMA_CONFIG, direction: DmaDirection.M2S, queues: CORES, ringTable: m2s.pa },
       { op: Opcode.DMA_CONFIG, direction: DmaDirection.S2M, queues: CORES, ringTable: s2m.pa },
       { op: Opcode.DMA_CONFIG_SIZE, m2sBytes: 2 * BYTES, s2mBytes: BYTES },

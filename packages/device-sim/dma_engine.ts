@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { KBIN_DMA_RING_TYPE_CUSTOM_OP, type SiliconSpec } from "@nrt/core/hal";
+import { isCustomOpQueue, KBIN_DMA_RING_TYPE_CUSTOM_OP, type SiliconSpec } from "@nrt/core/hal";
 import {
   decodeDmaDescriptor,
   decodeRingTableEntry,
@@ -97,7 +97,6 @@ export class DmaEngine {
   }
 
   #decodeRings(table: Uint8Array, queues: number): AttachedRing[] {
-    const { relQueueIdx, engLo, engHi } = this.#spec.customOpQueueBundle;
     const rings: AttachedRing[] = [];
     for (let core = 0; core < queues; core++) {
       const e = decodeRingTableEntry(table, core * RING_TABLE_ENTRY_BYTES);
@@ -106,9 +105,9 @@ export class DmaEngine {
           `Ring-table entry ${core} has ring type ${e.ringType}, expected ${KBIN_DMA_RING_TYPE_CUSTOM_OP} (custom op)`,
         );
       }
-      if (e.queue !== relQueueIdx || e.engine < engLo || e.engine > engHi) {
+      if (!isCustomOpQueue(this.#spec, e.engine, e.queue)) {
         throw new DmaFault(
-          `Ring-table entry ${core} names engine ${e.engine} queue ${e.queue}, outside the custom-op bundle (queue ${relQueueIdx} of engines ${engLo}..${engHi})`,
+          `Ring-table entry ${core} names engine ${e.engine} queue ${e.queue}, not a custom-op queue of the queue-bundle table (dma_is_custom_op_dma_v2)`,
         );
       }
       rings.push({ core, engine: e.engine, queue: e.queue, count: e.count, ringPa: e.ringPa });

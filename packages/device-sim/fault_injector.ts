@@ -79,7 +79,7 @@ export interface FaultSpec {
   readonly nc?: number;
   /**
    * The engine: for `dma-abort` the DMA engine whose state goes to 3 (default: the engine of Q7 core 0's custom-op
-   * queue, `spec.customOpQueueBundle.engLo`); for the
+   * queue); for the
    * record kinds the `al_hal_tpb_eng_type` that reports (default POOL = 2) and whose instruction pointer latches.
    */
   readonly engine?: number;

@@ -40,7 +40,12 @@ function fakeFactory(outcome: (cpu: number) => Q7CoreResult["status"]) {
   return { factory, log };
 }
 
-async function stageOp(h: TestHost, totalCpus: number): Promise<void> {
+/** `preamble`: what the stream's PREAMBLE holds — the ULIB_LOAD of the table's one library (default), none, or a bad one. */
+async function stageOp(
+  h: TestHost,
+  totalCpus: number,
+  preamble: "ulib" | "none" | "wrong-count" = "ulib",
+): Promise<void> {
   const lib = await h.put(new Uint8Array([0, 0x61, 0x73, 0x6d]));
   const table = await h.put(encodeOpcodeTable({
     m2s: [],
@@ -51,6 +56,14 @@ async function stageOp(h: TestHost, totalCpus: number): Promise<void> {
     ],
   }));
   await h.installStream([
+    ...(preamble === "none" ? [] : [
+      {
+        op: Opcode.ULIB_LOAD,
+        lib: preamble === "ulib" ? 0 : 1,
+        libs: preamble === "ulib" ? 1 : 2,
+        opcodeTable: table.pa,
+      } as const,
+    ]),
     { op: Opcode.MODEL_SWITCH, model: 9, opcodeTable: table.pa },
     { op: Opcode.EXTENDED_INST, opcode: 7, call: 0 },
     { op: Opcode.DRAIN },
@@ -87,6 +100,40 @@ describe("Q7Complex", () => {
     await h.portal.close();
   });
 
+  test("ULIB_LOAD: an op whose library no PREAMBLE ULIB_LOAD loaded faults OPCODE; a firmware op needs none", async () => {
+    const { factory, log } = fakeFactory(() => "ok");
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });
+    await h.attachNq(8);
+    await h.bootQ7({ iram: new Uint8Array([1]), dram: new Uint8Array([2]) });
+    await stageOp(h, 8, "none");
+    await h.fire(1);
+    const { records } = await h.read();
+    expect(records.map((r) => [r.kind, r.mask])).toEqual([[NotificationKind.TPB_ERROR, TpbFaultMask.OPCODE]]);
+    expect(h.portal.sequencerFaults(0, 0).at(-1)?.message).toMatch(
+      /was not loaded by a ULIB_LOAD of the stream's PREAMBLE/,
+    );
+    expect(log.dispatched).toEqual([]);
+    await h.portal.close();
+  });
+
+  test("ULIB_LOAD naming more libraries than the opcode table holds faults OPCODE before anything runs", async () => {
+    const { factory, log } = fakeFactory(() => "ok");
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });
+    await h.attachNq(8);
+    await h.bootQ7({ iram: new Uint8Array([1]), dram: new Uint8Array([2]) });
+    await stageOp(h, 8, "wrong-count");
+    await h.fire(1);
+    const { records } = await h.read();
+    expect(records.map((r) => [r.kind, r.mask, r.value])).toEqual([[
+      NotificationKind.TPB_ERROR,
+      TpbFaultMask.OPCODE,
+      0,
+    ]]);
+    expect(h.portal.sequencerFaults(0, 0).at(-1)?.message).toMatch(/ULIB_LOAD 1\/2: .* names 1 libraries/);
+    expect(log.dispatched).toEqual([]);
+    await h.portal.close();
+  });
+
   test("Q7Complex maps each failing core's status to its TPB_ERROR subtype bit", async () => {
     const statuses = ["ok", "oob", "ok", "missing-function", "abort", "ok", "trap", "ok"] as const;
     const { factory } = fakeFactory((cpu) => statuses[cpu]);
@@ -97,10 +144,10 @@ describe("Q7Complex", () => {
     await h.fire(1);
     const { records } = await h.read();
     expect(records.map((r) => [r.q7, r.mask, r.value])).toEqual([
-      [1, TpbFaultMask.Q7_OOB, 2],
-      [3, TpbFaultMask.Q7_MISSING_FUNCTION, 2],
-      [4, TpbFaultMask.Q7_ABORT, 2],
-      [6, TpbFaultMask.Q7_TRAP, 2],
+      [1, TpbFaultMask.Q7_OOB, 3],
+      [3, TpbFaultMask.Q7_MISSING_FUNCTION, 3],
+      [4, TpbFaultMask.Q7_ABORT, 3],
+      [6, TpbFaultMask.Q7_TRAP, 3],
     ]);
     await h.portal.close();
   });

@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { type SiliconSpec, TpbEngType } from "@nrt/core/hal";
+import { collectCustomOpQueues, type SiliconSpec, TpbEngType } from "@nrt/core/hal";
 import {
   ARG_HEADER_BYTES,
   type ArgTable,
@@ -42,6 +42,7 @@ import {
   OPCODE_TABLE_ENTRY_BYTES,
   OPCODE_TABLE_HEADER_BYTES,
   type OpcodeTable,
+  opcodeTableLibraries,
   SLOT_BYTES,
   TENSOR_DESC_BYTES,
   TpbErrorId,
@@ -135,6 +136,8 @@ interface Run {
   readonly trace: TimelineSink | undefined;
   /** The function of the op on the Q7 cores (for the timeline). */
   fn: string;
+  /** The libraries this run's PREAMBLE loaded into the Q7 kernel_info_table (keys `addr:bytes`). */
+  readonly loaded: Set<string>;
   readonly abort: AbortController;
   readonly dropped: Promise<typeof DROPPED>;
 }
@@ -223,10 +226,10 @@ export class Sequencer {
   librariesOf(entry: StreamEntry): Array<{ key: string; image: () => Uint8Array }> {
     try {
       const slots = this.#d.memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream) ?? [];
-      const ms = slots.find((s): s is Extract<Instruction, { op: typeof Opcode.MODEL_SWITCH }> =>
-        typeof s !== "number" && s.op === Opcode.MODEL_SWITCH
+      const ul = slots.find((s): s is Extract<Instruction, { op: typeof Opcode.ULIB_LOAD }> =>
+        typeof s !== "number" && s.op === Opcode.ULIB_LOAD
       );
-      return this.#librariesOfTable(ms !== undefined && ms.opcodeTable !== 0 ? ms.opcodeTable : this.#opcodeTablePa);
+      return ul === undefined ? [] : this.#librariesOfTable(ul.opcodeTable);
     } catch {
       return [];
     }
@@ -442,6 +445,7 @@ export class Sequencer {
       dropped,
       trace,
       fn: "",
+      loaded: new Set(),
     };
     regs.counters[NcCounter.RUN_STARTED_MS] = started;
     let outcome: "completed" | "faulted" | "dropped" = "completed";
@@ -514,6 +518,8 @@ export class Sequencer {
         this.currentModel = ins.model;
         if (ins.opcodeTable !== 0) this.#opcodeTablePa = ins.opcodeTable;
         return;
+      case Opcode.ULIB_LOAD:
+        return this.#ulibLoad(ins, run);
       case Opcode.DMA_CONFIG:
         dmaStep(() => dma.configure(ins.direction, ins.queues, ins.ringTable));
         return;
@@ -590,6 +596,67 @@ export class Sequencer {
     return table;
   }
 
+  /**
+   * ULIB_LOAD (ours): library `lib` of the opcode table the instruction names goes into the Q7 cores'
+   * kernel_info_table for this run — compiled into the cluster if it is not there yet (the install usually did that),
+   * then marked loaded. EXTENDED_INST resolves only libraries so loaded.
+   */
+  #ulibLoad(ins: Extract<Instruction, { op: typeof Opcode.ULIB_LOAD }>, run: Run): Promise<void> | undefined {
+    const saved = this.#opcodeTablePa;
+    this.#opcodeTablePa = ins.opcodeTable;
+    let libs: Array<{ addr: number; bytes: number }>;
+    try {
+      libs = opcodeTableLibraries(this.#opcodeTable());
+    } finally {
+      this.#opcodeTablePa = saved;
+    }
+    if (libs.length !== ins.libs || ins.lib >= libs.length) {
+      throw new SequencerFault(
+        TpbFaultMask.OPCODE,
+        `ULIB_LOAD ${ins.lib}/${ins.libs}: the opcode table at 0x${
+          ins.opcodeTable.toString(16)
+        } names ${libs.length} libraries`,
+      );
+    }
+    const { addr, bytes } = libs[ins.lib];
+    const key = `${addr.toString(16)}:${bytes}`;
+    const q7 = this.#d.q7;
+    if (q7.state !== "running") {
+      throw new SequencerFault(TpbFaultMask.Q7_BOOT, `ULIB_LOAD ${ins.lib}/${ins.libs}: the Q7 cores are ${q7.state}`);
+    }
+    const cluster = q7.ready;
+    const image = (): Uint8Array =>
+      this.#d.memory.readPa(addr, bytes) ??
+        (() => {
+          throw new SequencerFault(
+            TpbFaultMask.OPCODE,
+            `ULIB_LOAD: library at 0x${addr.toString(16)} is not in device memory`,
+          );
+        })();
+    const preparing = cluster?.ensureLibrary(key, image);
+    if (cluster !== undefined && preparing === undefined) {
+      run.loaded.add(key);
+      return undefined;
+    }
+    return (async () => {
+      const c = cluster ?? await Promise.race([q7.cluster().catch((e: unknown) => e as Error), run.dropped]);
+      if (c === DROPPED) return;
+      if (c instanceof Error) {
+        throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot start the Q7 cluster: ${c.message}`);
+      }
+      const p = cluster === undefined ? c.ensureLibrary(key, image) : preparing;
+      if (p !== undefined) {
+        const prepared = await Promise.race([p.catch((e: unknown) => e as Error), run.dropped]);
+        if (prepared === DROPPED) return;
+        if (prepared instanceof SequencerFault) throw prepared;
+        if (prepared instanceof Error) {
+          throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot prepare library ${key}: ${prepared.message}`);
+        }
+      }
+      run.loaded.add(key);
+    })();
+  }
+
   /** EXTENDED_INST 0xF0: resolve the opcode, make sure the image is in the cluster, start the op on the cores. */
   async #extendedInst(opcode: number, run: Run): Promise<void> {
     const { q7, memory } = this.#d;
@@ -622,6 +689,14 @@ export class Sequencer {
     let key = "";
     if (entry.libBytes > 0) {
       key = `${entry.libAddr.toString(16)}:${entry.libBytes}`;
+      if (!run.loaded.has(key)) {
+        throw new SequencerFault(
+          TpbFaultMask.OPCODE,
+          `EXTENDED_INST 0x${opcode.toString(16)}: its library at 0x${
+            entry.libAddr.toString(16)
+          } was not loaded by a ULIB_LOAD of the stream's PREAMBLE`,
+        );
+      }
       const image = (): Uint8Array =>
         memory.readPa(entry.libAddr, entry.libBytes) ??
           (() => {
@@ -790,7 +865,7 @@ export class Sequencer {
         hw(HwErrorCause.NETWORK_PROXY, 0, s.metadata ?? 0x0000_0001);
         break;
       case FaultKind.DMA_ABORT: {
-        const e = s.engine ?? this.#d.spec.customOpQueueBundle.engLo; // default: the engine of Q7 core 0's queue
+        const e = s.engine ?? collectCustomOpQueues(this.#d.spec)[0].engine; // default: the engine of Q7 core 0's queue
         this.#setDmaEngineState(e, DmaEngineState.ABORTED);
         tpb(true, TpbErrorMask.DMA, e);
         break;

@@ -548,6 +548,9 @@ async function installPhase(
     plans: [],
     boundPa: [],
     bufferPa: [],
+    hasCustomOps: false,
+    // A phase stream has no library to load and no MODEL_SWITCH: [DMA_CONFIG][DMA_CONFIG_SIZE] then the postamble.
+    layout: { preamble: 0, modelSwitch: 0, main: STREAM_SLOTS - 1, postamble: 1, functions: 0 },
     runs: 0,
   };
 }

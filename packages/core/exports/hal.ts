@@ -28,6 +28,7 @@ export {
 export {
   type AddressMap,
   type CsrLayout,
+  type DmaQueueBundle,
   KBIN_DMA_RING_TYPE_CUSTOM_OP,
   ncBlock,
   type SiliconSpec,
@@ -35,5 +36,12 @@ export {
   UcodeCoreCommand,
   UcodeCoreState,
 } from "../silicon_spec.ts";
+export {
+  collectCustomOpQueues,
+  dmaIsCustomOpDmaV2,
+  encodeQueueBundleTable,
+  isCustomOpQueue,
+  QUEUE_BUNDLE_TUPLE_BYTES,
+} from "../tdrv/dma_queue_bundle.ts";
 export { decodeInferErrorSubtype, type ErrorTables, isaErrorTextFrom } from "../notification/error_subtype.ts";
 export { AL_HAL_TPB_MAX_ENG, TpbArchType, TpbEngType } from "../state.ts";

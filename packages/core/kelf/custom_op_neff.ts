@@ -13,6 +13,7 @@
  *
  * @module
  */
+import { EXT_ISA_LIBRARY_NAME, EXT_ISA_OPCODE_FIRST, extIsaLibrary } from "./ext_isa.ts";
 import { encodeInstruction, Opcode } from "../isa.ts";
 import { buildNeff } from "../neff/neff_builder.ts";
 import { DTYPE_BYTES } from "../neff/neff_signature.ts";
@@ -91,7 +92,11 @@ export interface CustomOpModelSpec {
   readonly inputs: readonly CustomOpTensorSpec[];
   /** Outputs. */
   readonly outputs: readonly CustomOpTensorSpec[];
-  /** Libraries. */
+  /**
+   * The custom libraries. The builder bundles the base ext-ISA library ({@linkcode extIsaLibrary}) before them as
+   * library 0, so a NEFF with custom libraries carries `num_libs > 1` (runtime-synthesis §3.1); with none, its calls
+   * may use the base library's opcodes only.
+   */
   readonly libraries: readonly CustomOpLibrarySpec[];
   /** Calls, executed in order. */
   readonly calls: readonly CustomOpCallSpec[];
@@ -143,6 +148,21 @@ export function tensorSpecBytes(t: CustomOpTensorSpec): number {
  */
 export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
   const members = new Map<string, Uint8Array>();
+  for (const l of spec.libraries) {
+    if (l.name === EXT_ISA_LIBRARY_NAME) {
+      throw new RangeError(
+        `Cannot build NEFF "${spec.name}": the library name "${EXT_ISA_LIBRARY_NAME}" is the base ext-ISA library's`,
+      );
+    }
+    const reserved = l.functions.find((f) => f.opcode >= EXT_ISA_OPCODE_FIRST);
+    if (reserved !== undefined) {
+      throw new RangeError(
+        `Cannot build NEFF "${spec.name}": library "${l.name}" binds opcode 0x${reserved.opcode.toString(16)}; ` +
+          `0xff00..0xffff belong to the base ext-ISA library`,
+      );
+    }
+  }
+  const libraries: readonly CustomOpLibrarySpec[] = [extIsaLibrary(), ...spec.libraries];
   const weights = spec.weights ?? [];
   const inputs = [...spec.inputs, ...weights];
   const all = [...inputs, ...spec.outputs];
@@ -234,7 +254,7 @@ export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
       dma: [],
       instr: "Pool.bin",
       name: "Pool.json",
-      ucode_libs: spec.libraries.map((l) => ({
+      ucode_libs: libraries.map((l) => ({
         name: l.name,
         file: `ucode/${l.name}.wasm`,
         cpu_id: l.cpuId ?? 0,
@@ -270,7 +290,7 @@ export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
     );
     weights.forEach((w, i) => members.set(`${CHECKPOINT_DIR}w${i}`, w.data));
   }
-  for (const l of spec.libraries) members.set(`sg00/ucode/${l.name}.wasm`, l.wasm);
+  for (const l of libraries) members.set(`sg00/ucode/${l.name}.wasm`, l.wasm);
   const bin = new Uint8Array(64 * spec.calls.length);
   spec.calls.forEach((c, i) =>
     bin.set(encodeInstruction({ op: Opcode.EXTENDED_INST, opcode: c.opcode, call: i }), 64 * i)

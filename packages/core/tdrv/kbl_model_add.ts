@@ -6,12 +6,16 @@
  * `tests/kbl_model_add_order_test.ts` pins: `dma_queue_bundle_instance_lut_init` → data-refill rings / I-O queues →
  * `hw_exec_queue_count_descs` → `sequencer_setup_instr` → `dma_ring_setup_queue_bundles` → `add_model` →
  * `ucode_stage_libs`; then `ucode_switch_libs` (runtime-synthesis §7); RAII unwind on failure), runtime-synthesis §2.2 (the image is synthesized:
- * `[PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*]`), §3.1 (`dma_is_custom_op_dma_v2` walks the queue-bundle
- * table; `ucode_stage_libs` collects exactly 8 M2S/S2M pairs and bakes one opcode → library table; one
- * `aws_hal_q7_swap_table` broadcasts it), §3.2 (the custom-op lowering `[dma_config ×2][dma_config_size]
+ * `[PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*]`, the ucode-library load sequence inserted into the Pool
+ * PREAMBLE), §3.1 (`ucode_model_has_custom_ops == (num_libs > 1)`: the base ext-ISA library plus custom ones;
+ * `dma_is_custom_op_dma_v2` walks the queue-bundle table's 16-byte tuples; `ucode_stage_libs` collects exactly 8
+ * M2S/S2M pairs and bakes one opcode → library table; one `aws_hal_q7_swap_table` broadcasts it), §3.2 (the custom-op lowering `[dma_config ×2][dma_config_size]
  * [LOAD_POOL_ARGUMENT 0x107A][DRAIN 0x10A2][EVENT_SEMAPHORE update_mode 0x13]`), §4.3 (SBUF is validated, not
  * allocated), §4.4 (> 9 libraries: "Exceeded max number of GPSIMD libs"; 1 library: staged once per core and shared;
- * 2..9: staged per model). Ours: a multi-op model's intermediate buffers (`virtual` vars) are allocated here, in the
+ * 2..9: staged per model). Ours: the PREAMBLE's ULIB_LOAD encoding (`docs/isa.md`); FUNCTION* is empty (no NEFF
+ * construct the runtime reads defines a function block); the per-core shared library is keyed by the image's MD5, so
+ * two different single-library images on one core are two cached sets (the seed keeps one
+ * `ulib_set_info_extisa_only` per core and reuses it whatever the image); a multi-op model's intermediate buffers (`virtual` vars) are allocated here, in the
  * MODEL allocator, and a call's operand may be a view into an I/O tensor or a buffer (docs/onnx.md, "What the NEFF
  * holds").
  *
@@ -41,6 +45,7 @@ import {
 import type { KelfModel } from "../kelf/kelf_load.ts";
 import type { HalTarget, Khal } from "../khal.ts";
 import { KBIN_DMA_RING_TYPE_CUSTOM_OP } from "../silicon_spec.ts";
+import { collectCustomOpQueues as collectQueues } from "./dma_queue_bundle.ts";
 import { NrtStatus } from "../status.ts";
 import { type EventSink, type StagedLibrary, takeId, type Tpb } from "./tpb.ts";
 
@@ -91,6 +96,10 @@ export interface InstalledModel {
   readonly bufferPa: readonly number[];
   /** Shared library set used (single-library models), for the ref count. */
   readonly sharedLib?: string;
+  /** `ucode_model_has_custom_ops`: the model bundles more than the base library. */
+  readonly hasCustomOps: boolean;
+  /** The stream's sections. */
+  readonly layout: StreamLayout;
   /** Stream runs so far (the EXEC_DONE value to expect next is runs + 1). */
   runs: number;
 }
@@ -113,27 +122,31 @@ function hexDigest(b: Uint8Array): string {
   return Array.from(md5(b), (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
-/** `dma_queue_bundle_instance_lut_init` + `dma_is_custom_op_dma_v2`: is (engine, queue) a custom-op queue? */
-export function isCustomOpQueue(khal: Khal, engine: number, queue: number): boolean {
-  const b = khal.spec.customOpQueueBundle;
-  return queue === b.relQueueIdx && engine >= b.engLo && engine <= b.engHi;
+/**
+ * `ucode_stage_libs_table` (A) over the HAL's generation: the 8 custom-op queues `dma_is_custom_op_dma_v2` finds in
+ * the queue-bundle table (`dma_queue_bundle.ts`).
+ */
+export function collectCustomOpQueues(khal: Khal): Array<{ engine: number; queue: number }> {
+  return collectQueues(khal.spec);
 }
 
-/** `ucode_stage_libs_table` (A): scan 16 engines × 16 queues, collect exactly 8 custom-op queues. */
-export function collectCustomOpQueues(khal: Khal): Array<{ engine: number; queue: number }> {
-  const found: Array<{ engine: number; queue: number }> = [];
-  for (let eng = 0; eng < khal.spec.dmaEngines; eng++) {
-    for (let q = 0; q < khal.spec.dmaQueuesPerEngine; q++) {
-      if (isCustomOpQueue(khal, eng, q)) {
-        found.push({ engine: eng, queue: q });
-        if (found.length === 8) return found; // seed: cmp $0x8 @0x3109b8
-      }
-    }
-  }
-  throw new NrtError(
-    NrtStatus.NRT_RESOURCE,
-    `Cannot stage GPSIMD libraries: only ${found.length} custom-op DMA queues, 8 needed`,
-  );
+/** `ucode_model_has_custom_ops` (seed: runtime-synthesis §3.1): more than one library, the base plus a custom one. */
+export function ucodeModelHasCustomOps(model: Pick<KelfModel, "libraries">): boolean {
+  return model.libraries.length > 1;
+}
+
+/** The sections of an installed stream, in slots (`sequencer_setup_instr`, runtime-synthesis §2.2). */
+export interface StreamLayout {
+  /** PREAMBLE: the ucode-library load sequence, one ULIB_LOAD per library. */
+  readonly preamble: number;
+  /** MODEL_SWITCH: one slot. */
+  readonly modelSwitch: number;
+  /** MAIN: the lowering of every call. */
+  readonly main: number;
+  /** POSTAMBLE: the end-of-execution NOTIFY. */
+  readonly postamble: number;
+  /** FUNCTION blocks: none (ours: no NEFF construct the runtime reads defines one). */
+  readonly functions: number;
 }
 
 /** Splits `bytes` into 8 per-core shares aligned to 64 bytes. */
@@ -308,8 +321,16 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     };
     const tableMem = await allocator.alloc(tableOf(new Map()).byteLength, DmaMemUsageType.UCODE_TABLE);
 
-    // (4) sequencer_setup_instr: [PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*].
+    // (4) sequencer_setup_instr: [PREAMBLE][MODEL_SWITCH][MAIN][POSTAMBLE][FUNCTION*] (runtime-synthesis §2.2).
+    // PREAMBLE: the ucode-library load sequence, inserted into the Pool preamble: one ULIB_LOAD per library that
+    // binds a function, each naming the opcode table the staging below fills (ours: its encoding, and that it names
+    // the table rather than an image address, which is not known before ucode_stage_libs).
+    const loaded = libs.filter((l) => l.functions.length > 0).length;
     const program: Instruction[] = [];
+    for (let lib = 0; lib < loaded; lib++) {
+      program.push({ op: Opcode.ULIB_LOAD, lib, libs: loaded, opcodeTable: tableMem.memory.pa });
+    }
+    const preamble = program.length;
     program.push({ op: Opcode.MODEL_SWITCH, model: deviceModel, opcodeTable: tableMem.memory.pa });
     for (const [ci, call] of model.calls.entries()) {
       const inBytes = call.inputs.reduce((a, k) => a + operand(model, k).size, 0);
@@ -331,7 +352,9 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
         { op: Opcode.EVENT_SEMAPHORE, updateMode: EVENT_UPDATE_MODE_INCREMENT, semaphore: completion, value: 1 },
       );
     }
+    const main = program.length - preamble - 1;
     program.push({ op: Opcode.NOTIFY, kind: NotificationKind.EXEC_DONE, value: 0 });
+    const layout: StreamLayout = { preamble, modelSwitch: 1, main, postamble: 1, functions: 0 };
     const stream = new Uint8Array(program.length * SLOT_BYTES);
     program.forEach((ins, i) => stream.set(encodeInstruction(ins), i * SLOT_BYTES));
     const streamMem = await allocator.alloc(stream.byteLength, DmaMemUsageType.INSTRUCTIONS);
@@ -408,6 +431,8 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
       boundPa: [],
       bufferPa,
       sharedLib: sharedKey,
+      hasCustomOps: ucodeModelHasCustomOps(model),
+      layout,
       runs: 0,
     };
     undo.move(); // installed: nothing to undo
