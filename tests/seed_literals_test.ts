@@ -1020,6 +1020,28 @@ describe("the load order header → vNC → parse (seed lifecycle-error-model §
     },
     30_000,
   );
+  test(
+    "an unsupported NEFF version fails in the parse, after the vNC: 9 on a logical core that does not exist, 10 on a real one",
+    async () => {
+      // §2.3: neff_parse — "A NEFF whose version is outside the supported window is rejected with
+      // NRT_UNSUPPORTED_NEFF_VERSION (10)"; §2.7: the vNC reservation (9) comes before neff_parse.
+      const { rt } = await runtime();
+      try {
+        const future = good();
+        new DataView(future.buffer).setUint32(0x18, 99, true); // neff_version_major
+        expect(await status(rt.load(future, 7))).toBe(9);
+        expect(await status(rt.load(future, 0))).toBe(10);
+        expect(rt.cores().find((c) => c.vnc === 0)?.models.length ?? 0).toBe(0);
+        const m = await rt.load(good(), { vnc: "auto" });
+        expect(m.vnc).toBe(0);
+        await m.unload();
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
+
   test('a failed load releases the vNC it reserved: vnc "auto" then picks that core again', async () => {
     // §2.2: "On any failure the loader releases the reserved vNC (nrt_vnc_usage_dec @0xc1820)". "auto" places a load
     // on the logical core with the fewest reservations (lowest index on a tie), so a leaked reservation on core 0

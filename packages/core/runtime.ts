@@ -481,8 +481,9 @@ export class Runtime {
   async load(neff: Uint8Array, options: number | LoadOptions = {}): Promise<Model> {
     this.guard();
     const opts: LoadOptions = typeof options === "number" ? { vnc: options } : options;
-    // neff_get_header_from_buffer: the header says how many physical cores the model spans (lnc_size).
-    const header = readNeffHeader(neff);
+    // neff_get_header_from_buffer: the header says how many physical cores the model spans (lnc_size). The version
+    // gate is neff_parse's, after the vNC is reserved (seed: lifecycle-error-model §2.3, §2.7).
+    const header = readNeffHeader(neff, { checkVersion: false });
     const span = Math.max(1, header.lncSize);
     // nrt_vnc_usage_inc: reserve the vNC first; every failure below releases it.
     const vnc = this.#vnc.reserve(opts.vnc ?? 0, (v) => this.#vncLoad(v));

@@ -90,11 +90,22 @@ function readCString(bytes: Uint8Array): string {
   return new TextDecoder().decode(end < 0 ? bytes : bytes.subarray(0, end));
 }
 
+/** Options of {@linkcode readNeffHeader}. */
+export interface ReadNeffHeaderOptions {
+  /**
+   * Whether an unsupported NEFF major version is refused here (default `true`). `nrt_load` reads the header with
+   * `false`: its version gate runs in `neff_parse`, after the logical core is reserved (seed: lifecycle-error-model
+   * §2.3, §2.7).
+   */
+  readonly checkVersion?: boolean;
+}
+
 /**
  * Reads and validates the header of a whole NEFF file: the file holds at least 1024 bytes, `header_size` is
  * 1024, the NEFF major version is supported, and `data_size` equals the bytes after the header.
  *
  * @param file The whole NEFF file.
+ * @param options `checkVersion: false` leaves the version gate to the parse, as `nrt_load` does.
  * @returns The decoded header.
  * @throws {NrtError} `NRT_INVALID` for a malformed header, `NRT_UNSUPPORTED_NEFF_VERSION` for an unsupported version.
  *
@@ -112,7 +123,7 @@ function readCString(bytes: Uint8Array): string {
  * console.log(h.name, h.neffVersionMajor, h.dataSize);
  * ```
  */
-export function readNeffHeader(file: Uint8Array): NeffHeader {
+export function readNeffHeader(file: Uint8Array, options: ReadNeffHeaderOptions = {}): NeffHeader {
   if (file.length < NEFF_HEADER_SIZE) {
     throw invalid(`file is ${file.length} bytes, shorter than the ${NEFF_HEADER_SIZE}-byte header`);
   }
@@ -122,7 +133,7 @@ export function readNeffHeader(file: Uint8Array): NeffHeader {
   if (headerSize !== NEFF_HEADER_SIZE) throw invalid(`header_size is ${headerSize}, expected ${NEFF_HEADER_SIZE}`);
   const major = readU64(view, o.NEFF_VERSION_MAJOR, "neff_version_major");
   const minor = readU64(view, o.NEFF_VERSION_MINOR, "neff_version_minor");
-  if (!SUPPORTED_NEFF_VERSION_MAJORS.includes(major)) {
+  if (options.checkVersion !== false && !SUPPORTED_NEFF_VERSION_MAJORS.includes(major)) {
     const lo = Math.min(...SUPPORTED_NEFF_VERSION_MAJORS);
     const hi = Math.max(...SUPPORTED_NEFF_VERSION_MAJORS);
     throw new NrtError(
