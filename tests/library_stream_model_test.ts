@@ -22,7 +22,7 @@ import {
 import type { ArchPack } from "@nrt/core/hal";
 import { decodeInstruction, decodeOpcodeTable, opcodeTableLibraries } from "@nrt/core/isa";
 import { type DeviceMemory, TracingPortal } from "@nrt/core/portal";
-import { DeviceSimPortal } from "@nrt/device-sim";
+import { defaultQ7Factory, DeviceSimPortal, type Q7ClusterFactory } from "@nrt/device-sim";
 import { kelfLoad } from "../packages/core/kelf/kelf_load.ts";
 import { ucodeModelHasCustomOps } from "../packages/core/tdrv/kbl_model_add.ts";
 import { kernel, oneOpNeff } from "./_kernels.ts";
@@ -259,4 +259,80 @@ describe("the queue-bundle table on both sides (runtime-synthesis §3.1)", () =>
       await rt.close();
     }
   }, 30_000);
+});
+
+describe("libraries are prepared by content, not by address (ours: the opcode table's library tag)", () => {
+  test(
+    "a NEFF loaded again finds its libraries prepared; a different image staged where an old one was runs its own code",
+    async () => {
+      const prepared: string[] = [];
+      // The real Q7 cluster, counting the libraries the device compiles into it.
+      const q7Factory: Q7ClusterFactory = async (o) => {
+        const c = await defaultQ7Factory(o);
+        const prepare = c.prepare.bind(c);
+        return Object.assign(c, {
+          prepare: (key: string, wasm: Uint8Array) => (prepared.push(key), prepare(key, wasm)),
+        });
+      };
+      const sim = new DeviceSimPortal({ spec: CAYMAN_SPEC, q7Factory });
+      opened.push(sim);
+      const rt = await Runtime.init({
+        portal: sim,
+        archPacks: [cayman],
+        ownsPortal: false,
+        visibleCores: [0],
+        virtualCoreSize: 1,
+        logger: new MemoryLogger(),
+      });
+      try {
+        const run = async (neff: Uint8Array, x: number[]): Promise<number[]> => {
+          const m = await rt.load(neff);
+          const ins = new TensorSet(), outs = new TensorSet();
+          const tx = await rt.allocateTensor({ size: 32, name: "x" });
+          await tx.write(new Uint8Array(Float32Array.from(x).buffer));
+          ins.add("x", tx);
+          const ty = await rt.allocateTensor({ size: 32, name: "y" });
+          outs.add("y", ty);
+          await m.execute(ins, outs);
+          const y = Array.from(new Float32Array((await ty.read()).slice().buffer));
+          await m.unload();
+          await tx.free();
+          await ty.free();
+          return y;
+        };
+        // Two kernels padded to one size with an empty-named custom section, so the second can be staged exactly where
+        // the first one's freed copy was.
+        const pad = (wasm: Uint8Array, size: number): Uint8Array => {
+          const content = size - wasm.byteLength - 3; // id byte, a two-byte LEB size, then the content
+          const out = new Uint8Array(size);
+          out.set(wasm);
+          out.set([0x00, (content & 0x7f) | 0x80, content >> 7, 0x00], wasm.byteLength);
+          return out;
+        };
+        const one = (name: string, fn: string, wasm: Uint8Array, y: string) =>
+          buildCustomOpNeff({
+            name,
+            target: "cayman",
+            inputs: [f32("x", 8)],
+            outputs: [{ name: "y", dtype: y, shape: [8] }],
+            libraries: [{ name, wasm: pad(wasm, 1024), totalCpus: 8, functions: [{ opcode: 1, name: fn }] }],
+            calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
+          });
+        const relu = one("relu", "relu", kernel("relu"), "float32");
+        const x = [-3, -2, -1, 0, 1, 2, 3, 4];
+        expect(await run(relu, x)).toEqual([0, 0, 0, 0, 1, 2, 3, 4]);
+        const first = prepared.length;
+        expect(first).toBe(2); // the base library and relu
+        for (let k = 0; k < 5; k++) expect(await run(relu, x)).toEqual([0, 0, 0, 0, 1, 2, 3, 4]);
+        expect(prepared.length).toBe(first); // staged again five times, compiled once
+        const cpuMap = one("relu", "cpu_map", kernel("cpu_map"), "int32");
+        const ids = new Int32Array(new Float32Array(await run(cpuMap, x)).buffer);
+        expect(Array.from(ids)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+        expect(prepared.length).toBe(first + 1);
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
 });

@@ -509,6 +509,11 @@ export interface OpcodeTableEntry {
   readonly libAddr: number;
   /** Size of the staged library image. */
   readonly libBytes: number;
+  /**
+   * Content tag of the image ({@linkcode libraryTag}; ours, in the entry's reserved u32 at +20). The device keys the
+   * libraries it has prepared by tag and size, not by address. Default 0.
+   */
+  readonly libTag?: number;
   /** Function name (≤ 255 bytes). */
   readonly name: string;
 }
@@ -545,6 +550,7 @@ export function encodeOpcodeTable(t: OpcodeTable): Uint8Array {
     v.setUint16(at + 4, e.opcode, true);
     setU64(v, at + 8, e.libAddr);
     v.setUint32(at + 16, e.libBytes >>> 0, true);
+    v.setUint32(at + 20, (e.libTag ?? 0) >>> 0, true);
     const name = enc.encode(e.name).subarray(0, 255);
     out.set(name, at + 24);
   });
@@ -555,16 +561,33 @@ export function encodeOpcodeTable(t: OpcodeTable): Uint8Array {
  * The staged libraries an opcode table names, in the order of their first entry: library `lib` of a ULIB_LOAD is
  * element `lib` of this list (ours). Entries resolved in the Pool firmware image (size 0) name none.
  */
-export function opcodeTableLibraries(t: OpcodeTable): Array<{ addr: number; bytes: number }> {
+export function opcodeTableLibraries(t: OpcodeTable): Array<{ addr: number; bytes: number; tag: number }> {
   const seen = new Set<string>();
-  const out: Array<{ addr: number; bytes: number }> = [];
+  const out: Array<{ addr: number; bytes: number; tag: number }> = [];
   for (const e of t.entries) {
     const key = `${e.libAddr}:${e.libBytes}`;
     if (e.libBytes === 0 || seen.has(key)) continue;
     seen.add(key);
-    out.push({ addr: e.libAddr, bytes: e.libBytes });
+    out.push({ addr: e.libAddr, bytes: e.libBytes, tag: e.libTag ?? 0 });
   }
   return out;
+}
+
+/**
+ * The content tag of a library image (ours): FNV-1a over its bytes, 32 bits. The host writes it into the opcode
+ * table; the device keys the libraries its Q7 cores have prepared by `(tag, size)` and checks the tag against the
+ * bytes when it prepares one. So a NEFF loaded again, whose libraries are staged at new addresses, finds them
+ * prepared, and a different image staged where an old one was is never taken for it.
+ */
+export function libraryTag(image: Uint8Array): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < image.byteLength; i++) h = Math.imul(h ^ image[i], 0x01000193);
+  return h >>> 0;
+}
+
+/** The key the device prepares a library under: its content tag and size (ours). */
+export function libraryKey(tag: number, bytes: number): string {
+  return `${(tag >>> 0).toString(16)}:${bytes}`;
 }
 
 /** Decodes an opcode table; throws `RangeError` on a bad magic or a truncated table. */
@@ -595,6 +618,7 @@ export function decodeOpcodeTable(bytes: Uint8Array): OpcodeTable {
       totalCpus: v.getUint8(at + 2),
       libAddr: getU64(v, at + 8),
       libBytes: v.getUint32(at + 16, true),
+      libTag: v.getUint32(at + 20, true),
       name: dec.decode(nul < 0 ? raw : raw.subarray(0, nul)),
     });
   }

@@ -4,6 +4,7 @@ import {
   encodeArgTable,
   encodeOpcodeTable,
   type Instruction,
+  libraryTag,
   NotificationKind,
   Opcode,
   type OpcodeTableEntry,
@@ -35,14 +36,18 @@ async function stage(): Promise<
   const h = new TestHost({ hbmBytes: 1 << 26 });
   await h.attachNq(64);
   await h.bootQ7({ iram: await readBytes(new URL("stock_pool.wasm", KERNELS)), dram: new Uint8Array([3, 0, 0, 0]) });
-  const vectorAdd = await h.put(await readBytes(new URL("vector_add.wasm", KERNELS)));
-  const faults = await h.put(await readBytes(new URL("faults.wasm", KERNELS)));
+  const vectorAddWasm = await readBytes(new URL("vector_add.wasm", KERNELS));
+  const faultsWasm = await readBytes(new URL("faults.wasm", KERNELS));
+  const vectorAdd = await h.put(vectorAddWasm);
+  const faults = await h.put(faultsWasm);
+  const tags = new Map([[vectorAdd, libraryTag(vectorAddWasm)], [faults, libraryTag(faultsWasm)]]);
   const entry = (opcode: number, lib: DeviceMemory, name: string): OpcodeTableEntry => ({
     opcode,
     cpuIdFlag: false,
     totalCpus: 8,
     libAddr: lib.pa,
     libBytes: lib.bytes,
+    libTag: tags.get(lib),
     name,
   });
   const table = await h.put(encodeOpcodeTable({

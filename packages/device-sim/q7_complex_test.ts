@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { SiliconSpec } from "@nrt/core/hal";
-import { encodeOpcodeTable, NotificationKind, Opcode, Q7Map } from "@nrt/core/isa";
+import { encodeOpcodeTable, libraryTag, NotificationKind, Opcode, Q7Map } from "@nrt/core/isa";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import type { Q7ClusterPort, Q7CoreResult, Q7DispatchOp } from "./q7_complex.ts";
 import { TpbFaultMask } from "./sequencer.ts";
@@ -44,14 +44,23 @@ function fakeFactory(outcome: (cpu: number) => Q7CoreResult["status"]) {
 async function stageOp(
   h: TestHost,
   totalCpus: number,
-  preamble: "ulib" | "none" | "wrong-count" = "ulib",
+  preamble: "ulib" | "none" | "wrong-count" | "bad-tag" = "ulib",
 ): Promise<void> {
-  const lib = await h.put(new Uint8Array([0, 0x61, 0x73, 0x6d]));
+  const image = new Uint8Array([0, 0x61, 0x73, 0x6d]);
+  const lib = await h.put(image);
   const table = await h.put(encodeOpcodeTable({
     m2s: [],
     s2m: [],
     entries: [
-      { opcode: 7, cpuIdFlag: false, totalCpus, libAddr: lib.pa, libBytes: lib.bytes, name: "k" },
+      {
+        opcode: 7,
+        cpuIdFlag: false,
+        totalCpus,
+        libAddr: lib.pa,
+        libBytes: lib.bytes,
+        libTag: preamble === "bad-tag" ? libraryTag(image) ^ 1 : libraryTag(image),
+        name: "k",
+      },
       { opcode: 8, cpuIdFlag: false, totalCpus: 1, libAddr: 0, libBytes: 0, name: "noop" },
     ],
   }));
@@ -59,8 +68,8 @@ async function stageOp(
     ...(preamble === "none" ? [] : [
       {
         op: Opcode.ULIB_LOAD,
-        lib: preamble === "ulib" ? 0 : 1,
-        libs: preamble === "ulib" ? 1 : 2,
+        lib: preamble === "wrong-count" ? 1 : 0,
+        libs: preamble === "wrong-count" ? 2 : 1,
         opcodeTable: table.pa,
       } as const,
     ]),
@@ -112,6 +121,21 @@ describe("Q7Complex", () => {
     expect(h.portal.sequencerFaults(0, 0).at(-1)?.message).toMatch(
       /was not loaded by a ULIB_LOAD of the stream's PREAMBLE/,
     );
+    expect(log.dispatched).toEqual([]);
+    await h.portal.close();
+  });
+
+  test("ULIB_LOAD of an image whose bytes do not hash to the table's tag faults OPCODE and prepares nothing", async () => {
+    const { factory, log } = fakeFactory(() => "ok");
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });
+    await h.attachNq(8);
+    await h.bootQ7({ iram: new Uint8Array([1]), dram: new Uint8Array([2]) });
+    await stageOp(h, 8, "bad-tag");
+    await h.fire(1);
+    const { records } = await h.read();
+    expect(records.map((r) => [r.kind, r.mask])).toEqual([[NotificationKind.TPB_ERROR, TpbFaultMask.OPCODE]]);
+    expect(h.portal.sequencerFaults(0, 0).at(-1)?.message).toMatch(/does not match its tag/);
+    expect(log.prepared).toEqual([]);
     expect(log.dispatched).toEqual([]);
     await h.portal.close();
   });

@@ -36,6 +36,8 @@ import {
   HBM_UE_REPAIRABLE,
   HwErrorCause,
   type Instruction,
+  libraryKey,
+  libraryTag,
   NotificationKind,
   type NotificationRecord,
   Opcode,
@@ -248,14 +250,7 @@ export class Sequencer {
         this.#opcodeTablePa = saved;
       }
       const out = new Map<string, () => Uint8Array>();
-      for (const e of table.entries) {
-        if (e.libBytes === 0) continue;
-        const { libAddr, libBytes } = e;
-        out.set(
-          `${libAddr.toString(16)}:${libBytes}`,
-          () => this.#d.memory.readPa(libAddr, libBytes) ?? new Uint8Array(0),
-        );
-      }
+      for (const l of opcodeTableLibraries(table)) out.set(libraryKey(l.tag, l.bytes), this.#imageReader(l));
       return [...out].map(([key, image]) => ({ key, image }));
     } catch {
       return [];
@@ -597,6 +592,26 @@ export class Sequencer {
   }
 
   /**
+   * Reads a staged library image for the Q7 cores to prepare, checking it against its content tag (ours): an image
+   * that is not in device memory, or whose bytes do not hash to the tag the opcode table gives, is an OPCODE fault.
+   */
+  #imageReader(lib: { addr: number; bytes: number; tag: number }): () => Uint8Array {
+    return () => {
+      const image = this.#d.memory.readPa(lib.addr, lib.bytes);
+      if (image === undefined) {
+        throw new SequencerFault(TpbFaultMask.OPCODE, `Library at 0x${lib.addr.toString(16)} is not in device memory`);
+      }
+      if (libraryTag(image) !== lib.tag) {
+        throw new SequencerFault(
+          TpbFaultMask.OPCODE,
+          `Library at 0x${lib.addr.toString(16)} does not match its tag 0x${lib.tag.toString(16)} in the opcode table`,
+        );
+      }
+      return image;
+    };
+  }
+
+  /**
    * ULIB_LOAD (ours): library `lib` of the opcode table the instruction names goes into the Q7 cores'
    * kernel_info_table for this run — compiled into the cluster if it is not there yet (the install usually did that),
    * then marked loaded. EXTENDED_INST resolves only libraries so loaded.
@@ -604,7 +619,7 @@ export class Sequencer {
   #ulibLoad(ins: Extract<Instruction, { op: typeof Opcode.ULIB_LOAD }>, run: Run): Promise<void> | undefined {
     const saved = this.#opcodeTablePa;
     this.#opcodeTablePa = ins.opcodeTable;
-    let libs: Array<{ addr: number; bytes: number }>;
+    let libs: Array<{ addr: number; bytes: number; tag: number }>;
     try {
       libs = opcodeTableLibraries(this.#opcodeTable());
     } finally {
@@ -618,21 +633,14 @@ export class Sequencer {
         } names ${libs.length} libraries`,
       );
     }
-    const { addr, bytes } = libs[ins.lib];
-    const key = `${addr.toString(16)}:${bytes}`;
+    const lib = libs[ins.lib];
+    const key = libraryKey(lib.tag, lib.bytes);
     const q7 = this.#d.q7;
     if (q7.state !== "running") {
       throw new SequencerFault(TpbFaultMask.Q7_BOOT, `ULIB_LOAD ${ins.lib}/${ins.libs}: the Q7 cores are ${q7.state}`);
     }
     const cluster = q7.ready;
-    const image = (): Uint8Array =>
-      this.#d.memory.readPa(addr, bytes) ??
-        (() => {
-          throw new SequencerFault(
-            TpbFaultMask.OPCODE,
-            `ULIB_LOAD: library at 0x${addr.toString(16)} is not in device memory`,
-          );
-        })();
+    const image = this.#imageReader(lib);
     const preparing = cluster?.ensureLibrary(key, image);
     if (cluster !== undefined && preparing === undefined) {
       run.loaded.add(key);
@@ -659,7 +667,7 @@ export class Sequencer {
 
   /** EXTENDED_INST 0xF0: resolve the opcode, make sure the image is in the cluster, start the op on the cores. */
   async #extendedInst(opcode: number, run: Run): Promise<void> {
-    const { q7, memory } = this.#d;
+    const { q7 } = this.#d;
     if (q7.state !== "running") {
       throw new SequencerFault(
         TpbFaultMask.Q7_BOOT,
@@ -688,7 +696,7 @@ export class Sequencer {
     }
     let key = "";
     if (entry.libBytes > 0) {
-      key = `${entry.libAddr.toString(16)}:${entry.libBytes}`;
+      key = libraryKey(entry.libTag ?? 0, entry.libBytes);
       if (!run.loaded.has(key)) {
         throw new SequencerFault(
           TpbFaultMask.OPCODE,
@@ -697,14 +705,7 @@ export class Sequencer {
           } was not loaded by a ULIB_LOAD of the stream's PREAMBLE`,
         );
       }
-      const image = (): Uint8Array =>
-        memory.readPa(entry.libAddr, entry.libBytes) ??
-          (() => {
-            throw new SequencerFault(
-              TpbFaultMask.OPCODE,
-              `Library of opcode 0x${opcode.toString(16)} at 0x${entry.libAddr.toString(16)} is not in device memory`,
-            );
-          })();
+      const image = this.#imageReader({ addr: entry.libAddr, bytes: entry.libBytes, tag: entry.libTag ?? 0 });
       const preparing = started.ensureLibrary(key, image);
       if (preparing !== undefined) {
         const prepared = await Promise.race([preparing.catch((e: unknown) => e as Error), run.dropped]);

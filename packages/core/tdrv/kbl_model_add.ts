@@ -35,6 +35,7 @@ import {
   EVENT_UPDATE_MODE_INCREMENT,
   type Instruction,
   KernelDtype,
+  libraryTag,
   NotificationKind,
   Opcode,
   type OpcodeTableEntry,
@@ -302,7 +303,7 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
       }
     }
     const libs = model.libraries;
-    const tableOf = (libAddr: ReadonlyMap<string, { pa: number; bytes: number }>): Uint8Array => {
+    const tableOf = (libAddr: ReadonlyMap<string, { pa: number; bytes: number; tag: number }>): Uint8Array => {
       const entries: OpcodeTableEntry[] = libs.flatMap((l) =>
         l.functions.map((f) => ({
           opcode: f.opcode,
@@ -310,6 +311,7 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
           totalCpus: l.totalCpus,
           libAddr: libAddr.get(l.name)?.pa ?? 0,
           libBytes: libAddr.get(l.name)?.bytes ?? 0,
+          libTag: libAddr.get(l.name)?.tag ?? 0,
           name: f.name,
         }))
       );
@@ -385,7 +387,7 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
         `Cannot load NEFF "${model.name}": Exceeded max number of GPSIMD libs (${libs.length} > ${MAX_GPSIMD_LIBS})`,
       );
     }
-    const libAddr = new Map<string, { pa: number; bytes: number }>();
+    const libAddr = new Map<string, { pa: number; bytes: number; tag: number }>();
     if (libs.length === 1) {
       // The single ext-ISA library: staged once per core under the staging lock and shared by every model.
       const key = hexDigest(libs[0].image);
@@ -401,12 +403,16 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
           await s.ledger.free(set.dmem);
         }
       });
-      libAddr.set(libs[0].name, { pa: set.dmem.memory.pa, bytes: libs[0].image.byteLength });
+      libAddr.set(libs[0].name, {
+        pa: set.dmem.memory.pa,
+        bytes: libs[0].image.byteLength,
+        tag: libraryTag(libs[0].image),
+      });
     } else {
       for (const l of libs) {
         const d = await allocator.alloc(l.image.byteLength, DmaMemUsageType.UCODE_LIBS);
         await target.portal.memWrite(d.memory, 0, l.image);
-        libAddr.set(l.name, { pa: d.memory.pa, bytes: l.image.byteLength });
+        libAddr.set(l.name, { pa: d.memory.pa, bytes: l.image.byteLength, tag: libraryTag(l.image) });
         s.event(`ucode_stage_libs nc=${nc} model ${l.name}`);
       }
     }
