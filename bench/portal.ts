@@ -36,7 +36,13 @@ const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, {
 async function executeTimes(c: DependencyContainer): Promise<number[]> {
   const portal = c.resolve(PortalToken);
   await portal.acquireCores?.(0, [0, 1]);
-  const rt = await Runtime.init({ ...nrtPlugins(c), visibleCores: [0, 1], logger: new MemoryLogger() });
+  // The portal outlives the runtime: portalTimes() below uses it again.
+  const rt = await Runtime.init({
+    ...nrtPlugins(c),
+    ownsPortal: false,
+    visibleCores: [0, 1],
+    logger: new MemoryLogger(),
+  });
   const out: number[] = [];
   try {
     for (const k of CASES) {
