@@ -619,9 +619,9 @@ export class Sequencer {
   #ulibLoad(ins: Extract<Instruction, { op: typeof Opcode.ULIB_LOAD }>, run: Run): Promise<void> | undefined {
     const saved = this.#opcodeTablePa;
     this.#opcodeTablePa = ins.opcodeTable;
-    let libs: Array<{ addr: number; bytes: number; tag: number }>;
+    let libs: Array<{ addr: number; bytes: number; tag: number; key: string }>;
     try {
-      libs = opcodeTableLibraries(this.#opcodeTable());
+      libs = librariesOf(this.#opcodeTable());
     } finally {
       this.#opcodeTablePa = saved;
     }
@@ -634,7 +634,7 @@ export class Sequencer {
       );
     }
     const lib = libs[ins.lib];
-    const key = libraryKey(lib.tag, lib.bytes);
+    const key = lib.key;
     const q7 = this.#d.q7;
     if (q7.state !== "running") {
       throw new SequencerFault(TpbFaultMask.Q7_BOOT, `ULIB_LOAD ${ins.lib}/${ins.libs}: the Q7 cores are ${q7.state}`);
@@ -922,6 +922,18 @@ export class Sequencer {
   #record(run: Run, kind: number, value: number): NotificationRecord {
     return { code: 0, mask: 0, engine: TpbEngType.POOL, q7: 0xff, kind, model: run.model, value, aux: 0 };
   }
+}
+
+/** The libraries of a decoded opcode table with their prepare keys, computed once per decoded table. */
+const TABLE_LIBRARIES = new WeakMap<OpcodeTable, Array<{ addr: number; bytes: number; tag: number; key: string }>>();
+
+function librariesOf(table: OpcodeTable): Array<{ addr: number; bytes: number; tag: number; key: string }> {
+  let libs = TABLE_LIBRARIES.get(table);
+  if (libs === undefined) {
+    libs = opcodeTableLibraries(table).map((l) => ({ ...l, key: libraryKey(l.tag, l.bytes) }));
+    TABLE_LIBRARIES.set(table, libs);
+  }
+  return libs;
 }
 
 /** Decodes every slot of a stream: an instruction, or the raw header word of a slot the sequencer cannot decode. */
