@@ -8,6 +8,15 @@
  * run-stall by the host CSR 0xFF → 0x00, Sunda under SEQ/SP through the EVT_SEM fabric), spmd-teardown §1 (all 8
  * cores run the same image SPMD; the rank is the PRID), §2.2 (one opcode table, broadcast).
  *
+ * Ours: the libraries prepared in a cluster are bounded by the cluster (`Q7ClusterOptions.maxLibraries`, 32 by
+ * default, least recently used out first). {@linkcode ClusterHandle.ensureLibrary} marks a library it finds prepared
+ * as used ({@linkcode Q7ClusterPort.touch}) and forgets the keys a prepare evicted, so a later ULIB_LOAD or
+ * EXTENDED_INST of an evicted library prepares it again. An eviction cannot take a library between a run's ULIB_LOAD
+ * and its EXTENDED_INST: the sequencer runs one run (or one library staging) at a time per NeuronCore, so the only
+ * prepares in between are that run's own, and its libraries are the most recently used — with at most the cap of them
+ * none is evicted; a run that loads more than the cap has its EXTENDED_INST prepare its library again before the op
+ * starts. And the library of the op on the cores is never evicted.
+ *
  * @module
  */
 import type { TensorDescriptor } from "@nrt/core/isa";
@@ -60,8 +69,13 @@ export interface Q7ClusterPort {
   readonly memory: WebAssembly.Memory;
   /** Loads the firmware image into all 8 cores. */
   boot(fw: { iram: Uint8Array; dram: Uint8Array }): Promise<unknown>;
-  /** Compiles and installs a library image under `key`. */
-  prepare(key: string, wasm: Uint8Array): Promise<void>;
+  /**
+   * Compiles and installs a library image under `key` (marks it used when it is there already); resolves with the
+   * keys evicted to make room, if the cluster bounds its libraries.
+   */
+  prepare(key: string, wasm: Uint8Array): Promise<void | readonly string[]>;
+  /** Marks a prepared library used, so that it is the last to be evicted (clusters that bound their libraries). */
+  touch?(key: string): unknown;
   /** Runs one op on 1 or 8 cores and resolves with every core's outcome (the join). */
   dispatch(op: Q7DispatchOp, signal?: AbortSignal): Promise<{ cores: Q7CoreResult[] }>;
   /** Takes the stdio the kernels wrote since the last drain. */
@@ -278,10 +292,19 @@ export class ClusterHandle {
     this.#observer = observer;
   }
 
-  /** Prepares a library once per cluster, keyed by `key`; synchronous (`undefined`) when it is prepared already. */
+  /**
+   * Prepares a library once per cluster, keyed by `key`; synchronous (`undefined`) when it is prepared already, which
+   * marks it used. The keys the cluster evicted to make room are forgotten, so their next use prepares them again.
+   */
   ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined {
-    if (this.#prepared.has(key)) return undefined;
-    return this.#cluster.prepare(key, image()).then(() => void this.#prepared.add(key));
+    if (this.#prepared.has(key)) {
+      this.#cluster.touch?.(key);
+      return undefined;
+    }
+    return this.#cluster.prepare(key, image()).then((evicted) => {
+      for (const k of evicted ?? []) this.#prepared.delete(k);
+      this.#prepared.add(key);
+    });
   }
 
   /** The cluster's staged stdio entries. */

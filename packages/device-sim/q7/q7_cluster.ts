@@ -15,6 +15,15 @@
  * rings the participating Workers' doorbell words (`Atomics.notify`) and awaits the last core's report with
  * `Atomics.waitAsync` — the simulated EXTENDED_INST 0xF0 hand-off and DRAIN join (seed: spmd-teardown §4.3).
  *
+ * Ours: the prepared libraries are bounded, {@linkcode Q7ClusterOptions.maxLibraries} per cluster (default
+ * {@linkcode DEFAULT_Q7_MAX_LIBRARIES}, the firmware's slot 0 not counted), least recently used out first. A dispatch
+ * or a {@linkcode Q7Cluster.touch} (a prepare of a key already prepared too) marks a library used; preparing a new one
+ * at the cap first drops the least recently used one from every Worker (its instances and cached exports) and frees
+ * its slot for reuse, so a server whose clients load ever new libraries keeps its Workers' memory bounded. The library
+ * of the dispatch in flight is never the one evicted (a prepare cannot even start while a dispatch is on the cores:
+ * the cluster is busy). Whoever keeps its own record of prepared keys learns the evicted ones from
+ * {@linkcode Q7Cluster.prepare}'s result, and prepares them again on their next use.
+ *
  * @example Run a kernel on all 8 cores
  * ```ts ignore
  * const cluster = await Q7Cluster.create({ sbufBytes: 28 << 20 });
@@ -170,7 +179,19 @@ export interface Q7ClusterOptions {
    * k, k + workers, …; what the kernels and the host observe does not depend on it.
    */
   workers?: number;
+  /**
+   * Custom-op libraries kept prepared at once, an integer ≥ 1 (default {@linkcode DEFAULT_Q7_MAX_LIBRARIES}; ours):
+   * preparing one more evicts the least recently used. The firmware is not counted.
+   */
+  maxLibraries?: number;
 }
+
+/**
+ * The default {@linkcode Q7ClusterOptions.maxLibraries} (ours): 32 libraries per NeuronCore besides the firmware —
+ * a NEFF brings a few (the base ext-ISA library and its custom-op libraries), so a cluster holds the libraries of many
+ * models at once, while a client that loads ever new ones cannot grow the Workers' memory without bound.
+ */
+export const DEFAULT_Q7_MAX_LIBRARIES = 32;
 
 /** The environment variable that sets the default {@linkcode Q7ClusterOptions.workers}: an integer from 1 to 8. */
 export const Q7_WORKERS_ENV = "NRT_SIM_Q7_WORKERS";
@@ -237,13 +258,20 @@ export class Q7Cluster {
   readonly sbufBytes: number;
   /** The number of Workers the 8 cores run on (Worker k runs cores k, k + workers, …). */
   readonly workers: number;
+  /** The most custom-op libraries kept prepared at once ({@linkcode Q7ClusterOptions.maxLibraries}). */
+  readonly maxLibraries: number;
 
   #workers: Worker[];
   #replies: Array<Array<{ resolve(r: Reply): void; reject(e: Error): void }>>;
   #i32: Int32Array; // mailbox words
   #u8: Uint8Array;
   #view: DataView;
+  /** Prepared libraries → slot, least recently used first (a use moves a key to the end). */
   #slots = new Map<string, number>();
+  /** Slots of evicted libraries, reused before a new slot number is taken (slots stay within 1..maxLibraries). */
+  #freeSlots: number[] = [];
+  /** The library key of the dispatch on the cores, never evicted. */
+  #inFlight: string | undefined;
   #booted = false;
   #fns = new Map<string, FnEntry>();
   #nextFnId = 1;
@@ -255,10 +283,11 @@ export class Q7Cluster {
   #decoders = new Map<number, TextDecoder>();
   #failure: Error | undefined;
 
-  private constructor(memory: WebAssembly.Memory, sbufBytes: number, workers: number) {
+  private constructor(memory: WebAssembly.Memory, sbufBytes: number, workers: number, maxLibraries: number) {
     this.memory = memory;
     this.sbufBytes = sbufBytes;
     this.workers = workers;
+    this.maxLibraries = maxLibraries;
     const buffer = memory.buffer;
     this.#i32 = new Int32Array(buffer, MAILBOX, (buffer.byteLength - MAILBOX) >> 2);
     this.#u8 = new Uint8Array(buffer);
@@ -302,6 +331,10 @@ export class Q7Cluster {
         `Cannot create Q7 cluster: workers is ${workers}, expected an integer from 1 to ${Q7_CORES}`,
       );
     }
+    const maxLibraries = opts.maxLibraries ?? DEFAULT_Q7_MAX_LIBRARIES;
+    if (!Number.isInteger(maxLibraries) || maxLibraries < 1) {
+      throw new RangeError(`Cannot create Q7 cluster: maxLibraries is ${maxLibraries}, expected an integer ≥ 1`);
+    }
     const pages = (SBUF_BASE + sbufBytes) / PAGE_BYTES;
     if (!Number.isInteger(pages) || sbufBytes <= 0 || pages > 65536) {
       throw new RangeError(
@@ -309,7 +342,7 @@ export class Q7Cluster {
       );
     }
     const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
-    const cluster = new Q7Cluster(memory, sbufBytes, workers);
+    const cluster = new Q7Cluster(memory, sbufBytes, workers, maxLibraries);
     try {
       await Promise.all(
         cluster.#workers.map((_, w) =>
@@ -340,8 +373,9 @@ export class Q7Cluster {
     try {
       this.#u8.fill(0, IMAGE_BASE, IMAGE_BASE + IMAGE_BYTES);
       this.#u8.set(firmware.dram, IMAGE_BASE);
-      const replies = await this.#loadAll(0, firmware.iram, "Cannot boot Q7 firmware");
-      for (const key of [...this.#fns.keys()]) if (key.startsWith("0\0")) this.#fns.delete(key);
+      const context = "Cannot boot Q7 firmware";
+      const replies = await this.#loadAll(0, await this.#compile(firmware.iram, context), context);
+      this.#forgetFunctions(0);
       this.#booted = true;
       return replies[0].info ?? {};
     } finally {
@@ -351,22 +385,64 @@ export class Q7Cluster {
 
   /**
    * Compiles a custom-op library and instantiates it on all 8 cores, once per key (a key already prepared is
-   * left as it is).
+   * left as it is, and marked used). At {@linkcode Q7Cluster.maxLibraries} the least recently used library (never the
+   * one of a dispatch in flight) is evicted first: every Worker drops its instances and its slot is reused.
    *
    * @param key the name dispatches use for this library
    * @param wasm the library's wasm binary
+   * @returns the keys evicted to make room (none when `key` was prepared already or there was room)
    */
-  async prepare(key: string, wasm: Uint8Array): Promise<void> {
+  async prepare(key: string, wasm: Uint8Array): Promise<string[]> {
     if (key === "") throw new TypeError('Cannot prepare Q7 library: key "" names the firmware');
-    if (this.#slots.has(key)) return;
+    if (this.touch(key)) return [];
     this.#enter(`prepare Q7 library "${key}"`);
     try {
-      const slot = this.#slots.size + 1;
-      await this.#loadAll(slot, wasm, `Cannot prepare Q7 library "${key}"`);
+      const context = `Cannot prepare Q7 library "${key}"`;
+      const module = await this.#compile(wasm, context);
+      const evicted: string[] = [];
+      while (this.#slots.size >= this.maxLibraries) {
+        const victim = [...this.#slots.keys()].find((k) => k !== this.#inFlight);
+        if (victim === undefined) break;
+        await this.#evict(victim);
+        evicted.push(victim);
+      }
+      const slot = this.#freeSlots.pop() ?? this.#slots.size + 1;
+      try {
+        await this.#loadAll(slot, module, context);
+      } catch (e) {
+        this.#freeSlots.push(slot);
+        throw e;
+      }
       this.#slots.set(key, slot);
+      return evicted;
     } finally {
       this.#busy = false;
     }
+  }
+
+  /**
+   * Marks a prepared library used (it becomes the last to be evicted): what a caller that keeps its own record of
+   * prepared keys does when it finds `key` there.
+   *
+   * @param key the library key
+   * @returns whether `key` is prepared
+   */
+  touch(key: string): boolean {
+    const slot = this.#slots.get(key);
+    if (slot === undefined) return false;
+    this.#slots.delete(key);
+    this.#slots.set(key, slot);
+    return true;
+  }
+
+  /** The number of custom-op libraries prepared now (the firmware not counted), at most `maxLibraries`. */
+  get libraryCount(): number {
+    return this.#slots.size;
+  }
+
+  /** The prepared library keys, least recently used first. */
+  get libraries(): string[] {
+    return [...this.#slots.keys()];
   }
 
   /**
@@ -382,6 +458,7 @@ export class Q7Cluster {
     try {
       signal?.throwIfAborted();
       const slot = op.key === "" ? (this.#booted ? 0 : undefined) : this.#slots.get(op.key);
+      if (slot !== undefined && op.key !== "") this.touch(op.key);
       if (slot === undefined) {
         throw new Error(
           `Cannot dispatch "${op.fn}": ${op.key === "" ? "no firmware booted" : `library "${op.key}" is not prepared`}`,
@@ -398,6 +475,7 @@ export class Q7Cluster {
         this.#busy = false;
         throw e;
       }
+      this.#inFlight = op.key;
       return this.#run(slot, fn, op.totalCpus, signal);
     } catch (e) {
       return Promise.reject(e);
@@ -496,22 +574,45 @@ export class Q7Cluster {
     });
   }
 
-  /** Compiles `wasm` (loops guarded) and instantiates it as `slot` on every core (Worker 0's reply first). */
-  async #loadAll(slot: number, wasm: Uint8Array, context: string): Promise<Reply[]> {
-    let module: WebAssembly.Module;
+  /** Compiles `wasm` with its loops guarded. */
+  async #compile(wasm: Uint8Array, context: string): Promise<WebAssembly.Module> {
     try {
-      module = await WebAssembly.compile(guardLoops(wasm, KILL_FLAG_ADDR) as Uint8Array<ArrayBuffer>);
+      return await WebAssembly.compile(guardLoops(wasm, KILL_FLAG_ADDR) as Uint8Array<ArrayBuffer>);
     } catch (e) {
       throw new Error(`${context}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
-    const pending = this.#workers.map((_, w) => this.#request(w, { type: "load", slot, module }));
-    // Parked Workers only see messages after returning to their event loop: ring CMD_YIELD.
-    Atomics.store(this.#i32, MB_CMD, CMD_YIELD);
-    this.#ring(Q7_CORES);
-    const replies = await Promise.all(pending);
+  }
+
+  /** Instantiates `module` as `slot` on every core (Worker 0's reply first). */
+  async #loadAll(slot: number, module: WebAssembly.Module, context: string): Promise<Reply[]> {
+    const replies = await this.#postAll({ type: "load", slot, module });
     const failed = replies.find((r) => r.error !== undefined);
     if (failed) throw new Error(`${context}: ${failed.error}`);
     return replies;
+  }
+
+  /** Evicts a prepared library: every Worker drops its instances and cached exports, and its slot is freed. */
+  async #evict(key: string): Promise<void> {
+    const slot = this.#slots.get(key)!;
+    await this.#postAll({ type: "unload", slot });
+    this.#slots.delete(key);
+    this.#forgetFunctions(slot);
+    this.#freeSlots.push(slot);
+  }
+
+  /** Posts `message` to every Worker and waits for all replies (Worker 0's first). */
+  #postAll(message: { type: string; slot: number; module?: WebAssembly.Module }): Promise<Reply[]> {
+    const pending = this.#workers.map((_, w) => this.#request(w, message));
+    // Parked Workers only see messages after returning to their event loop: ring CMD_YIELD.
+    Atomics.store(this.#i32, MB_CMD, CMD_YIELD);
+    this.#ring(Q7_CORES);
+    return Promise.all(pending);
+  }
+
+  /** Drops the function ids of `slot` (the slot is booted again or reused by another library). */
+  #forgetFunctions(slot: number): void {
+    const prefix = `${slot}\0`;
+    for (const key of [...this.#fns.keys()]) if (key.startsWith(prefix)) this.#fns.delete(key);
   }
 
   #fnEntry(slot: number, fn: string): FnEntry {
@@ -603,6 +704,7 @@ export class Q7Cluster {
 
   #complete(totalCpus: number): DispatchResult {
     this.#busy = false;
+    this.#inFlight = undefined;
     const view = this.#view;
     const cores: CoreResult[] = [];
     for (let cpu = 0; cpu < Q7_CORES; cpu++) {

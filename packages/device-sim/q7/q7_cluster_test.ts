@@ -2,7 +2,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { Dtype, KILL_FLAG_ADDR, SBUF_BASE, STDIO_ENTRIES } from "./_abi.ts";
 import { guardLoops } from "./_loop_guard.ts";
-import { defaultQ7Workers, type DispatchResult, Q7_WORKERS_ENV, Q7Cluster, type TensorDesc } from "./q7_cluster.ts";
+import {
+  DEFAULT_Q7_MAX_LIBRARIES,
+  defaultQ7Workers,
+  type DispatchResult,
+  Q7_WORKERS_ENV,
+  Q7Cluster,
+  type TensorDesc,
+} from "./q7_cluster.ts";
 
 const SBUF_BYTES = 28 << 20; // Cayman
 const ARCH_ID = 0xca7a0003;
@@ -609,6 +616,137 @@ describe("Q7Cluster workers", () => {
     expect(defaultQ7Workers({})).toBe(Math.min(8, cpus));
     expect(defaultQ7Workers({ [Q7_WORKERS_ENV]: "" })).toBe(Math.min(8, cpus));
   });
+});
+
+/** `kernel(name)` with a custom section holding `n` appended: the same code, distinct bytes (a distinct library). */
+function variant(name: string, n: number): Uint8Array {
+  const wasm = kernel(name);
+  const payload = [1, 0x76, n & 0xff, (n >> 8) & 0xff, (n >> 16) & 0xff, n >>> 24]; // name "v", then n (u32)
+  return new Uint8Array([...wasm, 0, payload.length, ...payload]);
+}
+
+describe("Q7Cluster libraries", () => {
+  const NONE = { inputs: [], outputs: [] };
+
+  async function booted(maxLibraries: number): Promise<Q7Cluster> {
+    const cluster = await Q7Cluster.create({ sbufBytes: 4 << 20, workers: 2, maxLibraries });
+    await cluster.boot({ iram: kernel("stock_pool"), dram: new Uint8Array(4) });
+    return cluster;
+  }
+
+  async function vectorAdd(cluster: Q7Cluster, key: string, n: number): Promise<void> {
+    const arena = new SbufArena(cluster);
+    const a = arena.f32([n], randomF32(n, n)), b = arena.f32([n], randomF32(n, n + 1)), c = arena.f32([n]);
+    const r = await cluster.dispatch({
+      key,
+      fn: "vector_add",
+      totalCpus: 8,
+      args: { inputs: [a.desc, b.desc], outputs: [c.desc] },
+    });
+    expectAllOk(r, 8);
+    const expected = a.view.map((v, i) => v + b.view[i]);
+    expect({ key, mismatch: firstMismatch(c.view, expected, 0) }).toEqual({ key, mismatch: undefined });
+  }
+
+  test("Q7Cluster.create() takes maxLibraries as an integer ≥ 1, 32 by default", async () => {
+    for (const maxLibraries of [0, 1.5, -1]) {
+      await expect(Q7Cluster.create({ sbufBytes: 1 << 20, workers: 1, maxLibraries })).rejects.toThrow(RangeError);
+    }
+    expect(DEFAULT_Q7_MAX_LIBRARIES).toBe(32);
+    const cluster = await Q7Cluster.create({ sbufBytes: 1 << 20, workers: 1 });
+    expect(cluster.maxLibraries).toBe(DEFAULT_Q7_MAX_LIBRARIES);
+    cluster.terminate();
+  });
+
+  test("Q7Cluster.prepare() past maxLibraries evicts the least recently used; an evicted library prepares again and computes", async () => {
+    const cluster = await booted(3);
+    try {
+      const key = (i: number) => `va${i}`;
+      for (let i = 0; i < 3; i++) expect(await cluster.prepare(key(i), variant("vector_add", i))).toEqual([]);
+      expect(cluster.libraries).toEqual(["va0", "va1", "va2"]);
+      await vectorAdd(cluster, "va0", 9); // a dispatch marks va0 used
+      expect(await cluster.prepare("va3", variant("vector_add", 3))).toEqual(["va1"]);
+      expect(cluster.libraries).toEqual(["va2", "va0", "va3"]);
+      expect(cluster.touch("va2")).toBe(true); // so does a touch, and a prepare of a prepared key
+      expect(await cluster.prepare("va0", variant("vector_add", 0))).toEqual([]);
+      expect(cluster.touch("va1")).toBe(false);
+      expect(await cluster.prepare("va4", variant("vector_add", 4))).toEqual(["va3"]);
+      expect(cluster.libraries).toEqual(["va2", "va0", "va4"]);
+      expect(cluster.libraryCount).toBe(3);
+      await expect(cluster.dispatch({ key: "va1", fn: "vector_add", totalCpus: 8, args: NONE })).rejects.toThrow(
+        'library "va1" is not prepared',
+      );
+      expect(await cluster.prepare("va1", variant("vector_add", 1))).toEqual(["va2"]);
+      for (const k of ["va1", "va0", "va4"]) await vectorAdd(cluster, k, 65_537);
+      expect(cluster.libraryCount).toBe(3);
+      expectAllOk(await cluster.dispatch({ key: "", fn: "noop", totalCpus: 8, args: NONE }), 8); // firmware: slot 0
+    } finally {
+      cluster.terminate();
+    }
+  });
+
+  test("Q7Cluster: a reused slot runs only its new library, with per-core faults attributed as before", async () => {
+    const cluster = await booted(2);
+    try {
+      await cluster.prepare("cores", coreTellingLibrary());
+      const first = outcome(await cluster.dispatch({ key: "cores", fn: "per_core", totalCpus: 8, args: NONE }));
+      await cluster.prepare("faults", kernel("faults"));
+      expect(
+        outcome(await cluster.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: NONE })).map((c) => c.status),
+      )
+        .toEqual(Array(8).fill("trap"));
+      // Evict "cores" then "faults" (least recently used first); their slots go to two no-op libraries.
+      expect(await cluster.prepare("n0", variant("noop", 0))).toEqual(["cores"]);
+      expect(await cluster.prepare("n1", variant("noop", 1))).toEqual(["faults"]);
+      // Workers dropped the evicted instances and their cached exports: "trap" is not in the library now in the slot.
+      for (const key of ["n0", "n1"]) {
+        expect(outcome(await cluster.dispatch({ key, fn: "trap", totalCpus: 8, args: NONE })).map((c) => c.status))
+          .toEqual(Array(8).fill("missing-function"));
+        expectAllOk(await cluster.dispatch({ key, fn: "noop", totalCpus: 8, args: NONE }), 8);
+      }
+      await cluster.prepare("cores", coreTellingLibrary());
+      expect(outcome(await cluster.dispatch({ key: "cores", fn: "per_core", totalCpus: 8, args: NONE }))).toEqual(
+        first,
+      );
+    } finally {
+      cluster.terminate();
+    }
+  });
+
+  test("Q7Cluster never evicts the library of the dispatch in flight, and terminate() still stops its spinning cores", async () => {
+    const cluster = await booted(2);
+    try {
+      await cluster.prepare("a", variant("noop", 0));
+      await cluster.prepare("b", variant("noop", 1));
+      expect(await cluster.prepare("faults", kernel("faults"))).toEqual(["a"]); // into a reused slot
+      await cluster.prepare("b", variant("noop", 1)); // "faults" is now the least recently used
+      const spinning = cluster.dispatch({ key: "faults", fn: "spin", totalCpus: 8, args: NONE });
+      await expect(cluster.prepare("c", variant("noop", 2))).rejects.toThrow("busy");
+      expect(cluster.libraries).toEqual(["b", "faults"]);
+      cluster.terminate(); // the loop guard stops the spinning cores of the reused slot
+      await expect(spinning).rejects.toThrow("terminated");
+    } finally {
+      cluster.terminate();
+    }
+  });
+
+  test("Q7Cluster (2 Workers) preparing many distinct libraries keeps its library count at the cap", async () => {
+    const cluster = await booted(4);
+    try {
+      const counts = new Set<number>();
+      for (let i = 0; i < 48; i++) {
+        const key = `noop${i}`;
+        const evicted = await cluster.prepare(key, variant("noop", i));
+        expect(evicted).toEqual(i < 4 ? [] : [`noop${i - 4}`]);
+        expectAllOk(await cluster.dispatch({ key, fn: "noop", totalCpus: 8, args: NONE }), 8);
+        counts.add(cluster.libraryCount);
+      }
+      expect([...counts]).toEqual([1, 2, 3, 4]);
+      expect(cluster.libraries).toEqual(["noop44", "noop45", "noop46", "noop47"]);
+    } finally {
+      cluster.terminate();
+    }
+  }, 30_000);
 });
 
 describe("guardLoops()", () => {

@@ -10,8 +10,10 @@
  * (`WORKER_LAYOUT` in _abi.ts).
  *
  * Messages from the cluster (counted in MB_POSTED and followed by a CMD_YIELD ring, so a parked Worker returns to
- * its event loop): `{ type: "init", memory, worker, cores, layout }`, `{ type: "load", slot, module }`. Replies:
- * `{ type: "ready" }`, `{ type: "loaded", slot, error?, info? }`.
+ * its event loop): `{ type: "init", memory, worker, cores, layout }`, `{ type: "load", slot, module }`,
+ * `{ type: "unload", slot }` (the cluster evicted the slot's library, ours: its instances and cached exports are
+ * dropped, and the slot may be loaded again with another library). Replies: `{ type: "ready" }`,
+ * `{ type: "loaded", slot, error?, info? }`, `{ type: "unloaded", slot }`.
  *
  * @module
  */
@@ -38,7 +40,8 @@ let handled = 0; // messages handled, compared with the cluster's MB_POSTED coun
 let parkScheduled = false;
 /** @type {Array<Array<WebAssembly.Instance> | undefined>} slot → one instance per core of `cores` */
 const libraries = [];
-/** @type {Map<number, Array<() => void> | null>} function id → the export of each core's instance */
+/** @type {Map<number, { slot: number, fns: Array<() => void> | null }>} function id → its slot and the export of
+ * each core's instance */
 const functions = new Map();
 const decoder = new TextDecoder();
 const encoder = new TextEncoder();
@@ -109,7 +112,7 @@ const env = {
  */
 function resolve(slot, fnId) {
   const cached = functions.get(fnId);
-  if (cached !== undefined) return cached;
+  if (cached !== undefined) return cached.fns;
   const name = decoder.decode(u8.slice(L.FN_NAME, L.FN_NAME + Atomics.load(i32, L.MB_FN_NAME_LEN)));
   const instances = libraries[slot];
   /** @type {Array<() => void> | null} */
@@ -117,7 +120,7 @@ function resolve(slot, fnId) {
   if (instances !== undefined && typeof instances[0]?.exports[name] === "function") {
     found = instances.map((instance) => /** @type {() => void} */ (instance.exports[name]));
   }
-  functions.set(fnId, found);
+  functions.set(fnId, { slot, fns: found });
   return found;
 }
 
@@ -234,8 +237,15 @@ function replyThenPark(/** @type {unknown} */ message) {
   schedulePark();
 }
 
+/** Drops the instances of `slot` and the exports cached from them. */
+function unload(/** @type {number} */ slot) {
+  libraries[slot] = undefined;
+  for (const [id, entry] of functions) if (entry.slot === slot) functions.delete(id);
+}
+
 /** Instantiates `module` as `slot` once per core of this Worker (each core has its own globals). */
 function load(/** @type {number} */ slot, /** @type {WebAssembly.Module} */ module) {
+  unload(slot);
   try {
     /** @type {WebAssembly.Instance[]} */
     const instances = [];
@@ -276,5 +286,8 @@ globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
     replyThenPark({ type: "ready" });
   } else if (msg.type === "load") {
     load(msg.slot, msg.module);
+  } else if (msg.type === "unload") {
+    unload(msg.slot);
+    replyThenPark({ type: "unloaded", slot: msg.slot });
   }
 };
