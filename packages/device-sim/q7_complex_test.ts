@@ -1,8 +1,18 @@
 import { describe, expect, test } from "bun:test";
 import type { SiliconSpec } from "@nrt/core/hal";
-import { encodeOpcodeTable, libraryTag, NotificationKind, Opcode, Q7Map } from "@nrt/core/isa";
+import {
+  encodeOpcodeTable,
+  type Instruction,
+  libraryKey,
+  libraryTag,
+  NotificationKind,
+  Opcode,
+  Q7Map,
+} from "@nrt/core/isa";
+import { readFileSync } from "node:fs";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
-import type { Q7ClusterPort, Q7CoreResult, Q7DispatchOp } from "./q7_complex.ts";
+import type { Q7ClusterFactory, Q7ClusterPort, Q7CoreResult, Q7DispatchOp } from "./q7_complex.ts";
+import { Q7Cluster } from "./q7/q7_cluster.ts";
 import { TpbFaultMask } from "./sequencer.ts";
 import { TestHost } from "./_testing.ts";
 
@@ -201,6 +211,186 @@ describe("Q7Complex", () => {
     await h.fire(1);
     expect((await h.read()).records.map((r) => r.mask)).toEqual([TpbFaultMask.Q7_BOOT]);
     expect(log.created).toBe(0);
+    await h.portal.close();
+  });
+});
+
+function kernel(name: string): Uint8Array {
+  return new Uint8Array(readFileSync(new URL(`../../kernels/wasm/${name}.wasm`, import.meta.url)));
+}
+
+/** The no-op kernel with a custom section holding `n` appended: the same code, distinct bytes (a distinct library). */
+function noopLibrary(n: number): Uint8Array {
+  return new Uint8Array([...kernel("noop"), 0, 3, 1, 0x76, n]);
+}
+
+/**
+ * Real clusters (2 Workers, at most `maxLibraries` libraries) whose prepares, evictions and dispatches are logged
+ * with the libraries' labels (`name`: key → label).
+ */
+function boundedFactory(maxLibraries: number, name: Map<string, string>) {
+  const log: string[] = [];
+  const counts: number[] = [];
+  const label = (key: string) => key === "" ? "fw" : name.get(key) ?? key;
+  const factory: Q7ClusterFactory = async (o) => {
+    const c = await Q7Cluster.create({ sbufBytes: o.sbufBytes, workers: 2, maxLibraries });
+    return {
+      memory: c.memory,
+      boot: (fw) => c.boot(fw),
+      prepare: async (key, wasm) => {
+        const evicted = await c.prepare(key, wasm);
+        log.push(`prepare ${label(key)}${evicted.length > 0 ? ` evicting ${evicted.map(label).join(" ")}` : ""}`);
+        counts.push(c.libraryCount);
+        return evicted;
+      },
+      touch: (key) => c.touch(key),
+      dispatch: (op, signal) => {
+        log.push(`dispatch ${label(op.key)}`);
+        return c.dispatch(op, signal);
+      },
+      drainStdio: () => c.drainStdio(),
+      terminate: () => c.terminate(),
+    };
+  };
+  return { factory, log, counts };
+}
+
+/** The key the device prepares a library image under. */
+function keyOf(image: Uint8Array): string {
+  return libraryKey(libraryTag(image), image.length);
+}
+
+/**
+ * Installs a model whose PREAMBLE loads `libs` (ULIB_LOAD each) and whose body runs each library's `noop` on 8 cores
+ * in turn.
+ */
+async function stageModel(
+  h: TestHost,
+  libs: Uint8Array[],
+  at: { doorbell: number; slot: number; model: number },
+): Promise<void> {
+  const placed = [];
+  for (const image of libs) placed.push({ image, mem: await h.put(image) });
+  const table = await h.put(encodeOpcodeTable({
+    m2s: [],
+    s2m: [],
+    entries: placed.map(({ image, mem }, i) => ({
+      opcode: 0x10 + i,
+      cpuIdFlag: false,
+      totalCpus: 8,
+      libAddr: mem.pa,
+      libBytes: mem.bytes,
+      libTag: libraryTag(image),
+      name: "noop",
+    })),
+  }));
+  const program: Instruction[] = [
+    ...libs.map((_, lib) => ({ op: Opcode.ULIB_LOAD, lib, libs: libs.length, opcodeTable: table.pa } as const)),
+    { op: Opcode.MODEL_SWITCH, model: at.model, opcodeTable: table.pa },
+    ...libs.flatMap((
+      _,
+      i,
+    ) => [{ op: Opcode.EXTENDED_INST, opcode: 0x10 + i, call: 0 } as const, { op: Opcode.DRAIN } as const]),
+    { op: Opcode.NOTIFY, kind: NotificationKind.EXEC_DONE, value: 0 },
+  ];
+  await h.installStream(program, at.doorbell, at.slot, at.model);
+}
+
+describe("Q7Complex libraries", () => {
+  const FIRMWARE = { iram: kernel("stock_pool"), dram: new Uint8Array(4) };
+
+  test("Q7Complex: a library the cluster evicted is prepared again by the next ULIB_LOAD, never between a run's ULIB_LOAD and its EXTENDED_INST", async () => {
+    const name = new Map<string, string>();
+    const { factory, log, counts } = boundedFactory(2, name);
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });
+    await h.attachNq(16);
+    await h.bootQ7(FIRMWARE);
+    const libs = [0, 1, 2, 3].map(noopLibrary);
+    ["a0", "a1", "b0", "b1"].forEach((label, i) => name.set(keyOf(libs[i]), label));
+    await stageModel(h, libs.slice(0, 2), { doorbell: 1, slot: 0, model: 1 });
+    await stageModel(h, libs.slice(2), { doorbell: 2, slot: 1, model: 2 });
+    // The installs staged each model's libraries; B's evicted A's (the cap is 2).
+    expect(log.splice(0)).toEqual(["prepare a0", "prepare a1", "prepare b0 evicting a0", "prepare b1 evicting a1"]);
+    for (let round = 0; round < 2; round++) {
+      await h.fire(1);
+      // ULIB_LOAD prepares A's libraries again; the EXTENDED_INSTs find them (no prepare between load and op).
+      expect(log.splice(0)).toEqual([
+        "prepare a0 evicting b0",
+        "prepare a1 evicting b1",
+        "dispatch a0",
+        "dispatch a1",
+      ]);
+      await h.fire(2);
+      expect(log.splice(0)).toEqual([
+        "prepare b0 evicting a0",
+        "prepare b1 evicting a1",
+        "dispatch b0",
+        "dispatch b1",
+      ]);
+      // A second run of B finds its libraries prepared: its ULIB_LOADs mark them used and prepare nothing.
+      await h.fire(2);
+      expect(log.splice(0)).toEqual(["dispatch b0", "dispatch b1"]);
+    }
+    expect(Math.max(...counts)).toBe(2);
+    expect((await h.read()).records.map((r) => [r.kind, r.model])).toEqual(
+      [1, 2, 2, 1, 2, 2].map((model) => [NotificationKind.EXEC_DONE, model]),
+    );
+    expect(h.portal.sequencerFaults(0, 0)).toEqual([]);
+    await h.portal.close();
+  });
+
+  test("Q7Complex: a ULIB_LOAD marks its library used, so the other model's library is the one evicted", async () => {
+    const name = new Map<string, string>();
+    const { factory, log } = boundedFactory(2, name);
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });
+    await h.attachNq(16);
+    await h.bootQ7(FIRMWARE);
+    const [shared, other, third] = [0, 1, 2].map(noopLibrary);
+    name.set(keyOf(shared), "s").set(keyOf(other), "b").set(keyOf(third), "c");
+    await stageModel(h, [shared], { doorbell: 1, slot: 0, model: 1 });
+    await stageModel(h, [other], { doorbell: 2, slot: 1, model: 2 });
+    await stageModel(h, [shared, third], { doorbell: 3, slot: 2, model: 3 });
+    // Staging C found s prepared (and marked it used), so c evicted b.
+    expect(log.splice(0)).toEqual(["prepare s", "prepare b", "prepare c evicting b"]);
+    await h.fire(1); // s: a hit
+    await h.fire(2); // b again, evicting c; s is now the least recently used
+    await h.fire(3); // C's ULIB_LOAD of s is a hit that marks s used, so c evicts b, not s
+    expect(log.splice(0)).toEqual([
+      "dispatch s",
+      "prepare b evicting c",
+      "dispatch b",
+      "prepare c evicting b",
+      "dispatch s",
+      "dispatch c",
+    ]);
+    expect((await h.read()).records.map((r) => r.model)).toEqual([1, 2, 3]);
+    await h.portal.close();
+  });
+
+  test("Q7Complex: a run loading more libraries than the cap still runs — each EXTENDED_INST prepares its library again", async () => {
+    const name = new Map<string, string>();
+    const { factory, log, counts } = boundedFactory(2, name);
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });
+    await h.attachNq(16);
+    await h.bootQ7(FIRMWARE);
+    const libs = [0, 1, 2].map(noopLibrary);
+    libs.forEach((image, i) => name.set(keyOf(image), `c${i}`));
+    await stageModel(h, libs, { doorbell: 1, slot: 0, model: 1 });
+    expect(log.splice(0)).toEqual(["prepare c0", "prepare c1", "prepare c2 evicting c0"]);
+    await h.fire(1);
+    expect(log.splice(0)).toEqual([
+      "prepare c0 evicting c1",
+      "prepare c1 evicting c2",
+      "prepare c2 evicting c0",
+      "prepare c0 evicting c1",
+      "dispatch c0",
+      "prepare c1 evicting c2",
+      "dispatch c1",
+      "prepare c2 evicting c0",
+      "dispatch c2",
+    ]);
+    expect(Math.max(...counts)).toBe(2);
+    expect((await h.read()).records.map((r) => [r.kind, r.model])).toEqual([[NotificationKind.EXEC_DONE, 1]]);
     await h.portal.close();
   });
 });
