@@ -1,6 +1,9 @@
 /**
- * The default {@linkcode Q7ClusterFactory}: the Worker-based `Q7Cluster` of `q7/`. Creating one starts 8 Workers,
- * so the simulator calls it lazily, on a NeuronCore's first EXTENDED_INST (seed: runtime-synthesis §3.3).
+ * The default {@linkcode Q7ClusterFactory}: the Worker-based `Q7Cluster` of `q7/`, its 8 simulated cores multiplexed
+ * onto W Workers, W = min(8, CPUs) (or `NRT_SIM_Q7_WORKERS`, see `defaultQ7Workers`), with the default bound on
+ * prepared libraries (`DEFAULT_Q7_MAX_LIBRARIES`, ours). Starting Workers is slow, so the simulator creates a cluster
+ * once per NeuronCore and keeps it: when a stream is installed on cores already released, else on the NeuronCore's
+ * first EXTENDED_INST (seed: runtime-synthesis §3.3).
  *
  * @module
  */
