@@ -8,6 +8,12 @@
  * issued them; each answer carries the request's id, and a NOTIFICATION_WAIT answers whenever the head moves (or
  * is cancelled) while later requests proceed.
  *
+ * When a NOTIFICATION_WAIT's head moves, the answer carries a snapshot of what the host reads next on that
+ * NeuronCore ({@linkcode WakeSnapshot}, ours): the NQ head and cause, the ring records from the host's tail (the wait's
+ * `head`) to the new head, and each stdio ring's write index (the rings the Q7 file-IO table points at). Where those
+ * live (the core's layout) is read once and kept until a host write may change it. It is read with no request of the session started in between — a snapshot torn by one is not sent —
+ * and names the last request started before it, so the client can tell which of its writes it reflects.
+ *
  * The daemon hands request bodies to the portal as views of the received bytes; the portal must consume them
  * before returning (the simulator copies synchronously).
  *
@@ -19,12 +25,22 @@
  */
 import { NrtError, NrtStatus, type Portal } from "@nrt/core";
 import { ncBlock, type SiliconSpec } from "@nrt/core/hal";
+import {
+  NOTIFICATION_BYTES,
+  NqRegister,
+  POOL_STDIO_DESCRIPTOR_BYTES,
+  POOL_STDIO_INFO_TABLE_BYTES,
+  POOL_STDIO_MAGIC,
+  POOL_STDIO_SLOTS,
+  PoolStdioDescriptor,
+} from "@nrt/core/isa";
 import type { DeviceMemory } from "@nrt/core/portal";
 import { type CoreGrant, CoreOwnership, describeOwner } from "./core_ownership.ts";
 import type { Link, LinkEvents } from "./link.ts";
 import {
   BodyReader,
   encodeText,
+  encodeWakeSnapshot,
   ErrorKind,
   type Frame,
   FrameBuilder,
@@ -33,6 +49,7 @@ import {
   POSTED,
   PROTOCOL_VERSION,
   RESPONSE,
+  type WakeSnapshot,
 } from "./protocol.ts";
 
 /** Options of {@linkcode DeviceDaemon}. */
@@ -71,8 +88,32 @@ interface Session {
   hello: boolean;
   closed: boolean;
   readonly allocations: Map<number, DeviceMemory>;
+  /** The same allocations by physical address (what device registers and descriptors name). */
+  readonly byPa: Map<number, DeviceMemory>;
+  /** The id of the last request started (dispatched). */
+  started: number;
+  /** Per `device:nc`, where the NQ ring and the stdio write indices live (what a wake snapshot reads). */
+  readonly layouts: Map<string, { readonly read: Promise<CoreLayout>; value?: CoreLayout }>;
   readonly waits: Map<number, AbortController>;
   reclaimed?: Promise<void>;
+}
+
+/**
+ * Where a NeuronCore's NQ ring and stdio write indices live in a session's allocations, as the NQ base and capacity
+ * registers, the file-IO table register and the stdio block's descriptors name them. Only host writes change those,
+ * and every one passes through the daemon, which drops the layouts it may change ({@linkcode DeviceDaemon}).
+ */
+interface CoreLayout {
+  /** BAR0 offset of the NQ register block. */
+  readonly nq: number;
+  /** The ring allocation, when the NQ base names one of the session's allocations. */
+  readonly ring?: DeviceMemory;
+  /** Records the ring holds. */
+  readonly capacity: number;
+  /** Each stdio ring's write index: the ring allocation and the offset of the u32 in it. */
+  readonly writeIndices: ReadonlyArray<{ readonly memory: DeviceMemory; readonly offset: number }>;
+  /** The stdio block (a write to its descriptor table changes the layout). */
+  readonly block?: DeviceMemory;
 }
 
 const EMPTY = new Uint8Array(0);
@@ -121,6 +162,9 @@ export class DeviceDaemon {
       hello: false,
       closed: false,
       allocations: new Map(),
+      byPa: new Map(),
+      started: 0,
+      layouts: new Map(),
       waits: new Map(),
     };
     this.#sessions.set(s.id, s);
@@ -190,6 +234,8 @@ export class DeviceDaemon {
     const count = s.allocations.size;
     for (const m of s.allocations.values()) await attempt(`free allocation ${m.id}`, () => this.#portal.memFree(m));
     s.allocations.clear();
+    s.byPa.clear();
+    s.layouts.clear();
     this.ownership.releaseAll(s.id);
     this.#sessions.delete(s.id);
     if (s.hello) {
@@ -204,6 +250,7 @@ export class DeviceDaemon {
 
   /** Stops the core's streams, recovers its Q7 cores, detaches its NQ, zeroes its semaphores and events. */
   async #resetNc(g: CoreGrant): Promise<void> {
+    this.#forgetCore(g.device, g.nc);
     const base = ncBlock(this.#spec, g.nc);
     const csr = this.#spec.csr;
     await this.#portal.barWrite(g.device, 0, base + csr.streamTable, new Uint8Array(16 * csr.streamSlots));
@@ -214,6 +261,12 @@ export class DeviceDaemon {
   }
 
   #dispatch(s: Session, f: Frame): void {
+    s.started = f.id;
+    try {
+      this.#forget(s, f);
+    } catch {
+      s.layouts.clear(); // a body too short to name what it writes: the request itself reports that
+    }
     if (f.op === Op.CANCEL) {
       const target = new BodyReader(f.body).u32();
       s.waits.get(target)?.abort();
@@ -293,6 +346,7 @@ export class DeviceDaemon {
           location: loc === 1 ? "host" : "hbm",
         }).then((m) => {
           s.allocations.set(m.id, m);
+          s.byPa.set(m.pa, m);
           if (s.closed) void p.memFree(m).catch(() => {}); // the session ended while the allocation was in flight
           return ok(29).u32(m.id).u32(m.device).u32(m.nc).f64(m.pa).f64(m.bytes).u8(m.location === "host" ? 1 : 0)
             .finish();
@@ -301,6 +355,7 @@ export class DeviceDaemon {
       case Op.MEM_FREE: {
         const m = this.#allocation(s, r.u32(), "free");
         s.allocations.delete(m.id);
+        if (s.byPa.get(m.pa) === m) s.byPa.delete(m.pa);
         return p.memFree(m).then(done);
       }
       case Op.MEM_WRITE: {
@@ -329,7 +384,11 @@ export class DeviceDaemon {
         const [device, nc, head] = [r.u32(), r.u32(), r.u32()];
         const ac = new AbortController();
         s.waits.set(f.id, ac);
-        return p.notificationWait(device, nc, head, ac.signal).finally(() => s.waits.delete(f.id)).then(done);
+        return p.notificationWait(device, nc, head, ac.signal).finally(() => s.waits.delete(f.id)).then(async () => {
+          if (ac.signal.aborted || s.closed) return done();
+          const snap = await this.#snapshot(s, device, nc, head).catch(() => undefined);
+          return snap === undefined ? done() : encodeWakeSnapshot(f.id, snap);
+        });
       }
       case Op.ACQUIRE_CORES: {
         const [device, cores] = coreList(r);
@@ -370,6 +429,122 @@ export class DeviceDaemon {
       default:
         throw new NrtError(NrtStatus.NRT_INVALID, `Cannot serve opcode 0x${f.op.toString(16)}: unknown operation`);
     }
+  }
+
+  /**
+   * Drops the core layouts request `f` may change before it starts: any BAR write in a NeuronCore's block but its NQ
+   * tail (whichever session sends it: a core nobody acquired is anyone's), any allocation or free of the session, a
+   * write into a stdio block's descriptor table.
+   */
+  #forget(s: Session, f: Frame): void {
+    switch (f.op) {
+      case Op.BAR_WRITE32:
+      case Op.BAR_WRITE: {
+        const r = new BodyReader(f.body);
+        const [device, bar, offset] = [r.u32(), r.u32(), r.u32()];
+        const csr = this.#spec.csr;
+        if (bar !== 0) return;
+        const nc = offset < csr.ncBlockBase ? -1 : Math.floor((offset - csr.ncBlockBase) / csr.ncBlockStride);
+        const tail = nc >= 0 && offset === ncBlock(this.#spec, nc) + csr.notificationQueue + NqRegister.TAIL;
+        if (f.op === Op.BAR_WRITE32 && tail) return;
+        this.#forgetCore(device, nc);
+        return;
+      }
+      case Op.MEM_ALLOC:
+      case Op.MEM_FREE:
+        s.layouts.clear();
+        return;
+      case Op.MEM_WRITE: {
+        const r = new BodyReader(f.body);
+        const id = r.u32(), offset = r.f64();
+        if (!(offset < POOL_STDIO_INFO_TABLE_BYTES)) return;
+        // A layout still being read may be reading this block: it goes too.
+        for (const [key, l] of s.layouts) if (l.value === undefined || l.value.block?.id === id) s.layouts.delete(key);
+        return;
+      }
+    }
+  }
+
+  /** Drops every session's layout of NeuronCore `nc` of `device` (all of them when `nc` is negative). */
+  #forgetCore(device: number, nc: number): void {
+    for (const x of this.#sessions.values()) {
+      if (nc < 0) x.layouts.clear();
+      else x.layouts.delete(`${device}:${nc}`);
+    }
+  }
+
+  /** Reads where NeuronCore `nc`'s NQ ring and stdio write indices live (see {@linkcode CoreLayout}). */
+  async #layout(s: Session, device: number, nc: number): Promise<CoreLayout> {
+    const p = this.#portal;
+    const csr = this.#spec.csr;
+    const nq = ncBlock(this.#spec, nc) + csr.notificationQueue;
+    const io = ncBlock(this.#spec, nc) + csr.swapFileIoTable;
+    const [lo, hi, capacity, ioLo, ioHi] = await Promise.all(
+      [nq + NqRegister.BASE_LO, nq + NqRegister.BASE_HI, nq + NqRegister.CAPACITY, io, io + 4].map((offset) =>
+        p.barRead32(device, 0, offset)
+      ),
+    );
+    const ring = s.byPa.get(lo + hi * 0x1_0000_0000);
+    const writeIndices: Array<{ memory: DeviceMemory; offset: number }> = [];
+    const block = s.byPa.get(ioLo + ioHi * 0x1_0000_0000);
+    if (block !== undefined && block.bytes >= POOL_STDIO_INFO_TABLE_BYTES) {
+      const image = await p.memRead(block, 0, POOL_STDIO_INFO_TABLE_BYTES);
+      const v = new DataView(image.buffer, image.byteOffset, image.byteLength);
+      const u64 = (at: number) => v.getUint32(at, true) + v.getUint32(at + 4, true) * 0x1_0000_0000;
+      for (let i = 0; i < 2 * POOL_STDIO_SLOTS; i++) {
+        const d = i * POOL_STDIO_DESCRIPTOR_BYTES;
+        if (v.getUint16(d + PoolStdioDescriptor.MAGIC, true) !== POOL_STDIO_MAGIC) continue;
+        const dataPa = u64(d + PoolStdioDescriptor.DATA_PA), memory = s.byPa.get(dataPa);
+        const offset = u64(d + PoolStdioDescriptor.WRITE_IDX_PA) - dataPa;
+        if (memory !== undefined && offset >= 0 && offset + 4 <= memory.bytes) writeIndices.push({ memory, offset });
+      }
+    }
+    const fits = ring !== undefined && ring.bytes >= capacity * NOTIFICATION_BYTES;
+    return { nq, ring: fits ? ring : undefined, capacity: fits ? capacity : 0, writeIndices, block };
+  }
+
+  /**
+   * What the host reads next on NeuronCore `nc` after a wake, read now: the NQ head and cause, the records from the
+   * host's tail `tail` to the head (the newest `capacity` when it was lapped), every stdio ring's write index.
+   * `undefined` when a request of the session started while it was read (a torn snapshot).
+   */
+  async #snapshot(s: Session, device: number, nc: number, tail: number): Promise<WakeSnapshot | undefined> {
+    const started = s.started;
+    const p = this.#portal;
+    const key = `${device}:${nc}`;
+    let layout = s.layouts.get(key);
+    if (layout === undefined) {
+      const entry: { read: Promise<CoreLayout>; value?: CoreLayout } = { read: this.#layout(s, device, nc) };
+      s.layouts.set(key, layout = entry);
+      entry.read.then((v) => entry.value = v, () => s.layouts.get(key) === entry && s.layouts.delete(key));
+    }
+    const l = layout.value ?? await layout.read;
+    const [head, cause, ...indices] = await Promise.all([
+      p.barRead32(device, 0, l.nq + NqRegister.HEAD),
+      p.barRead32(device, 0, l.nq + NqRegister.CAUSE),
+      ...l.writeIndices.map((w) => p.memRead(w.memory, w.offset, 4)),
+    ]) as [number, number, ...Uint8Array[]];
+    const ranges = l.writeIndices.map((w, i) => ({ memory: w.memory.id, offset: w.offset, bytes: indices[i] }));
+    // The NQ records, as `nqRead` takes them: from the host's tail, or the newest `capacity` when it was lapped.
+    let pending = (head - tail) >>> 0;
+    if (l.ring !== undefined && l.capacity > 0 && pending > 0) {
+      if (pending > l.capacity) [tail, pending] = [(head - l.capacity) >>> 0, l.capacity];
+      const start = tail % l.capacity, first = Math.min(pending, l.capacity - start);
+      const segments = first < pending ? [[start, first], [0, pending - first]] : [[start, first]];
+      const records = await Promise.all(
+        segments.map(([at, n]) => p.memRead(l.ring!, at * NOTIFICATION_BYTES, n * NOTIFICATION_BYTES)),
+      );
+      segments.forEach(([at], i) =>
+        ranges.push({ memory: l.ring!.id, offset: at * NOTIFICATION_BYTES, bytes: records[i] })
+      );
+    }
+    if (s.started !== started || s.closed) return undefined;
+    return {
+      started,
+      words: [[l.nq + NqRegister.HEAD, head], [l.nq + NqRegister.CAUSE, cause]],
+      inert: [l.nq + NqRegister.TAIL],
+      ranges,
+    };
   }
 
   #allocation(s: Session, id: number, what: string): DeviceMemory {

@@ -27,6 +27,8 @@ export { type DaemonSessionInfo, DeviceDaemon, type DeviceDaemonOptions } from "
 export { type Dialer, type Link, type LinkEvents, linkPair } from "./link.ts";
 export {
   BodyReader,
+  decodeWakeSnapshot,
+  encodeWakeSnapshot,
   ErrorKind,
   type Frame,
   FrameBuilder,
@@ -38,5 +40,6 @@ export {
   POSTED,
   PROTOCOL_VERSION,
   RESPONSE,
+  type WakeSnapshot,
 } from "./protocol.ts";
 export { type DaemonStats, type RemoteIdentity, RemotePortal, type RemotePortalOptions } from "./remote_portal.ts";

@@ -24,8 +24,11 @@
  * @module
  */
 
-/** Protocol version carried in HELLO; a daemon refuses a client of another version. */
-export const PROTOCOL_VERSION = 2;
+/**
+ * Protocol version carried in HELLO; a daemon refuses a client of another version. 3: a NOTIFICATION_WAIT answer
+ * may carry a {@linkcode WakeSnapshot}.
+ */
+export const PROTOCOL_VERSION = 3;
 
 /** The status byte of a request the daemon answers only when it fails (a posted write). Ours. */
 export const POSTED = 1;
@@ -74,7 +77,10 @@ export const Op = {
   SEM_READ: 0x31,
   /** `u32 device, u32 nc, u32 semaphore, u32 value`. */
   SEM_SET: 0x32,
-  /** `u32 device, u32 nc, u32 head` → empty, when the head moved or the wait was cancelled. */
+  /**
+   * `u32 device, u32 nc, u32 head` → when the head moved or the wait was cancelled: empty, or a wake snapshot
+   * ({@linkcode encodeWakeSnapshot}: what the host reads next on that NeuronCore, as it was at the wake).
+   */
   NOTIFICATION_WAIT: 0x40,
   /** `u32 device, u32 count, count × u32 nc`: exclusive ownership for the session. */
   ACQUIRE_CORES: 0x50,
@@ -340,4 +346,59 @@ export class FrameDecoder {
     this.#buf.set(chunk, this.#len);
     this.#len = need;
   }
+}
+
+/**
+ * What the daemon read on a NeuronCore at the moment it answered a NOTIFICATION_WAIT (ours): the reads the host
+ * makes next — the NQ head and cause registers, the ring records between the host's tail and that head, the stdio
+ * rings' write indices — so the client serves them without a round trip each. The client's
+ * consistency rule is in `remote_portal.ts`.
+ */
+export interface WakeSnapshot {
+  /** The id of the last request of the session the daemon had started when it took the snapshot. */
+  readonly started: number;
+  /** BAR0 words of the waited device: `[offset, value]`. */
+  readonly words: ReadonlyArray<readonly [number, number]>;
+  /** BAR0 offsets whose write the device only stores (the NQ tail): such a write leaves the snapshot valid. */
+  readonly inert: readonly number[];
+  /** Bytes of the session's allocations: `memory` id, `offset` in it, the bytes. */
+  readonly ranges: ReadonlyArray<{ readonly memory: number; readonly offset: number; readonly bytes: Uint8Array }>;
+}
+
+/**
+ * The answer to a NOTIFICATION_WAIT with a snapshot. Body: `u32 started, u32 words, words × (u32 offset, u32 value),
+ * u32 inert, inert × u32 offset, u32 ranges, ranges × (u32 memory id, f64 offset, f64 length, raw bytes)`.
+ */
+export function encodeWakeSnapshot(id: number, snap: WakeSnapshot): Uint8Array {
+  const fixed = 16 + 8 * snap.words.length + 4 * snap.inert.length +
+    snap.ranges.reduce((n, r) => n + 20 + r.bytes.byteLength, 0);
+  const b = new FrameBuilder(id, Op.NOTIFICATION_WAIT | RESPONSE, fixed).u32(snap.started).u32(snap.words.length);
+  for (const [offset, value] of snap.words) b.u32(offset).word(value);
+  b.u32(snap.inert.length);
+  for (const offset of snap.inert) b.u32(offset);
+  b.u32(snap.ranges.length);
+  for (const r of snap.ranges) b.u32(r.memory).f64(r.offset).f64(r.bytes.byteLength).bytes(r.bytes);
+  return b.finish();
+}
+
+/**
+ * Decodes a NOTIFICATION_WAIT answer: `undefined` when it carries no snapshot (an empty body). The ranges' bytes
+ * are views of `body`.
+ *
+ * @throws {RangeError} When the body is truncated.
+ */
+export function decodeWakeSnapshot(body: Uint8Array): WakeSnapshot | undefined {
+  if (body.byteLength === 0) return undefined;
+  const r = new BodyReader(body);
+  const started = r.u32();
+  const words = Array.from({ length: r.u32() }, () => [r.u32(), r.u32()] as const);
+  const inert = Array.from({ length: r.u32() }, () => r.u32());
+  const ranges = Array.from({ length: r.u32() }, () => {
+    const memory = r.u32(), offset = r.f64(), length = r.f64();
+    if (!Number.isSafeInteger(length) || length < 0) {
+      throw new RangeError(`Cannot decode a snapshot range of ${length} bytes`);
+    }
+    return { memory, offset, bytes: r.bytes(length) };
+  });
+  return { started, words, inert, ranges };
 }

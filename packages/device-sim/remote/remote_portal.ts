@@ -9,6 +9,27 @@
  * which the client's next call reports. A write it cannot vouch for waits for the daemon's answer (ours: the
  * driver ABI's BAR writes are posted on PCIe; a refusal must still name the process that holds a core at once).
  *
+ * Reads after a wake are served from the wake's snapshot (ours). The daemon answers a `notificationWait` with what
+ * the host reads next on that NeuronCore, read at the moment of the wake (`WakeSnapshot`: the NQ head and cause
+ * registers, the ring records from the host's tail to that head, the stdio rings' write indices), and the
+ * `barRead32` / `memRead` calls it covers resolve from it without a round trip, as if they had been answered at the
+ * wake — what a device that produced nothing more since would have answered. One execute step after its doorbell
+ * then costs one round trip, the wait's (`nqRead` and `poolStdioBlockDrain` read only what the snapshot holds).
+ *
+ * Consistency rule: a read never returns bytes older than a request the client sent before it. A NeuronCore's
+ * snapshot therefore stops serving reads at
+ * - any request about that NeuronCore: a BAR access in its block, a semaphore, an allocation on it, a core grant or
+ *   release, the next `notificationWait`, a read the snapshot does not cover (once the host has read the device
+ *   afresh it must not read an older instant again) — except a write of a register the snapshot names inert, the NQ
+ *   tail, which the device only stores (it reads it when it next produces a record);
+ * - any write, free or uncovered read of an allocation it holds bytes of, whatever that allocation's NeuronCore;
+ * - any BAR access outside the NeuronCore blocks (every snapshot stops);
+ * - the connection ending, or `close()`;
+ * and a snapshot is refused on arrival when the client sent such a request after the last request the daemon had
+ * started when it took it (so it cannot reflect that request; the doorbell sent just after the wait does not count
+ * when the daemon had started it first). Another NeuronCore's requests leave it serving. A served read reports an
+ * earlier posted write's failure if that failure has arrived; otherwise the next call after it does.
+ *
  * Failure model (the daemon stopping must never hang the host):
  * - when the connection ends, every pending request fails at once with `NrtError(NRT_HW_ERROR)` "device portal
  *   disconnected", and every pending {@linkcode RemotePortal.notificationWait} resolves, so the host's poll re-reads
@@ -28,6 +49,7 @@ import type { DeviceMemory, MemAllocRequest, PortalDeviceInfo } from "@nrt/core/
 import type { Dialer, Link } from "./link.ts";
 import {
   BodyReader,
+  decodeWakeSnapshot,
   encodeText,
   ErrorKind,
   type Frame,
@@ -78,6 +100,19 @@ interface Pending {
 
 const DISCONNECTED = "device portal disconnected";
 
+/** A wake snapshot the client may serve reads from (`device:nc` of the wait). */
+interface LiveSnapshot {
+  readonly device: number;
+  readonly words: ReadonlyMap<number, number>;
+  readonly inert: ReadonlySet<number>;
+  readonly ranges: ReadonlyArray<{ readonly memory: number; readonly offset: number; readonly bytes: Uint8Array }>;
+}
+
+/** Whether request id `a` was sent after request id `b` (u32 ids, serial-number order). */
+function after(a: number, b: number): boolean {
+  return (((a >>> 0) - (b >>> 0)) | 0) > 0;
+}
+
 /**
  * A Portal whose device lives in a daemon process.
  *
@@ -111,6 +146,14 @@ export class RemotePortal implements Portal {
   #state: "open" | "disconnected" | "closed" = "open";
   #why = "";
   #devices?: PortalDeviceInfo[];
+  /** Live wake snapshots by `device:nc`. */
+  readonly #snapshots = new Map<string, LiveSnapshot>();
+  /** The id of the last request sent that concerns a NeuronCore (`device:nc`), an allocation, or no NeuronCore. */
+  readonly #lastCore = new Map<string, number>();
+  readonly #lastMemory = new Map<number, number>();
+  #lastGlobal: number | undefined;
+  /** Reads served from wake snapshots so far (tests, statistics). */
+  servedFromSnapshot = 0;
 
   private constructor(options: RemotePortalOptions) {
     this.#timeoutMs = options.requestTimeoutMs ?? 30_000;
@@ -197,6 +240,15 @@ export class RemotePortal implements Portal {
 
   /** Reads one 32-bit CSR. */
   async barRead32(device: number, bar: number, offset: number): Promise<number> {
+    const nc = this.#ncOf(bar, offset);
+    const served = nc === undefined ? undefined : this.#snapshots.get(`${device}:${nc}`)?.words.get(offset);
+    if (served !== undefined && this.#state === "open") {
+      const failed = this.#takePostedFailure();
+      if (failed !== undefined) throw failed;
+      this.servedFromSnapshot++;
+      return served;
+    }
+    this.#use(device, nc);
     return new BodyReader(
       await this.#request("read a CSR", this.#frame(Op.BAR_READ32, 12).u32(device).u32(bar).u32(offset).finish()),
     ).u32();
@@ -204,6 +256,8 @@ export class RemotePortal implements Portal {
 
   /** Writes one 32-bit CSR (posted on a NeuronCore this client holds). */
   async barWrite32(device: number, bar: number, offset: number, value: number): Promise<void> {
+    const nc = this.#ncOf(bar, offset);
+    if (nc === undefined || this.#snapshots.get(`${device}:${nc}`)?.inert.has(offset) !== true) this.#use(device, nc);
     await this.#write(
       "write a CSR",
       this.#barNc(device, bar, offset, 4),
@@ -213,12 +267,16 @@ export class RemotePortal implements Portal {
 
   /** Bulk programmed-IO write; the data crosses as raw bytes (posted on a NeuronCore this client holds). */
   async barWrite(device: number, bar: number, offset: number, data: Uint8Array): Promise<void> {
+    const nc = this.#ncOf(bar, offset);
+    // A bulk write reaching past the first NeuronCore's block concerns every NeuronCore.
+    this.#use(device, nc !== undefined && this.#ncOf(bar, offset + data.byteLength - 1) === nc ? nc : undefined);
     const frame = this.#frame(Op.BAR_WRITE, 12, data.byteLength).u32(device).u32(bar).u32(offset).finish(data);
     await this.#write("write BAR words", this.#barNc(device, bar, offset, data.byteLength), frame);
   }
 
   /** Allocates device memory, owned by this client's session (freed by the daemon if the client goes away). */
   async memAlloc(request: MemAllocRequest): Promise<DeviceMemory> {
+    this.#use(request.device, request.nc);
     const frame = this.#frame(Op.MEM_ALLOC, 25)
       .u32(request.device).u32(request.nc).f64(request.bytes).f64(request.align ?? 0).u8(
         LOCATION_CODE[request.location ?? "hbm"] ?? 0xff,
@@ -239,12 +297,14 @@ export class RemotePortal implements Portal {
 
   /** Frees device memory. */
   async memFree(memory: DeviceMemory): Promise<void> {
+    this.#useMemory(memory);
     await this.#request("free device memory", this.#frame(Op.MEM_FREE, 4).u32(memory.id).finish());
     this.#mine.delete(memory.id);
   }
 
   /** Copies host bytes into device memory (raw bytes on the wire; posted into this client's own allocation). */
   async memWrite(memory: DeviceMemory, offset: number, data: Uint8Array): Promise<void> {
+    this.#useMemory(memory);
     const frame = this.#frame(Op.MEM_WRITE, 12, data.byteLength).u32(memory.id).f64(offset).finish(data);
     // Posted only when the daemon cannot refuse it for a reason the caller must see at once: an allocation of this
     // session, and a range inside it.
@@ -256,6 +316,23 @@ export class RemotePortal implements Portal {
 
   /** Copies device memory out (raw bytes on the wire). */
   async memRead(memory: DeviceMemory, offset: number, length: number): Promise<Uint8Array> {
+    if (this.#snapshots.size > 0 && this.#state === "open") {
+      for (const snap of this.#snapshots.values()) {
+        for (const r of snap.ranges) {
+          if (
+            snap.device === memory.device && r.memory === memory.id && Number.isSafeInteger(offset) &&
+            Number.isSafeInteger(length) && length >= 0 &&
+            offset >= r.offset && offset + length <= r.offset + r.bytes.byteLength
+          ) {
+            const failed = this.#takePostedFailure();
+            if (failed !== undefined) throw failed;
+            this.servedFromSnapshot++;
+            return r.bytes.slice(offset - r.offset, offset - r.offset + length);
+          }
+        }
+      }
+    }
+    this.#useMemory(memory);
     return await this.#request(
       "read device memory",
       this.#frame(Op.MEM_READ, 20).u32(memory.id).f64(offset).f64(length).finish(),
@@ -264,6 +341,7 @@ export class RemotePortal implements Portal {
 
   /** Adds to a semaphore (the doorbell; posted on a NeuronCore this client holds). */
   async semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
+    this.#use(device, nc);
     await this.#write(
       "increment a semaphore",
       this.#holds(device, nc),
@@ -273,6 +351,7 @@ export class RemotePortal implements Portal {
 
   /** Reads a semaphore. */
   async semaphoreRead(device: number, nc: number, semaphore: number): Promise<number> {
+    this.#use(device, nc);
     return new BodyReader(
       await this.#request("read a semaphore", this.#frame(Op.SEM_READ, 12).u32(device).u32(nc).u32(semaphore).finish()),
     ).u32();
@@ -280,6 +359,7 @@ export class RemotePortal implements Portal {
 
   /** Sets a semaphore (posted on a NeuronCore this client holds). */
   async semaphoreSet(device: number, nc: number, semaphore: number, value: number): Promise<void> {
+    this.#use(device, nc);
     await this.#write(
       "set a semaphore",
       this.#holds(device, nc),
@@ -294,6 +374,7 @@ export class RemotePortal implements Portal {
   notificationWait(device: number, nc: number, head: number, signal?: AbortSignal): Promise<void> {
     if (signal?.aborted || this.#state === "disconnected") return Promise.resolve();
     if (this.#state === "closed") return Promise.reject(this.#unusable("wait for a notification"));
+    this.#use(device, nc);
     const frame = this.#frame(Op.NOTIFICATION_WAIT, 12).u32(device).u32(nc).u32(head >>> 0).finish();
     const id = new DataView(frame.buffer).getUint32(4, true);
     return new Promise<void>((resolve, reject) => {
@@ -305,8 +386,9 @@ export class RemotePortal implements Portal {
       this.#pending.set(id, {
         what: "wait for a notification",
         wait: { device, nc },
-        resolve: () => {
+        resolve: (body) => {
           signal?.removeEventListener("abort", onAbort);
+          this.#keep(device, nc, body);
           resolve();
         },
         reject: (e) => {
@@ -333,6 +415,7 @@ export class RemotePortal implements Portal {
    * @throws {NrtError} `NRT_RESOURCE` naming the owning process when a core is in use by another client.
    */
   async acquireCores(device: number, cores: readonly number[]): Promise<void> {
+    for (const nc of cores) this.#use(device, nc);
     await this.#request("acquire NeuronCores", this.#coreList(Op.ACQUIRE_CORES, device, cores));
     for (const nc of cores) this.#held.add(`${device}:${nc}`);
   }
@@ -340,7 +423,10 @@ export class RemotePortal implements Portal {
   /** Releases NeuronCores this process holds (`NEURON_IOCTL_CRWL_NC_RANGE_UNMARK`). */
   async releaseCores(device: number, cores: readonly number[]): Promise<void> {
     // No longer held: later writes to these cores wait for the daemon's answer again.
-    for (const nc of cores) this.#held.delete(`${device}:${nc}`);
+    for (const nc of cores) {
+      this.#held.delete(`${device}:${nc}`);
+      this.#use(device, nc);
+    }
     await this.#request("release NeuronCores", this.#coreList(Op.RELEASE_CORES, device, cores));
   }
 
@@ -366,7 +452,64 @@ export class RemotePortal implements Portal {
       this.#link.close();
     }
     this.#state = "closed";
+    this.#snapshots.clear();
     this.#failAll(() => this.#unusable("finish"));
+  }
+
+  /**
+   * Notes a request about to be sent that concerns NeuronCore `nc` of `device` (every NeuronCore when `undefined`):
+   * that core's snapshot (every snapshot) no longer serves reads, and one arriving that predates the request is
+   * refused.
+   */
+  #use(device: number, nc: number | undefined): void {
+    if (nc === undefined) {
+      this.#lastGlobal = this.#nextId;
+      this.#snapshots.clear();
+      return;
+    }
+    const key = `${device}:${nc}`;
+    this.#lastCore.set(key, this.#nextId);
+    this.#snapshots.delete(key);
+  }
+
+  /** Notes a request about to be sent that reads, writes or frees `memory`. */
+  #useMemory(memory: DeviceMemory): void {
+    this.#use(memory.device, memory.nc);
+    // Only a snapshot still to arrive needs these: with no wait pending they can go (a server's tensors come and go).
+    if (this.#lastMemory.size >= 4096 && this.pendingWaits() === 0) this.#lastMemory.clear();
+    this.#lastMemory.set(memory.id, this.#nextId);
+    for (const [key, snap] of this.#snapshots) {
+      if (snap.ranges.some((r) => r.memory === memory.id)) this.#snapshots.delete(key);
+    }
+  }
+
+  /** Keeps the snapshot a wake of NeuronCore `nc` carried, unless a request it does not reflect was sent. */
+  #keep(device: number, nc: number, body: Uint8Array): void {
+    let snap;
+    try {
+      snap = decodeWakeSnapshot(body);
+    } catch {
+      return; // a malformed snapshot only costs the reads it would have saved
+    }
+    if (snap === undefined || this.#state !== "open") return;
+    const key = `${device}:${nc}`;
+    const last = this.#lastCore.get(key);
+    if (
+      (this.#lastGlobal !== undefined && after(this.#lastGlobal, snap.started)) ||
+      (last !== undefined && after(last, snap.started))
+    ) return;
+    for (const r of snap.ranges) {
+      const m = this.#lastMemory.get(r.memory);
+      if (m !== undefined && after(m, snap.started)) return;
+    }
+    this.#snapshots.set(key, { device, words: new Map(snap.words), inert: new Set(snap.inert), ranges: snap.ranges });
+  }
+
+  /** The NeuronCore whose BAR0 block holds `offset` (`undefined` outside the blocks or on another BAR). */
+  #ncOf(bar: number, offset: number): number | undefined {
+    const g = this.#bar;
+    if (g === undefined || bar !== 0 || !Number.isSafeInteger(offset) || offset < g.base) return undefined;
+    return Math.floor((offset - g.base) / g.stride);
   }
 
   #frame(op: number, fixed: number, tail = 0): FrameBuilder {
@@ -482,6 +625,7 @@ export class RemotePortal implements Portal {
     if (this.#state !== "open") return;
     this.#state = "disconnected";
     this.#why = why;
+    this.#snapshots.clear();
     this.#link.close();
     this.#failAll((what) => this.#unusable(what));
   }
