@@ -8,7 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman";
 import { cayman } from "@nrt/arch-cayman";
-import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
+import { MemoryLogger, NrtError, NrtStatus, Runtime, TensorSet } from "@nrt/core";
 import { ncBlock } from "@nrt/core/hal";
 import { NqRegister } from "@nrt/core/isa";
 import { DeviceSimPortal } from "@nrt/device-sim";
@@ -236,6 +236,18 @@ describe("wake snapshot", () => {
     expect(answered(sent, from)).toEqual([]);
     await portal.close();
   });
+  test("after a disconnect nothing is served: a read throws NRT_HW_ERROR instead of answering from the snapshot", async () => {
+    const { portal, daemon, ring, wake } = await withQueue();
+    await wake(0, 1);
+    expect(await portal.barRead32(0, 0, NQ + NqRegister.HEAD)).toBe(1); // served
+    await daemon.close();
+    for (const read of [() => portal.barRead32(0, 0, NQ + NqRegister.HEAD), () => portal.memRead(ring, 0, 16)]) {
+      const e = await read().then(() => undefined, (x: unknown) => x);
+      expect(e).toBeInstanceOf(NrtError);
+      expect((e as NrtError).status).toBe(NrtStatus.NRT_HW_ERROR);
+    }
+    await portal.close();
+  });
 });
 
 describe("wake snapshot on the wire", () => {
@@ -310,5 +322,23 @@ describe("wake snapshot on the wire", () => {
     expect(await portal.memRead(ring, 0, 16)).toEqual(new Uint8Array(16));
     expect(got.length).toBe(n);
     await portal.close().catch(() => {});
+  });
+  test("a client of protocol 2 is refused at HELLO, naming both versions", async () => {
+    const sim = new DeviceSimPortal();
+    sims.push(sim);
+    const daemon = new DeviceDaemon({ portal: sim, spec: sim.spec });
+    const answers: Frame[] = [];
+    const dec = new FrameDecoder();
+    const events = daemon.accept({ send: (b) => answers.push(...dec.push(b.slice())), close: () => {} });
+    const name = new TextEncoder().encode("old client");
+    events.data(new FrameBuilder(1, Op.HELLO, 8, name.byteLength).u32(2).u32(7).finish(name));
+    await new Promise((r) => setTimeout(r, 0));
+    expect(PROTOCOL_VERSION).toBe(3);
+    expect(answers.length).toBe(1);
+    expect(answers[0].status).toBe(1);
+    expect(new TextDecoder().decode(answers[0].body.subarray(5))).toBe(
+      "Cannot start a session: the client speaks protocol 2, this daemon speaks 3",
+    );
+    await daemon.close();
   });
 });
