@@ -160,16 +160,24 @@ describe("wake snapshot", () => {
     }
   }, 30_000);
 
-  test("reads after a wake come from the snapshot: the head, the cause, the records from the host's tail", async () => {
+  test("reads after a wake come from the snapshot, once each: the head, the cause, the records from the host's tail", async () => {
     const { portal, sent, ring, wake } = await withQueue();
     await wake(0, 3);
     const from = sent.length;
     expect(await portal.barRead32(0, 0, NQ + NqRegister.HEAD)).toBe(3);
     expect(await portal.barRead32(0, 0, NQ + NqRegister.CAUSE)).toBe(0);
-    expect([...await portal.memRead(ring, 16, 16)]).toEqual(new Array(16).fill(2));
-    expect(await portal.memRead(ring, 0, 48)).toEqual(Uint8Array.from({ length: 48 }, (_, i) => (i >> 4) + 1));
+    expect(await portal.memRead(ring, 16, 32)).toEqual(Uint8Array.from({ length: 32 }, (_, i) => (i >> 4) + 2));
     expect(sent.length).toBe(from);
-    // A read the snapshot does not cover goes to the daemon, and from then on nothing is served on that core.
+    // A second read of the head is a fresh look at the device (teardown's halt acknowledgement is one).
+    expect(await portal.barRead32(0, 0, NQ + NqRegister.HEAD)).toBe(3);
+    expect(answered(sent, from)).toEqual(["BAR_READ32"]);
+    await portal.close();
+  });
+
+  test("a read the snapshot does not cover goes to the daemon, and ends the snapshot", async () => {
+    const { portal, sent, ring, wake } = await withQueue();
+    await wake(0, 3);
+    const from = sent.length;
     expect([...await portal.memRead(ring, 48, 16)]).toEqual(new Array(16).fill(4));
     expect(await portal.barRead32(0, 0, NQ + NqRegister.HEAD)).toBe(3);
     expect(answered(sent, from)).toEqual(["MEM_READ", "BAR_READ32"]);
@@ -178,15 +186,13 @@ describe("wake snapshot", () => {
 
   test("a host write after the wake, then a read: the written bytes, not the snapshot's", async () => {
     const { portal, sent, ring, wake } = await withQueue();
-    await wake(0, 2);
-    expect([...await portal.memRead(ring, 0, 4)]).toEqual([1, 1, 1, 1]); // served
+    await wake(0, 2); // the snapshot holds records 0 and 1: bytes of 1 and 2
     await portal.memWrite(ring, 0, new Uint8Array([9, 9, 9, 9])); // posted: no answer awaited
     const from = sent.length;
     expect([...await portal.memRead(ring, 0, 4)]).toEqual([9, 9, 9, 9]);
     expect(answered(sent, from)).toEqual(["MEM_READ"]);
-    // A register write with a side effect: re-pointing the ring restarts it, head 0 — not the snapshot's 2.
+    // A register write with a side effect: re-pointing the ring restarts it, head 0 — not the snapshot's 3.
     await wake(2, 1);
-    expect(await portal.barRead32(0, 0, NQ + NqRegister.HEAD)).toBe(3); // served
     const regs = new Uint8Array(12);
     new DataView(regs.buffer).setUint32(NqRegister.CAPACITY, 4, true);
     await portal.barWrite(0, 0, NQ, regs);
@@ -209,7 +215,6 @@ describe("wake snapshot", () => {
       ]
     ) {
       await portal.notificationWait(0, 0, 0); // the head is already past 0: answered at once, with a snapshot
-      expect(await portal.barRead32(0, 0, NQ + NqRegister.HEAD)).toBe(1);
       await drop();
       from = sent.length;
       expect(await portal.barRead32(0, 0, NQ + NqRegister.HEAD)).toBe(1);
@@ -239,7 +244,6 @@ describe("wake snapshot", () => {
   test("after a disconnect nothing is served: a read throws NRT_HW_ERROR instead of answering from the snapshot", async () => {
     const { portal, daemon, ring, wake } = await withQueue();
     await wake(0, 1);
-    expect(await portal.barRead32(0, 0, NQ + NqRegister.HEAD)).toBe(1); // served
     await daemon.close();
     for (const read of [() => portal.barRead32(0, 0, NQ + NqRegister.HEAD), () => portal.memRead(ring, 0, 16)]) {
       const e = await read().then(() => undefined, (x: unknown) => x);

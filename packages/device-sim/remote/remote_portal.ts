@@ -13,8 +13,10 @@
  * the host reads next on that NeuronCore, read at the moment of the wake (`WakeSnapshot`: the NQ head and cause
  * registers, the ring records from the host's tail to that head, the stdio rings' write indices), and the
  * `barRead32` / `memRead` calls it covers resolve from it without a round trip, as if they had been answered at the
- * wake — what a device that produced nothing more since would have answered. One execute step after its doorbell
- * then costs one round trip, the wait's (`nqRead` and `poolStdioBlockDrain` read only what the snapshot holds).
+ * wake — what a device that produced nothing more since would have answered. Each word and range answers one read:
+ * a second read of the same thing is a fresh look at the device (as teardown's halt acknowledgement, a read of the NQ
+ * head, must be). One execute step after its doorbell then costs one round trip, the wait's (`nqRead` and
+ * `poolStdioBlockDrain` read only what the snapshot holds, once each).
  *
  * Consistency rule: a read never returns bytes older than a request the client sent before it. A NeuronCore's
  * snapshot therefore stops serving reads at
@@ -103,9 +105,11 @@ const DISCONNECTED = "device portal disconnected";
 /** A wake snapshot the client may serve reads from (`device:nc` of the wait). */
 interface LiveSnapshot {
   readonly device: number;
-  readonly words: ReadonlyMap<number, number>;
+  /** BAR0 words not read yet (each answers one read). */
+  readonly words: Map<number, number>;
   readonly inert: ReadonlySet<number>;
-  readonly ranges: ReadonlyArray<{ readonly memory: number; readonly offset: number; readonly bytes: Uint8Array }>;
+  /** Allocation bytes not read yet (each range answers one read). */
+  readonly ranges: Array<{ readonly memory: number; readonly offset: number; readonly bytes: Uint8Array }>;
 }
 
 /** Whether request id `a` was sent after request id `b` (u32 ids, serial-number order). */
@@ -241,8 +245,10 @@ export class RemotePortal implements Portal {
   /** Reads one 32-bit CSR. */
   async barRead32(device: number, bar: number, offset: number): Promise<number> {
     const nc = this.#ncOf(bar, offset);
-    const served = nc === undefined ? undefined : this.#snapshots.get(`${device}:${nc}`)?.words.get(offset);
+    const snap = nc === undefined ? undefined : this.#snapshots.get(`${device}:${nc}`);
+    const served = snap?.words.get(offset);
     if (served !== undefined && this.#state === "open") {
+      snap!.words.delete(offset);
       const failed = this.#takePostedFailure();
       if (failed !== undefined) throw failed;
       this.servedFromSnapshot++;
@@ -318,12 +324,13 @@ export class RemotePortal implements Portal {
   async memRead(memory: DeviceMemory, offset: number, length: number): Promise<Uint8Array> {
     if (this.#snapshots.size > 0 && this.#state === "open") {
       for (const snap of this.#snapshots.values()) {
-        for (const r of snap.ranges) {
+        for (const [i, r] of snap.ranges.entries()) {
           if (
             snap.device === memory.device && r.memory === memory.id && Number.isSafeInteger(offset) &&
             Number.isSafeInteger(length) && length >= 0 &&
             offset >= r.offset && offset + length <= r.offset + r.bytes.byteLength
           ) {
+            snap.ranges.splice(i, 1);
             const failed = this.#takePostedFailure();
             if (failed !== undefined) throw failed;
             this.servedFromSnapshot++;
@@ -502,7 +509,12 @@ export class RemotePortal implements Portal {
       const m = this.#lastMemory.get(r.memory);
       if (m !== undefined && after(m, snap.started)) return;
     }
-    this.#snapshots.set(key, { device, words: new Map(snap.words), inert: new Set(snap.inert), ranges: snap.ranges });
+    this.#snapshots.set(key, {
+      device,
+      words: new Map(snap.words),
+      inert: new Set(snap.inert),
+      ranges: [...snap.ranges],
+    });
   }
 
   /** The NeuronCore whose BAR0 block holds `offset` (`undefined` outside the blocks or on another BAR). */
