@@ -22,6 +22,7 @@ export const BENCHMARKS: readonly string[] = [
   "neff",
   "idle",
   "onnx",
+  "collectives",
 ];
 
 /** How `nrt bench` is called. */
