@@ -62,10 +62,10 @@ async function serve(limits?: GrpcLimits): Promise<{ server: GrpcInferenceServer
   return { server, client, port };
 }
 
-/** Turns of the event loop (macrotasks, not time) until `cond` holds. */
-async function until(cond: () => boolean, what: string): Promise<void> {
+/** Turns of the event loop (macrotasks, not time) until `cond` holds; giving up says what `state` then reads. */
+async function until(cond: () => boolean, what: string, state?: () => unknown): Promise<void> {
   for (let i = 0; i < 20_000 && !cond(); i++) await new Promise<void>((r) => setTimeout(r, 0));
-  if (!cond()) throw new Error(`Gave up waiting for ${what}`);
+  if (!cond()) throw new Error(`Gave up waiting for ${what}${state ? `: ${JSON.stringify(state())}` : ""}`);
 }
 
 /** Whether a promise has settled, read synchronously. */
@@ -84,10 +84,18 @@ async function spinning(
 ): Promise<{ result: Promise<unknown>; cancel(): void }> {
   const sleepers = clock.pendingSleepers;
   const call = client.startInfer(spinReq());
-  call.result.catch(() => {});
+  let outcome = "pending";
+  call.result.then(() => (outcome = "answered"), (e: unknown) => (outcome = `failed: ${(e as Error)?.message}`));
   await until(
     () => clock.pendingSleepers > sleepers && server.activeCalls >= 1,
     "the spin execution to wait on the clock",
+    () => ({
+      sleepersBefore: sleepers,
+      sleepers: clock.pendingSleepers,
+      activeCalls: server.activeCalls,
+      spinInflight: spinInflight(),
+      call: outcome,
+    }),
   );
   return call;
 }
