@@ -164,13 +164,16 @@ export function dashboardClient(): void {
   }
   function renderUtilization(li: Element, c: CoreState): void {
     const u = c.utilization, n = u.perSecond.length;
+    // A second with any busy time rises at least half a unit above the baseline: a NeuronCore busy for 0.3 ms in a
+    // second would otherwise draw as idle.
     const points = u.perSecond.map((v, k) =>
-      (n === 1 ? 0 : (k * UTIL_W) / (n - 1)).toFixed(1) + "," + (UTIL_H - v * UTIL_H).toFixed(1)
+      (n === 1 ? 0 : (k * UTIL_W) / (n - 1)).toFixed(1) + "," +
+      (v > 0 ? Math.min(UTIL_H - 0.5, UTIL_H - v * UTIL_H) : UTIL_H).toFixed(1)
     );
     const line = find<SVGPolylineElement>(li, ".util-line");
     line.setAttribute("points", points.join(" "));
     const chart = find<SVGSVGElement>(li, "svg.util");
-    chart.setAttribute("data-window", u.window.toFixed(4));
+    chart.setAttribute("data-window", String(u.window)); // full precision: tools read it, people read the text
     chart.setAttribute("aria-label", "Busy " + percent(u.window, 1) + " of the last minute");
     setText(find(li, ".util-text"), percent(u.window, 1) + " (now " + percent(u.perSecond[n - 1] ?? 0, 1) + ")");
   }
