@@ -449,6 +449,26 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const where = sim !== undefined
       ? `the simulated ${arch} device`
       : `the ${arch} device of the daemon at ${options.device}`;
+    // Announced before the first line that says the server is up: whoever waits for "listening on" and then runs
+    // nrt ls or nrt monitor finds it.
+    let announced: Announced | undefined;
+    if (options.announce !== undefined) {
+      try {
+        announced = await announce({
+          kind: "serve",
+          pid: process.pid,
+          command: ownCommandLine(),
+          url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "[::1]" : bracketed}:${port}`,
+          runtimeVersion: NRT_RUNTIME_VERSION,
+          ...(options.device === undefined
+            ? { ncs: runtime.cores().flatMap((c) => c.ncs) }
+            : { device: options.device }),
+          started: Date.now(),
+        }, options.announce);
+      } catch (e) {
+        runtime.log.warn(`Not announced to nrt ls / nrt monitor: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
     log(
       `nrt: ${
         names.length - failed.size
@@ -471,24 +491,6 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       log("nrt: model control explicit: POST /v2/repository/models/<m>/load|unload with the admin token");
     }
     log(`try: ${curl}`);
-    let announced: Announced | undefined;
-    if (options.announce !== undefined) {
-      try {
-        announced = await announce({
-          kind: "serve",
-          pid: process.pid,
-          command: ownCommandLine(),
-          url: `http://${host === "0.0.0.0" ? "127.0.0.1" : host === "::" ? "[::1]" : bracketed}:${port}`,
-          runtimeVersion: NRT_RUNTIME_VERSION,
-          ...(options.device === undefined
-            ? { ncs: runtime.cores().flatMap((c) => c.ncs) }
-            : { device: options.device }),
-          started: Date.now(),
-        }, options.announce);
-      } catch (e) {
-        runtime.log.warn(`Not announced to nrt ls / nrt monitor: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    }
     let closing: Promise<ShutdownReport> | undefined;
     const repo = repository;
     const rpc = grpc;
