@@ -67,7 +67,7 @@ try {
       await s.a.write(h.a);
       await s.b.write(h.b);
       await model.execute(s.ins, s.outs);
-      h.out.set(await s.out.read());
+      await s.out.readInto(h.out); // nrt_tensor_read into the caller's buffer, as nrta_tensor_read does
     }
   };
 

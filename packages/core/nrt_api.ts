@@ -453,10 +453,10 @@ export class NrtApi {
   async nrt_tensor_read(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
-      if (size > buf.byteLength) {
+      if (!Number.isSafeInteger(size) || size < 0 || size > buf.byteLength) {
         throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot hold ${size}`);
       }
-      buf.set(await tensor.read(offset, size));
+      await tensor.readInto(size === buf.byteLength ? buf : buf.subarray(0, size), offset);
     });
   }
 

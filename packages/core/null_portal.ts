@@ -123,6 +123,15 @@ export class NullPortal implements Portal {
     }
   }
 
+  memReadInto(memory: DeviceMemory, offset: number, into: Uint8Array): Promise<void> {
+    try {
+      into.set(this.#live(memory, offset, into.byteLength).subarray(offset, offset + into.byteLength));
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
   semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
     const k = `${device}:${nc}:${semaphore}`;
     this.#sems.set(k, ((this.#sems.get(k) ?? 0) + value) >>> 0);

@@ -80,6 +80,14 @@ export interface Portal {
   memWrite(memory: DeviceMemory, offset: number, data: Uint8Array): Promise<void>;
   /** Copies device memory out to the host (`ndl_memory_copy` from device). */
   memRead(memory: DeviceMemory, offset: number, length: number): Promise<Uint8Array>;
+  /**
+   * Copies `into.byteLength` bytes of device memory at `offset` into the caller's buffer (`ndl_memory_copy` from
+   * device, as `nrt_tensor_read` calls it with the caller's `buf`). Optional: without it the runtime reads with
+   * {@linkcode Portal.memRead} and copies, which costs a fresh buffer the size of the read.
+   *
+   * @throws {NrtError} `NRT_INVALID` for a range outside the allocation (nothing is written to `into` then).
+   */
+  memReadInto?(memory: DeviceMemory, offset: number, into: Uint8Array): Promise<void>;
   /** Adds `value` to a NeuronCore semaphore (`ndl_nc_semaphore_increment`): the execute doorbell. */
   semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void>;
   /** Reads a NeuronCore semaphore (`ndl_nc_semaphore_read`). */

@@ -75,6 +75,7 @@ export const PORTAL_CONTRACT_CASES: readonly string[] = Object.freeze([
   "notificationWait() resolves when the device pushes a record after a doorbell",
   "notificationWait() resolves on abort and leaves no waiter behind",
   "acquireCores() and releaseCores() come as a pair and let the same process take its cores again",
+  "memReadInto() fills the caller's buffer from an offset and refuses a range outside without writing it",
 ]);
 
 function requireSpec(s: PortalContractSubject): SiliconSpec {
@@ -327,6 +328,29 @@ const BODIES: Readonly<Record<string, Body>> = {
     await p.acquireCores(0, [0]);
     await p.releaseCores(0, [0]);
     expect((await p.memUsage(0)).allocations).toBe(0);
+  },
+  [PORTAL_CONTRACT_CASES[15]]: async (s) => {
+    const p = s.portal;
+    // Optional (the runtime falls back on memRead); a backend that has it honours the same bounds as memRead.
+    if (p.memReadInto === undefined) return;
+    for (const location of ["hbm", "host"] as const) {
+      const m = await p.memAlloc({ device: 0, nc: 0, bytes: 256, location });
+      try {
+        const data = Uint8Array.from({ length: 64 }, (_, i) => (i * 5 + 3) & 0xff);
+        await p.memWrite(m, 100, data);
+        const into = new Uint8Array(80).fill(0xee);
+        await p.memReadInto(m, 110, into.subarray(8, 40));
+        expect(Array.from(into.subarray(8, 40))).toEqual(Array.from(data.subarray(10, 42)));
+        expect(into[7]).toBe(0xee);
+        expect(into[40]).toBe(0xee);
+        const untouched = new Uint8Array(8).fill(0x5a);
+        await rejectsWith(p.memReadInto(m, 250, untouched), NrtStatus.NRT_INVALID);
+        await rejectsWith(p.memReadInto(m, -1, untouched), NrtStatus.NRT_INVALID);
+        expect(Array.from(untouched)).toEqual(new Array(8).fill(0x5a));
+      } finally {
+        await p.memFree(m);
+      }
+    }
   },
 };
 

@@ -153,6 +153,24 @@ export class Tensor {
     return b.host!.slice(this.#offset + offset, this.#offset + offset + length);
   }
 
+  /**
+   * `nrt_tensor_read` as the C call has it: `into.byteLength` bytes at `offset` into the caller's buffer. Reading
+   * into a buffer the caller keeps costs one copy and no allocation ({@linkcode Tensor.read} makes a new buffer per
+   * call: a fresh 1 MiB costs 4–20× the copy itself, docs/architecture.md §7).
+   */
+  async readInto(into: Uint8Array, offset = 0): Promise<void> {
+    this.#check(offset, into.byteLength);
+    const b = this.#backing;
+    if (b.dmem === undefined) {
+      into.set(b.host!.subarray(this.#offset + offset, this.#offset + offset + into.byteLength));
+      return;
+    }
+    const portal = this.#ctx.portal;
+    const at = this.#offset + offset;
+    if (portal.memReadInto !== undefined) await portal.memReadInto(b.dmem.memory, at, into);
+    else into.set(await portal.memRead(b.dmem.memory, at, into.byteLength));
+  }
+
   /** `nrt_tensor_memset`. */
   async memset(value: number, offset = 0, length: number = this.size - offset): Promise<void> {
     this.#check(offset, length);

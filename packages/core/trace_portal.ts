@@ -81,6 +81,18 @@ export class TracingPortal implements Portal {
     this.entries.push({ op: "memRead", device: memory.device, target: memory.id, value: length, nc: memory.nc });
     return this.#inner.memRead(memory, offset, length);
   }
+  memReadInto(memory: DeviceMemory, offset: number, into: Uint8Array): Promise<void> {
+    this.entries.push({
+      op: "memRead",
+      device: memory.device,
+      target: memory.id,
+      value: into.byteLength,
+      nc: memory.nc,
+    });
+    const inner = this.#inner;
+    if (inner.memReadInto !== undefined) return inner.memReadInto(memory, offset, into);
+    return inner.memRead(memory, offset, into.byteLength).then((bytes) => into.set(bytes));
+  }
   semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
     this.entries.push({ op: "semaphoreIncrement", device, target: semaphore, value, nc });
     return this.#inner.semaphoreIncrement(device, nc, semaphore, value);

@@ -296,6 +296,11 @@ export class DeviceSimPortal implements Portal {
     return this.#sync(() => this.#device(memory.device, "read").memory.read(memory, offset, length));
   }
 
+  /** Copies device memory into the caller's buffer: one copy, no buffer of ours. */
+  memReadInto(memory: DeviceMemory, offset: number, into: Uint8Array): Promise<void> {
+    return this.#sync(() => this.#device(memory.device, "read").memory.readInto(memory, offset, into));
+  }
+
   /** The doorbell: adds to a semaphore exactly as a write to its BAR0 increment window does. Posted. */
   semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
     return this.#sync(() =>

@@ -322,6 +322,13 @@ export class DeviceMemoryMap extends MemorySpace {
     return copyOut(a.backing, offset, length);
   }
 
+  /** Copies `into.byteLength` bytes of an allocation at `offset` into `into` (bounds-checked: `NRT_INVALID`). */
+  readInto(memory: DeviceMemory, offset: number, into: Uint8Array): void {
+    const a = this.#own(memory, "read");
+    this.#check(a, offset, into.byteLength, "read");
+    into.set(a.backing.subarray(offset, offset + into.byteLength));
+  }
+
   /** Bytes and allocation count in use. */
   usage(): { hbm: number; host: number; allocations: number } {
     let allocations = 0;

@@ -175,12 +175,16 @@ export class Nrta {
     size: number = buf.byteLength,
     options: NrtaScheduleOptions = {},
   ): NrtaRequest {
-    if (size > buf.byteLength) {
+    if (!Number.isSafeInteger(size) || size < 0 || size > buf.byteLength) {
       throw new NrtError(NrtStatus.NRT_INVALID, `Cannot read ${size} bytes into a buffer of ${buf.byteLength}`);
     }
-    return this.#schedule(NrtaXu.NRTA_XU_TENSOR_READ, this.#host.vncOf(tensor), options, async () => {
-      buf.set(await tensor.read(offset, size));
-    });
+    const into = size === buf.byteLength ? buf : buf.subarray(0, size);
+    return this.#schedule(
+      NrtaXu.NRTA_XU_TENSOR_READ,
+      this.#host.vncOf(tensor),
+      options,
+      () => tensor.readInto(into, offset),
+    );
   }
 
   /** `nrta_tensor_copy`: tensor → tensor on the same logical core, on the TENSOR_OP unit. */
