@@ -155,6 +155,8 @@ export class Sequencer {
   #opcodeTablePa = 0;
   #pumping: Promise<void> | undefined;
   #current: Run | undefined;
+  /** Records of the current run not yet published (between two of its waits); undefined while it waits. */
+  #burst: NotificationRecord[] | undefined;
   #stopped = false;
   /** The watchdog's timer, armed while a run is in progress (never while the sequencer is idle). */
   #watchdog: ReturnType<typeof setTimeout> | undefined;
@@ -329,16 +331,31 @@ export class Sequencer {
 
   /** Posts one record to the NeuronCore's notification queue: the single exit of every device notification. */
   pushRecord(record: NotificationRecord): void {
-    this.#d.nq.push(record);
+    if (this.#burst !== undefined) this.#burst.push(record);
+    else this.#d.nq.push(record);
     const r = this.#current;
     if (r?.trace !== undefined) this.#traceRecords(r, [record]);
   }
 
   /** Posts a burst of records (the per-core errors of one join) that the host sees all at once. */
   pushRecords(records: readonly NotificationRecord[]): void {
-    if (records.length > 0) this.#d.nq.pushAll(records);
+    if (this.#burst !== undefined) this.#burst.push(...records);
+    else if (records.length > 0) this.#d.nq.pushAll(records);
     const r = this.#current;
     if (r?.trace !== undefined) this.#traceRecords(r, records);
+  }
+
+  /**
+   * Publishes the records a run pushed since its last wait, with one store of the NQ head, and stops collecting
+   * (ours): the records of instructions that run back to back without waiting — the NOTIFY, EVENT_SEMAPHORE and
+   * EXEC_DONE records after the DRAIN join — reach the host together, so its completion wait wakes once per run
+   * instead of once per record. Their order and content are unchanged; the seed does not say when the engines
+   * publish their writes.
+   */
+  #publish(): void {
+    const burst = this.#burst;
+    this.#burst = undefined;
+    if (burst !== undefined && burst.length > 0) this.#d.nq.pushAll(burst);
   }
 
   #traceRecords(r: Run, records: readonly NotificationRecord[]): void {
@@ -459,6 +476,8 @@ export class Sequencer {
           `Stream at 0x${entry.pa.toString(16)} (${entry.slots} slots) is not in device memory`,
         );
       }
+      // Records collect between waits and are published before each wait and at the end (#publish).
+      this.#burst = [];
       for (run.slot = 0; run.slot < entry.slots; run.slot++) {
         const ins = slots[run.slot];
         if (typeof ins === "number") {
@@ -468,10 +487,18 @@ export class Sequencer {
           );
         }
         const atInstruction = this.#fire(run, "instruction");
-        if (atInstruction !== undefined) await atInstruction;
+        if (atInstruction !== undefined) {
+          this.#publish();
+          await atInstruction;
+          this.#burst = [];
+        }
         const t0 = trace === undefined ? 0 : sharedClockMs();
         const executing = this.#execute(ins, run);
-        if (executing !== undefined) await executing;
+        if (executing !== undefined) {
+          this.#publish();
+          await executing;
+          this.#burst = [];
+        }
         if (abort.signal.aborted) {
           outcome = "dropped";
           return;
@@ -492,6 +519,7 @@ export class Sequencer {
       const f = e instanceof SequencerFault ? e : new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, String(e));
       this.#fault(run, f.mask, f.message, [f.q7]);
     } finally {
+      this.#publish();
       if (this.#current === run) this.#current = undefined;
       // The device's busy time (utilization): the run's span, whatever its outcome.
       const ended = sharedClockMs();
