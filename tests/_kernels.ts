@@ -47,3 +47,24 @@ export function oneOpNeff(
     calls: [{ opcode: 1, inputs: inputs.map((t) => t.name), outputs: outputs.map((t) => t.name), ints }],
   });
 }
+
+/**
+ * A NEFF bundling `count` copies of the relu library (opcodes 1..count) on FP32[8] I/O: past the 9-library limit of
+ * `ucode_stage_libs` it is refused with "Exceeded max number of GPSIMD libs" (seed: runtime-synthesis §4.4).
+ */
+export function reluLibrariesNeff(count: number): Uint8Array {
+  const f32 = (name: string) => ({ name, dtype: "float32", shape: [8] });
+  return buildCustomOpNeff({
+    name: `relu_x${count}`,
+    target: "cayman",
+    inputs: [f32("a")],
+    outputs: [f32("o")],
+    libraries: Array.from({ length: count }, (_, i) => ({
+      name: `relu${i}`,
+      wasm: kernel("relu"),
+      totalCpus: 8,
+      functions: [{ opcode: i + 1, name: "relu" }],
+    })),
+    calls: [{ opcode: 1, inputs: ["a"], outputs: ["o"] }],
+  });
+}

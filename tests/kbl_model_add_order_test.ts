@@ -10,7 +10,7 @@ import { buildCustomOpNeff, extIsaLibrary, ExtIsaOpcode, MemoryLogger, Runtime, 
 import { ncBlock } from "@nrt/core/hal";
 import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { kernel } from "./_kernels.ts";
+import { kernel, reluLibrariesNeff } from "./_kernels.ts";
 
 const opened: DeviceSimPortal[] = [];
 afterAll(async () => {
@@ -132,22 +132,7 @@ describe("kbl_model_add call order (seed lifecycle-error-model §2.6)", () => {
         ]);
         await m.unload();
         const allocations = (await sim.memUsage(0)).allocations;
-        const ten = buildCustomOpNeff({
-          name: "ten",
-          target: "cayman",
-          inputs: [f32("a", 8)],
-          outputs: [f32("o", 8)],
-          libraries: Array.from(
-            { length: 10 },
-            (_, i) => ({
-              name: `relu${i}`,
-              wasm: kernel("relu"),
-              totalCpus: 8,
-              functions: [{ opcode: i + 1, name: "relu" }],
-            }),
-          ),
-          calls: [{ opcode: 1, inputs: ["a"], outputs: ["o"] }],
-        });
+        const ten = reluLibrariesNeff(10);
         const at = rt.events.list().length;
         const err = await rt.load(ten).catch((e: unknown) => e as { status: number; message: string });
         expect(err.status).toBe(4); // NRT_RESOURCE

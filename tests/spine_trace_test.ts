@@ -7,7 +7,7 @@ import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { readFileSync } from "node:fs";
 import { container } from "tsyringe";
-import { kernel, oneOpNeff } from "./_kernels.ts";
+import { kernel, oneOpNeff, reluLibrariesNeff } from "./_kernels.ts";
 import { ArchPackToken, nrtPlugins, PortalToken } from "@nrt/cli";
 
 const spec = CAYMAN_SPEC;
@@ -221,22 +221,7 @@ describe("spine traces (seed runtime-synthesis §2.1, §3.3; spmd-teardown §2.2
         calls: [{ opcode: 1, inputs: ["a"], outputs: ["o"] }],
       });
       await expect(rt.load(cpu1)).rejects.toMatchObject({ status: NrtStatus.NRT_INVALID });
-      const ten = buildCustomOpNeff({
-        name: "ten",
-        target: "cayman",
-        inputs: [f32("a", 8)],
-        outputs: [f32("o", 8)],
-        libraries: Array.from(
-          { length: 10 },
-          (_, i) => ({
-            name: `relu${i}`,
-            wasm: kernel("relu"),
-            totalCpus: 8,
-            functions: [{ opcode: i + 1, name: "relu" }],
-          }),
-        ),
-        calls: [{ opcode: 1, inputs: ["a"], outputs: ["o"] }],
-      });
+      const ten = reluLibrariesNeff(10);
       const e10 = await rt.load(ten).catch((e) => e);
       expect(e10.status).toBe(NrtStatus.NRT_RESOURCE);
       expect(e10.message).toContain("Exceeded max number of GPSIMD libs");
