@@ -95,6 +95,9 @@ async function spinning(
       activeCalls: server.activeCalls,
       spinInflight: spinInflight(),
       call: outcome,
+      // What the device said last on each NeuronCore (a fault's cause, when the spin faulted instead of spinning).
+      deviceFaults: Array.from({ length: fx.sim.spec.ncPerDevice }, (_, nc) => fx.sim.sequencerFaults(0, nc).at(-1))
+        .flatMap((f, nc) => f === undefined ? [] : [`NC ${nc}: ${f.message}`]),
     }),
   );
   return call;
