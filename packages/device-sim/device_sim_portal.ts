@@ -486,7 +486,10 @@ export class DeviceSimPortal implements Portal {
     return busy + (started > 0 ? Math.max(0, sharedClockMs() - started) : 0);
   }
 
-  /** Whether a NeuronCore's Q7 cores are busy with the op of the run in progress (e.g. a kernel in an endless loop). */
+  /**
+   * Whether a NeuronCore's Q7 cores are busy for the run in progress: running its op (e.g. a kernel in an endless
+   * loop) or preparing a library for it.
+   */
   q7Busy(device: number, nc: number): boolean {
     return Atomics.load(this.#regs(device, nc, "read Q7 state").status, NcStatus.Q7_BUSY) !== 0;
   }

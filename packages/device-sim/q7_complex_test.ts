@@ -394,3 +394,74 @@ describe("Q7Complex libraries", () => {
     await h.portal.close();
   });
 });
+
+describe("Q7Complex: a run dropped while its library is being prepared", () => {
+  test("terminates the cluster, so the next run boots a fresh one instead of finding it busy with the gone run's request", async () => {
+    // A cluster that, like Q7Cluster, refuses a second request while one is in flight; its prepares can be held.
+    let hold: Promise<void> | undefined;
+    const clusters: Array<{ terminated: boolean; prepares: string[] }> = [];
+    const factory: Q7ClusterFactory = (o) => {
+      const me = { terminated: false, prepares: [] as string[] };
+      clusters.push(me);
+      let busy = false;
+      const request = async <T>(what: string, work: () => Promise<T>): Promise<T> => {
+        if (busy) throw new Error(`Cannot ${what}: the Q7 cluster is busy with another request`);
+        busy = true;
+        try {
+          return await work();
+        } finally {
+          busy = false;
+        }
+      };
+      const pages = (Q7Map.SBUF_BASE + o.sbufBytes) / 65536;
+      return Promise.resolve({
+        memory: new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true }),
+        boot: () => Promise.resolve(),
+        prepare: (key) =>
+          request("prepare", async () => {
+            me.prepares.push(key);
+            if (hold !== undefined) await hold;
+            return [];
+          }),
+        dispatch: (op) =>
+          request("dispatch", () =>
+            Promise.resolve({
+              cores: Array.from({ length: 8 }, (_, cpu) => ({
+                cpu,
+                ran: cpu < op.totalCpus,
+                status: "ok" as const,
+                committed: true,
+              })),
+            })),
+        drainStdio: () => [],
+        terminate: () => void (me.terminated = true),
+      });
+    };
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });
+    await h.attachNq(16);
+    await h.bootQ7({ iram: new Uint8Array([1]), dram: new Uint8Array([2]) });
+    await stageOp(h, 8);
+    expect(clusters.map((c) => c.prepares.length)).toEqual([1]); // prepared at install
+    // A Q7 reset: the next run boots a fresh cluster and its ULIB_LOAD prepares the library there — held this time.
+    await h.portal.resetQ7(0, 0);
+    let release!: () => void;
+    hold = new Promise<void>((r) => (release = r));
+    await h.portal.semaphoreIncrement(0, 0, 1, 1);
+    for (let i = 0; i < 1000 && clusters[1]?.prepares.length !== 1; i++) await new Promise((r) => setTimeout(r, 1));
+    expect(clusters[1].prepares.length).toBe(1);
+    // The device's watchdog drops the run mid-prepare: the cluster still busy with it is terminated.
+    await h.portal.elapse(0, 30_000);
+    expect(clusters[1].terminated).toBe(true);
+    hold = undefined;
+    // The next run completes on a fresh cluster; the held prepare finishing late changes nothing.
+    await h.fire(1);
+    release();
+    expect(clusters.length).toBe(3);
+    expect(clusters[2].prepares.length).toBe(1);
+    const { records } = await h.read();
+    // The dropped run left no record; the next one completed.
+    expect(records.map((r) => [r.kind, r.model])).toEqual([[NotificationKind.EXEC_DONE, 9]]);
+    expect(h.portal.sequencerFaults(0, 0).map((f) => f.message).filter((m) => !m.includes("watchdog"))).toEqual([]);
+    await h.portal.close();
+  });
+});

@@ -178,7 +178,7 @@ export class Sequencer {
     this.#d = deps;
   }
 
-  /** Whether the Q7 cores are running an op of the run in progress (a spinning kernel keeps this true). */
+  /** Whether the Q7 cores are busy for the run in progress: running its op (a spinning kernel keeps this true) or preparing its library. */
   get q7Busy(): boolean {
     return this.#current?.q7Busy ?? false;
   }
@@ -682,7 +682,7 @@ export class Sequencer {
       }
       const p = cluster === undefined ? c.ensureLibrary(key, image) : preparing;
       if (p !== undefined) {
-        const prepared = await Promise.race([p.catch((e: unknown) => e as Error), run.dropped]);
+        const prepared = await this.#preparing(run, p);
         if (prepared === DROPPED) return;
         if (prepared instanceof SequencerFault) throw prepared;
         if (prepared instanceof Error) {
@@ -736,7 +736,7 @@ export class Sequencer {
       const image = this.#imageReader({ addr: entry.libAddr, bytes: entry.libBytes, tag: entry.libTag ?? 0 });
       const preparing = started.ensureLibrary(key, image);
       if (preparing !== undefined) {
-        const prepared = await Promise.race([preparing.catch((e: unknown) => e as Error), run.dropped]);
+        const prepared = await this.#preparing(run, preparing);
         if (prepared === DROPPED) return;
         if (prepared instanceof SequencerFault) throw prepared;
         if (prepared instanceof Error) {
@@ -755,6 +755,18 @@ export class Sequencer {
     run.dispatch = started.dispatch(op, run.abort.signal);
     this.#setBusy(run, true);
     run.dispatch.then(() => this.#setBusy(run, false), () => {}); // joined (and reported) by DRAIN
+  }
+
+  /**
+   * Waits for a library the cluster is preparing for `run`, with the Q7 cores marked busy for it meanwhile: a run
+   * dropped while its library is still being prepared terminates the cluster like a run dropped mid-op (`#drop`), so
+   * the next run never finds the cluster still busy with a request of a run that is gone (it boots a fresh one).
+   */
+  async #preparing(run: Run, p: Promise<void>): Promise<void | Error | typeof DROPPED> {
+    this.#setBusy(run, true);
+    const prepared = await Promise.race([p.catch((e: unknown) => e as Error), run.dropped]);
+    if (prepared !== DROPPED) this.#setBusy(run, false);
+    return prepared;
   }
 
   /** DRAIN 0x10A2: the join of the participating cores, then the output DMA. */
