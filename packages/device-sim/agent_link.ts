@@ -72,7 +72,7 @@ export class AgentLink {
   /** Sends a control message and resolves with its reply's value once it has taken effect on the device. */
   request(request: AgentRequest): Promise<unknown> {
     if (this.#failure !== undefined) return Promise.reject(this.#hwError());
-    const msg = { ...request, seq: ++this.#sent } as AgentMessage;
+    const msg = { ...request, seq: ++this.#sent, rung: this.#written } as AgentMessage;
     return new Promise((resolve, reject) => {
       this.#pending.set(msg.seq, { resolve, reject });
       this.#send(msg);
@@ -82,7 +82,7 @@ export class AgentLink {
   /** Sends a control message without waiting for it (a posted write). */
   post(request: AgentRequest): void {
     if (this.#failure !== undefined) throw this.#hwError();
-    this.#send({ ...request, seq: ++this.#sent } as AgentMessage);
+    this.#send({ ...request, seq: ++this.#sent, rung: this.#written } as AgentMessage);
   }
 
   /**

@@ -9,7 +9,8 @@
  *   host's wait;
  * - register writes the device must take (run-stall, swap table, stream table) and the mapping of new allocations
  *   come as ordered control messages; a doorbell carries the count of control messages the host had sent when it
- *   rang, and is not played before the agent has taken them.
+ *   rang, and is not played before the agent has taken them; a message carries the count of doorbells rung before
+ *   it, and the agent plays those before the message (neither passes the other, as PCIe orders posted writes).
  *
  * The sequencer, the DMA queues, the notification writer, the file-IO manager and the fault ports all run here; the
  * Q7 clusters are this agent's own Workers, signalled through their shared memory.
@@ -72,33 +73,40 @@ export interface AgentInit {
   readonly watchdogMs?: number;
 }
 
-/** Control messages, host → agent, numbered in order. */
+/**
+ * Control messages, host → agent, numbered in order. `rung` is the number of doorbells the host had rung when it sent
+ * the message: the agent plays those first, so a message never passes a doorbell rung before it (ours; as on PCIe,
+ * where a later request does not pass an earlier posted write).
+ */
 export type AgentMessage =
-  | { readonly seq: number; readonly t: "map"; readonly m: MappedAllocation }
-  | { readonly seq: number; readonly t: "unmap"; readonly id: number }
-  | {
-    readonly seq: number;
-    readonly t: "run-stall";
-    readonly nc: number;
-    readonly previous: number;
-    readonly value: number;
-  }
-  | { readonly seq: number; readonly t: "swap-table"; readonly nc: number }
-  | { readonly seq: number; readonly t: "stream-table"; readonly nc: number; readonly slot: number }
-  | {
-    readonly seq: number;
-    readonly t: "ucode-core";
-    readonly nc: number;
-    readonly word: number;
-    readonly command: number;
-  }
-  | { readonly seq: number; readonly t: "arm"; readonly nc: number; readonly fault: ArmedFault }
-  | { readonly seq: number; readonly t: "disarm"; readonly id: number | undefined }
-  | { readonly seq: number; readonly t: "reset-q7"; readonly nc: number }
-  | { readonly seq: number; readonly t: "when-idle"; readonly nc: number | undefined; readonly doorbells: number }
-  | { readonly seq: number; readonly t: "stdio"; readonly nc: number }
-  | { readonly seq: number; readonly t: "elapse"; readonly ms: number }
-  | { readonly seq: number; readonly t: "close" };
+  & { readonly rung?: number }
+  & (
+    | { readonly seq: number; readonly t: "map"; readonly m: MappedAllocation }
+    | { readonly seq: number; readonly t: "unmap"; readonly id: number }
+    | {
+      readonly seq: number;
+      readonly t: "run-stall";
+      readonly nc: number;
+      readonly previous: number;
+      readonly value: number;
+    }
+    | { readonly seq: number; readonly t: "swap-table"; readonly nc: number }
+    | { readonly seq: number; readonly t: "stream-table"; readonly nc: number; readonly slot: number }
+    | {
+      readonly seq: number;
+      readonly t: "ucode-core";
+      readonly nc: number;
+      readonly word: number;
+      readonly command: number;
+    }
+    | { readonly seq: number; readonly t: "arm"; readonly nc: number; readonly fault: ArmedFault }
+    | { readonly seq: number; readonly t: "disarm"; readonly id: number | undefined }
+    | { readonly seq: number; readonly t: "reset-q7"; readonly nc: number }
+    | { readonly seq: number; readonly t: "when-idle"; readonly nc: number | undefined; readonly doorbells: number }
+    | { readonly seq: number; readonly t: "stdio"; readonly nc: number }
+    | { readonly seq: number; readonly t: "elapse"; readonly ms: number }
+    | { readonly seq: number; readonly t: "close" }
+  );
 
 /** A reply, agent → host: the sequence number of the message it answers, and its value or error text. */
 export interface AgentReply {
@@ -216,6 +224,9 @@ export class DeviceAgent {
     };
     let result: Promise<unknown> | unknown;
     try {
+      // Doorbells rung before this message take effect first: an `elapse` must see the run a doorbell rung just before
+      // it started, not find the sequencer idle and let that run escape the watchdog.
+      if (msg.rung !== undefined) this.#playRung(msg.rung);
       result = this.#apply(msg);
     } catch (e) {
       result = Promise.reject(e);
@@ -279,25 +290,51 @@ export class DeviceAgent {
     return new Promise((resolve) => this.#controlWaiters.push({ seq, resolve }));
   }
 
+  /**
+   * Plays the doorbells up to the `rung`-th now (those a control message was sent after). Each of them was rung after
+   * control messages the agent has all taken by now, as messages are taken in order.
+   */
+  #playRung(rung: number): void {
+    const upTo = Math.min(rung, Atomics.load(this.#ring, DoorbellRing.WRITTEN));
+    while (this.#handledDoorbells < upTo && !this.#closed) {
+      if (this.#handledControl < this.#ring[this.#entry() + 3]) return;
+      this.#playOne();
+    }
+  }
+
+  /** Word index of the next doorbell to play. */
+  #entry(): number {
+    return DoorbellRing.HEADER_WORDS + (this.#handledDoorbells % DoorbellRing.ENTRIES) * DoorbellRing.ENTRY_WORDS;
+  }
+
+  /** Plays the next doorbell and publishes the count taken. */
+  #playOne(): void {
+    const ring = this.#ring, at = this.#entry();
+    try {
+      this.#device.doorbell(ring[at], ring[at + 1], ring[at + 2]);
+    } catch {
+      // A doorbell for a NeuronCore this agent does not run: nothing to release.
+    }
+    this.#handledDoorbells++;
+    Atomics.store(ring, DoorbellRing.HANDLED, this.#handledDoorbells);
+    Atomics.notify(ring, DoorbellRing.HANDLED);
+  }
+
   /** The doorbell loop: sleeps on the ring's write count, plays each doorbell in order. */
   async #run(): Promise<void> {
     const ring = this.#ring;
     for (;;) {
       const written = Atomics.load(ring, DoorbellRing.WRITTEN);
       while (this.#handledDoorbells < written) {
-        const at = DoorbellRing.HEADER_WORDS +
-          (this.#handledDoorbells % DoorbellRing.ENTRIES) * DoorbellRing.ENTRY_WORDS;
-        const nc = ring[at], semaphore = ring[at + 1], by = ring[at + 2], control = ring[at + 3];
-        if (this.#handledControl < control) await this.#controlReached(control);
-        if (this.#closed) return;
-        try {
-          this.#device.doorbell(nc, semaphore, by);
-        } catch {
-          // A doorbell for a NeuronCore this agent does not run: nothing to release.
+        const control = ring[this.#entry() + 3];
+        if (this.#handledControl < control) {
+          await this.#controlReached(control);
+          // A message taken meanwhile may have played this doorbell (#playRung): look again.
+          if (this.#closed) return;
+          continue;
         }
-        this.#handledDoorbells++;
-        Atomics.store(ring, DoorbellRing.HANDLED, this.#handledDoorbells);
-        Atomics.notify(ring, DoorbellRing.HANDLED);
+        if (this.#closed) return;
+        this.#playOne();
       }
       if (this.#closed || Atomics.load(ring, DoorbellRing.STOP) !== 0) return;
       // Asleep before the last look at WRITTEN (sequentially consistent with the host's store-then-check).

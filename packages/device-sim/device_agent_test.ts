@@ -73,6 +73,36 @@ describe("the device agent", () => {
     );
   }
 
+  for (const agents of ["device", "core", "inline"] as const satisfies readonly DeviceAgentMode[]) {
+    test(
+      `(${agents}) a control message sent right after a doorbell takes effect after it: an elapse drops the run just rung`,
+      async () => {
+        // The run hangs at its start; the host rings and, without waiting for the device, moves the device's clock past
+        // the watchdog budget. The doorbell was rung first, so its run must have started when the watchdog looks.
+        const h = new TestHost({ hbmBytes: 1 << 24, agents });
+        try {
+          await h.attachNq(8);
+          await h.installStream([...program], DOORBELL);
+          h.portal.faults.inject({ kind: "hang", nc: 0, atExecution: 1 });
+          await h.portal.semaphoreIncrement(0, 0, DOORBELL, 1);
+          await h.portal.elapse(0, 30_000);
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          const idle = await Promise.race([
+            h.portal.whenIdle(0, 0).then(() => "idle"),
+            new Promise<string>((r) => (timer = setTimeout(() => r("still running"), 5_000))),
+          ]);
+          clearTimeout(timer);
+          expect(idle).toBe("idle");
+          expect(h.portal.sequencerFaults(0, 0).at(-1)?.message).toMatch(/^watchdog: run 1 of stream slot 0/);
+          expect((await h.read()).records).toEqual([]); // dropped: no completion
+        } finally {
+          await h.portal.close();
+        }
+      },
+      30_000,
+    );
+  }
+
   test("a host that is not asleep on the head is not notified; one that is, is woken", async () => {
     const h = new TestHost({ hbmBytes: 1 << 24 });
     try {
