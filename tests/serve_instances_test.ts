@@ -39,6 +39,38 @@ const spinReq = (init: RequestInit = {}) => ({
   ...init,
 });
 
+/**
+ * `p`, or — when it has not settled within 10 s of real time — a failure that says what the device and the runtime
+ * were doing: per NeuronCore the Q7 state, the last sequencer fault and the last records, then the runtime's last
+ * lifecycle events and log lines (a hang here happened twice in full runs and never alone).
+ */
+async function answersWithin<T>(p: Promise<T>, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const ncs = Array.from({ length: fx.sim.spec.ncPerDevice }, (_, nc) => ({
+        nc,
+        q7Busy: fx.sim.q7Busy(0, nc),
+        q7Started: fx.sim.q7Started(0, nc),
+        waiters: fx.sim.notificationWaiters(0, nc),
+        fault: fx.sim.sequencerFaults(0, nc).at(-1)?.message,
+        records: fx.sim.records(0, nc).slice(-3).map((r) => `${r.kind}/${r.model}/${r.value}`),
+      }));
+      const state = {
+        ncs,
+        events: fx.runtime.events.list().slice(-12),
+        log: fx.logger.entries.slice(-6).map((e) => e.message),
+      };
+      reject(new Error(`No answer within 10 s for ${what}: ${JSON.stringify(state)}`));
+    }, 10_000);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Turns of the virtual clock's zero step until `cond` holds. */
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 20_000 && !cond(); i++) await clock.advance(0);
@@ -188,7 +220,10 @@ describe("instance groups, warm-up and readiness", () => {
     const before = memory();
     fx.files["trapped.neff"] = trap(); // warm-up on: its one execution faults
     await fx.app.request("/v2/repository/index", { method: "POST" });
-    const load = await fx.app.request("/v2/repository/models/trapped/load", control());
+    const load = await answersWithin(
+      fx.app.request("/v2/repository/models/trapped/load", control()),
+      "the load of trapped (its warm-up faults)",
+    );
     expect(load.status).toBe(500);
     expect((await load.json()).error).toMatch(
       /^Warm-up of model "trapped" on logical core \d+ failed: .*\(NRT_[A-Z_]+\)$/,
