@@ -57,7 +57,13 @@ describe("nrt serve drains on SIGTERM", () => {
       let draining = false;
       let signalled = false;
       const outcomes: Array<
-        { outcome: Outcome; sentAfterDrain: boolean; endedAfterDrain: boolean; endedAfterSignal: boolean }
+        {
+          outcome: Outcome;
+          sentAfterSignal: boolean;
+          sentAfterDrain: boolean;
+          endedAfterDrain: boolean;
+          endedAfterSignal: boolean;
+        }
       > = [];
       const body = JSON.stringify({ inputs: [{ name: "x", shape: [N], datatype: "FP32", data: x }] });
       const rest = async (): Promise<Outcome> => {
@@ -80,7 +86,7 @@ describe("nrt serve drains on SIGTERM", () => {
           const text = String((e as { cause?: unknown })?.cause ?? e);
           if (/ECONNREFUSED|Unable to connect|Connection refused/i.test(text)) return "refused";
           // A kept-alive connection the server closed as the client wrote on it: the request never reached a
-          // handler. Allowed only for requests sent after the server said it is draining (checked below).
+          // handler. Allowed only for requests sent after the signal (checked below).
           return /ECONNRESET|Connection reset by peer|connection closed before message completed/i.test(text)
             ? "reset"
             : `other: ${text}`;
@@ -103,9 +109,15 @@ describe("nrt serve drains on SIGTERM", () => {
       };
       const loop = async (call: () => Promise<Outcome>): Promise<void> => {
         for (;;) {
-          const sentAfterDrain = draining;
+          const sentAfterDrain = draining, sentAfterSignal = signalled;
           const outcome = await call();
-          outcomes.push({ outcome, sentAfterDrain, endedAfterDrain: draining, endedAfterSignal: signalled });
+          outcomes.push({
+            outcome,
+            sentAfterSignal,
+            sentAfterDrain,
+            endedAfterDrain: draining,
+            endedAfterSignal: signalled,
+          });
           if (outcome !== "ok") return;
         }
       };
@@ -127,8 +139,11 @@ describe("nrt serve drains on SIGTERM", () => {
       expect(server.lines).toContain("nrt: stopped");
 
       expect(outcomes.filter((o) => o.outcome.startsWith("other"))).toEqual([]);
-      // A reset connection is a refusal only for a request the drain could not have accepted.
-      expect(outcomes.filter((o) => o.outcome === "reset" && !o.sentAfterDrain)).toEqual([]);
+      // A reset connection is a refusal only for a request the drain could not have accepted: one sent after the
+      // signal. (Not "after the draining line": this process reads that line later than the server prints it, and a
+      // drain whose requests all finish at once closes the listener meanwhile. A request the gate accepted is never
+      // reset: the listener closes only once none is inside the handler.)
+      expect(outcomes.filter((o) => o.outcome === "reset" && !o.sentAfterSignal)).toEqual([]);
       // Requests in flight when the server began draining were answered by the model...
       // (32 clients queue on one instance, so requests are inside the server whenever the signal is sent.)
       expect(outcomes.filter((o) => !o.sentAfterDrain && o.endedAfterSignal && o.outcome === "ok").length)
