@@ -450,8 +450,10 @@ describe("Q7Complex: a run dropped while its library is being prepared", () => {
     for (let i = 0; i < 1000 && clusters[1]?.prepares.length !== 1; i++) await new Promise((r) => setTimeout(r, 1));
     expect(clusters[1].prepares.length).toBe(1);
     // The device's watchdog drops the run mid-prepare: the cluster still busy with it is terminated.
+    expect(h.portal.q7Busy(0, 0)).toBe(true); // the cores are busy preparing for the run
     await h.portal.elapse(0, 30_000);
     expect(clusters[1].terminated).toBe(true);
+    expect(h.portal.q7Busy(0, 0)).toBe(false); // and not any more once the run is dropped and its cluster gone
     hold = undefined;
     // The next run completes on a fresh cluster; the held prepare finishing late changes nothing.
     await h.fire(1);

@@ -520,6 +520,9 @@ export class Sequencer {
       this.#fault(run, f.mask, f.message, [f.q7]);
     } finally {
       this.#publish();
+      // A run that ends with its cores still marked busy was dropped mid-op or mid-prepare, and its cluster was
+      // terminated (#drop): the cores are not busy any more.
+      if (run.q7Busy) this.#setBusy(run, false);
       if (this.#current === run) this.#current = undefined;
       // The device's busy time (utilization): the run's span, whatever its outcome.
       const ended = sharedClockMs();
