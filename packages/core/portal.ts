@@ -118,3 +118,17 @@ export interface Portal {
   /** Releases the backend. */
   close(): Promise<void>;
 }
+
+/**
+ * Copies `into.byteLength` bytes of device memory at `offset` into `into` through `portal`: with its `memReadInto`
+ * when it has one, else with `memRead` and a copy (the fallback the optional method promises). Ours.
+ */
+export async function portalReadInto(
+  portal: Portal,
+  memory: DeviceMemory,
+  offset: number,
+  into: Uint8Array,
+): Promise<void> {
+  if (portal.memReadInto !== undefined) return await portal.memReadInto(memory, offset, into);
+  into.set(await portal.memRead(memory, offset, into.byteLength));
+}

@@ -10,7 +10,7 @@
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "./dmem/dmem.ts";
 import { NrtError } from "./error.ts";
 import { NrtStatus } from "./status.ts";
-import type { Portal } from "./portal.ts";
+import { type Portal, portalReadInto } from "./portal.ts";
 
 /** `nrt_tensor_placement_t` (the C values, for the `nrt_*` facade). */
 export const TensorPlacement = {
@@ -165,10 +165,7 @@ export class Tensor {
       into.set(b.host!.subarray(this.#offset + offset, this.#offset + offset + into.byteLength));
       return;
     }
-    const portal = this.#ctx.portal;
-    const at = this.#offset + offset;
-    if (portal.memReadInto !== undefined) await portal.memReadInto(b.dmem.memory, at, into);
-    else into.set(await portal.memRead(b.dmem.memory, at, into.byteLength));
+    await portalReadInto(this.#ctx.portal, b.dmem.memory, this.#offset + offset, into);
   }
 
   /** `nrt_tensor_memset`. */

@@ -9,7 +9,13 @@
  *
  * @module
  */
-import type { DeviceMemory, MemAllocRequest, Portal, PortalDeviceInfo } from "./portal.ts";
+import {
+  type DeviceMemory,
+  type MemAllocRequest,
+  type Portal,
+  type PortalDeviceInfo,
+  portalReadInto,
+} from "./portal.ts";
 
 /** One recorded portal operation. */
 export interface TraceEntry {
@@ -89,9 +95,7 @@ export class TracingPortal implements Portal {
       value: into.byteLength,
       nc: memory.nc,
     });
-    const inner = this.#inner;
-    if (inner.memReadInto !== undefined) return inner.memReadInto(memory, offset, into);
-    return inner.memRead(memory, offset, into.byteLength).then((bytes) => into.set(bytes));
+    return portalReadInto(this.#inner, memory, offset, into);
   }
   semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
     this.entries.push({ op: "semaphoreIncrement", device, target: semaphore, value, nc });

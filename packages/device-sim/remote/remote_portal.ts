@@ -346,11 +346,6 @@ export class RemotePortal implements Portal {
     );
   }
 
-  /** Copies device memory into the caller's buffer (the bytes arrive on the wire either way). */
-  async memReadInto(memory: DeviceMemory, offset: number, into: Uint8Array): Promise<void> {
-    into.set(await this.memRead(memory, offset, into.byteLength));
-  }
-
   /** Adds to a semaphore (the doorbell; posted on a NeuronCore this client holds). */
   async semaphoreIncrement(device: number, nc: number, semaphore: number, value: number): Promise<void> {
     this.#use(device, nc);
