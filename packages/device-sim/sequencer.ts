@@ -768,7 +768,7 @@ export class Sequencer {
   async #preparing(run: Run, p: Promise<void>): Promise<void | Error | typeof DROPPED> {
     this.#setBusy(run, true);
     const prepared = await Promise.race([p.catch((e: unknown) => e as Error), run.dropped]);
-    if (prepared !== DROPPED) this.#setBusy(run, false);
+    this.#setBusy(run, false); // after a drop too: #drop has already seen the cores busy and terminated them
     return prepared;
   }
 
