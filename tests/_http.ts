@@ -178,3 +178,18 @@ export async function readBinaryResponse(
   const n = Number(res.headers.get("inference-header-content-length"));
   return { json: JSON.parse(new TextDecoder().decode(bytes.subarray(0, n))), binary: bytes.slice(n) };
 }
+
+/**
+ * What the simulated device shows per NeuronCore, for a test's failure message: the Q7 state, host waiters on the
+ * NQ, the last sequencer fault and the last three records (kind/model/value).
+ */
+export function deviceState(sim: DeviceSimPortal): unknown[] {
+  return Array.from({ length: sim.spec.ncPerDevice }, (_, nc) => ({
+    nc,
+    q7Busy: sim.q7Busy(0, nc),
+    q7Started: sim.q7Started(0, nc),
+    waiters: sim.notificationWaiters(0, nc),
+    fault: sim.sequencerFaults(0, nc).at(-1)?.message,
+    records: sim.records(0, nc).slice(-3).map((r) => `${r.kind}/${r.model}/${r.value}`),
+  }));
+}

@@ -18,7 +18,7 @@ import {
   type GrpcLimits,
 } from "../packages/grpc-api/mod.ts";
 import { bytesOf, Code, failure, FIXTURE_PROTO, type OipClient, oipClient } from "./_grpc_client.ts";
-import { type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
+import { deviceState, type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
 const clock = new VirtualClock();
@@ -95,9 +95,8 @@ async function spinning(
       activeCalls: server.activeCalls,
       spinInflight: spinInflight(),
       call: outcome,
-      // What the device said last on each NeuronCore (a fault's cause, when the spin faulted instead of spinning).
-      deviceFaults: Array.from({ length: fx.sim.spec.ncPerDevice }, (_, nc) => fx.sim.sequencerFaults(0, nc).at(-1))
-        .flatMap((f, nc) => f === undefined ? [] : [`NC ${nc}: ${f.message}`]),
+      // What the device shows on each NeuronCore (a fault's cause, when the spin faulted instead of spinning).
+      device: deviceState(fx.sim),
     }),
   );
   return call;

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type ExecutionEvent, VirtualClock } from "@nrt/core";
 import { createGrpcInferenceServer, type GrpcInferenceServer } from "../packages/grpc-api/mod.ts";
 import { Code, failure, type OipClient, oipClient } from "./_grpc_client.ts";
-import { control, type HttpFixture, httpFixture, post } from "./_http.ts";
+import { control, deviceState, type HttpFixture, httpFixture, post } from "./_http.ts";
 import { namedOneOpNeff, oneOpNeff } from "./_kernels.ts";
 
 const clock = new VirtualClock();
@@ -42,22 +42,14 @@ const spinReq = (init: RequestInit = {}) => ({
 /**
  * `p`, or — when it has not settled within 10 s of real time — a failure that says what the device and the runtime
  * were doing: per NeuronCore the Q7 state, the last sequencer fault and the last records, then the runtime's last
- * lifecycle events and log lines (a hang here happened twice in full runs and never alone).
+ * lifecycle events and log lines (this is how a load stuck behind a run the watchdog had missed was found).
  */
 async function answersWithin<T>(p: Promise<T>, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      const ncs = Array.from({ length: fx.sim.spec.ncPerDevice }, (_, nc) => ({
-        nc,
-        q7Busy: fx.sim.q7Busy(0, nc),
-        q7Started: fx.sim.q7Started(0, nc),
-        waiters: fx.sim.notificationWaiters(0, nc),
-        fault: fx.sim.sequencerFaults(0, nc).at(-1)?.message,
-        records: fx.sim.records(0, nc).slice(-3).map((r) => `${r.kind}/${r.model}/${r.value}`),
-      }));
       const state = {
-        ncs,
+        ncs: deviceState(fx.sim),
         events: fx.runtime.events.list().slice(-12),
         log: fx.logger.entries.slice(-6).map((e) => e.message),
       };
