@@ -8,6 +8,7 @@
  */
 import { NrtError, NrtStatus } from "@nrt/core";
 import { type AgentInit, type AgentMessage, type AgentReply, DeviceAgent, DoorbellRing } from "./device_agent.ts";
+import { addClockSkew, killLocalOps, resetLocalOps } from "./local_watchdog.ts";
 import type { Q7ClusterFactory } from "./q7_complex.ts";
 
 /** A control message before it is numbered. */
@@ -72,6 +73,9 @@ export class AgentLink {
   /** Sends a control message and resolves with its reply's value once it has taken effect on the device. */
   request(request: AgentRequest): Promise<unknown> {
     if (this.#failure !== undefined) return Promise.reject(this.#hwError());
+    // The agent may be inside a small op it runs itself: its watchdog reads the device clock's skew from the ring.
+    if (request.t === "elapse") addClockSkew(this.#ring.buffer as SharedArrayBuffer, request.ms);
+    if (request.t === "reset-q7") resetLocalOps(this.#ring.buffer as SharedArrayBuffer, request.nc);
     const msg = { ...request, seq: ++this.#sent, rung: this.#written } as AgentMessage;
     return new Promise((resolve, reject) => {
       this.#pending.set(msg.seq, { resolve, reject });
@@ -115,6 +119,8 @@ export class AgentLink {
 
   /** Closes the agent: it stops its sequencers and Q7 Workers, then the Worker goes. */
   async close(): Promise<void> {
+    // A small op spinning on the agent's own thread would hold the close message back: its watchdog stops it now.
+    killLocalOps(this.#ring.buffer as SharedArrayBuffer);
     if (this.#failure === undefined) await this.request({ t: "close" }).catch(() => {});
     this.#stop();
     this.#fail(new Error("the device agent is closed"));

@@ -30,7 +30,7 @@ import type { Q7BootEvent, Q7ClusterFactory, Q7CoreResult } from "./q7_complex.t
 import { SimDevice } from "./sim_device.ts";
 import { ucodeCoreWritten } from "./ucode_core.ts";
 
-/** The doorbell ring: a header of 16 Int32 words, then entries of 4 (nc, semaphore, count, control sequence). */
+/** The doorbell ring: a header of 24 Int32 words, then entries of 4 (nc, semaphore, count, control sequence). */
 export const DoorbellRing = {
   /** Entries written by the host (monotonic). */
   WRITTEN: 0,
@@ -40,7 +40,30 @@ export const DoorbellRing = {
   STOP: 2,
   /** 1 while the agent sleeps on WRITTEN: the host notifies only then (a doorbell to a busy agent costs no wake). */
   SLEEPING: 3,
-  HEADER_WORDS: 16,
+  // The words of the agent's local-op watchdog (local_watchdog.ts, ours).
+  /** The device clock's skew in µs, as a BigInt64 at this BigInt64 index (words 4–5): the host adds each `elapse`. */
+  SKEW_US_I64: 2,
+  /** Non-zero once the host closes the device: the watchdog stops a local op at once. */
+  KILL_ALL: 6,
+  /** The watchdog's bell (a counter rung with a notify). */
+  WD_BELL: 7,
+  /** 1 while the watchdog sleeps without a timeout: whoever starts a local op then rings its bell. */
+  WD_SLEEPING: 8,
+  /** Odd while a local op runs on the agent's thread; incremented when one starts and when it ends. */
+  LOCAL_GEN: 9,
+  /** The watchdog's id of the cluster running the local op. */
+  LOCAL_CLUSTER: 10,
+  /** The NeuronCore of the local op. */
+  LOCAL_NC: 11,
+  /** The local op's deadline (device clock, ms), as a Float64 at this Float64 index (words 12–13). */
+  LOCAL_DEADLINE_F64: 6,
+  /** Messages posted to the watchdog Worker (it takes them before parking again). */
+  WD_POSTED: 14,
+  /** Bit n set while the host's Q7 reset of NeuronCore n is on its way (the agent clears it when it takes it). */
+  RESET_MASK: 15,
+  /** Why the watchdog stopped the last local op it stopped: 1 its deadline passed, 2 a reset or close. */
+  LOCAL_CAUSE: 16,
+  HEADER_WORDS: 24,
   ENTRY_WORDS: 4,
   ENTRIES: 4096,
 } as const;
@@ -262,6 +285,7 @@ export class DeviceAgent {
         for (const u of d.ncs) u?.faults.disarm(msg.id);
         return;
       case "reset-q7":
+        if (msg.nc < 32) Atomics.and(this.#ring, DoorbellRing.RESET_MASK, ~(1 << msg.nc));
         return d.resetQ7(msg.nc);
       case "when-idle":
         return this.#whenIdle(msg.nc, msg.doorbells);

@@ -122,13 +122,28 @@ describe("the device agent", () => {
     }
   }, 30_000);
 
-  test("the doorbell ring's header words keep their places (WRITTEN 0, HANDLED 1, STOP 2, SLEEPING 3; 16 header words, 4 per entry)", () => {
+  test("the doorbell ring's header words keep their places (WRITTEN 0, HANDLED 1, STOP 2, SLEEPING 3, the watchdog's 4–16; 24 header words, 4 per entry)", () => {
     expect([DoorbellRing.WRITTEN, DoorbellRing.HANDLED, DoorbellRing.STOP, DoorbellRing.SLEEPING]).toEqual([
       0,
       1,
       2,
       3,
     ]);
-    expect([DoorbellRing.HEADER_WORDS, DoorbellRing.ENTRY_WORDS]).toEqual([16, 4]);
+    // The local-op watchdog's words (q7_watchdog.js reads them by these indices): skew as BigInt64 #2 (words 4–5),
+    // deadline as Float64 #6 (words 12–13), the rest single words; none overlaps another or the entries.
+    expect([
+      DoorbellRing.SKEW_US_I64,
+      DoorbellRing.KILL_ALL,
+      DoorbellRing.WD_BELL,
+      DoorbellRing.WD_SLEEPING,
+      DoorbellRing.LOCAL_GEN,
+      DoorbellRing.LOCAL_CLUSTER,
+      DoorbellRing.LOCAL_NC,
+      DoorbellRing.LOCAL_DEADLINE_F64,
+      DoorbellRing.WD_POSTED,
+      DoorbellRing.RESET_MASK,
+      DoorbellRing.LOCAL_CAUSE,
+    ]).toEqual([2, 6, 7, 8, 9, 10, 11, 6, 14, 15, 16]);
+    expect([DoorbellRing.HEADER_WORDS, DoorbellRing.ENTRY_WORDS]).toEqual([24, 4]);
   });
 });

@@ -43,6 +43,11 @@ export interface Q7DispatchOp {
   readonly totalCpus: 1 | 8;
   /** The argument table of the last LOAD_POOL_ARGUMENT. */
   readonly args: Q7DispatchArgs;
+  /**
+   * When the device's watchdog drops the op's run, in ms of the device clock (ours). A cluster that runs small ops on
+   * the calling thread does so only for an op with a deadline, which its own watchdog then enforces.
+   */
+  readonly deadlineMs?: number;
 }
 
 /** How one core finished a dispatch. */
@@ -82,6 +87,18 @@ export interface Q7ClusterPort {
   drainStdio(): Array<{ cpu: number; stream: number; text: string }>;
   /** Stops every Worker. */
   terminate(): void;
+  /**
+   * Whether the cluster's own watchdog stopped an op it ran on the calling thread at its deadline (the cluster is
+   * terminated then, and that dispatch rejected). Read right after `runPending` returns.
+   */
+  readonly watchdogFired?: boolean;
+  /**
+   * Runs the op `dispatch` left for the calling thread, if one waits (a cluster that runs small ops there; its
+   * dispatch only wrote the mailbox). The device calls it at the op's DRAIN.
+   */
+  runPending?(): void;
+  /** Whether an op waits for `runPending`. */
+  readonly hasPending?: boolean;
 }
 
 /**
@@ -310,6 +327,21 @@ export class ClusterHandle {
   /** The cluster's staged stdio entries. */
   drainStdio(): Array<{ cpu: number; stream: number; text: string }> {
     return this.#cluster.drainStdio();
+  }
+
+  /** Whether the cluster's watchdog stopped the op it ran on the calling thread ({@linkcode Q7ClusterPort.watchdogFired}). */
+  get watchdogFired(): boolean {
+    return this.#cluster.watchdogFired === true;
+  }
+
+  /** Whether an op waits for {@linkcode ClusterHandle.runPending}. */
+  get hasPending(): boolean {
+    return this.#cluster.hasPending === true;
+  }
+
+  /** Runs the op left for the calling thread ({@linkcode Q7ClusterPort.runPending}), if one waits. */
+  runPending(): void {
+    this.#cluster.runPending?.();
   }
 
   /** Dispatches one op. */

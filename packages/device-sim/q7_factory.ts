@@ -7,9 +7,27 @@
  *
  * @module
  */
-import { Q7Cluster } from "./q7/q7_cluster.ts";
+import { defaultLocalOpBytes, Q7Cluster, type Q7LocalWatchdog } from "./q7/q7_cluster.ts";
 import type { Q7ClusterFactory, Q7ClusterPort } from "./q7_complex.ts";
 
 /** Creates a `Q7Cluster` with the NeuronCore's SBUF size. */
 export const defaultQ7Factory: Q7ClusterFactory = async (options: { sbufBytes: number }): Promise<Q7ClusterPort> =>
   await Q7Cluster.create({ sbufBytes: options.sbufBytes });
+
+/**
+ * The device agent's factory: `Q7Cluster`s that run ops of at most `localOpBytes` bytes of tensors on the agent's
+ * own thread (default `defaultLocalOpBytes()`: 64 KiB, or `NRT_SIM_LOCAL_OP_BYTES`), stopped by `watchdog` when
+ * they overrun their deadline (ours, see local_watchdog.ts).
+ */
+export function localOpsQ7Factory(
+  watchdog: { forCore(nc: number): Q7LocalWatchdog },
+  localOpBytes?: number,
+): Q7ClusterFactory {
+  const bytes = localOpBytes ?? defaultLocalOpBytes();
+  return async (options: { sbufBytes: number; nc: number }): Promise<Q7ClusterPort> =>
+    await Q7Cluster.create({
+      sbufBytes: options.sbufBytes,
+      localOpBytes: bytes,
+      watchdog: watchdog.forCore(options.nc),
+    });
+}

@@ -57,7 +57,7 @@ import { type ArmedFault, FaultKind, type FaultPhase, type NcFaults } from "./fa
 import type { FileIoManager } from "./file_io_manager.ts";
 import type { MemorySpace } from "./memory.ts";
 import type { NotificationProducer } from "./notification_queue.ts";
-import type { Q7Complex, Q7CoreResult } from "./q7_complex.ts";
+import type { ClusterHandle, Q7Complex, Q7CoreResult } from "./q7_complex.ts";
 
 /**
  * Subtype mask bits of the simulator's TPB_ERROR records: `@nrt/core`'s `TpbErrorMask`, the encoding the host
@@ -132,6 +132,8 @@ interface Run {
   args: ArgTable | undefined;
   s2mBytes: number | undefined;
   dispatch: Promise<{ cores: Q7CoreResult[] }> | undefined;
+  /** The cluster of the op dispatched last, until its DRAIN (which runs it if it was left for this thread). */
+  q7?: ClusterHandle;
   /** The Q7 cores are still running this run's op. */
   q7Busy: boolean;
   /** Where this run records its timeline; `undefined` (the host did not ask) records nothing. */
@@ -519,6 +521,8 @@ export class Sequencer {
       const f = e instanceof SequencerFault ? e : new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, String(e));
       this.#fault(run, f.mask, f.message, [f.q7]);
     } finally {
+      // An op handed to the cores and never joined still runs (a stream without its DRAIN).
+      if (!abort.signal.aborted && run.q7?.hasPending) this.#runPending(run);
       this.#publish();
       // A run that ends with its cores still marked busy was dropped mid-op or mid-prepare, and its cluster was
       // terminated (#drop): the cores are not busy any more.
@@ -748,16 +752,44 @@ export class Sequencer {
       }
     }
     const args = run.args ?? { inputs: [], outputs: [], ints: [] };
+    const budget = this.#d.watchdogMs ?? 0;
     const op = {
       key,
       fn: entry.name,
       totalCpus: totalCpus as 1 | 8,
       args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] },
+      deadlineMs: budget > 0 ? run.startedAt + budget : undefined,
     };
     run.fn = entry.name;
     run.dispatch = started.dispatch(op, run.abort.signal);
+    run.q7 = started;
     this.#setBusy(run, true);
     run.dispatch.then(() => this.#setBusy(run, false), () => {}); // joined (and reported) by DRAIN
+  }
+
+  /**
+   * Runs the op of `run` that the cluster left for this thread, if one waits (a small op, `localOpBytes`, ours): at the
+   * DRAIN, after the records of the instructions between the EXTENDED_INST and it are published, as the cores would
+   * have run beside them. If the cluster's watchdog stopped it at its deadline, the run is dropped as #checkWatchdog
+   * drops it, and its op never joins.
+   */
+  #runPending(run: Run): void {
+    const q7 = run.q7;
+    run.q7 = undefined;
+    if (q7 === undefined || !q7.hasPending) return;
+    this.#publish();
+    this.#burst = [];
+    q7.runPending();
+    if (!q7.watchdogFired || run.abort.signal.aborted) return;
+    run.dispatch?.catch(() => {});
+    run.dispatch = new Promise<never>(() => {});
+    const budget = this.#d.watchdogMs ?? 0;
+    this.#noteFault({
+      slot: run.slot,
+      mask: 0,
+      message: `${WATCHDOG_CAUSE}: run ${run.count} of stream slot ${run.entry.slot} exceeded ${budget} ms; dropped`,
+    });
+    this.#drop(run, WATCHDOG_CAUSE);
   }
 
   /**
@@ -774,6 +806,7 @@ export class Sequencer {
 
   /** DRAIN 0x10A2: the join of the participating cores, then the output DMA. */
   async #drain(run: Run): Promise<void> {
+    this.#runPending(run);
     if (run.dispatch !== undefined) {
       const joined = await Promise.race([this.#joinDispatch(run.dispatch), run.dropped]);
       run.dispatch = undefined;

@@ -40,6 +40,7 @@
  * @module
  */
 import { encodeTensorDescriptor } from "@nrt/core/isa";
+import { createQ7Cores, type Q7Cores } from "./q7_cores.js";
 import {
   ARG_INPUTS,
   ARG_INTS,
@@ -121,6 +122,11 @@ export interface DispatchOp {
   totalCpus: 1 | 8;
   /** The argument block. */
   args: ArgBlock;
+  /**
+   * When the op must be stopped, in ms of the device clock the cluster's {@linkcode Q7ClusterOptions.watchdog} reads
+   * (ours). Only an op with a deadline may run on the calling thread; absent, it runs on the Workers.
+   */
+  deadlineMs?: number;
 }
 
 /** How one core's part of an op ended. */
@@ -184,6 +190,40 @@ export interface Q7ClusterOptions {
    * preparing one more evicts the least recently used. The firmware is not counted.
    */
   maxLibraries?: number;
+  /**
+   * Ops whose tensors (inputs and outputs together) hold at most this many bytes, and that have a deadline
+   * ({@linkcode DispatchOp.deadlineMs}), run on the calling thread, on its own instances of the 8 cores, instead of
+   * waking the Workers (default 0: every op runs on the Workers; ours), once the function has returned ok on the
+   * Workers within {@linkcode LOCAL_LEARN_NS}. Such a dispatch only writes the mailbox; the op runs at the caller's next
+   * {@linkcode Q7Cluster.runPending}. Waking a Worker and being woken back costs more than a small kernel: the device agent runs small ops
+   * itself and keeps the Workers for the ones that gain from running in parallel. A kernel that spins on the calling
+   * thread can only be stopped by another thread setting the kill flag ({@linkcode Q7Cluster.killFlag}), so only a
+   * thread that has such a watchdog should set it.
+   */
+  localOpBytes?: number;
+  /**
+   * The watchdog that can stop an op running on the calling thread (required for {@linkcode
+   * Q7ClusterOptions.localOpBytes} to take effect: without one every op runs on the Workers).
+   */
+  watchdog?: Q7LocalWatchdog;
+}
+
+/**
+ * Another thread that stops an op the cluster runs on the calling thread (ours; the device agent's is
+ * `local_watchdog.ts`): it sets the cluster's kill flag when the op's deadline passes.
+ */
+export interface Q7LocalWatchdog {
+  /** Watches a cluster's memory, whose kill flag is Int32 word `killWord`; resolves with the cluster's id. */
+  adopt(memory: WebAssembly.Memory, killWord: number): Promise<number>;
+  /** Stops watching cluster `id`. */
+  forget(id: number): void;
+  /** An op of cluster `id` starts on the calling thread, to be stopped at `deadlineMs`; returns its generation. */
+  arm(id: number, deadlineMs: number): number;
+  /**
+   * The op `gen` ended; returns `undefined` if it ended by itself, `"deadline"` if the watchdog stopped it at its
+   * deadline, `"stopped"` if it stopped it for another reason (a reset or close the cluster's owner will act on).
+   */
+  disarm(gen: number): "deadline" | "stopped" | undefined;
 }
 
 /**
@@ -216,6 +256,36 @@ export function defaultQ7Workers(env?: Record<string, string | undefined>): numb
   }
   const cpus = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
   return typeof cpus === "number" && cpus >= 1 ? Math.min(Q7_CORES, Math.floor(cpus)) : Q7_CORES;
+}
+
+/**
+ * The environment variable that sets the default {@linkcode Q7ClusterOptions.localOpBytes} of the device agent's
+ * clusters (ours): an integer ≥ 0, 0 runs every op on the Workers.
+ */
+export const Q7_LOCAL_OP_BYTES_ENV = "NRT_SIM_LOCAL_OP_BYTES";
+
+/**
+ * The default {@linkcode Q7ClusterOptions.localOpBytes} of the device agent's clusters (ours): 64 KiB of tensors. Below
+ * it, waking the Workers and being woken back (two thread hops, 35–60 µs each here) costs more than running the 8
+ * cores in turn on the agent's thread; above it, the Workers' parallelism pays (a 1 MiB vector_add).
+ */
+export const DEFAULT_LOCAL_OP_BYTES = 64 * 1024;
+
+/**
+ * The device agent's {@linkcode Q7ClusterOptions.localOpBytes}: {@linkcode Q7_LOCAL_OP_BYTES_ENV} if it is set (a
+ * value that is not an integer ≥ 0 throws), else {@linkcode DEFAULT_LOCAL_OP_BYTES}.
+ *
+ * @param env the environment to read (default: the process environment)
+ * @returns the byte threshold
+ */
+export function defaultLocalOpBytes(env?: Record<string, string | undefined>): number {
+  const text = env !== undefined ? env[Q7_LOCAL_OP_BYTES_ENV] : processEnv(Q7_LOCAL_OP_BYTES_ENV);
+  if (text === undefined || text === "") return DEFAULT_LOCAL_OP_BYTES;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 0) {
+    throw new RangeError(`${Q7_LOCAL_OP_BYTES_ENV} is "${text}", expected an integer ≥ 0`);
+  }
+  return n;
 }
 
 /** One variable of the process environment, or undefined where it cannot be read (never prompts under Deno). */
@@ -282,12 +352,35 @@ export class Q7Cluster {
   #stdioDropped = 0;
   #decoders = new Map<number, TextDecoder>();
   #failure: Error | undefined;
+  /** All 8 cores on this thread, for ops of at most `localOpBytes` bytes (undefined when it is 0). */
+  #local: Q7Cores | undefined;
+  readonly #localOpBytes: number;
+  #watchdog: { readonly dog: Q7LocalWatchdog; readonly id: number } | undefined;
+  #watchdogFired = false;
+  /** Function ids whose last run on the Workers returned ok in little time: they may run on the calling thread. */
+  readonly #quick = new Set<number>();
+  /** The op handed to this thread's cores, run by {@linkcode Q7Cluster.runPending}. */
+  #pending: { run(): void; reject(e: Error): void } | undefined;
 
-  private constructor(memory: WebAssembly.Memory, sbufBytes: number, workers: number, maxLibraries: number) {
+  private constructor(
+    memory: WebAssembly.Memory,
+    sbufBytes: number,
+    workers: number,
+    maxLibraries: number,
+    localOpBytes: number,
+  ) {
     this.memory = memory;
     this.sbufBytes = sbufBytes;
     this.workers = workers;
     this.maxLibraries = maxLibraries;
+    this.#localOpBytes = localOpBytes;
+    if (localOpBytes > 0) {
+      this.#local = createQ7Cores({
+        layout: WORKER_LAYOUT,
+        memory,
+        cores: Array.from({ length: Q7_CORES }, (_, c) => c),
+      });
+    }
     const buffer = memory.buffer;
     this.#i32 = new Int32Array(buffer, MAILBOX, (buffer.byteLength - MAILBOX) >> 2);
     this.#u8 = new Uint8Array(buffer);
@@ -335,6 +428,10 @@ export class Q7Cluster {
     if (!Number.isInteger(maxLibraries) || maxLibraries < 1) {
       throw new RangeError(`Cannot create Q7 cluster: maxLibraries is ${maxLibraries}, expected an integer ≥ 1`);
     }
+    const localOpBytes = opts.localOpBytes ?? 0;
+    if (!Number.isSafeInteger(localOpBytes) || localOpBytes < 0) {
+      throw new RangeError(`Cannot create Q7 cluster: localOpBytes is ${localOpBytes}, expected an integer ≥ 0`);
+    }
     const pages = (SBUF_BASE + sbufBytes) / PAGE_BYTES;
     if (!Number.isInteger(pages) || sbufBytes <= 0 || pages > 65536) {
       throw new RangeError(
@@ -342,13 +439,17 @@ export class Q7Cluster {
       );
     }
     const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
-    const cluster = new Q7Cluster(memory, sbufBytes, workers, maxLibraries);
+    const cluster = new Q7Cluster(memory, sbufBytes, workers, maxLibraries, opts.watchdog ? localOpBytes : 0);
     try {
       await Promise.all(
         cluster.#workers.map((_, w) =>
           cluster.#request(w, { type: "init", memory, worker: w, cores: cluster.#cores(w), layout: WORKER_LAYOUT })
         ),
       );
+      if (cluster.#local !== undefined && opts.watchdog !== undefined) {
+        const dog = opts.watchdog;
+        cluster.#watchdog = { dog, id: await dog.adopt(memory, KILL_FLAG_ADDR >> 2) };
+      }
     } catch (e) {
       cluster.terminate();
       throw e;
@@ -476,6 +577,12 @@ export class Q7Cluster {
         throw e;
       }
       this.#inFlight = op.key;
+      if (
+        this.#watchdog !== undefined && op.deadlineMs !== undefined && this.#quick.has(fn.id) &&
+        argBytes(op.args) <= this.#localOpBytes
+      ) {
+        return this.#deferLocal(slot, fn, op.totalCpus, op.deadlineMs, signal);
+      }
       return this.#run(slot, fn, op.totalCpus, signal);
     } catch (e) {
       return Promise.reject(e);
@@ -532,6 +639,7 @@ export class Q7Cluster {
   terminate(): void {
     if (this.#terminated) return;
     this.#terminated = true;
+    if (this.#watchdog !== undefined) this.#watchdog.dog.forget(this.#watchdog.id);
     const i32 = this.#i32;
     Atomics.store(i32, MB_KILL, 1);
     Atomics.store(i32, MB_CMD, CMD_EXIT);
@@ -539,6 +647,8 @@ export class Q7Cluster {
     for (const worker of this.#workers) worker.terminate();
     const error = new Error("Q7 cluster was terminated");
     for (const queue of this.#replies) for (const pending of queue.splice(0)) pending.reject(error);
+    this.#pending?.reject(new Error("Cannot complete dispatch: the Q7 cluster was terminated"));
+    this.#pending = undefined;
     Atomics.notify(i32, MB_COMPLETE); // releases a pending dispatch's waitAsync
   }
 
@@ -588,6 +698,14 @@ export class Q7Cluster {
     const replies = await this.#postAll({ type: "load", slot, module });
     const failed = replies.find((r) => r.error !== undefined);
     if (failed) throw new Error(`${context}: ${failed.error}`);
+    if (this.#local !== undefined) {
+      try {
+        this.#local.load(slot, module);
+      } catch (e) {
+        this.#local.unload(slot);
+        throw new Error(`${context}: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`, { cause: e });
+      }
+    }
     return replies;
   }
 
@@ -595,6 +713,7 @@ export class Q7Cluster {
   async #evict(key: string): Promise<void> {
     const slot = this.#slots.get(key)!;
     await this.#postAll({ type: "unload", slot });
+    this.#local?.unload(slot);
     this.#slots.delete(key);
     this.#forgetFunctions(slot);
     this.#freeSlots.push(slot);
@@ -612,7 +731,12 @@ export class Q7Cluster {
   /** Drops the function ids of `slot` (the slot is booted again or reused by another library). */
   #forgetFunctions(slot: number): void {
     const prefix = `${slot}\0`;
-    for (const key of [...this.#fns.keys()]) if (key.startsWith(prefix)) this.#fns.delete(key);
+    for (const [key, entry] of [...this.#fns]) {
+      if (key.startsWith(prefix)) {
+        this.#fns.delete(key);
+        this.#quick.delete(entry.id);
+      }
+    }
   }
 
   #fnEntry(slot: number, fn: string): FnEntry {
@@ -663,7 +787,8 @@ export class Q7Cluster {
     view.setInt32(ARGS + 8, ints.length, true);
   }
 
-  #run(slot: number, fn: FnEntry, totalCpus: number, signal: AbortSignal | undefined): Promise<DispatchResult> {
+  /** Writes the op's mailbox words and clears the participants' status records; returns the op's sequence number. */
+  #post(slot: number, fn: FnEntry, totalCpus: number): number {
     const i32 = this.#i32;
     const seq = ++this.#seq;
     this.#u8.set(fn.name, FN_NAME);
@@ -675,12 +800,84 @@ export class Q7Cluster {
     for (let cpu = 0; cpu < totalCpus; cpu++) this.#view.setInt32(CORE_STATUS + cpu * CORE_STATUS_BYTES, 0, true);
     Atomics.store(i32, MB_DONE, 0);
     Atomics.store(i32, MB_CMD, CMD_RUN);
+    return seq;
+  }
+
+  /**
+   * Runs the op on this thread's own instances of the 8 cores, in turn, and joins it. No Worker is rung; the
+   * mailbox, the status records and the stdio ring are the same as for an op the Workers run.
+   */
+  /**
+   * Hands the op to this thread's own instances of the 8 cores: the mailbox is written now, and the op runs when
+   * {@linkcode Q7Cluster.runPending} is called (the device's DRAIN, once the records of the instructions before it are
+   * out), the cores in turn. No Worker is rung; the mailbox, the status records and the stdio ring are the same as for
+   * an op the Workers run.
+   */
+  #deferLocal(
+    slot: number,
+    fn: FnEntry,
+    totalCpus: number,
+    deadlineMs: number,
+    signal: AbortSignal | undefined,
+  ): Promise<DispatchResult> {
+    const seq = this.#post(slot, fn, totalCpus);
+    return new Promise<DispatchResult>((resolve, reject) => {
+      const run = () => {
+        const { dog, id } = this.#watchdog!;
+        const gen = dog.arm(id, deadlineMs);
+        let stopped: "deadline" | "stopped" | undefined;
+        try {
+          this.#local!.runOp(seq);
+        } finally {
+          stopped = dog.disarm(gen);
+        }
+        if (stopped === undefined) return resolve(this.#complete(totalCpus, fn.id));
+        // The kill flag is set (or about to be): every core of this cluster is unusable from now on.
+        this.terminate();
+        if (stopped === "deadline") {
+          this.#watchdogFired = true;
+          return reject(new Error("Cannot complete dispatch: the watchdog stopped the op at its deadline"));
+        }
+        // Stopped for a reset or a close: like an op spinning on the Workers, it never joins; `signal` gives up on it.
+        if (signal?.aborted) reject(signal.reason);
+        signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
+      };
+      this.#pending = { run, reject };
+    });
+  }
+
+  /**
+   * Runs the op {@linkcode Q7Cluster.dispatch} handed to this thread's cores, if one waits (ours; see
+   * {@linkcode Q7ClusterOptions.localOpBytes}): its dispatch promise settles before this returns.
+   */
+  runPending(): void {
+    const p = this.#pending;
+    this.#pending = undefined;
+    p?.run();
+  }
+
+  /** Whether an op waits for {@linkcode Q7Cluster.runPending}. */
+  get hasPending(): boolean {
+    return this.#pending !== undefined;
+  }
+
+  /**
+   * Whether the {@linkcode Q7ClusterOptions.watchdog} stopped an op this cluster ran on the calling thread (the
+   * cluster is terminated then). Read it right after {@linkcode Q7Cluster.dispatch} returns.
+   */
+  get watchdogFired(): boolean {
+    return this.#watchdogFired;
+  }
+
+  #run(slot: number, fn: FnEntry, totalCpus: number, signal: AbortSignal | undefined): Promise<DispatchResult> {
+    const i32 = this.#i32;
+    const seq = this.#post(slot, fn, totalCpus);
     // The doorbell: wake exactly the participating cores (seed: spmd-teardown §1.1 — total_cpus is the fan-out).
     this.#ring(totalCpus);
     // The join: the last participant stores this op's sequence number in MB_COMPLETE and notifies. A wake-up is
     // only a hint — the previous op's last core may notify after the host already saw its store (and moved on to
     // this op), so completion is the stored value equal to `seq`, re-checked after every wake.
-    if (Atomics.load(i32, MB_COMPLETE) === seq) return Promise.resolve(this.#complete(totalCpus));
+    if (Atomics.load(i32, MB_COMPLETE) === seq) return Promise.resolve(this.#complete(totalCpus, fn.id));
     return new Promise<DispatchResult>((resolve, reject) => {
       const onAbort = () => reject(signal!.reason);
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -691,7 +888,7 @@ export class Q7Cluster {
           reject(new Error(`Cannot complete dispatch: the Q7 cluster was terminated`));
         } else if (current === seq) {
           signal?.removeEventListener("abort", onAbort);
-          resolve(this.#complete(totalCpus));
+          resolve(this.#complete(totalCpus, fn.id));
         } else {
           const wait = Atomics.waitAsync(i32, MB_COMPLETE, current);
           if (wait.async) wait.value.then(waitForJoin);
@@ -702,11 +899,26 @@ export class Q7Cluster {
     });
   }
 
-  #complete(totalCpus: number): DispatchResult {
+  /**
+   * Reads the op's status records. `learn` is the op's function id: if every core returned `ok` within
+   * {@linkcode LOCAL_LEARN_NS} of kernel time all told, the function may run on the calling thread next time; if not,
+   * it goes back to the Workers.
+   */
+  #complete(totalCpus: number, learn?: number): DispatchResult {
     this.#busy = false;
     this.#inFlight = undefined;
     const view = this.#view;
     const cores: CoreResult[] = [];
+    if (learn !== undefined && this.#local !== undefined) {
+      let ns = 0, ok = true;
+      for (let cpu = 0; cpu < totalCpus; cpu++) {
+        const rec = CORE_STATUS + cpu * CORE_STATUS_BYTES;
+        ok &&= view.getInt32(rec + CS.status, true) === Status.ok;
+        ns += view.getFloat64(rec + CS.elapsedNs, true);
+      }
+      if (ok && ns <= LOCAL_LEARN_NS) this.#quick.add(learn);
+      else this.#quick.delete(learn);
+    }
     for (let cpu = 0; cpu < Q7_CORES; cpu++) {
       if (cpu >= totalCpus) {
         cores.push({ cpu, ran: false, status: "ok", committed: false });
@@ -730,4 +942,19 @@ export class Q7Cluster {
     }
     return { cores };
   }
+}
+
+/**
+ * Kernel time (ns, all cores together) under which an op the Workers ran may run on the calling thread next time
+ * (ours): 1 ms. A function runs there only once it has returned, quickly, on the Workers, so a kernel that spins or
+ * runs long stays on the Workers, where the device's messages (a Q7 reset, an unload) reach it at once.
+ */
+export const LOCAL_LEARN_NS = 1_000_000;
+
+/** The bytes an op's tensors hold, inputs and outputs together. */
+function argBytes(args: ArgBlock): number {
+  let n = 0;
+  for (const t of args.inputs) n += t.bytes;
+  for (const t of args.outputs) n += t.bytes;
+  return n;
 }

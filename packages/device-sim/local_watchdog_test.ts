@@ -1,0 +1,131 @@
+import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { DOORBELL_RING_BYTES } from "./device_agent.ts";
+import { LocalWatchdog } from "./local_watchdog.ts";
+import { Q7Cluster } from "./q7/q7_cluster.ts";
+
+const kernel = (name: string) =>
+  new Uint8Array(readFileSync(new URL(`../../kernels/wasm/${name}.wasm`, import.meta.url)));
+const NOW = () => performance.timeOrigin + performance.now();
+/** `faults.printf` with `lines` lines per core: quick with 1, endless (for a test) with 2^50. */
+const printf = (lines: bigint, deadlineMs?: number) => ({
+  key: "faults",
+  fn: "printf",
+  totalCpus: 8 as const,
+  args: { inputs: [], outputs: [], ints: [lines] },
+  deadlineMs,
+});
+
+async function cluster(): Promise<{ c: Q7Cluster; dog: LocalWatchdog; ring: SharedArrayBuffer }> {
+  const ring = new SharedArrayBuffer(DOORBELL_RING_BYTES);
+  const dog = new LocalWatchdog(ring);
+  const c = await Q7Cluster.create({ sbufBytes: 1 << 20, workers: 2, localOpBytes: 1024, watchdog: dog.forCore(3) });
+  await c.boot({ iram: kernel("stock_pool"), dram: new Uint8Array(4) });
+  await c.prepare("faults", kernel("faults"));
+  return { c, dog, ring };
+}
+
+/** Runs `job` on another thread (the host while this one is blocked); resolves when it has acted. */
+function fromAnotherThread(job: Record<string, unknown>): Promise<Worker> {
+  const w = new Worker(new URL("../../tests/_local_watchdog_worker.ts", import.meta.url), { type: "module" });
+  return new Promise((resolve) => {
+    w.onmessage = () => resolve(w);
+    w.postMessage(job);
+  });
+}
+
+describe("Q7Cluster ops on the calling thread, under the local watchdog", () => {
+  test("a small op with a deadline runs on the calling thread once it has returned quickly on the Workers", async () => {
+    const { c, dog } = await cluster();
+    try {
+      const far = NOW() + 60_000;
+      // First on the Workers (the dispatch is under way, nothing is left for this thread).
+      const first = c.dispatch(printf(1n, far));
+      expect(c.hasPending).toBe(false);
+      expect((await first).cores.map((r) => r.status)).toEqual(Array(8).fill("ok"));
+      expect(c.drainStdio().length).toBe(8);
+      // Then here: the dispatch only writes the mailbox; runPending runs it and settles it.
+      const second = c.dispatch(printf(2n, far));
+      expect(c.hasPending).toBe(true);
+      c.runPending();
+      expect(c.hasPending).toBe(false);
+      expect((await second).cores.map((r) => [r.status, r.committed])).toEqual(Array(8).fill(["ok", true]));
+      expect(c.drainStdio().map((e) => e.text).filter((t) => t === "line 1 from core 7\n").length).toBe(1);
+      // No deadline, or more bytes than localOpBytes: the Workers.
+      const noDeadline = c.dispatch(printf(1n));
+      expect(c.hasPending).toBe(false);
+      await noDeadline;
+      expect(c.watchdogFired).toBe(false);
+    } finally {
+      c.terminate();
+      dog.stop();
+    }
+  });
+
+  test(
+    "the watchdog stops a local op that overruns its deadline: the dispatch rejects and the cluster is terminated",
+    async () => {
+      const { c, dog } = await cluster();
+      try {
+        await c.dispatch(printf(1n, NOW() + 60_000));
+        const endless = c.dispatch(printf(1n << 50n, NOW() + 50));
+        expect(c.hasPending).toBe(true);
+        c.runPending(); // blocks this thread until the watchdog sets the kill flag
+        await expect(endless).rejects.toThrow("the watchdog stopped the op at its deadline");
+        expect(c.watchdogFired).toBe(true);
+        await expect(c.dispatch(printf(1n))).rejects.toThrow("terminated");
+      } finally {
+        c.terminate();
+        dog.stop();
+      }
+    },
+    20_000,
+  );
+
+  test("an elapse from the host moves the deadline of a local op past while this thread is blocked in it", async () => {
+    const { c, dog, ring } = await cluster();
+    let helper: Worker | undefined;
+    try {
+      await c.dispatch(printf(1n, NOW() + 60_000));
+      const endless = c.dispatch(printf(1n << 50n, NOW() + 3_600_000));
+      const acted = fromAnotherThread({ ring, action: "elapse", ms: 7_200_000, delayMs: 30 });
+      c.runPending();
+      const stopped = expect(endless).rejects.toThrow("deadline");
+      helper = await acted;
+      await stopped;
+      expect(c.watchdogFired).toBe(true);
+    } finally {
+      helper?.terminate();
+      c.terminate();
+      dog.stop();
+    }
+  }, 20_000);
+
+  for (const action of ["reset", "close"] as const) {
+    test(
+      `a ${action} from the host stops a local op at once; its dispatch then waits for the caller to give up`,
+      async () => {
+        const { c, dog, ring } = await cluster();
+        let helper: Worker | undefined;
+        try {
+          await c.dispatch(printf(1n, NOW() + 60_000));
+          const controller = new AbortController();
+          const endless = c.dispatch(printf(1n << 50n, NOW() + 3_600_000), controller.signal);
+          // A reset of another NeuronCore's cores would leave this one alone; this cluster is NeuronCore 3's.
+          const acted = fromAnotherThread({ ring, action, nc: 3, delayMs: 30 });
+          c.runPending();
+          helper = await acted;
+          expect(c.watchdogFired).toBe(false);
+          controller.abort(new Error("dropped"));
+          await expect(endless).rejects.toThrow("dropped");
+          await expect(c.dispatch(printf(1n))).rejects.toThrow("terminated");
+        } finally {
+          helper?.terminate();
+          c.terminate();
+          dog.stop();
+        }
+      },
+      20_000,
+    );
+  }
+});
