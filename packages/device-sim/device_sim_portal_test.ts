@@ -207,3 +207,97 @@ describe("DeviceSimPortal Q7 boot", () => {
     await h.portal.close();
   });
 });
+
+describe("DeviceSimPortal small ops on the device agent's thread", () => {
+  const PRINTF = 0x104, DONE_SEM = 21;
+
+  /** Two streams of faults.printf on 8 cores: slot 0 prints 1 line per core (doorbell 1), slot 1 2^50 (doorbell 2). */
+  async function printfStreams(): Promise<TestHost> {
+    const h = new TestHost({ hbmBytes: 1 << 24, watchdogMs: 10_000 });
+    await h.attachNq(64);
+    await h.bootQ7({ iram: await readBytes(new URL("stock_pool.wasm", KERNELS)), dram: new Uint8Array([3, 0, 0, 0]) });
+    const faultsWasm = await readBytes(new URL("faults.wasm", KERNELS));
+    const faults = await h.put(faultsWasm);
+    const table = await h.put(encodeOpcodeTable({
+      m2s: [],
+      s2m: [],
+      entries: [{
+        opcode: PRINTF,
+        cpuIdFlag: false,
+        totalCpus: 8,
+        libAddr: faults.pa,
+        libBytes: faults.bytes,
+        libTag: libraryTag(faultsWasm),
+        name: "printf",
+      }],
+    }));
+    await h.khal.q7SwapTable(h.target, 0, table.pa);
+    for (const [slot, lines] of [[0, 1n], [1, 1n << 50n]] as const) {
+      const args = await h.put(encodeArgTable({ inputs: [], outputs: [], ints: [lines] }));
+      await h.installStream(
+        [
+          { op: Opcode.ULIB_LOAD, lib: 0, libs: 1, opcodeTable: table.pa },
+          {
+            op: Opcode.LOAD_POOL_ARGUMENT,
+            embeddingTableBase: args.pa,
+            sbufBase: h.sbufPa(0),
+            oneValueReadAddr: h.khal.evtAccelAddr(0, 0),
+            completionWriteAddr: h.khal.semIncAddr(0, DONE_SEM),
+          },
+          { op: Opcode.EXTENDED_INST, opcode: PRINTF, call: 0 },
+          { op: Opcode.NOTIFY, kind: NotificationKind.HW_ERROR, value: 0xabc + slot },
+          { op: Opcode.DRAIN_ARM },
+          { op: Opcode.DRAIN },
+          { op: Opcode.NOTIFY, kind: NotificationKind.EXEC_DONE, value: slot },
+        ],
+        slot + 1,
+        slot,
+        4,
+      );
+    }
+    return h;
+  }
+
+  test(
+    "a quick op that turns endless on the agent's thread is dropped by the device's watchdog at its budget, and the next run boots a fresh cluster",
+    async () => {
+      const h = await printfStreams();
+      try {
+        // Twice quick: on the Workers, then (learned quick) on the agent's own thread. Same records either way.
+        for (let i = 0; i < 2; i++) {
+          await h.fire(1);
+          const { records } = await h.read();
+          expect(records.map((r) => r.kind)).toEqual([NotificationKind.HW_ERROR, NotificationKind.EXEC_DONE]);
+          expect(records[0].value).toBe(0xabc);
+        }
+        // The same function with 2^50 lines: it runs on the agent's thread and never returns. The marker NOTIFY between
+        // the EXTENDED_INST and the DRAIN is published before the op runs, as the cores run beside the sequencer.
+        await h.portal.semaphoreIncrement(0, 0, 2, 1);
+        await h.portal.notificationWait(0, 0, 0);
+        expect((await h.read()).records.map((r) => r.value)).toEqual([0xabd]);
+        // The host moves the device clock past the budget while the agent is blocked in the op: its watchdog Worker
+        // stops it, and the run is dropped without a completion record.
+        await h.portal.elapse(0, 10_000);
+        await h.portal.whenIdle(0, 0);
+        expect((await h.read()).records).toEqual([]);
+        expect(h.portal.sequencerFaults(0, 0).map((f) => f.message)).toEqual([
+          expect.stringContaining("watchdog: run"),
+        ]);
+        expect(h.portal.q7Events().filter((e) => e.kind === "cluster-terminated").map((e) => e.detail)).toEqual([
+          "watchdog",
+        ]);
+        expect(h.portal.q7Busy(0, 0)).toBe(false);
+        // The next quick run boots a fresh cluster and completes.
+        await h.fire(1);
+        expect((await h.read()).records.map((r) => r.kind)).toEqual([
+          NotificationKind.HW_ERROR,
+          NotificationKind.EXEC_DONE,
+        ]);
+        expect(h.portal.q7Events().filter((e) => e.kind === "cluster-started").length).toBe(2);
+      } finally {
+        await h.portal.close();
+      }
+    },
+    30_000,
+  );
+});
