@@ -16,7 +16,7 @@
  */
 import { NrtError, NrtStatus } from "@nrt/core";
 import type { SiliconSpec } from "@nrt/core/hal";
-import { NQ_REGISTER_BYTES } from "@nrt/core/isa";
+import { getU32, NQ_REGISTER_BYTES, setU32 } from "@nrt/core/isa";
 import { ENGINE_IP_BYTES, type NcRegisters, NqRegister, STREAM_ENTRY_BYTES } from "./nc_registers.ts";
 
 export {
@@ -148,13 +148,12 @@ export class Bar0 {
       case "ucode-core":
       case "engine-ip": {
         if (reg.byte % 4 !== 0 || data.byteLength % 4 !== 0) this.#unaligned(offset, data.byteLength);
-        const v = new DataView(data.buffer, data.byteOffset, data.byteLength);
-        const pending: Array<Promise<void>> = [];
+        let pending: Array<Promise<void>> | undefined;
         for (let i = 0; i < data.byteLength; i += 4) {
-          const p = this.#writeWord(reg, r, reg.byte + i, v.getUint32(i, true));
-          if (p !== undefined) pending.push(p);
+          const p = this.#writeWord(reg, r, reg.byte + i, getU32(data, i));
+          if (p !== undefined) (pending ??= []).push(p);
         }
-        if (pending.length > 0) return Promise.all(pending).then(() => {});
+        if (pending !== undefined) return Promise.all(pending).then(() => {});
         return;
       }
       case "swap-table":
@@ -188,7 +187,7 @@ export class Bar0 {
   /** Single 32-bit CSR write. */
   write32(offset: number, value: number): Promise<void> | void {
     const b = new Uint8Array(4);
-    new DataView(b.buffer).setUint32(0, value >>> 0, true);
+    setU32(b, 0, value);
     return this.write(offset, b);
   }
 
@@ -200,7 +199,7 @@ export class Bar0 {
       if (bytes === undefined || at >= bytes.byteLength) return 0;
       const w = new Uint8Array(4);
       w.set(bytes.subarray(at, at + 4));
-      return new DataView(w.buffer).getUint32(0, true);
+      return getU32(w, 0);
     };
     switch (reg.kind) {
       case "semaphore":
@@ -283,12 +282,11 @@ export class Bar0 {
   #writeNq(r: NcRegisters, byte: number, data: Uint8Array): void {
     const incoming = r.nq.slice();
     incoming.set(data, byte);
-    const v = new DataView(incoming.buffer);
-    const repointed = byte < NqRegister.HEAD && (v.getUint32(0, true) !== r.nqRegister(0) ||
-      v.getUint32(4, true) !== r.nqRegister(4) || v.getUint32(8, true) !== r.nqRegister(8));
+    const repointed = byte < NqRegister.HEAD && (getU32(incoming, 0) !== r.nqRegister(0) ||
+      getU32(incoming, 4) !== r.nqRegister(4) || getU32(incoming, 8) !== r.nqRegister(8));
     // Base and capacity are host-owned. Re-pointing the ring restarts it: head, tail and cause go back to 0.
     for (const at of [NqRegister.BASE_LO, NqRegister.BASE_HI, NqRegister.CAPACITY]) {
-      r.setNqRegister(at, v.getUint32(at, true));
+      r.setNqRegister(at, getU32(incoming, at));
     }
     if (repointed) {
       r.setNqRegister(NqRegister.HEAD, 0);
@@ -298,8 +296,8 @@ export class Bar0 {
     }
     // The head is device-owned (host writes are dropped); the tail is the host's; the cause clears on a write of 0.
     const touches = (at: number): boolean => byte <= at && byte + data.byteLength >= at + 4;
-    if (touches(NqRegister.TAIL)) r.setNqRegister(NqRegister.TAIL, v.getUint32(NqRegister.TAIL, true));
-    if (touches(NqRegister.CAUSE) && v.getUint32(NqRegister.CAUSE, true) === 0) r.setNqRegister(NqRegister.CAUSE, 0);
+    if (touches(NqRegister.TAIL)) r.setNqRegister(NqRegister.TAIL, getU32(incoming, NqRegister.TAIL));
+    if (touches(NqRegister.CAUSE) && getU32(incoming, NqRegister.CAUSE) === 0) r.setNqRegister(NqRegister.CAUSE, 0);
   }
 
   #checkSemaphore(semaphore: number): void {

@@ -71,6 +71,10 @@ export class DeviceLogWriter {
   readonly #count: Int32Array;
   readonly #u8: Uint8Array;
   readonly #view: DataView;
+  /** The whole buffer as Int32 words (the entries' sequence words). */
+  readonly #words: Int32Array;
+  /** Each entry's payload and a DataView of it, made on the entry's first use and kept (ours: no allocation per append). */
+  readonly #payloads: Array<{ bytes: Uint8Array; view: DataView } | undefined> = [];
   #next = 0;
 
   /** Writes into `buffer` (made by the host, {@linkcode logBufferBytes} of its entries). */
@@ -79,20 +83,31 @@ export class DeviceLogWriter {
     this.#count = new Int32Array(buffer, 0, 1);
     this.#u8 = new Uint8Array(buffer, 64);
     this.#view = new DataView(buffer, 64);
+    this.#words = new Int32Array(buffer);
     this.#next = Atomics.load(this.#count, 0);
   }
 
   /** Appends one entry; `fill` writes up to {@linkcode LOG_PAYLOAD_BYTES} payload bytes and returns how many. */
   append(kind: number, nc: number, fill: (payload: Uint8Array, view: DataView) => number): void {
     const index = this.#next++;
-    const at = (index % this.#entries) * LOG_ENTRY_BYTES;
-    const payload = this.#u8.subarray(at + HEADER, at + LOG_ENTRY_BYTES);
-    const n = fill(payload, new DataView(this.#view.buffer, this.#view.byteOffset + at + HEADER, LOG_PAYLOAD_BYTES));
-    this.#view.setUint8(at + 4, kind);
-    this.#view.setUint8(at + 5, nc);
-    this.#view.setUint16(at + 6, n, true);
+    const slot = index % this.#entries;
+    const at = slot * LOG_ENTRY_BYTES;
+    let p = this.#payloads[slot];
+    if (p === undefined) {
+      const buffer = this.#view.buffer;
+      const start = this.#view.byteOffset + at + HEADER;
+      this.#payloads[slot] = p = {
+        bytes: new Uint8Array(buffer, start, LOG_PAYLOAD_BYTES),
+        view: new DataView(buffer, start, LOG_PAYLOAD_BYTES),
+      };
+    }
+    const n = fill(p.bytes, p.view);
+    this.#u8[at + 4] = kind;
+    this.#u8[at + 5] = nc;
+    this.#u8[at + 6] = n;
+    this.#u8[at + 7] = n >>> 8;
     // The sequence is stored last: a reader that sees it sees the entry.
-    Atomics.store(new Int32Array(this.#view.buffer, this.#view.byteOffset + at, 1), 0, index + 1);
+    Atomics.store(this.#words, (64 + at) >> 2, index + 1);
     Atomics.store(this.#count, 0, this.#next);
   }
 

@@ -37,8 +37,11 @@ export interface SimAllocation extends DeviceMemory {
   readonly backing: Uint8Array;
   /** `[generation, touched]`, shared by both sides. */
   readonly words: Int32Array;
-  /** Structures decoded from this allocation (instruction streams, ring and argument tables), by kind and range. */
-  decoded?: Map<string, { generation: number; value: unknown }>;
+  /**
+   * Structures decoded from this allocation (instruction streams, ring and argument tables), by kind, then offset,
+   * then length (nested maps: numbers as keys, no key string built per lookup).
+   */
+  decoded?: Map<string, Map<number, Map<number, { generation: number; value: unknown }>>>;
 }
 
 /** The largest allocation the simulator backs: 4 GiB less the two trailing words (one engine buffer). */
@@ -186,11 +189,15 @@ export class MemorySpace {
     if (r === undefined) return undefined;
     const a = r.allocation;
     const generation = Atomics.load(a.words, 0);
-    const key = `${kind}:${r.offset}:${length}`;
-    const hit = a.decoded?.get(key);
+    const byOffset = (a.decoded ??= new Map()).get(kind) ??
+      new Map<number, Map<number, { generation: number; value: unknown }>>();
+    const byLength = byOffset.get(r.offset);
+    const hit = byLength?.get(length);
     if (hit !== undefined && hit.generation === generation) return hit.value as T;
     const value = decode(copyOut(a.backing, r.offset, length));
-    (a.decoded ??= new Map()).set(key, { generation, value });
+    if (!a.decoded.has(kind)) a.decoded.set(kind, byOffset);
+    if (byLength === undefined) byOffset.set(r.offset, new Map([[length, { generation, value }]]));
+    else byLength.set(length, { generation, value });
     return value;
   }
 

@@ -33,6 +33,7 @@ import {
   DmaDirection,
   DmaEngineState,
   EVENT_UPDATE_MODE_INCREMENT,
+  getU32,
   HBM_UE_REPAIRABLE,
   HwErrorCause,
   type Instruction,
@@ -591,8 +592,7 @@ export class Sequencer {
       throw new SequencerFault(TpbFaultMask.ARGUMENT, `Argument table at 0x${pa.toString(16)} ${why}`);
     };
     if (header === undefined) return bad("is not in device memory");
-    const v = new DataView(header.buffer);
-    const ni = v.getUint32(0, true), no = v.getUint32(4, true), nk = v.getUint32(8, true);
+    const ni = getU32(header, 0), no = getU32(header, 4), nk = getU32(header, 8);
     if (ni + no > 1024 || nk > 1024) return bad("has implausible counts");
     const size = ARG_HEADER_BYTES + (ni + no) * TENSOR_DESC_BYTES + nk * 8;
     try {
@@ -613,7 +613,7 @@ export class Sequencer {
     };
     if (pa === 0) return bad("is not set (no swap-table write or MODEL_SWITCH)");
     const header = this.#d.memory.readPa(pa, OPCODE_TABLE_HEADER_BYTES) ?? bad("is not in device memory");
-    const n = new DataView(header.buffer).getUint32(4, true);
+    const n = getU32(header, 4);
     const bytes = this.#d.memory.readPa(pa, OPCODE_TABLE_HEADER_BYTES + Math.min(n, 97) * OPCODE_TABLE_ENTRY_BYTES) ??
       bad("is truncated");
     let table: OpcodeTable;

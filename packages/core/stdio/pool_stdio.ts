@@ -28,6 +28,7 @@
  * @module
  */
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
+import { getU32 } from "../isa.ts";
 import type { HalTarget, Khal } from "../khal.ts";
 import type { Logger } from "../log.ts";
 
@@ -302,7 +303,7 @@ export async function poolStdioQueueAvailableCount(
 ): Promise<{ write: number; pending: number; lost: number }> {
   if (!q.initialized) return { write: q.readIdxLocal, pending: 0, lost: 0 };
   const w = await s.target.portal.memRead(q.hostQueueDmem.memory, q.writeIdxOffset, 4);
-  const write32 = new DataView(w.buffer, w.byteOffset, 4).getUint32(0, true);
+  const write32 = getU32(w, 0);
   // The device cursor is a u32; the local one is monotonic: pending = write − read (mod 2^32).
   const pending = (write32 - q.readIdxLocal) >>> 0;
   const write = q.readIdxLocal + pending;
