@@ -72,6 +72,11 @@ export class LocalWatchdog {
   #nextId = 1;
   readonly #adopting = new Map<number, () => void>();
 
+  /** The doorbell ring whose watchdog words this watchdog reads and writes. */
+  get ring(): SharedArrayBuffer {
+    return this.#buffer;
+  }
+
   /** A watchdog over the agent's doorbell ring; its Worker starts with the first {@linkcode LocalWatchdog.adopt}. */
   constructor(doorbells: SharedArrayBuffer) {
     this.#buffer = doorbells;

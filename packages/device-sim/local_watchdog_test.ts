@@ -16,10 +16,18 @@ const printf = (lines: bigint, deadlineMs?: number) => ({
   deadlineMs,
 });
 
-async function cluster(): Promise<{ c: Q7Cluster; dog: LocalWatchdog; ring: SharedArrayBuffer }> {
-  const ring = new SharedArrayBuffer(DOORBELL_RING_BYTES);
-  const dog = new LocalWatchdog(ring);
-  const c = await Q7Cluster.create({ sbufBytes: 1 << 20, workers: 2, localOpBytes: 1024, watchdog: dog.forCore(3) });
+async function cluster(
+  quick?: Set<string>,
+  dog = new LocalWatchdog(new SharedArrayBuffer(DOORBELL_RING_BYTES)),
+): Promise<{ c: Q7Cluster; dog: LocalWatchdog; ring: SharedArrayBuffer }> {
+  const ring = dog.ring;
+  const c = await Q7Cluster.create({
+    sbufBytes: 1 << 20,
+    workers: 2,
+    localOpBytes: 1024,
+    watchdog: dog.forCore(3),
+    quick,
+  });
   await c.boot({ iram: kernel("stock_pool"), dram: new Uint8Array(4) });
   await c.prepare("faults", kernel("faults"));
   return { c, dog, ring };
@@ -100,6 +108,34 @@ describe("Q7Cluster ops on the calling thread, under the local watchdog", () => 
       dog.stop();
     }
   }, 20_000);
+
+  test(
+    "clusters that share a quick set run a function learned in one on the calling thread in the next; a deadline stop unlearns it",
+    async () => {
+      const quick = new Set<string>();
+      const first = await cluster(quick);
+      const second = await cluster(quick, first.dog);
+      try {
+        await first.c.dispatch(printf(1n, NOW() + 60_000)); // learned on the first cluster's Workers
+        expect([...quick]).toEqual(["faults\0printf"]);
+        const local = second.c.dispatch(printf(1n, NOW() + 60_000));
+        expect(second.c.hasPending).toBe(true); // the second cluster's first op of it: here
+        second.c.runPending();
+        expect((await local).cores.every((r) => r.status === "ok")).toBe(true);
+        const endless = second.c.dispatch(printf(1n << 50n, NOW() + 50));
+        second.c.runPending();
+        await expect(endless).rejects.toThrow("deadline");
+        expect(quick.size).toBe(0); // the next op of printf goes to the Workers first
+        first.c.dispatch(printf(1n, NOW() + 60_000)).catch(() => {});
+        expect(first.c.hasPending).toBe(false);
+      } finally {
+        first.c.terminate();
+        second.c.terminate();
+        first.dog.stop();
+      }
+    },
+    20_000,
+  );
 
   for (const action of ["reset", "close"] as const) {
     test(

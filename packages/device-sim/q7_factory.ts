@@ -24,10 +24,14 @@ export function localOpsQ7Factory(
   localOpBytes?: number,
 ): Q7ClusterFactory {
   const bytes = localOpBytes ?? defaultLocalOpBytes();
+  // One record of quick functions for all the agent's clusters: a cluster booted after a Q7 reset or a reload runs
+  // the functions already seen quick on the agent's thread from their first op.
+  const quick = new Set<string>();
   return async (options: { sbufBytes: number; nc: number }): Promise<Q7ClusterPort> =>
     await Q7Cluster.create({
       sbufBytes: options.sbufBytes,
       localOpBytes: bytes,
       watchdog: watchdog.forCore(options.nc),
+      quick,
     });
 }

@@ -206,6 +206,11 @@ export interface Q7ClusterOptions {
    * Q7ClusterOptions.localOpBytes} to take effect: without one every op runs on the Workers).
    */
   watchdog?: Q7LocalWatchdog;
+  /**
+   * Where the cluster records the library functions it has seen return quickly (ours): give the clusters of one owner
+   * the same set, and a function learned quick in one runs on the calling thread in the next from its first op.
+   */
+  quick?: Set<string>;
 }
 
 /**
@@ -357,8 +362,14 @@ export class Q7Cluster {
   readonly #localOpBytes: number;
   #watchdog: { readonly dog: Q7LocalWatchdog; readonly id: number } | undefined;
   #watchdogFired = false;
-  /** Function ids whose last run on the Workers returned ok in little time: they may run on the calling thread. */
-  readonly #quick = new Set<number>();
+  /**
+   * Library functions (`key\0fn`) whose last run returned ok in little time: they may run on the calling thread. Shared
+   * with the other clusters of the same owner when {@linkcode Q7ClusterOptions.quick} is given (library keys name the
+   * content, so a function learned quick stays quick in the next cluster).
+   */
+  readonly #quick: Set<string>;
+  /** The same for the firmware's functions (`\0fn`), which belong to this cluster's boot only. */
+  readonly #quickFirmware = new Set<string>();
   /** The op handed to this thread's cores, run by {@linkcode Q7Cluster.runPending}. */
   #pending: { run(): void; reject(e: Error): void } | undefined;
 
@@ -368,7 +379,9 @@ export class Q7Cluster {
     workers: number,
     maxLibraries: number,
     localOpBytes: number,
+    quick: Set<string> | undefined,
   ) {
+    this.#quick = quick ?? new Set();
     this.memory = memory;
     this.sbufBytes = sbufBytes;
     this.workers = workers;
@@ -439,7 +452,14 @@ export class Q7Cluster {
       );
     }
     const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
-    const cluster = new Q7Cluster(memory, sbufBytes, workers, maxLibraries, opts.watchdog ? localOpBytes : 0);
+    const cluster = new Q7Cluster(
+      memory,
+      sbufBytes,
+      workers,
+      maxLibraries,
+      opts.watchdog ? localOpBytes : 0,
+      opts.quick,
+    );
     try {
       await Promise.all(
         cluster.#workers.map((_, w) =>
@@ -577,13 +597,14 @@ export class Q7Cluster {
         throw e;
       }
       this.#inFlight = op.key;
+      const learn = this.#local === undefined ? undefined : quickKey(op);
       if (
-        this.#watchdog !== undefined && op.deadlineMs !== undefined && this.#quick.has(fn.id) &&
-        argBytes(op.args) <= this.#localOpBytes
+        learn !== undefined && this.#watchdog !== undefined && op.deadlineMs !== undefined &&
+        this.#quickSet(learn).has(learn) && argBytes(op.args) <= this.#localOpBytes
       ) {
-        return this.#deferLocal(slot, fn, op.totalCpus, op.deadlineMs, signal);
+        return this.#deferLocal(slot, fn, op.totalCpus, op.deadlineMs, signal, learn);
       }
-      return this.#run(slot, fn, op.totalCpus, signal);
+      return this.#run(slot, fn, op.totalCpus, signal, learn);
     } catch (e) {
       return Promise.reject(e);
     }
@@ -731,12 +752,8 @@ export class Q7Cluster {
   /** Drops the function ids of `slot` (the slot is booted again or reused by another library). */
   #forgetFunctions(slot: number): void {
     const prefix = `${slot}\0`;
-    for (const [key, entry] of [...this.#fns]) {
-      if (key.startsWith(prefix)) {
-        this.#fns.delete(key);
-        this.#quick.delete(entry.id);
-      }
-    }
+    for (const key of [...this.#fns.keys()]) if (key.startsWith(prefix)) this.#fns.delete(key);
+    if (slot === 0) this.#quickFirmware.clear();
   }
 
   #fnEntry(slot: number, fn: string): FnEntry {
@@ -787,6 +804,11 @@ export class Q7Cluster {
     view.setInt32(ARGS + 8, ints.length, true);
   }
 
+  /** The set a {@linkcode quickKey} is learned in (the firmware's own, or the libraries'). */
+  #quickSet(learn: string): Set<string> {
+    return learn.startsWith("\0") ? this.#quickFirmware : this.#quick;
+  }
+
   /** Writes the op's mailbox words and clears the participants' status records; returns the op's sequence number. */
   #post(slot: number, fn: FnEntry, totalCpus: number): number {
     const i32 = this.#i32;
@@ -819,6 +841,7 @@ export class Q7Cluster {
     totalCpus: number,
     deadlineMs: number,
     signal: AbortSignal | undefined,
+    learn: string,
   ): Promise<DispatchResult> {
     const seq = this.#post(slot, fn, totalCpus);
     return new Promise<DispatchResult>((resolve, reject) => {
@@ -831,7 +854,8 @@ export class Q7Cluster {
         } finally {
           stopped = dog.disarm(gen);
         }
-        if (stopped === undefined) return resolve(this.#complete(totalCpus, fn.id));
+        if (stopped === undefined) return resolve(this.#complete(totalCpus, learn));
+        this.#quickSet(learn).delete(learn); // stopped: not quick any more
         // The kill flag is set (or about to be): every core of this cluster is unusable from now on.
         this.terminate();
         if (stopped === "deadline") {
@@ -869,7 +893,13 @@ export class Q7Cluster {
     return this.#watchdogFired;
   }
 
-  #run(slot: number, fn: FnEntry, totalCpus: number, signal: AbortSignal | undefined): Promise<DispatchResult> {
+  #run(
+    slot: number,
+    fn: FnEntry,
+    totalCpus: number,
+    signal: AbortSignal | undefined,
+    learn: string | undefined,
+  ): Promise<DispatchResult> {
     const i32 = this.#i32;
     const seq = this.#post(slot, fn, totalCpus);
     // The doorbell: wake exactly the participating cores (seed: spmd-teardown §1.1 — total_cpus is the fan-out).
@@ -877,7 +907,7 @@ export class Q7Cluster {
     // The join: the last participant stores this op's sequence number in MB_COMPLETE and notifies. A wake-up is
     // only a hint — the previous op's last core may notify after the host already saw its store (and moved on to
     // this op), so completion is the stored value equal to `seq`, re-checked after every wake.
-    if (Atomics.load(i32, MB_COMPLETE) === seq) return Promise.resolve(this.#complete(totalCpus, fn.id));
+    if (Atomics.load(i32, MB_COMPLETE) === seq) return Promise.resolve(this.#complete(totalCpus, learn));
     return new Promise<DispatchResult>((resolve, reject) => {
       const onAbort = () => reject(signal!.reason);
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -888,7 +918,7 @@ export class Q7Cluster {
           reject(new Error(`Cannot complete dispatch: the Q7 cluster was terminated`));
         } else if (current === seq) {
           signal?.removeEventListener("abort", onAbort);
-          resolve(this.#complete(totalCpus, fn.id));
+          resolve(this.#complete(totalCpus, learn));
         } else {
           const wait = Atomics.waitAsync(i32, MB_COMPLETE, current);
           if (wait.async) wait.value.then(waitForJoin);
@@ -900,11 +930,11 @@ export class Q7Cluster {
   }
 
   /**
-   * Reads the op's status records. `learn` is the op's function id: if every core returned `ok` within
+   * Reads the op's status records. `learn` is the op's {@linkcode quickKey}: if every core returned `ok` within
    * {@linkcode LOCAL_LEARN_NS} of kernel time all told, the function may run on the calling thread next time; if not,
    * it goes back to the Workers.
    */
-  #complete(totalCpus: number, learn?: number): DispatchResult {
+  #complete(totalCpus: number, learn?: string): DispatchResult {
     this.#busy = false;
     this.#inFlight = undefined;
     const view = this.#view;
@@ -916,8 +946,8 @@ export class Q7Cluster {
         ok &&= view.getInt32(rec + CS.status, true) === Status.ok;
         ns += view.getFloat64(rec + CS.elapsedNs, true);
       }
-      if (ok && ns <= LOCAL_LEARN_NS) this.#quick.add(learn);
-      else this.#quick.delete(learn);
+      if (ok && ns <= LOCAL_LEARN_NS) this.#quickSet(learn).add(learn);
+      else this.#quickSet(learn).delete(learn);
     }
     for (let cpu = 0; cpu < Q7_CORES; cpu++) {
       if (cpu >= totalCpus) {
@@ -950,6 +980,11 @@ export class Q7Cluster {
  * runs long stays on the Workers, where the device's messages (a Q7 reset, an unload) reach it at once.
  */
 export const LOCAL_LEARN_NS = 1_000_000;
+
+/** The name an op's function is learned quick under: `key\0fn` (`\0fn` for the firmware's). */
+function quickKey(op: DispatchOp): string {
+  return `${op.key}\0${op.fn}`;
+}
 
 /** The bytes an op's tensors hold, inputs and outputs together. */
 function argBytes(args: ArgBlock): number {
