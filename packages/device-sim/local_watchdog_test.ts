@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { DOORBELL_RING_BYTES } from "./device_agent.ts";
 import { LocalWatchdog } from "./local_watchdog.ts";
-import { Q7Cluster } from "./q7/q7_cluster.ts";
+import { defaultLocalOpBytes, Q7_LOCAL_OP_BYTES_ENV, Q7Cluster } from "./q7/q7_cluster.ts";
 
 const kernel = (name: string) =>
   new Uint8Array(readFileSync(new URL(`../../kernels/wasm/${name}.wasm`, import.meta.url)));
@@ -43,6 +43,21 @@ function fromAnotherThread(job: Record<string, unknown>): Promise<Worker> {
 }
 
 describe("Q7Cluster ops on the calling thread, under the local watchdog", () => {
+  test("localOpBytes is an integer ≥ 0: 64 KiB for the device agent, NRT_SIM_LOCAL_OP_BYTES overrides it", async () => {
+    expect(Q7_LOCAL_OP_BYTES_ENV).toBe("NRT_SIM_LOCAL_OP_BYTES");
+    expect(defaultLocalOpBytes({})).toBe(65536);
+    expect(defaultLocalOpBytes({ NRT_SIM_LOCAL_OP_BYTES: "0" })).toBe(0);
+    expect(defaultLocalOpBytes({ NRT_SIM_LOCAL_OP_BYTES: "4096" })).toBe(4096);
+    for (const text of ["-1", "1.5", "lots"]) {
+      expect(() => defaultLocalOpBytes({ NRT_SIM_LOCAL_OP_BYTES: text })).toThrow(
+        `NRT_SIM_LOCAL_OP_BYTES is "${text}"`,
+      );
+    }
+    for (const localOpBytes of [-1, 0.5, Number.NaN]) {
+      await expect(Q7Cluster.create({ sbufBytes: 1 << 20, workers: 1, localOpBytes })).rejects.toThrow(RangeError);
+    }
+  });
+
   test("a small op with a deadline runs on the calling thread once it has returned quickly on the Workers", async () => {
     const { c, dog } = await cluster();
     try {

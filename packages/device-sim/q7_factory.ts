@@ -23,14 +23,13 @@ export function localOpsQ7Factory(
   watchdog: { forCore(nc: number): Q7LocalWatchdog },
   localOpBytes?: number,
 ): Q7ClusterFactory {
-  const bytes = localOpBytes ?? defaultLocalOpBytes();
   // One record of quick functions for all the agent's clusters: a cluster booted after a Q7 reset or a reload runs
   // the functions already seen quick on the agent's thread from their first op.
   const quick = new Set<string>();
   return async (options: { sbufBytes: number; nc: number }): Promise<Q7ClusterPort> =>
     await Q7Cluster.create({
       sbufBytes: options.sbufBytes,
-      localOpBytes: bytes,
+      localOpBytes: localOpBytes ?? defaultLocalOpBytes(), // read per cluster: a bad value refuses the cluster
       watchdog: watchdog.forCore(options.nc),
       quick,
     });
