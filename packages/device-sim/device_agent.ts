@@ -63,6 +63,8 @@ export const DoorbellRing = {
   RESET_MASK: 15,
   /** Why the watchdog stopped the last local op it stopped: 1 its deadline passed, 2 a reset or close. */
   LOCAL_CAUSE: 16,
+  /** The last cluster id the watchdog Worker has taken (ids are given in order): a cluster runs local ops after. */
+  WD_ADOPTED: 17,
   HEADER_WORDS: 24,
   ENTRY_WORDS: 4,
   ENTRIES: 4096,

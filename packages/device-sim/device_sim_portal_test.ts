@@ -263,8 +263,9 @@ describe("DeviceSimPortal small ops on the device agent's thread", () => {
     async () => {
       const h = await printfStreams();
       try {
-        // Twice quick: on the Workers, then (learned quick) on the agent's own thread. Same records either way.
-        for (let i = 0; i < 2; i++) {
+        // Quick three times: on the Workers, then (learned quick, and once the watchdog's Worker is up) on the agent's
+        // own thread. Same records either way.
+        for (let i = 0; i < 3; i++) {
           await h.fire(1);
           const { records } = await h.read();
           expect(records.map((r) => r.kind)).toEqual([NotificationKind.HW_ERROR, NotificationKind.EXEC_DONE]);

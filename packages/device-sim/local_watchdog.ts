@@ -32,6 +32,7 @@ const WATCHDOG_WORDS = {
   NC: DoorbellRing.LOCAL_NC,
   RESET_MASK: DoorbellRing.RESET_MASK,
   CAUSE: DoorbellRing.LOCAL_CAUSE,
+  ADOPTED: DoorbellRing.WD_ADOPTED,
   HEADER_BYTES: DoorbellRing.HEADER_WORDS * 4,
 } as const;
 
@@ -70,7 +71,6 @@ export class LocalWatchdog {
   readonly #deadline: Float64Array;
   #worker: Worker | undefined;
   #nextId = 1;
-  readonly #adopting = new Map<number, () => void>();
 
   /** The doorbell ring whose watchdog words this watchdog reads and writes. */
   get ring(): SharedArrayBuffer {
@@ -93,23 +93,24 @@ export class LocalWatchdog {
 
   #start(): Worker {
     const w = new Worker(new URL("./q7/q7_watchdog.js", import.meta.url), { type: "module" });
-    w.onmessage = (e: MessageEvent<{ type: string; id: number }>) => {
-      const done = this.#adopting.get(e.data.id);
-      this.#adopting.delete(e.data.id);
-      done?.();
-    };
     this.#worker = w;
     this.#post({ type: "init", ring: this.#buffer, words: WATCHDOG_WORDS });
     return w;
   }
 
-  /** Watches a cluster's memory (its kill flag is Int32 word `killWord`); resolves with its id once the Worker has it. */
-  adopt(memory: WebAssembly.Memory, killWord: number): Promise<number> {
+  /**
+   * Watches a cluster's memory (its kill flag is Int32 word `killWord`) and returns the cluster's id. Nothing waits for
+   * the Worker: {@linkcode LocalWatchdog.ready} says when it has the memory.
+   */
+  adopt(memory: WebAssembly.Memory, killWord: number): number {
     const id = this.#nextId++;
-    return new Promise((resolve) => {
-      this.#adopting.set(id, () => resolve(id));
-      this.#post({ type: "adopt", id, memory, killWord });
-    });
+    this.#post({ type: "adopt", id, memory, killWord });
+    return id;
+  }
+
+  /** Whether the Worker has taken cluster `id` (it takes them in order), so it can stop that cluster's local ops. */
+  ready(id: number): boolean {
+    return Atomics.load(this.#ring, DoorbellRing.WD_ADOPTED) >= id;
   }
 
   /** Stops watching cluster `id`. */
@@ -145,6 +146,7 @@ export class LocalWatchdog {
   forCore(nc: number): Q7LocalWatchdog {
     return {
       adopt: (memory, killWord) => this.adopt(memory, killWord),
+      ready: (id) => this.ready(id),
       forget: (id) => this.forget(id),
       arm: (id, deadlineMs) => this.arm(id, nc, deadlineMs),
       disarm: (gen) => this.disarm(gen),
@@ -158,8 +160,6 @@ export class LocalWatchdog {
     this.#worker = undefined;
     Atomics.store(this.#ring, DoorbellRing.STOP, 1);
     ringBell(this.#ring);
-    for (const done of this.#adopting.values()) done();
-    this.#adopting.clear();
     w.terminate();
   }
 }

@@ -30,6 +30,9 @@ async function cluster(
   });
   await c.boot({ iram: kernel("stock_pool"), dram: new Uint8Array(4) });
   await c.prepare("faults", kernel("faults"));
+  // The watchdog's Worker takes the cluster's memory on its own time; until then every op runs on the Workers.
+  for (let i = 0; i < 5000 && !c.localReady; i++) await new Promise((r) => setTimeout(r, 1));
+  expect(c.localReady).toBe(true);
   return { c, dog, ring };
 }
 

@@ -218,8 +218,10 @@ export interface Q7ClusterOptions {
  * `local_watchdog.ts`): it sets the cluster's kill flag when the op's deadline passes.
  */
 export interface Q7LocalWatchdog {
-  /** Watches a cluster's memory, whose kill flag is Int32 word `killWord`; resolves with the cluster's id. */
-  adopt(memory: WebAssembly.Memory, killWord: number): Promise<number>;
+  /** Watches a cluster's memory, whose kill flag is Int32 word `killWord`; returns the cluster's id. */
+  adopt(memory: WebAssembly.Memory, killWord: number): number;
+  /** Whether the watchdog can stop cluster `id`'s ops yet (it has taken the memory). */
+  ready(id: number): boolean;
   /** Stops watching cluster `id`. */
   forget(id: number): void;
   /** An op of cluster `id` starts on the calling thread, to be stopped at `deadlineMs`; returns its generation. */
@@ -460,16 +462,16 @@ export class Q7Cluster {
       opts.watchdog ? localOpBytes : 0,
       opts.quick,
     );
+    // Handed to the watchdog first: its Worker (started by the owner's first cluster) boots beside the cores' Workers.
+    if (cluster.#local !== undefined && opts.watchdog !== undefined) {
+      cluster.#watchdog = { dog: opts.watchdog, id: opts.watchdog.adopt(memory, KILL_FLAG_ADDR >> 2) };
+    }
     try {
       await Promise.all(
         cluster.#workers.map((_, w) =>
           cluster.#request(w, { type: "init", memory, worker: w, cores: cluster.#cores(w), layout: WORKER_LAYOUT })
         ),
       );
-      if (cluster.#local !== undefined && opts.watchdog !== undefined) {
-        const dog = opts.watchdog;
-        cluster.#watchdog = { dog, id: await dog.adopt(memory, KILL_FLAG_ADDR >> 2) };
-      }
     } catch (e) {
       cluster.terminate();
       throw e;
@@ -600,7 +602,8 @@ export class Q7Cluster {
       const learn = this.#local === undefined ? undefined : quickKey(op);
       if (
         learn !== undefined && this.#watchdog !== undefined && op.deadlineMs !== undefined &&
-        this.#quickSet(learn).has(learn) && argBytes(op.args) <= this.#localOpBytes
+        this.#quickSet(learn).has(learn) && argBytes(op.args) <= this.#localOpBytes &&
+        this.#watchdog.dog.ready(this.#watchdog.id)
       ) {
         return this.#deferLocal(slot, fn, op.totalCpus, op.deadlineMs, signal, learn);
       }
@@ -826,10 +829,6 @@ export class Q7Cluster {
   }
 
   /**
-   * Runs the op on this thread's own instances of the 8 cores, in turn, and joins it. No Worker is rung; the
-   * mailbox, the status records and the stdio ring are the same as for an op the Workers run.
-   */
-  /**
    * Hands the op to this thread's own instances of the 8 cores: the mailbox is written now, and the op runs when
    * {@linkcode Q7Cluster.runPending} is called (the device's DRAIN, once the records of the instructions before it are
    * out), the cores in turn. No Worker is rung; the mailbox, the status records and the stdio ring are the same as for
@@ -880,6 +879,14 @@ export class Q7Cluster {
     p?.run();
   }
 
+  /**
+   * Whether the cluster can run ops on the calling thread now: it has a {@linkcode Q7ClusterOptions.localOpBytes} and
+   * a watchdog that has taken its memory (the watchdog's Worker starts with the first cluster).
+   */
+  get localReady(): boolean {
+    return this.#watchdog !== undefined && this.#watchdog.dog.ready(this.#watchdog.id);
+  }
+
   /** Whether an op waits for {@linkcode Q7Cluster.runPending}. */
   get hasPending(): boolean {
     return this.#pending !== undefined;
@@ -887,7 +894,7 @@ export class Q7Cluster {
 
   /**
    * Whether the {@linkcode Q7ClusterOptions.watchdog} stopped an op this cluster ran on the calling thread (the
-   * cluster is terminated then). Read it right after {@linkcode Q7Cluster.dispatch} returns.
+   * cluster is terminated then, and that dispatch rejected). Read it right after {@linkcode Q7Cluster.runPending}.
    */
   get watchdogFired(): boolean {
     return this.#watchdogFired;
@@ -931,8 +938,9 @@ export class Q7Cluster {
 
   /**
    * Reads the op's status records. `learn` is the op's {@linkcode quickKey}: if every core returned `ok` within
-   * {@linkcode LOCAL_LEARN_NS} of kernel time all told, the function may run on the calling thread next time; if not,
-   * it goes back to the Workers.
+   * {@linkcode LOCAL_LEARN_NS} of kernel time all told, the function may run on the calling thread next time; past
+   * {@linkcode LOCAL_UNLEARN_NS} it goes back to the Workers (one slow run of a cold or preempted kernel between the
+   * two changes nothing).
    */
   #complete(totalCpus: number, learn?: string): DispatchResult {
     this.#busy = false;
@@ -947,7 +955,7 @@ export class Q7Cluster {
         ns += view.getFloat64(rec + CS.elapsedNs, true);
       }
       if (ok && ns <= LOCAL_LEARN_NS) this.#quickSet(learn).add(learn);
-      else this.#quickSet(learn).delete(learn);
+      else if (ns > LOCAL_UNLEARN_NS) this.#quickSet(learn).delete(learn);
     }
     for (let cpu = 0; cpu < Q7_CORES; cpu++) {
       if (cpu >= totalCpus) {
@@ -980,6 +988,9 @@ export class Q7Cluster {
  * runs long stays on the Workers, where the device's messages (a Q7 reset, an unload) reach it at once.
  */
 export const LOCAL_LEARN_NS = 1_000_000;
+
+/** Kernel time (ns, all cores together) past which a function goes back to the Workers (ours): 10 ms. */
+export const LOCAL_UNLEARN_NS = 10_000_000;
 
 /** The name an op's function is learned quick under: `key\0fn` (`\0fn` for the firmware's). */
 function quickKey(op: DispatchOp): string {

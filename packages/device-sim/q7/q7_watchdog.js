@@ -14,9 +14,9 @@
  * Plain JavaScript without imports, like q7_worker.js: `deno test` type-checks every TypeScript module a Worker
  * loads. The word indices come in the "init" message (`WATCHDOG_WORDS` in local_watchdog.ts).
  *
- * Messages: `{ type: "init", ring, words }`, `{ type: "adopt", id, memory, killWord }` (replied `{ type: "adopted",
- * id }`), `{ type: "forget", id }`. Each is counted in the POSTED word and followed by a ring of the bell, so a parked
- * Worker returns to its event loop to take it.
+ * Messages: `{ type: "init", ring, words }`, `{ type: "adopt", id, memory, killWord }` (taken: the ADOPTED word holds
+ * `id`), `{ type: "forget", id }`. Each is counted in the POSTED word and followed by a ring of the bell, so a parked
+ * Worker returns to its event loop to take it. The Worker posts nothing back.
  *
  * @module
  */
@@ -111,7 +111,7 @@ globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
   } else if (msg.type === "adopt") {
     const buffer = msg.memory.buffer;
     clusters.set(msg.id, { i32: new Int32Array(buffer), word: msg.killWord });
-    globalThis.postMessage({ type: "adopted", id: msg.id });
+    Atomics.store(ring, W.ADOPTED, msg.id); // a shared word, not a reply: nothing waits on this Worker's messages
   } else if (msg.type === "forget") {
     clusters.delete(msg.id);
   }
