@@ -18,6 +18,8 @@
  * `id`), `{ type: "forget", id }`. Each is counted in the POSTED word and followed by a ring of the bell, so a parked
  * Worker returns to its event loop to take it. The Worker posts nothing back.
  *
+ * Ours: the seeds say nothing of how a simulator stops a kernel.
+ *
  * @module
  */
 
