@@ -11,8 +11,7 @@
  * It polls every few ms while the agent has run local ops lately, and otherwise sleeps until the agent or the host
  * rings its bell, so an idle device costs no wake-ups and a busy one no notify per op.
  *
- * Plain JavaScript without imports, like q7_worker.js: `deno test` type-checks every TypeScript module a Worker
- * loads. The word indices come in the "init" message (`WATCHDOG_WORDS` in local_watchdog.ts).
+ * Plain JavaScript, like q7_worker.js: `deno test` type-checks every TypeScript module a Worker loads. The word indices come in the "init" message (`WATCHDOG_WORDS` in local_watchdog.ts).
  *
  * Messages: `{ type: "init", ring, words }`, `{ type: "adopt", id, memory, killWord }` (taken: the ADOPTED word holds
  * `id`), `{ type: "forget", id }`. Each is counted in the POSTED word and followed by a ring of the bell, so a parked
@@ -22,6 +21,7 @@
  *
  * @module
  */
+import { parkLater } from "./_park_later.js";
 
 /** @type {any} */
 let W;
@@ -34,7 +34,6 @@ let ringF64;
 /** @type {Map<number, { i32: Int32Array, word: number }>} cluster id → its kill flag */
 const clusters = new Map();
 let handled = 0;
-let parkScheduled = false;
 /** Shared-clock ms of the last local op seen; polling continues for IDLE_MS after it. */
 let lastActive = -Infinity;
 const POLL_MS = 5;
@@ -92,15 +91,8 @@ function park() {
   }
 }
 
-/** Parks in a later task (Bun: a message posted in a task that then blocks in Atomics.wait is never delivered). */
-function schedulePark() {
-  if (parkScheduled) return;
-  parkScheduled = true;
-  setTimeout(() => {
-    parkScheduled = false;
-    park();
-  }, 0);
-}
+/** Schedules park() once, in a later task (_park_later.js). */
+const schedulePark = parkLater(park);
 
 globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
   const msg = e.data;

@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { parkLater } from "./_park_later.js";
 import { createQ7Cores } from "./q7_cores.js";
 
 /** @type {any} WORKER_LAYOUT of _abi.ts (no type import: Deno would add _abi.ts to the graph and check it) */
@@ -30,7 +31,6 @@ let q7;
 let lastBell = 0;
 let lastSeq = 0;
 let handled = 0; // messages handled, compared with the cluster's MB_POSTED counter
-let parkScheduled = false;
 
 /**
  * Parks on this Worker's doorbell word and runs each op rung. Returns to the event loop only when the cluster has
@@ -58,16 +58,8 @@ function park() {
   }
 }
 
-/** Schedules park() once. Bun gotcha (ARCHITECTURE §10): a reply posted in a task that then blocks in
- * Atomics.wait is never delivered, so parking always starts in a later task. */
-function schedulePark() {
-  if (parkScheduled) return;
-  parkScheduled = true;
-  setTimeout(() => {
-    parkScheduled = false;
-    park();
-  }, 0);
-}
+/** Schedules park() once, in a later task (_park_later.js). */
+const schedulePark = parkLater(park);
 
 /** Replies to the cluster, then parks again. */
 function replyThenPark(/** @type {unknown} */ message) {
