@@ -7,12 +7,12 @@ import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import {
   createInferenceApp,
   filesFromMap,
+  type InferenceApp,
   type InferenceLimits,
   InferenceMetrics,
   ModelRepository,
   type RepositoryFiles,
 } from "@nrt/http-api";
-import type { Hono } from "hono";
 import type { DeviceSimPortal, FaultSpec } from "@nrt/device-sim";
 import { oneOpNeff } from "./_kernels.ts";
 
@@ -54,7 +54,7 @@ export function testModels(): Record<string, Uint8Array> {
 /** A server over the test models. */
 export interface HttpFixture {
   /** The app. */
-  readonly app: Hono;
+  readonly app: InferenceApp;
   /** The runtime. */
   readonly runtime: Runtime;
   /** The repository. */

@@ -12,9 +12,9 @@ import {
   DashboardMonitor,
   type DashboardState,
   filesFromMap,
+  type InferenceApp,
   ModelRepository,
 } from "@nrt/http-api";
-import type { Hono } from "hono";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,7 +26,7 @@ const hasServe = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" ||
 const f32 = (name: string, n: number): CustomOpTensorSpec => ({ name, dtype: "float32", shape: [n] });
 
 interface Server {
-  readonly app: Hono;
+  readonly app: InferenceApp;
   readonly runtime: Runtime;
   readonly repository: ModelRepository;
   readonly portal: DeviceSimPortal;
@@ -78,7 +78,7 @@ async function server(admin: boolean): Promise<Server> {
   };
 }
 
-const state = async (app: Hono): Promise<DashboardState> => {
+const state = async (app: InferenceApp): Promise<DashboardState> => {
   const res = await app.request("/v2/dashboard/state");
   expect(res.status).toBe(200);
   return await res.json();
