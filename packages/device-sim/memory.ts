@@ -189,15 +189,15 @@ export class MemorySpace {
     if (r === undefined) return undefined;
     const a = r.allocation;
     const generation = Atomics.load(a.words, 0);
-    const byOffset = (a.decoded ??= new Map()).get(kind) ??
-      new Map<number, Map<number, { generation: number; value: unknown }>>();
-    const byLength = byOffset.get(r.offset);
-    const hit = byLength?.get(length);
+    const decoded = a.decoded ??= new Map();
+    let byOffset = decoded.get(kind);
+    if (byOffset === undefined) decoded.set(kind, byOffset = new Map());
+    let byLength = byOffset.get(r.offset);
+    if (byLength === undefined) byOffset.set(r.offset, byLength = new Map());
+    const hit = byLength.get(length);
     if (hit !== undefined && hit.generation === generation) return hit.value as T;
     const value = decode(copyOut(a.backing, r.offset, length));
-    if (!a.decoded.has(kind)) a.decoded.set(kind, byOffset);
-    if (byLength === undefined) byOffset.set(r.offset, new Map([[length, { generation, value }]]));
-    else byLength.set(length, { generation, value });
+    byLength.set(length, { generation, value });
     return value;
   }
 

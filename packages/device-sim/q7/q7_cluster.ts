@@ -325,6 +325,8 @@ interface Reply {
 interface FnEntry {
   id: number;
   name: Uint8Array;
+  /** The name the function is learned quick under: `key\0fn` (`\0fn` for the firmware's). */
+  learn: string;
 }
 
 /** The 8 Q7 cores of one NeuronCore, multiplexed onto Workers over one shared memory. */
@@ -590,7 +592,7 @@ export class Q7Cluster {
       if (op.totalCpus !== 1 && op.totalCpus !== Q7_CORES) {
         throw new RangeError(`Cannot dispatch "${op.fn}": totalCpus is ${op.totalCpus}, expected 1 or 8`);
       }
-      const fn = this.#fnEntry(slot, op.fn);
+      const fn = this.#fnEntry(slot, op.fn, op.key);
       this.#enter(`dispatch "${op.fn}"`);
       try {
         this.#writeArgs(op.fn, op.args);
@@ -599,7 +601,7 @@ export class Q7Cluster {
         throw e;
       }
       this.#inFlight = op.key;
-      const learn = this.#local === undefined ? undefined : quickKey(op);
+      const learn = this.#local === undefined ? undefined : fn.learn;
       if (
         learn !== undefined && this.#watchdog !== undefined && op.deadlineMs !== undefined &&
         this.#quickSet(learn).has(learn) && argBytes(op.args) <= this.#localOpBytes &&
@@ -725,8 +727,7 @@ export class Q7Cluster {
     if (this.#local !== undefined) {
       try {
         this.#local.load(slot, module);
-      } catch (e) {
-        this.#local.unload(slot);
+      } catch (e) { // the set's load leaves the slot empty
         throw new Error(`${context}: ${e instanceof Error ? `${e.name}: ${e.message}` : String(e)}`, { cause: e });
       }
     }
@@ -759,7 +760,8 @@ export class Q7Cluster {
     if (slot === 0) this.#quickFirmware.clear();
   }
 
-  #fnEntry(slot: number, fn: string): FnEntry {
+  /** The entry of function `fn` of the library `library` prepared in `slot` (`""`: the firmware, slot 0). */
+  #fnEntry(slot: number, fn: string, library: string): FnEntry {
     const key = `${slot}\0${fn}`;
     let entry = this.#fns.get(key);
     if (!entry) {
@@ -767,7 +769,7 @@ export class Q7Cluster {
       if (name.length === 0 || name.length > FN_NAME_MAX) {
         throw new RangeError(`Cannot dispatch "${fn}": a function name has 1 to ${FN_NAME_MAX} bytes`);
       }
-      entry = { id: this.#nextFnId++, name };
+      entry = { id: this.#nextFnId++, name, learn: `${library}\0${fn}` };
       this.#fns.set(key, entry);
     }
     return entry;
@@ -807,7 +809,7 @@ export class Q7Cluster {
     view.setInt32(ARGS + 8, ints.length, true);
   }
 
-  /** The set a {@linkcode quickKey} is learned in (the firmware's own, or the libraries'). */
+  /** The set a function's `learn` name is learned in (the firmware's own, or the libraries'). */
   #quickSet(learn: string): Set<string> {
     return learn.startsWith("\0") ? this.#quickFirmware : this.#quick;
   }
@@ -937,7 +939,7 @@ export class Q7Cluster {
   }
 
   /**
-   * Reads the op's status records. `learn` is the op's {@linkcode quickKey}: if every core returned `ok` within
+   * Reads the op's status records. `learn` is the op's function's `learn` name: if every core returned `ok` within
    * {@linkcode LOCAL_LEARN_NS} of kernel time all told, the function may run on the calling thread next time; past
    * {@linkcode LOCAL_UNLEARN_NS} it goes back to the Workers (one slow run of a cold or preempted kernel between the
    * two changes nothing).
@@ -991,11 +993,6 @@ export const LOCAL_LEARN_NS = 1_000_000;
 
 /** Kernel time (ns, all cores together) past which a function goes back to the Workers (ours): 10 ms. */
 export const LOCAL_UNLEARN_NS = 10_000_000;
-
-/** The name an op's function is learned quick under: `key\0fn` (`\0fn` for the firmware's). */
-function quickKey(op: DispatchOp): string {
-  return `${op.key}\0${op.fn}`;
-}
 
 /** The bytes an op's tensors hold, inputs and outputs together. */
 function argBytes(args: ArgBlock): number {
