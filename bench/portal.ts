@@ -17,12 +17,12 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { container, type DependencyContainer } from "tsyringe";
+import { container } from "tsyringe";
 import { connectDeviceDaemon } from "../packages/cli/transports.ts";
 import type { RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { emit, RUNS, timeUs } from "./_timing.ts";
-import { ArchPackToken, nrtPlugins, PortalToken } from "@nrt/cli";
+import { ArchPackToken, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { cayman } from "@nrt/arch-cayman";
 
 const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, {
@@ -33,7 +33,7 @@ const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, {
 }];
 
 /** Median execute time (µs) of each case on the portal registered in `c`. */
-async function executeTimes(c: DependencyContainer): Promise<number[]> {
+async function executeTimes(c: NrtContainer): Promise<number[]> {
   const portal = c.resolve(PortalToken);
   await portal.acquireCores?.(0, [0, 1]);
   // The portal outlives the runtime: portalTimes() below uses it again.

@@ -155,7 +155,7 @@ export function post(body: unknown, headers: Record<string, string> = {}): Reque
 export function binaryBody(
   header: unknown,
   ...sections: Uint8Array[]
-): { body: Uint8Array; headers: Record<string, string> } {
+): { body: Uint8Array<ArrayBuffer>; headers: Record<string, string> } {
   const head = new TextEncoder().encode(JSON.stringify(header));
   const body = new Uint8Array(head.length + sections.reduce((a, s) => a + s.length, 0));
   body.set(head);

@@ -8,7 +8,7 @@
  * The binary tensor extension returns an output's bytes after the JSON and replaces its `data` by
  * `parameters.binary_data_size`; such outputs are checked against `response_output` with that one substitution.
  */
-import Ajv, { type ValidateFunction } from "ajv";
+import { Ajv, type ValidateFunction } from "ajv";
 import { readFileSync } from "node:fs";
 import { parse } from "yaml";
 

@@ -17,11 +17,10 @@ import {
   TensorSet,
 } from "@nrt/core";
 import { KmgrExecMode } from "../packages/core/state.ts";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import type { DependencyContainer } from "tsyringe";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { oneOpNeff } from "./_kernels.ts";
 
-const containers: DependencyContainer[] = [];
+const containers: NrtContainer[] = [];
 afterAll(async () => {
   for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
@@ -30,7 +29,7 @@ const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] }
 const N = 128;
 const ADD = oneOpNeff("vector_add", "vector_add", [f32("a", N), f32("b", N)], [f32("out", N)]);
 
-function container(): DependencyContainer {
+function container(): NrtContainer {
   const c = createNrtContainer();
   containers.push(c);
   return c;

@@ -18,7 +18,7 @@ const LIMIT = 256 * 1024;
 interface Shot {
   method: string;
   path: string;
-  body?: string | Uint8Array;
+  body?: string | Uint8Array<ArrayBuffer>;
   headers: Record<string, string>;
 }
 
@@ -156,7 +156,7 @@ function generator(random: () => number): () => Shot {
       "bogus",
     ]);
     const headers: Record<string, string> = {};
-    let method = "GET", path = "/", body: string | Uint8Array | undefined;
+    let method = "GET", path = "/", body: string | Uint8Array<ArrayBuffer> | undefined;
     switch (route) {
       case "infer": {
         method = "POST";

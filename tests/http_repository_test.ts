@@ -44,9 +44,9 @@ async function until(cond: () => boolean): Promise<void> {
   expect(cond()).toBe(true);
 }
 
-function settled<T>(p: Promise<T>): () => boolean {
+function settled<T>(p: T | PromiseLike<T>): () => boolean {
   let done = false;
-  p.then(() => (done = true), () => (done = true));
+  Promise.resolve(p).then(() => (done = true), () => (done = true));
   return () => done;
 }
 

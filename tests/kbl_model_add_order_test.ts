@@ -6,7 +6,15 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { cayman, CAYMAN_SPEC } from "@nrt/arch-cayman";
-import { buildCustomOpNeff, extIsaLibrary, ExtIsaOpcode, MemoryLogger, Runtime, TensorSet } from "@nrt/core";
+import {
+  buildCustomOpNeff,
+  extIsaLibrary,
+  ExtIsaOpcode,
+  isNrtError,
+  MemoryLogger,
+  Runtime,
+  TensorSet,
+} from "@nrt/core";
 import { ncBlock } from "@nrt/core/hal";
 import { TracingPortal } from "@nrt/core/portal";
 import { DeviceSimPortal } from "@nrt/device-sim";
@@ -134,7 +142,8 @@ describe("kbl_model_add call order (seed lifecycle-error-model §2.6)", () => {
         const allocations = (await sim.memUsage(0)).allocations;
         const ten = reluLibrariesNeff(10);
         const at = rt.events.list().length;
-        const err = await rt.load(ten).catch((e: unknown) => e as { status: number; message: string });
+        const err = await rt.load(ten).then(() => undefined, (e: unknown) => e);
+        if (!isNrtError(err)) throw new Error(`Expected the load to fail with an NrtError, got ${String(err)}`);
         expect(err.status).toBe(4); // NRT_RESOURCE
         expect(err.message).toContain("Exceeded max number of GPSIMD libs");
         // The refusal comes at ucode_stage_libs, after add_model: the stream was installed and is removed again.

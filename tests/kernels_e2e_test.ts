@@ -1,13 +1,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
 import { buildCustomOpNeff, MemoryLogger, Runtime, TensorSet } from "@nrt/core";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import type { DeviceSimPortal } from "@nrt/device-sim";
-import type { DependencyContainer } from "tsyringe";
 import { kernel, oneOpNeff } from "./_kernels.ts";
 
 // Reference kernels through the whole runtime (seed runtime-synthesis §3: doorbell → DMA → 8 Q7 → DRAIN → NQ).
-let c: DependencyContainer;
+let c: NrtContainer;
 let rt: Runtime;
 beforeAll(async () => {
   c = createNrtContainer();

@@ -17,11 +17,10 @@ import {
   TensorSet,
 } from "@nrt/core";
 import { DmaMemUsageType } from "../packages/core/dmem/dmem.ts";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import type { DependencyContainer } from "tsyringe";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { kernel, oneOpNeff } from "./_kernels.ts";
 
-const containers: DependencyContainer[] = [];
+const containers: NrtContainer[] = [];
 afterAll(async () => {
   for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });

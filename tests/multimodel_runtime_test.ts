@@ -14,11 +14,10 @@ import {
   type RuntimeOptions,
   TensorSet,
 } from "@nrt/core";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import type { DependencyContainer } from "tsyringe";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { namedOneOpNeff, oneOpNeff } from "./_kernels.ts";
 
-const containers: DependencyContainer[] = [];
+const containers: NrtContainer[] = [];
 // Each simulated device owns Q7 Workers: close the portals so no Worker outlives the file.
 afterAll(async () => {
   for (const c of containers.splice(0)) await c.resolve(PortalToken).close();

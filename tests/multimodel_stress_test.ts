@@ -9,11 +9,10 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { MemoryLogger, type Model, NrtError, NrtStatus, Runtime, TensorSet } from "@nrt/core";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import type { DependencyContainer } from "tsyringe";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { oneOpNeff } from "./_kernels.ts";
 
-const containers: DependencyContainer[] = [];
+const containers: NrtContainer[] = [];
 afterAll(async () => {
   for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });

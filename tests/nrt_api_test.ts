@@ -11,15 +11,14 @@ import {
   TensorPlacement,
   type TensorSet,
 } from "@nrt/core";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import type { DependencyContainer } from "tsyringe";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { kernel, oneOpNeff } from "./_kernels.ts";
 
-const containers: DependencyContainer[] = [];
+const containers: NrtContainer[] = [];
 afterAll(async () => {
   for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
-function container(): DependencyContainer {
+function container(): NrtContainer {
   const c = createNrtContainer();
   containers.push(c);
   return c;

@@ -12,11 +12,10 @@ import {
   nrtaSeqNum,
   nrtaSeqXu,
 } from "../packages/core/nrta/nrta.ts";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import type { DependencyContainer } from "tsyringe";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { oneOpNeff } from "./_kernels.ts";
 
-const containers: DependencyContainer[] = [];
+const containers: NrtContainer[] = [];
 afterAll(async () => {
   for (const c of containers.splice(0)) await c.resolve(PortalToken).close();
 });
@@ -27,7 +26,7 @@ const ADD = oneOpNeff("vector_add", "vector_add", [f32("a", N), f32("b", N)], [f
 const TRAP = oneOpNeff("faults", "trap", [f32("a", N), f32("b", N)], [f32("out", N)]);
 const bytesOf = (f: (i: number) => number) => new Uint8Array(Float32Array.from({ length: N }, (_, i) => f(i)).buffer);
 
-function container(): DependencyContainer {
+function container(): NrtContainer {
   const c = createNrtContainer();
   containers.push(c);
   return c;

@@ -15,11 +15,10 @@ import {
   readNeff,
   Runtime,
 } from "@nrt/core";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
-import type { DependencyContainer } from "tsyringe";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { execute, f32, OP_LIBRARIES } from "./onnx_testing.ts";
 
-let c: DependencyContainer;
+let c: NrtContainer;
 let rt: Runtime;
 beforeAll(async () => {
   c = createNrtContainer();

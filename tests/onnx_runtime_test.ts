@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
 import { MemoryLogger, readNeff, Runtime } from "@nrt/core";
 import { DmaMemUsageType } from "../packages/core/dmem/dmem.ts";
-import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
+import { createNrtContainer, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import {
   buildOnnxNeff,
   type CompiledOnnxModel,
@@ -17,7 +17,6 @@ import {
   OnnxCompileError,
 } from "@nrt/onnx";
 import { prng } from "../packages/core/_testing.ts";
-import type { DependencyContainer } from "tsyringe";
 import {
   cnnModel,
   denseMlpModel,
@@ -31,7 +30,7 @@ import {
 } from "../packages/onnx/_test_models.ts";
 import { execute, f32, type Feed, maxRelError, OP_LIBRARIES, runOrt } from "./onnx_testing.ts";
 
-let c: DependencyContainer;
+let c: NrtContainer;
 let rt: Runtime;
 beforeAll(async () => {
   c = createNrtContainer();

@@ -7,10 +7,10 @@ import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
 import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
-import { container, type DependencyContainer } from "tsyringe";
+import { container } from "tsyringe";
 import { oneOpNeff } from "./_kernels.ts";
 import { type DaemonProc, remoteContainer, startDaemon } from "./_remote.ts";
-import { ArchPackToken, nrtPlugins, PortalToken } from "@nrt/cli";
+import { ArchPackToken, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { cayman } from "@nrt/arch-cayman";
 
 const n = 1 << 16;
@@ -25,7 +25,7 @@ afterAll(async () => {
 });
 
 /** The end-to-end body: returns what it observed. */
-async function endToEnd(c: DependencyContainer) {
+async function endToEnd(c: NrtContainer) {
   const portal = c.resolve(PortalToken);
   const before = await portal.memUsage(0);
   await portal.acquireCores?.(0, [2, 3]); // what nrt_init does for NEURON_RT_VISIBLE_CORES=2-3 once wired

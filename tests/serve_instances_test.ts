@@ -44,7 +44,7 @@ const spinReq = (init: RequestInit = {}) => ({
  * were doing: per NeuronCore the Q7 state, the last sequencer fault and the last records, then the runtime's last
  * lifecycle events and log lines (this is how a load stuck behind a run the watchdog had missed was found).
  */
-async function answersWithin<T>(p: Promise<T>, what: string): Promise<T> {
+async function answersWithin<T>(p: T | PromiseLike<T>, what: string): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
@@ -171,7 +171,8 @@ describe("instance groups, warm-up and readiness", () => {
     const running = fx.app.request("/v2/models/spin/infer", spinReq());
     await until(() => served("spin").instances[0].busy && clock.pendingSleepers > 0, "spin to run");
     const leaving = new AbortController();
-    const queued = fx.app.request("/v2/models/spin/infer", spinReq({ signal: leaving.signal })).catch((e) => e);
+    const leave = fx.app.request("/v2/models/spin/infer", spinReq({ signal: leaving.signal }));
+    const queued = Promise.resolve(leave).catch((e) => e);
     await until(() => served("spin").queued === 1, "the second request to queue");
     leaving.abort();
     await queued;

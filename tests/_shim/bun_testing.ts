@@ -8,6 +8,8 @@ import { after, afterEach, before, beforeEach, describe as nodeDescribe, test as
 import { expect } from "expect";
 
 type Fn = () => void | Promise<void>;
+/** A hook may return what its last call returns (`afterAll(() => server.close())`), as in `bun:test`. */
+type HookFn = () => void | Promise<unknown>;
 
 /** Groups tests, as `bun:test`'s `describe`. */
 export function describe(name: string, fn: () => void): void {
@@ -27,6 +29,16 @@ test.if = (cond: boolean) => (cond ? test : test.skip);
 /** Alias of {@linkcode test}. */
 export const it = test;
 
-export const beforeAll: (fn: Fn) => void = (fn) => before(fn);
-export const afterAll: (fn: Fn) => void = (fn) => after(fn);
+/** `bun:test`'s hook timeout (ms, or an options bag) as `node:test` hook options. */
+function hookOptions(timeout?: number | { timeout?: number }): { timeout?: number } {
+  const ms = typeof timeout === "number" ? timeout : timeout?.timeout;
+  return ms === undefined ? {} : { timeout: ms };
+}
+
+/** Runs `fn` once before the file's tests, as `bun:test`'s `beforeAll`; the optional second argument is a timeout. */
+export const beforeAll: (fn: HookFn, timeout?: number | { timeout?: number }) => void = (fn, timeout) =>
+  before(fn, hookOptions(timeout));
+/** Runs `fn` once after the file's tests, as `bun:test`'s `afterAll`; the optional second argument is a timeout. */
+export const afterAll: (fn: HookFn, timeout?: number | { timeout?: number }) => void = (fn, timeout) =>
+  after(fn, hookOptions(timeout));
 export { afterEach, beforeEach, expect };

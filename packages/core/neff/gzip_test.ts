@@ -10,7 +10,7 @@ async function nativeGunzip(data: Uint8Array): Promise<Uint8Array> {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
-function text(n: number): Uint8Array {
+function text(n: number): Uint8Array<ArrayBuffer> {
   const words = ["neuron", "core", "tensor", "engine", "queue", "slot", "graph"];
   let s = "";
   for (let i = 0; s.length < n; i++) s += words[(i * 7 + (i >> 3)) % words.length] + (i % 5 === 0 ? "\n" : " ");
