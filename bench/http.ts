@@ -1,10 +1,14 @@
 /**
  * HTTP throughput of the inference server against a bare Hono route returning the same JSON, on the same
  * runtime, in one run: 64 concurrent connections from a client Worker, loopback only, bounded by a request count
- * and a time budget per target. Under Bun it then runs itself under Deno (and the other way round) and prints both
- * ratios; `--here` measures the current runtime only.
+ * and a time budget per target, each after the same warm-up (a server's steady state, JIT compiled). A second
+ * limit is the bare route with relu computed by a bare Worker over one SharedArrayBuffer (`_bare_device.ts`): the
+ * thread hops of a device off the HTTP thread, with nothing of ours. Each row also gives the server's main-thread
+ * CPU per request where `/proc` tells it. Under Bun it then runs itself under Deno (and the other way round) and
+ * prints both; `--here` measures the current runtime only; `--json` prints one table line per runtime.
  *
- * Usage: `bun bench/http.ts [--requests N] [--seconds S] [--connections C] [--instances I] [--here]`
+ * Usage: `bun bench/http.ts [--requests N] [--seconds S] [--connections C] [--instances I] [--warmup N] [--here]
+ *        [--json]`
  *        `deno run -A bench/http.ts …`
  *
  * @module
@@ -17,8 +21,10 @@ import { createInferenceApp, DashboardMonitor, filesFromMap, ModelRepository, Ne
 import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
+import { emit, JSON_OUTPUT } from "./_timing.ts";
 import process from "node:process";
 import type { LoadJob, LoadResult } from "./_http_client.ts";
+import { BareDevice } from "./_bare_device.ts";
 
 type Fetch = (req: Request) => Response | Promise<Response>;
 interface Server {
@@ -72,22 +78,40 @@ function load(job: LoadJob): Promise<LoadResult> {
   }).finally(() => w.terminate());
 }
 
-/** One measurement in this runtime. */
+/** CPU time of this process's main thread (the server's) in µs, from `/proc`; undefined where there is none. */
+function mainThreadCpuUs(): number | undefined {
+  try {
+    const st = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8");
+    const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) * 10_000; // utime + stime, in clock ticks of 10 ms
+  } catch {
+    return undefined;
+  }
+}
+
+/** A load run with the server's main-thread CPU per request. */
+interface Row extends LoadResult {
+  readonly mainCpuUs?: number;
+}
+
 /** One runtime's figures: the plain app, the app with nrt serve's hooks, and the bare route. */
 interface Measured {
   readonly runtime: string;
-  readonly infer: LoadResult;
-  readonly served: LoadResult;
-  readonly bare: LoadResult;
+  readonly infer: Row;
+  readonly served: Row;
+  readonly bare: Row;
+  readonly bareDevice: Row;
   readonly ratio: number;
   readonly servedRatio: number;
+  readonly bareDeviceRatio: number;
 }
 
 async function measure(): Promise<Measured> {
   const connections = arg("connections", 64),
     requests = arg("requests", 20_000),
     seconds = arg("seconds", 10),
-    instances = arg("instances", 4);
+    instances = arg("instances", 4),
+    warmup = arg("warmup", 3000);
   const wasm = new Uint8Array(readFileSync(new URL("../kernels/wasm/relu.wasm", import.meta.url)));
   const neff = buildCustomOpNeff({
     name: "relu.neff",
@@ -158,9 +182,20 @@ async function measure(): Promise<Measured> {
     if (!Array.isArray(req.inputs)) return c.json({ error: "no inputs" }, 400);
     return c.json(answer);
   });
+  // The limit for any device off the HTTP thread: the same bare route, with relu computed by a bare Worker over one
+  // SharedArrayBuffer (a store, a notify when it sleeps, an Atomics.waitAsync back). Nothing of ours.
+  const device = new BareDevice();
+  const bareDev = new Hono();
+  bareDev.post("/v2/models/relu/infer", async (c) => {
+    const req = await c.req.json();
+    if (!Array.isArray(req.inputs)) return c.json({ error: "no inputs" }, 400);
+    const y = await device.relu(req.inputs[0].data);
+    return c.json({ ...answer, outputs: [{ ...answer.outputs[0], data: y }] });
+  });
   const inferServer = await serve(plain.fetch);
   const servedServer = await serve(served.fetch);
   const bareServer = await serve(bare.fetch);
+  const bareDeviceServer = await serve(bareDev.fetch);
   try {
     const job = (port: number, n: number): LoadJob => ({
       url: `http://127.0.0.1:${port}/v2/models/relu/infer`,
@@ -169,42 +204,55 @@ async function measure(): Promise<Measured> {
       requests: n,
       seconds,
     });
-    await load(job(inferServer.port, 500)); // warm-up: JIT, connections, staging buffers
-    await load(job(servedServer.port, 500));
-    await load(job(bareServer.port, 500));
-    const infer = await load(job(inferServer.port, requests));
-    const withHooks = await load(job(servedServer.port, requests));
-    const bareResult = await load(job(bareServer.port, requests));
+    // The same warm-up for every target (JIT tiers, connections, staging buffers): a server's steady state.
+    for (const s of [inferServer, servedServer, bareServer, bareDeviceServer]) await load(job(s.port, warmup));
+    const measured = async (port: number): Promise<Row> => {
+      const c0 = mainThreadCpuUs();
+      const r = await load(job(port, requests));
+      const c1 = mainThreadCpuUs();
+      return c0 === undefined || c1 === undefined ? r : { ...r, mainCpuUs: (c1 - c0) / Math.max(1, r.completed) };
+    };
+    const infer = await measured(inferServer.port);
+    const withHooks = await measured(servedServer.port);
+    const bareResult = await measured(bareServer.port);
+    const bareDeviceResult = await measured(bareDeviceServer.port);
     const rps = (r: LoadResult) => r.completed / (r.elapsedMs / 1000);
     return {
       runtime: RUNTIME,
       infer,
       served: withHooks,
       bare: bareResult,
+      bareDevice: bareDeviceResult,
       ratio: rps(infer) / rps(bareResult),
       servedRatio: rps(withHooks) / rps(bareResult),
+      bareDeviceRatio: rps(bareDeviceResult) / rps(bareResult),
     };
   } finally {
     await inferServer.stop();
     await servedServer.stop();
     await bareServer.stop();
+    await bareDeviceServer.stop();
+    device.close();
     await plain.close();
     await served.close();
   }
 }
 
 function report(r: Measured): string {
-  const line = (name: string, x: LoadResult) =>
+  const line = (name: string, x: Row) =>
     `  ${name.padEnd(26)} ${String(Math.round(x.completed / (x.elapsedMs / 1000))).padStart(7)} req/s  ${
       String(x.completed).padStart(6)
     } requests  ` +
-    `p50 ${x.p50Ms.toFixed(2)} ms  p99 ${x.p99Ms.toFixed(2)} ms  errors ${x.errors}`;
+    `p50 ${x.p50Ms.toFixed(2)} ms  p99 ${x.p99Ms.toFixed(2)} ms  errors ${x.errors}` +
+    (x.mainCpuUs === undefined ? "" : `  main thread ${x.mainCpuUs.toFixed(0)} µs/req`);
   return [
     `${r.runtime}:`,
     line("POST /infer (relu FP32[8])", r.infer),
     line("  with nrt serve's hooks", r.served),
     line("bare Hono route", r.bare),
-    `  throughput ratio infer/bare: ${r.ratio.toFixed(2)}; with nrt serve's hooks: ${r.servedRatio.toFixed(2)}`,
+    line("  + bare Worker device", r.bareDevice),
+    `  throughput ratio infer/bare: ${r.ratio.toFixed(2)}; with nrt serve's hooks: ${r.servedRatio.toFixed(2)}; ` +
+    `bare route with a bare Worker device: ${r.bareDeviceRatio.toFixed(2)}`,
   ].join("\n");
 }
 
@@ -228,5 +276,26 @@ if (!process.argv.includes("--here")) {
     else console.error(`${other}: the child run failed (${child.status}): ${child.stderr.slice(-2000)}`);
   }
 }
-for (const r of results) console.log(report(r));
+for (const r of results) {
+  if (!JSON_OUTPUT) {
+    console.log(report(r));
+    continue;
+  }
+  const row = (target: string, x: Row, ratio: number | undefined) => ({
+    target,
+    reqPerS: Math.round(x.completed / (x.elapsedMs / 1000)),
+    requests: x.completed,
+    p50Ms: Number(x.p50Ms.toFixed(2)),
+    p99Ms: Number(x.p99Ms.toFixed(2)),
+    errors: x.errors,
+    mainThreadUsPerReq: x.mainCpuUs === undefined ? null : Math.round(x.mainCpuUs),
+    ratioToBare: ratio === undefined ? null : Number(ratio.toFixed(2)),
+  });
+  emit("http", `REST /infer (relu FP32[8]) ÷ bare Hono route (${r.runtime})`, [
+    row("POST /infer", r.infer, r.ratio),
+    row("POST /infer with nrt serve's hooks", r.served, r.servedRatio),
+    row("bare Hono route", r.bare, 1),
+    row("bare Hono route + bare Worker device", r.bareDevice, r.bareDeviceRatio),
+  ]);
+}
 process.exit(0);
