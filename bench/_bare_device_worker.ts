@@ -1,6 +1,6 @@
 /**
  * The bare device of bench/http.ts's limit row: a Worker that sleeps in `Atomics.waitAsync` on a shared ring, takes
- * each request's slot, applies relu to its 8 floats and notifies the slot. Nothing of ours. Ours.
+ * each request's slot, applies relu to its 8 floats and notifies the slot. It uses nothing of the runtime (ours).
  *
  * @module
  */

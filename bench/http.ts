@@ -94,7 +94,7 @@ interface Row extends LoadResult {
   readonly mainCpuUs?: number;
 }
 
-/** One runtime's figures: the plain app, the app with nrt serve's hooks, and the bare route. */
+/** One runtime's figures: the plain app, the app with nrt serve's hooks, the bare route, and it with a bare device. */
 interface Measured {
   readonly runtime: string;
   readonly infer: Row;
