@@ -418,12 +418,7 @@ export class Sequencer {
     const r = this.#current;
     if (budget <= 0 || r === undefined || r.abort.signal.aborted) return;
     if (this.#now() - r.startedAt >= budget) {
-      this.#noteFault({
-        slot: r.slot,
-        mask: 0,
-        message: `${WATCHDOG_CAUSE}: run ${r.count} of stream slot ${r.entry.slot} exceeded ${budget} ms; dropped`,
-      });
-      this.#drop(r, WATCHDOG_CAUSE);
+      this.#dropOverBudget(r, budget);
       return;
     }
     this.#disarmWatchdog();
@@ -783,13 +778,17 @@ export class Sequencer {
     if (!q7.watchdogFired || run.abort.signal.aborted) return;
     run.dispatch?.catch(() => {});
     run.dispatch = new Promise<never>(() => {});
-    const budget = this.#d.watchdogMs ?? 0;
+    this.#dropOverBudget(run, this.#d.watchdogMs ?? 0);
+  }
+
+  /** The watchdog's verdict on a run past its `budget` ms: the fault is noted and the run dropped (no completion). */
+  #dropOverBudget(r: Run, budget: number): void {
     this.#noteFault({
-      slot: run.slot,
+      slot: r.slot,
       mask: 0,
-      message: `${WATCHDOG_CAUSE}: run ${run.count} of stream slot ${run.entry.slot} exceeded ${budget} ms; dropped`,
+      message: `${WATCHDOG_CAUSE}: run ${r.count} of stream slot ${r.entry.slot} exceeded ${budget} ms; dropped`,
     });
-    this.#drop(run, WATCHDOG_CAUSE);
+    this.#drop(r, WATCHDOG_CAUSE);
   }
 
   /**
