@@ -41,7 +41,9 @@ export const DoorbellRing = {
   /** 1 while the agent sleeps on WRITTEN: the host notifies only then (a doorbell to a busy agent costs no wake). */
   SLEEPING: 3,
   // The words of the agent's local-op watchdog (local_watchdog.ts, ours).
-  /** The device clock's skew in µs, as a BigInt64 at this BigInt64 index (words 4–5): the host adds each `elapse`. */
+  /**
+   * The device clock's skew in µs, as a BigInt64 at this BigInt64 index (words 4–5): the host adds each `elapse`.
+   */
   SKEW_US_I64: 2,
   /** Non-zero once the host closes the device: the watchdog stops a local op at once. */
   KILL_ALL: 6,

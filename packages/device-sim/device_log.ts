@@ -73,7 +73,10 @@ export class DeviceLogWriter {
   readonly #view: DataView;
   /** The whole buffer as Int32 words (the entries' sequence words). */
   readonly #words: Int32Array;
-  /** Each entry's payload and a DataView of it, made on the entry's first use and kept (ours: no allocation per append). */
+  /**
+   * Each entry's payload and a DataView of it, made on the entry's first use and kept (ours: no allocation per
+   * append).
+   */
   readonly #payloads: Array<{ bytes: Uint8Array; view: DataView } | undefined> = [];
   #next = 0;
 

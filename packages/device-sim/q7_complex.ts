@@ -329,7 +329,10 @@ export class ClusterHandle {
     return this.#cluster.drainStdio();
   }
 
-  /** Whether the cluster's watchdog stopped the op it ran on the calling thread ({@linkcode Q7ClusterPort.watchdogFired}). */
+  /**
+   * Whether the cluster's watchdog stopped the op it ran on the calling thread
+   * ({@linkcode Q7ClusterPort.watchdogFired}).
+   */
   get watchdogFired(): boolean {
     return this.#cluster.watchdogFired === true;
   }

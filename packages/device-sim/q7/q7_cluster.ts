@@ -191,14 +191,14 @@ export interface Q7ClusterOptions {
    */
   maxLibraries?: number;
   /**
-   * Ops whose tensors (inputs and outputs together) hold at most this many bytes, and that have a deadline
-   * ({@linkcode DispatchOp.deadlineMs}), run on the calling thread, on its own instances of the 8 cores, instead of
-   * waking the Workers (default 0: every op runs on the Workers; ours), once the function has returned ok on the
-   * Workers within {@linkcode LOCAL_LEARN_NS}. Such a dispatch only writes the mailbox; the op runs at the caller's next
-   * {@linkcode Q7Cluster.runPending}. Waking a Worker and being woken back costs more than a small kernel: the device agent runs small ops
-   * itself and keeps the Workers for the ones that gain from running in parallel. A kernel that spins on the calling
-   * thread can only be stopped by another thread setting the kill flag ({@linkcode Q7Cluster.killFlag}), so only a
-   * thread that has such a watchdog should set it.
+   * Ops whose tensors (inputs and outputs together) hold at most this many bytes, and that have a deadline ({@linkcode
+   * DispatchOp.deadlineMs}), run on the calling thread, on its own instances of the 8 cores, instead of waking the
+   * Workers (default 0: every op runs on the Workers; ours), once the function has returned ok on the Workers within
+   * {@linkcode LOCAL_LEARN_NS}. Such a dispatch only writes the mailbox; the op runs at the caller's next {@linkcode
+   * Q7Cluster.runPending}. Waking a Worker and being woken back costs more than a small kernel: the device agent runs
+   * small ops itself and keeps the Workers for the ones that gain from running in parallel. A kernel that spins on the
+   * calling thread can only be stopped by another thread setting the kill flag ({@linkcode Q7Cluster.killFlag}), so
+   * only a thread that has such a watchdog should set it.
    */
   localOpBytes?: number;
   /**

@@ -11,7 +11,8 @@
  * It polls every few ms while the agent has run local ops lately, and otherwise sleeps until the agent or the host
  * rings its bell, so an idle device costs no wake-ups and a busy one no notify per op.
  *
- * Plain JavaScript, like q7_worker.js: `deno test` type-checks every TypeScript module a Worker loads. The word indices come in the "init" message (`WATCHDOG_WORDS` in local_watchdog.ts).
+ * Plain JavaScript, like q7_worker.js: `deno test` type-checks every TypeScript module a Worker loads. The word
+ * indices come in the "init" message (`WATCHDOG_WORDS` in local_watchdog.ts).
  *
  * Messages: `{ type: "init", ring, words }`, `{ type: "adopt", id, memory, killWord }` (taken: the ADOPTED word holds
  * `id`), `{ type: "forget", id }`. Each is counted in the POSTED word and followed by a ring of the bell, so a parked
