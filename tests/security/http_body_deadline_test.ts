@@ -1,0 +1,68 @@
+/**
+ * A body that stops arriving is answered 408 with `Connection: close` once the body deadline passes (docs/security.md),
+ * over a real socket: a declared length (read whole by the runtime, `body.ts`) and a chunked body (read chunk by
+ * chunk) alike. A body that arrives in full within the deadline is answered as usual. Bun then closes the connection;
+ * Deno.serve keeps it open until the client closes it (a handler cannot close it there; docs/security.md).
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { serveHttp } from "../../packages/cli/platform.ts";
+import { type HttpFixture, httpFixture } from "../_http.ts";
+import { parseResponses, rawExchange } from "./_raw_http.ts";
+
+let fx: HttpFixture;
+let listener: Awaited<ReturnType<typeof serveHttp>>;
+const DEADLINE_MS = 300;
+const isBun = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined";
+
+beforeAll(async () => {
+  fx = await httpFixture({ limits: { bodyDeadlineMs: DEADLINE_MS } });
+  listener = await serveHttp(fx.app.fetch, { host: "127.0.0.1", port: 0, requestTimeoutSeconds: 30 });
+});
+afterAll(async () => {
+  await listener.stop();
+  await fx.close();
+});
+
+const body = JSON.stringify({
+  inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-1, 2, -3, 4, -5, 6, -7, 8] }],
+});
+const head = "POST /v2/models/relu/infer HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n";
+
+describe("the body deadline", () => {
+  test("a declared length that stops short is answered 408 and the connection closed", async () => {
+    const t0 = performance.now();
+    const { text, closed } = await rawExchange(
+      listener.port,
+      `${head}Content-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+      isBun ? 5000 : 1500,
+    );
+    const ms = performance.now() - t0;
+    const [res] = parseResponses(text);
+    expect(res?.status).toBe(408);
+    expect(JSON.parse(res!.body).error).toMatch(/did not arrive in time/);
+    expect(res!.headers.connection).toBe("close");
+    if (isBun) expect(closed).toBe(true);
+    expect(ms).toBeGreaterThanOrEqual(DEADLINE_MS - 20);
+  });
+
+  test("a chunked body that stops is answered 408 and the connection closed", async () => {
+    const { text, closed } = await rawExchange(
+      listener.port,
+      `${head}Transfer-Encoding: chunked\r\n\r\n${(10).toString(16)}\r\n${body.slice(0, 10)}\r\n`,
+      isBun ? 5000 : 1500,
+    );
+    const [res] = parseResponses(text);
+    expect(res?.status).toBe(408);
+    expect(res!.headers.connection).toBe("close");
+    if (isBun) expect(closed).toBe(true);
+  });
+
+  test("a declared length that arrives in full within the deadline is answered", async () => {
+    const ok = parseResponses(
+      (await rawExchange(listener.port, `${head}Connection: close\r\nContent-Length: ${body.length}\r\n\r\n${body}`))
+        .text,
+    )[0];
+    expect(ok?.status).toBe(200);
+    expect(JSON.parse(ok!.body).outputs[0].data).toEqual([0, 2, 0, 4, 0, 6, 0, 8]);
+  });
+});
