@@ -1,7 +1,9 @@
 /**
  * HTTP throughput of the inference server against a bare Hono route returning the same JSON, on the same
  * runtime, in one run: 64 concurrent connections from a client Worker, loopback only, bounded by a request count
- * and a time budget per target, each after the same warm-up (a server's steady state, JIT compiled). A second
+ * and a time budget per target, each after the same warm-up of 20,000 requests (a server's steady state, JIT
+ * compiled: after 3,000 the JIT threads still took a quarter of a CPU through the measurement on Bun, 145 FTL
+ * compiles of the server's functions, and each row now prints that share so a short warm-up shows). A second
  * limit is the bare route with relu computed by a bare Worker over one SharedArrayBuffer (`_bare_device.ts`): the
  * thread hops of a device off the HTTP thread, with nothing of ours. Each row also gives the server's main-thread
  * CPU per request where `/proc` tells it. Under Bun it then runs itself under Deno (and the other way round) and
@@ -20,7 +22,7 @@ import { DrainGate } from "../packages/cli/http_listener.ts";
 import { createInferenceApp, DashboardMonitor, filesFromMap, ModelRepository, NeuronActivity } from "@nrt/http-api";
 import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { emit, JSON_OUTPUT } from "./_timing.ts";
 import process from "node:process";
 import type { LoadJob, LoadResult } from "./_http_client.ts";
@@ -78,20 +80,38 @@ function load(job: LoadJob): Promise<LoadResult> {
   }).finally(() => w.terminate());
 }
 
-/** CPU time of this process's main thread (the server's) in µs, from `/proc`; undefined where there is none. */
-function mainThreadCpuUs(): number | undefined {
-  try {
-    const st = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8");
+/**
+ * CPU time in µs, from `/proc`, of this process's main thread (the server's) and of its JIT compiler and GC helper
+ * threads (Bun: `JITWorker`, `HeapHelper`; Deno: V8's `DefaultWorker`s, which do both); undefined where there is no
+ * `/proc`.
+ */
+function threadCpuUs(): { main: number; jitGc: number } | undefined {
+  const cpu = (tid: string): number => {
+    const st = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
     const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
     return (Number(f[11]) + Number(f[12])) * 10_000; // utime + stime, in clock ticks of 10 ms
+  };
+  try {
+    let jitGc = 0;
+    for (const tid of readdirSync("/proc/self/task")) {
+      try {
+        const comm = readFileSync(`/proc/self/task/${tid}/comm`, "utf8");
+        if (/^(JITWorker|HeapHelper|V8 DefaultWorke)/.test(comm)) jitGc += cpu(tid);
+      } catch { /* the thread ended */ }
+    }
+    return { main: cpu(String(process.pid)), jitGc };
   } catch {
     return undefined;
   }
 }
 
-/** A load run with the server's main-thread CPU per request. */
+/**
+ * A load run with the server's main-thread CPU per request, and the share of one CPU the JIT and GC helper threads
+ * took meanwhile (a warm-up too short for the JIT shows here).
+ */
 interface Row extends LoadResult {
   readonly mainCpuUs?: number;
+  readonly jitGcPct?: number;
 }
 
 /** One runtime's figures: the plain app, the app with nrt serve's hooks, the bare route, and it with a bare device. */
@@ -111,7 +131,7 @@ async function measure(): Promise<Measured> {
     requests = arg("requests", 20_000),
     seconds = arg("seconds", 10),
     instances = arg("instances", 4),
-    warmup = arg("warmup", 3000);
+    warmup = arg("warmup", 20_000);
   const wasm = new Uint8Array(readFileSync(new URL("../kernels/wasm/relu.wasm", import.meta.url)));
   const neff = buildCustomOpNeff({
     name: "relu.neff",
@@ -207,10 +227,15 @@ async function measure(): Promise<Measured> {
     // The same warm-up for every target (JIT tiers, connections, staging buffers): a server's steady state.
     for (const s of [inferServer, servedServer, bareServer, bareDeviceServer]) await load(job(s.port, warmup));
     const measured = async (port: number): Promise<Row> => {
-      const c0 = mainThreadCpuUs();
+      const c0 = threadCpuUs();
       const r = await load(job(port, requests));
-      const c1 = mainThreadCpuUs();
-      return c0 === undefined || c1 === undefined ? r : { ...r, mainCpuUs: (c1 - c0) / Math.max(1, r.completed) };
+      const c1 = threadCpuUs();
+      if (c0 === undefined || c1 === undefined) return r;
+      return {
+        ...r,
+        mainCpuUs: (c1.main - c0.main) / Math.max(1, r.completed),
+        jitGcPct: (100 * (c1.jitGc - c0.jitGc)) / (r.elapsedMs * 1000),
+      };
     };
     const infer = await measured(inferServer.port);
     const withHooks = await measured(servedServer.port);
@@ -244,7 +269,8 @@ function report(r: Measured): string {
       String(x.completed).padStart(6)
     } requests  ` +
     `p50 ${x.p50Ms.toFixed(2)} ms  p99 ${x.p99Ms.toFixed(2)} ms  errors ${x.errors}` +
-    (x.mainCpuUs === undefined ? "" : `  main thread ${x.mainCpuUs.toFixed(0)} µs/req`);
+    (x.mainCpuUs === undefined ? "" : `  main thread ${x.mainCpuUs.toFixed(0)} µs/req`) +
+    (x.jitGcPct === undefined ? "" : `  JIT+GC threads ${x.jitGcPct.toFixed(0)}%`);
   return [
     `${r.runtime}:`,
     line("POST /infer (relu FP32[8])", r.infer),
@@ -289,6 +315,7 @@ for (const r of results) {
     p99Ms: Number(x.p99Ms.toFixed(2)),
     errors: x.errors,
     mainThreadUsPerReq: x.mainCpuUs === undefined ? null : Math.round(x.mainCpuUs),
+    jitGcThreadsPct: x.jitGcPct === undefined ? null : Math.round(x.jitGcPct),
     ratioToBare: ratio === undefined ? null : Number(ratio.toFixed(2)),
   });
   emit("http", `REST /infer (relu FP32[8]) ÷ bare Hono route (${r.runtime})`, [
