@@ -12,7 +12,8 @@
  * reports the round with the median throughput and the range over rounds. Under Bun it then runs itself under Deno
  * (and the other way round); `--here` measures the current runtime only.
  *
- * Usage: `bun bench/grpc.ts [--requests N] [--seconds S] [--rounds R] [--inflight C] [--instances I] [--here]`
+ * Usage: `bun bench/grpc.ts [--requests N] [--seconds S] [--rounds R] [--inflight C] [--instances I] [--warmup N]
+ *        [--here]`
  *        `deno run -A bench/grpc.ts …`
  *
  * @module
@@ -301,7 +302,7 @@ interface Measurement {
 /** One measurement in this runtime. */
 async function measure(): Promise<Measurement> {
   const inflight = arg("inflight", 32), requests = arg("requests", 6_000), seconds = arg("seconds", 6);
-  const rounds = arg("rounds", 3), instances = arg("instances", 4);
+  const rounds = arg("rounds", 3), instances = arg("instances", 4), warmup = arg("warmup", 10_000);
   const wasm = new Uint8Array(readFileSync(new URL("../kernels/wasm/relu.wasm", import.meta.url)));
   const neff = buildCustomOpNeff({
     name: "relu.neff",
@@ -379,7 +380,9 @@ async function measure(): Promise<Measurement> {
       [BARE_REST]: rest(bareRest.port),
       [BARE_GRPC]: rpc(bareGrpcServer.port, typed),
     };
-    for (const run of Object.values(targets)) await run(500); // warm-up: JIT, connections, staging buffers
+    // Warm-up: JIT, connections, staging buffers. A few hundred requests leave the server's functions compiling through
+    // the measurement (bench/http.ts measured a quarter of a CPU in its JIT threads after 3,000).
+    for (const run of Object.values(targets)) await run(warmup);
     const results: Record<string, Rounds> = Object.fromEntries(Object.keys(targets).map((k) => [k, []]));
     const names = Object.keys(targets);
     for (let r = 0; r < rounds; r++) {
