@@ -77,20 +77,25 @@ function settled(p: Promise<unknown>): () => boolean {
 
 const spinInflight = (): number => fx.repository.get("spin")?.served?.inflight ?? 0;
 
-/** Starts a spin execution through `client` and waits until it runs on the device, waiting for the clock. */
+/** Completion waits the host has pending on the device, over every NeuronCore (an execution waiting for its end). */
+const hostWaits = (): number =>
+  Array.from({ length: fx.sim.spec.ncPerDevice }, (_, nc) => fx.sim.notificationWaiters(0, nc)).reduce((a, b) => a + b);
+
+/** Starts a spin execution through `client` and waits until it runs on the device, its host waiting for its end. */
 async function spinning(
   client: OipClient,
   server: GrpcInferenceServer,
 ): Promise<{ result: Promise<unknown>; cancel(): void }> {
-  const sleepers = clock.pendingSleepers;
+  const waits = hostWaits();
   const call = client.startInfer(spinReq());
   let outcome = "pending";
   call.result.then(() => (outcome = "answered"), (e: unknown) => (outcome = `failed: ${(e as Error)?.message}`));
   await until(
-    () => clock.pendingSleepers > sleepers && server.activeCalls >= 1,
-    "the spin execution to wait on the clock",
+    () => hostWaits() > waits && clock.pendingSleepers > 0 && server.activeCalls >= 1,
+    "the spin execution to wait for its end",
     () => ({
-      sleepersBefore: sleepers,
+      hostWaitsBefore: waits,
+      hostWaits: hostWaits(),
       sleepers: clock.pendingSleepers,
       activeCalls: server.activeCalls,
       spinInflight: spinInflight(),
@@ -221,7 +226,7 @@ describe("gRPC limits and lifecycle", () => {
     expect(timedOut.details).toMatch(/\(NRT_TIMEOUT\)$/);
     // NRT_TIMEOUT is Band A, not fail-stop (seed lifecycle-error-model §4.1): the queued request really runs next,
     // spins, and times out too.
-    await until(() => clock.pendingSleepers > 0 && spinInflight() === 1, "the queued spin request to run");
+    await until(() => hostWaits() > 0 && spinInflight() === 1, "the queued spin request to run");
     await timeOut();
     const second = await failure(queued);
     expect(second.code).toBe(Code.DEADLINE_EXCEEDED);

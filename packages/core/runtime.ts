@@ -25,6 +25,7 @@ import {
   type AsyncPollResult,
 } from "./kmgr/kmgr_async_exec.ts";
 import type { DlrModel as ModelRecord, ExecOutcome } from "./kmgr/dlr_model.ts";
+import { ExecWaits } from "./kmgr/exec_waits.ts";
 import { kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
 import { Kmetric, type ModelExecutionStats } from "./kmgr/kmetric.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
@@ -247,6 +248,8 @@ export class Runtime {
   readonly #loading = new Set<Promise<unknown>>();
   readonly #onExecution: ((e: ExecutionEvent) => void) | undefined;
   readonly #onSpan: HostSpanListener | undefined;
+  /** The execution budgets of the synchronous executions in flight, on one timer (`kmgr/exec_waits.ts`, ours). */
+  readonly #execWaits: ExecWaits;
   readonly #ownsPortal: boolean;
   /** The generations this runtime was given (NEFF targets are resolved against their names). */
   readonly archPacks: readonly ArchPack[];
@@ -301,6 +304,7 @@ export class Runtime {
     this.device = device;
     this.log = log;
     this.clock = clock;
+    this.#execWaits = new ExecWaits(clock);
     this.#ledger = new DmemLedger(portal, log, device.hbmBytes);
     this.virtualCoreSize = resolveVirtualCoreSize(khal.spec, config.virtualCoreSize, device.ncCount);
     this.#vnc = new VncTable(this.#visiblePhysicalCores(), this.virtualCoreSize, device.ncCount);
@@ -822,6 +826,7 @@ export class Runtime {
         log: this.log,
         timeoutMs: this.config.execTimeoutMs,
         onSpan: this.#onSpan,
+        waits: this.#execWaits,
         seq,
         kmetric: { sink: this.#kmetric, model: r.handle },
       },
@@ -1086,6 +1091,7 @@ export class Runtime {
     }
     await this.#portal.releaseCores?.(this.device.index, this.#vnc.physical).catch((e: unknown) => (first ??= e));
     if (this.#ownsPortal) await this.#portal.close().catch((e: unknown) => (first ??= e));
+    this.#execWaits.close();
     if (first !== undefined) throw first;
   }
 

@@ -181,8 +181,6 @@ export class DeviceSimPortal implements Portal {
   /** Fault injection (`docs/faults.md`): `portal.faults.inject({ kind: "hbm-ue", nc: 1, atExecution: 3 })`. */
   readonly faults: FaultInjector;
   readonly #devices: HostDevice[];
-  /** Releases the notification waits in progress (close). */
-  readonly #abandon = new Set<() => void>();
 
   /** Number of simulated devices. */
   get deviceCount(): number {
@@ -332,26 +330,30 @@ export class DeviceSimPortal implements Portal {
     if (Atomics.load(words, at) !== want || signal?.aborted === true || this.#closed) return;
     // Counted asleep before the last look at the head: the device notifies only when someone is (NcStatus).
     Atomics.add(regs.status, NcStatus.HOST_WAITERS, 1);
-    // An abort settles this wait at once (a notify reaches an async waiter only on a later task) and also wakes the
-    // word, so the abandoned `waitAsync` leaves the word's waiter list instead of lingering until the next record.
-    let onAbort!: () => void;
-    const abandoned = new Promise<"abandoned">((resolve) => {
-      onAbort = () => {
-        resolve("abandoned");
-        Atomics.notify(words, at);
-      };
-    });
+    // An abort settles the round in progress at once (a notify reaches an async waiter only on a later task) and also
+    // wakes the word, so the abandoned `waitAsync` leaves the word's waiter list instead of lingering until the next
+    // record. The portal's close wakes the word too: the wait looks again and returns.
+    let wake: ((v?: unknown) => void) | undefined;
+    const onAbort = () => {
+      wake?.();
+      Atomics.notify(words, at);
+    };
     signal?.addEventListener("abort", onAbort, { once: true });
-    this.#abandon.add(onAbort);
+    const aborted = (): boolean => signal?.aborted === true; // read afresh: an abort lands between rounds
     try {
-      const aborted = (): boolean => signal?.aborted === true;
       while (Atomics.load(words, at) === want && !aborted() && !this.#closed) {
         const w = Atomics.waitAsync(words, at, want);
-        if (w.async && await Promise.race([w.value, abandoned]) === "abandoned") return;
+        if (!w.async) continue;
+        if (signal === undefined) await w.value;
+        else {
+          await new Promise((resolve) => {
+            wake = resolve;
+            w.value.then(resolve);
+          });
+        }
       }
     } finally {
       Atomics.sub(regs.status, NcStatus.HOST_WAITERS, 1);
-      this.#abandon.delete(onAbort);
       signal?.removeEventListener("abort", onAbort);
     }
   }
@@ -377,7 +379,8 @@ export class DeviceSimPortal implements Portal {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#closed = true;
-      for (const release of [...this.#abandon]) release();
+      // Releases the notification waits in progress: each wakes, sees the portal closed and returns.
+      for (const d of this.#devices) for (const r of d.regs) Atomics.notify(r.nqWords, NqRegister.HEAD >> 2);
       await Promise.all(this.#devices.flatMap((d) => d.links.map((l) => l.close())));
       this.#devices.forEach((d) => d.trace.update());
     })();

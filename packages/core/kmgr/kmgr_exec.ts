@@ -38,6 +38,7 @@ import {
   type ExecRequestState,
   type ProcessErrorsContext,
 } from "./exec_request.ts";
+import type { ExecWaits } from "./exec_waits.ts";
 import { type KmetricTarget, kmetricUpdate } from "./kmetric.ts";
 
 export { execRequestInitState, type ExecRequestState } from "./exec_request.ts";
@@ -66,6 +67,11 @@ export interface ExecServices {
   readonly seq?: number;
   /** Where the execution's statistics go (`kmetric_update_nds_*`, seed §5.2); absent, nothing is counted. */
   readonly kmetric?: KmetricTarget;
+  /**
+   * The runtime's execution budgets on one timer (`exec_waits.ts`, ours); absent, the execution keeps its own timer
+   * and abort signal.
+   */
+  readonly waits?: ExecWaits;
 }
 
 /**
@@ -93,15 +99,9 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
   // The host blocks on its completion eventfd (seed: runtime-synthesis §3.5). The wait is armed BEFORE the doorbell:
   // its condition (the NQ head moving past the host's tail) cannot be missed, and the host has nothing left to do
   // while the device runs — a simulated device shares the machine's cores with the host.
-  const ac = new AbortController();
   const deadline = s.clock.now() + s.timeoutMs;
-  const wait = () => {
-    const timer = s.clock.sleep(Math.max(0, deadline - s.clock.now()), ac.signal).then(() => true, () => false);
-    return Promise.race([
-      s.target.portal.notificationWait(s.target.device, tpb.nc, nq.tail, ac.signal).then(() => false),
-      timer,
-    ]);
-  };
+  const budget = budgetOf(s, tpb.nc, deadline);
+  const wait = (): Promise<boolean> => budget.wait(nq.tail);
   let step: ErpStep = ErpStep.ERP_STEP_CONTINUE;
   try {
     let woken = wait();
@@ -125,15 +125,55 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
       woken = wait();
     }
   } finally {
-    // A reason of our own: aborting without one makes a DOMException with a stack trace (~25 µs on JavaScriptCore,
-    // on every execute).
-    ac.abort(EXEC_SETTLED);
+    budget.settle();
   }
   if (step === ErpStep.ERP_STEP_FATAL) await dumpEngineIps(s, tpb.nc);
   req.state = ExecState.EXEC_STATE_DONE;
   // Final status + telemetry (seed §5.2): the error flags first, then the execution by its final status.
   if (s.kmetric !== undefined) kmetricUpdate(s.kmetric, tpb.nc, req.inferErrors, req.status);
   return req;
+}
+
+/** One execution's `NEURON_RT_EXEC_TIMEOUT` budget and its completion waits. */
+interface Budget {
+  /** Waits for the NQ head to leave `tail` or the budget to pass; resolves `true` when the budget passed. */
+  wait(tail: number): Promise<boolean>;
+  /** The execution is over: its budget and any wait still pending end. */
+  settle(): void;
+}
+
+/** The budget of an execution on NeuronCore `nc` until `deadline`: on the runtime's timer, or a timer of its own. */
+function budgetOf(s: ExecServices, nc: number, deadline: number): Budget {
+  const { portal, device } = s.target;
+  const waits = s.waits;
+  if (waits !== undefined) {
+    let passed = false, pending = false;
+    const armed = waits.arm(nc, deadline, () => (passed = true));
+    const settled = () => {
+      pending = false;
+      return passed;
+    };
+    return {
+      wait: (tail) => {
+        pending = true;
+        return portal.notificationWait(device, nc, tail, waits.signal(nc)).then(settled, settled);
+      },
+      settle: () => {
+        armed.cancel();
+        if (pending) waits.interrupt(nc); // left early (the doorbell failed): end the wait still pending
+      },
+    };
+  }
+  const ac = new AbortController();
+  return {
+    wait: (tail) => {
+      const timer = s.clock.sleep(Math.max(0, deadline - s.clock.now()), ac.signal).then(() => true, () => false);
+      return Promise.race([portal.notificationWait(device, nc, tail, ac.signal).then(() => false), timer]);
+    },
+    // A reason of our own: aborting without one makes a DOMException with a stack trace (~25 µs on JavaScriptCore,
+    // on every execute).
+    settle: () => ac.abort(EXEC_SETTLED),
+  };
 }
 
 /** `exec_request_progress_one_step`: drains the NQ and the stdio rings once and classifies what the NQ held. */
