@@ -92,8 +92,15 @@ async function withModel<T>(
   }
 }
 
-/** The same kernel on bare Workers: inputs copied in, dispatch on `cpus` of 8 cores on `workers`, output copied out. */
-async function bare(c: Case, cpus: 1 | 8, copyOnly = false, workers = 8): Promise<number> {
+/**
+ * `c`'s kernel on `workers` bare Workers; `f` gets one run: inputs copied in, a dispatch on `cpus` of the 8 cores
+ * (none with `copyOnly`), the output copied out.
+ */
+async function withBare<T>(
+  c: Case,
+  workers: number,
+  f: (once: (cpus: 1 | 8, copyOnly?: boolean) => Promise<void>) => Promise<T>,
+): Promise<T> {
   const bytes = c.n * 4;
   const b = await BareWorkers.start(kernel(c.lib), c.fn, (c.ins + 1) * bytes, workers);
   try {
@@ -102,7 +109,7 @@ async function bare(c: Case, cpus: 1 | 8, copyOnly = false, workers = 8): Promis
     const mem = new Uint8Array(b.memory.buffer);
     const host = Array.from({ length: c.ins }, () => inputData(c.n));
     const out = new Uint8Array(bytes);
-    return await timeUs(async () => {
+    return await f(async (cpus, copyOnly = false) => {
       host.forEach((h, k) => mem.set(h, DATA_BASE + k * bytes));
       if (!copyOnly) await b.dispatch(cpus);
       out.set(mem.subarray(DATA_BASE + c.ins * bytes, DATA_BASE + (c.ins + 1) * bytes));
@@ -110,6 +117,11 @@ async function bare(c: Case, cpus: 1 | 8, copyOnly = false, workers = 8): Promis
   } finally {
     b.stop();
   }
+}
+
+/** The same kernel on bare Workers: inputs copied in, dispatch on `cpus` of 8 cores on `workers`, output copied out. */
+function bare(c: Case, cpus: 1 | 8, copyOnly = false, workers = 8): Promise<number> {
+  return withBare(c, workers, (once) => timeUs(() => once(cpus, copyOnly)));
 }
 
 /** `runs` timings of `fn` in µs, back to back. */
@@ -127,20 +139,9 @@ async function timesUs(fn: () => Promise<unknown>, runs: number): Promise<number
  * Bare Workers running `c` on 8 cores: the median over 10 rounds of their first dispatch after `idleMs` of idling,
  * each ÷ the steady median that follows it (inputs in and output out, as `bare` does).
  */
-async function bareAfterIdle(c: Case, idleMs: number): Promise<number> {
-  const bytes = c.n * 4;
-  const b = await BareWorkers.start(kernel(c.lib), c.fn, (c.ins + 1) * bytes, defaultQ7Workers());
-  try {
-    const t = (k: number) => ({ addr: DATA_BASE + k * bytes, bytes });
-    b.describe(Array.from({ length: c.ins }, (_, k) => t(k)), [t(c.ins)]);
-    const mem = new Uint8Array(b.memory.buffer);
-    const host = Array.from({ length: c.ins }, () => inputData(c.n));
-    const out = new Uint8Array(bytes);
-    const once = async () => {
-      host.forEach((h, k) => mem.set(h, DATA_BASE + k * bytes));
-      await b.dispatch(8);
-      out.set(mem.subarray(DATA_BASE + c.ins * bytes, DATA_BASE + (c.ins + 1) * bytes));
-    };
+function bareAfterIdle(c: Case, idleMs: number): Promise<number> {
+  return withBare(c, defaultQ7Workers(), async (run) => {
+    const once = () => run(8);
     for (let i = 0; i < 300; i++) await once();
     const ratios: number[] = [];
     for (let round = 0; round < 10; round++) {
@@ -151,9 +152,7 @@ async function bareAfterIdle(c: Case, idleMs: number): Promise<number> {
       ratios.push(first / median(await timesUs(once, STEADY)));
     }
     return median(ratios);
-  } finally {
-    b.stop();
-  }
+  });
 }
 
 // 1. execute vs the limit, for each Q7 Worker count.
