@@ -48,9 +48,7 @@ export class ExecWaits {
   #closed = false;
   #idleCheck = false;
 
-  /**
-   * @param clock Where time comes from (virtual in tests).
-   */
+  /** Budgets counted on `clock` (virtual in tests). */
   constructor(clock: Clock) {
     this.#clock = clock;
   }
