@@ -14,6 +14,8 @@
  * - **First execute after load** against the steady median of the same model, paired round by round (the Q7 Workers
  *   start at load), beside the limit of this machine: bare Workers' first dispatch after an idle gap as long as a
  *   load, against their own steady median.
+ * - **Execute after idle**: a loaded model's execute after 20 ms of quiet (sporadic traffic) against its steady
+ *   median, beside bare Workers after the same gap.
  * - **Where the device runs**: one agent Worker per device, per NeuronCore, or on the host thread (no-op kernel).
  *
  * Each side runs with only its own Workers alive (parked Workers of the other side slow a wake). Run:
@@ -256,6 +258,36 @@ emit(
   `First execute after a load vs the steady median of the same model (median of 10 rounds); bare_after_idle_ratio: ` +
     `8 bare Workers' first dispatch after an idle gap as long as a load ÷ their steady median`,
   firsts,
+);
+
+// 3b. An execute of a loaded model after it sat idle (sporadic traffic), against its steady median, paired per round;
+// beside it bare Workers after the same idle gap.
+const IDLE_MS = 20;
+const afterIdle = [];
+for (const c of CASES) {
+  const ratios = await withModel(c, 8, "device", async (execute) => {
+    for (let i = 0; i < 300; i++) await execute();
+    const xs: number[] = [];
+    for (let round = 0; round < 10; round++) {
+      await new Promise((r) => setTimeout(r, IDLE_MS));
+      const t0 = performance.now();
+      await execute();
+      const us = (performance.now() - t0) * 1000;
+      xs.push(us / median(await timesUs(execute, STEADY)));
+    }
+    return xs;
+  });
+  afterIdle.push({
+    case: c.name,
+    idle_ms: IDLE_MS,
+    ratio: +median(ratios).toFixed(2),
+    bare_after_idle_ratio: +(await bareAfterIdle(c, IDLE_MS)).toFixed(2),
+  });
+}
+emit(
+  "exec",
+  `Execute after ${IDLE_MS} ms idle ÷ the steady median (median of 10 rounds), beside bare Workers`,
+  afterIdle,
 );
 
 // 4. Where the device runs.
