@@ -138,23 +138,25 @@ async function timesUs(fn: () => Promise<unknown>, runs: number): Promise<number
 }
 
 /**
- * Bare Workers running `c` on 8 cores: the median over 10 rounds of their first dispatch after `idleMs` of idling,
- * each ÷ the steady median that follows it (inputs in and output out, as `bare` does).
+ * After 300 warm-up runs of `once`, the median over 10 rounds of one run after `idleMs` of idling ÷ the steady median
+ * of the runs that follow it.
  */
+async function afterIdleRatio(once: () => Promise<unknown>, idleMs: number): Promise<number> {
+  for (let i = 0; i < 300; i++) await once();
+  const ratios: number[] = [];
+  for (let round = 0; round < 10; round++) {
+    await new Promise((r) => setTimeout(r, idleMs));
+    const t0 = performance.now();
+    await once();
+    const first = (performance.now() - t0) * 1000;
+    ratios.push(first / median(await timesUs(once, STEADY)));
+  }
+  return median(ratios);
+}
+
+/** {@linkcode afterIdleRatio} of `c` on 8 cores of bare Workers (inputs in and output out, as `bare` does). */
 function bareAfterIdle(c: Case, idleMs: number): Promise<number> {
-  return withBare(c, defaultQ7Workers(), async (run) => {
-    const once = () => run(8);
-    for (let i = 0; i < 300; i++) await once();
-    const ratios: number[] = [];
-    for (let round = 0; round < 10; round++) {
-      await new Promise((r) => setTimeout(r, idleMs));
-      const t0 = performance.now();
-      await once();
-      const first = (performance.now() - t0) * 1000;
-      ratios.push(first / median(await timesUs(once, STEADY)));
-    }
-    return median(ratios);
-  });
+  return withBare(c, defaultQ7Workers(), (run) => afterIdleRatio(() => run(8), idleMs));
 }
 
 // 1. execute vs the limit, for each Q7 Worker count.
@@ -265,22 +267,11 @@ emit(
 const IDLE_MS = 20;
 const afterIdle = [];
 for (const c of CASES) {
-  const ratios = await withModel(c, 8, "device", async (execute) => {
-    for (let i = 0; i < 300; i++) await execute();
-    const xs: number[] = [];
-    for (let round = 0; round < 10; round++) {
-      await new Promise((r) => setTimeout(r, IDLE_MS));
-      const t0 = performance.now();
-      await execute();
-      const us = (performance.now() - t0) * 1000;
-      xs.push(us / median(await timesUs(execute, STEADY)));
-    }
-    return xs;
-  });
+  const ratio = await withModel(c, 8, "device", (execute) => afterIdleRatio(execute, IDLE_MS));
   afterIdle.push({
     case: c.name,
     idle_ms: IDLE_MS,
-    ratio: +median(ratios).toFixed(2),
+    ratio: +ratio.toFixed(2),
     bare_after_idle_ratio: +(await bareAfterIdle(c, IDLE_MS)).toFixed(2),
   });
 }
