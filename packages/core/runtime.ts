@@ -330,7 +330,12 @@ export class Runtime {
         if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
         return this.#tpbs[this.#vnc.slots(vnc)[0]];
       },
-      services: () => ({ ...this.#installServices(), clock: this.clock, timeoutMs: this.config.execTimeoutMs }),
+      services: () => ({
+        ...this.#installServices(),
+        clock: this.clock,
+        timeoutMs: this.config.execTimeoutMs,
+        waits: this.#execWaits,
+      }),
       nrta: this.nrta,
       isLoaded: (m) => m instanceof Model && this.isLoaded(m),
     });

@@ -33,6 +33,7 @@ import {
   SLOT_BYTES,
 } from "../isa.ts";
 import type { HalTarget, Khal } from "../khal.ts";
+import type { ExecWaits } from "../kmgr/exec_waits.ts";
 import { kmgrSyncExec } from "../kmgr/kmgr_exec.ts";
 import type { Logger } from "../log.ts";
 import type { Nrta, NrtaRequest, NrtaScheduleOptions } from "../nrta/nrta.ts";
@@ -67,8 +68,19 @@ export interface CollectivesHost {
   readonly owner: object;
   /** The first physical core of a visible logical core (throws `NRT_INVALID` for one that is not visible). */
   tpbOf(vnc: number): Tpb;
-  /** HAL, portal target, ledger, clock, logger and `NEURON_RT_EXEC_TIMEOUT` in ms. */
-  services(): { khal: Khal; target: HalTarget; ledger: DmemLedger; clock: Clock; log: Logger; timeoutMs: number };
+  /**
+   * HAL, portal target, ledger, clock, logger, `NEURON_RT_EXEC_TIMEOUT` in ms, and the runtime's execution budgets
+   * (`kmgr/exec_waits.ts`).
+   */
+  services(): {
+    khal: Khal;
+    target: HalTarget;
+    ledger: DmemLedger;
+    clock: Clock;
+    log: Logger;
+    timeoutMs: number;
+    waits?: ExecWaits;
+  };
   /** The `nrta_*` scheduler (the COLLECTIVES unit). */
   readonly nrta: Nrta;
   /** Whether a model is still loaded. */
@@ -223,7 +235,7 @@ export class Collective {
     }
     const host = this.#owner.host;
     const s = host.services();
-    const exec = { khal: s.khal, target: s.target, clock: s.clock, log: s.log, timeoutMs: s.timeoutMs };
+    const exec = { khal: s.khal, target: s.target, clock: s.clock, log: s.log, timeoutMs: s.timeoutMs, waits: s.waits };
     // One turn on every rank's core at once, taken synchronously (no lock order to get wrong): model executions on
     // these cores wait for the whole collective, and it for them.
     using turn = CoreQueue.acquire(this.#ranks.map((r) => r.tpb.queue));

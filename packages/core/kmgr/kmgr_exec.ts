@@ -68,8 +68,8 @@ export interface ExecServices {
   /** Where the execution's statistics go (`kmetric_update_nds_*`, seed §5.2); absent, nothing is counted. */
   readonly kmetric?: KmetricTarget;
   /**
-   * The runtime's execution budgets on one timer (`exec_waits.ts`, ours); absent, the execution keeps its own timer
-   * and abort signal.
+   * The runtime's execution budgets on one timer (`exec_waits.ts`, ours): a runtime passes it for model executions
+   * and collectives alike. Absent (a caller outside a runtime), the execution keeps its own timer and abort signal.
    */
   readonly waits?: ExecWaits;
 }
