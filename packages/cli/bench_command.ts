@@ -23,6 +23,7 @@ export const BENCHMARKS: readonly string[] = [
   "idle",
   "onnx",
   "collectives",
+  "alloc",
 ];
 
 /** How `nrt bench` is called. */
