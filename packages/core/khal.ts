@@ -387,17 +387,17 @@ class SpecKhal implements Khal {
     const first = Math.min(pending, q.capacity - start);
     // Issued back to back and awaited together (a remote portal pipelines them), in the order their effects must
     // have: the records are read before the new tail frees their slots, and the cause after.
-    const reads = [t.portal.memRead(q.ring, start * NOTIFICATION_BYTES, first * NOTIFICATION_BYTES)];
-    if (first < pending) reads.push(t.portal.memRead(q.ring, 0, (pending - first) * NOTIFICATION_BYTES));
+    const wraps = first < pending;
+    const read1 = t.portal.memRead(q.ring, start * NOTIFICATION_BYTES, first * NOTIFICATION_BYTES);
+    const read2 = wraps ? t.portal.memRead(q.ring, 0, (pending - first) * NOTIFICATION_BYTES) : undefined;
     q.tail = (q.tail + pending) >>> 0;
     const tail = t.portal.barWrite32(t.device, 0, base + NqRegister.TAIL, q.tail);
     const causeRead = t.portal.barRead32(t.device, 0, base + NqRegister.CAUSE);
-    const [chunks, , cause] = await Promise.all([Promise.all(reads), tail, causeRead]);
-    for (const chunk of chunks) {
-      for (let i = 0; i < chunk.byteLength / NOTIFICATION_BYTES; i++) {
-        records.push(decodeNotification(chunk, i * NOTIFICATION_BYTES));
-      }
-    }
+    // One join of every access in flight (no rejection is left without a handler while another is awaited).
+    const done = await Promise.all(read2 === undefined ? [read1, tail, causeRead] : [read1, tail, causeRead, read2]);
+    const cause = done[2] as number;
+    decodeRecords(done[0] as Uint8Array, records);
+    if (read2 !== undefined) decodeRecords(done[3] as Uint8Array, records);
     // aws_hal_intc_read_cause, then acknowledge: the overflow bit is sticky until the host writes 0.
     if ((cause & NQ_CAUSE_OVERFLOW) !== 0) await t.portal.barWrite32(t.device, 0, base + NqRegister.CAUSE, 0);
     return { records, overflow: overflow || (cause & NQ_CAUSE_OVERFLOW) !== 0 };
@@ -422,6 +422,13 @@ class SpecKhal implements Khal {
       throw new RangeError(`Semaphore ${semaphore} is outside 0..${this.spec.semaphoresPerCore - 1}`);
     }
     return semaphore;
+  }
+}
+
+/** Decodes the 16-byte NQ records of `chunk` onto `into`. */
+function decodeRecords(chunk: Uint8Array, into: NotificationRecord[]): void {
+  for (let i = 0; i < chunk.byteLength / NOTIFICATION_BYTES; i++) {
+    into.push(decodeNotification(chunk, i * NOTIFICATION_BYTES));
   }
 }
 

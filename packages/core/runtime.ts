@@ -26,7 +26,7 @@ import {
 } from "./kmgr/kmgr_async_exec.ts";
 import type { DlrModel as ModelRecord, ExecOutcome } from "./kmgr/dlr_model.ts";
 import { ExecWaits } from "./kmgr/exec_waits.ts";
-import { kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
+import { type KmgrExecDeps, kmgrExecOnCores } from "./kmgr/kmgr_exec_pre.ts";
 import { Kmetric, type ModelExecutionStats } from "./kmgr/kmetric.ts";
 import { createConsoleLogger, type Logger } from "./log.ts";
 import { md5 } from "./neff/hash.ts";
@@ -40,7 +40,7 @@ import { Nrta, type PreparedExecution } from "./nrta/nrta.ts";
 import { Collectives, encValidateGlobalComm, kmgrValidateReplicaGroups } from "./collectives/collectives.ts";
 import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
-import { type InstalledModel, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
+import { type InstalledModel, type InstallServices, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
 import { RuntimeEvents } from "./runtime_events.ts";
 import { hostClockMs, type HostSpanListener } from "./host_span.ts";
 import { CoreQueue } from "./tdrv/core_queue.ts";
@@ -250,6 +250,9 @@ export class Runtime {
   readonly #onSpan: HostSpanListener | undefined;
   /** The execution budgets of the synchronous executions in flight, on one timer (`kmgr/exec_waits.ts`, ours). */
   readonly #execWaits: ExecWaits;
+  /** Each model's execution services, made at its first execution (`#execDeps`). */
+  readonly #deps = new WeakMap<ModelRecord, KmgrExecDeps>();
+  #services: (InstallServices & { readonly log: Logger }) | undefined;
   readonly #ownsPortal: boolean;
   /** The generations this runtime was given (NEFF targets are resolved against their names). */
   readonly archPacks: readonly ArchPack[];
@@ -627,14 +630,8 @@ export class Runtime {
     return model;
   }
 
-  #installServices(): {
-    khal: Khal;
-    target: { portal: Portal; device: number };
-    ledger: DmemLedger;
-    event: (e: string) => void;
-    log: Logger;
-  } {
-    return {
+  #installServices(): InstallServices & { readonly log: Logger } {
+    return this.#services ??= {
       khal: this.#khal,
       target: { portal: this.#portal, device: this.device.index },
       ledger: this.#ledger,
@@ -790,39 +787,50 @@ export class Runtime {
   async #run(x: { r: ModelRecord; tensors: Array<Tensor | undefined> }): Promise<ExecOutcome> {
     const { r, tensors } = x;
     const seq = ++this.#execSeq;
-    const tpbs = r.parts.map((p) => p.tpb);
-    const ncs = tpbs.map((t) => t.nc);
+    const d = this.#execDeps(r);
+    const tpbs = d.tpbs;
     // The turn is taken synchronously on every core of the request, so requests run in issue order.
-    const turn = CoreQueue.acquire(tpbs.map((t) => t.queue));
+    const turn = CoreQueue.acquire(d.queues);
     let started = false;
     let status: number | undefined;
     const t0 = this.#onSpan === undefined ? 0 : hostClockMs();
     try {
       await turn.ready;
-      if (tpbs.some((t) => t.halted)) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
+      for (let k = 0; k < tpbs.length; k++) {
+        if (tpbs[k].halted) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
+      }
       // An execution queued behind a Band-C fault must not ring the poisoned model's doorbell (fail-stop, seed §4.1/§5.5).
       if (r.poisoned !== undefined) {
         return { status: r.poisoned, execRets: r.parts.map(() => r.poisoned!) };
       }
-      for (const [k, t] of tpbs.entries()) t.runningModel = r.parts[k].deviceModel; // h_running_model
+      for (let k = 0; k < tpbs.length; k++) tpbs[k].runningModel = r.parts[k].deviceModel; // h_running_model
       started = true;
-      this.#onExecution?.({ phase: "start", ncs, model: r.handle, seq });
-      const outcome = await this.#runOnCores(r, tensors, seq);
+      this.#onExecution?.({ phase: "start", ncs: d.ncs, model: r.handle, seq });
+      const outcome = await kmgrExecOnCores(r, tensors, d, seq);
       status = outcome.status;
       return outcome;
     } finally {
-      if (started) this.#onExecution?.({ phase: "end", ncs, model: r.handle, seq, status });
+      if (started) this.#onExecution?.({ phase: "end", ncs: d.ncs, model: r.handle, seq, status });
       if (started) {
-        this.#onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: ncs[0], seq, detail: r.name });
+        this.#onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: d.ncs[0], seq, detail: r.name });
       }
       turn[Symbol.dispose]();
       this.#release(r);
     }
   }
 
-  /** `kmgr_exec` for one acquired request on its cores (`kmgr/kmgr_exec_pre.ts`). */
-  #runOnCores(r: ModelRecord, tensors: Array<Tensor | undefined>, seq: number): Promise<ExecOutcome> {
-    return kmgrExecOnCores(r, tensors, {
+  /**
+   * What `kmgr_exec` needs for the executions of one model (`kmgr/kmgr_exec_pre.ts`): made at its first execution and
+   * kept with it, so an execution allocates none of it (ours).
+   */
+  #execDeps(r: ModelRecord): KmgrExecDeps {
+    let d = this.#deps.get(r);
+    if (d !== undefined) return d;
+    const tpbs = r.parts.map((p) => p.tpb);
+    d = {
+      tpbs,
+      ncs: tpbs.map((t) => t.nc),
+      queues: tpbs.map((t) => t.queue),
       install: this.#installServices(),
       exec: {
         khal: this.#khal,
@@ -832,13 +840,14 @@ export class Runtime {
         timeoutMs: this.config.execTimeoutMs,
         onSpan: this.#onSpan,
         waits: this.#execWaits,
-        seq,
         kmetric: { sink: this.#kmetric, model: r.handle },
       },
       staging: (_i, size, name) =>
         allocateTensor(this.#tensorCtx, "device", this.device.index, r.installed.tpb.nc, size, name, r.vnc),
       device: this.device.index,
-    });
+    };
+    this.#deps.set(r, d);
+    return d;
   }
 
   /**

@@ -38,7 +38,7 @@ import {
   type ExecRequestState,
   type ProcessErrorsContext,
 } from "./exec_request.ts";
-import type { ExecWaits } from "./exec_waits.ts";
+import type { ArmedBudget, ExecWaits } from "./exec_waits.ts";
 import { type KmetricTarget, kmetricUpdate } from "./kmetric.ts";
 
 export { execRequestInitState, type ExecRequestState } from "./exec_request.ts";
@@ -82,47 +82,52 @@ export interface ExecServices {
  * @param s Services; `s.clock` bounds the wait at `s.timeoutMs`.
  * @param m The installed model.
  * @param modelName The model's name, for the log lines.
+ * @param seq The runtime's execution number, for the timed steps (default: `s.seq`).
  * @returns The final request state.
  */
-export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName: string): Promise<ExecRequestState> {
+export async function kmgrSyncExec(
+  s: ExecServices,
+  m: InstalledModel,
+  modelName: string,
+  seq: number | undefined = s.seq,
+): Promise<ExecRequestState> {
   const req = execRequestInitState();
   const tpb = m.tpb;
   const nq = tpb.nq!;
   const expected = m.runs + 1;
-  const ctx: ProcessErrorsContext = {
-    khal: s.khal,
-    device: s.target.device,
-    modelName,
-    timeoutMs: s.timeoutMs,
-    log: s.log,
-  };
   // The host blocks on its completion eventfd (seed: runtime-synthesis §3.5). The wait is armed BEFORE the doorbell:
   // its condition (the NQ head moving past the host's tail) cannot be missed, and the host has nothing left to do
   // while the device runs — a simulated device shares the machine's cores with the host.
   const deadline = s.clock.now() + s.timeoutMs;
-  const budget = budgetOf(s, tpb.nc, deadline);
-  const wait = (): Promise<boolean> => budget.wait(nq.tail);
+  const budget: Budget = s.waits !== undefined
+    ? new SharedBudget(s, s.waits, tpb.nc, deadline)
+    : ownBudget(s, tpb.nc, deadline);
+  const onSpan = s.onSpan;
   let step: ErpStep = ErpStep.ERP_STEP_CONTINUE;
   try {
-    let woken = wait();
+    let woken = budget.wait(nq.tail);
     // The one doorbell (seed: runtime-synthesis §3.3).
-    const rung = s.onSpan === undefined ? 0 : hostClockMs();
+    const rung = onSpan === undefined ? 0 : hostClockMs();
     await s.target.portal.semaphoreIncrement(s.target.device, tpb.nc, m.doorbell, 1);
-    s.onSpan?.({ name: "doorbell", start: rung, end: hostClockMs(), nc: tpb.nc, seq: s.seq });
+    onSpan?.({ name: "doorbell", start: rung, end: hostClockMs(), nc: tpb.nc, seq });
     m.runs = expected;
     req.state = ExecState.EXEC_STATE_WAIT_BARRIER_PROXY;
     req.state = ExecState.EXEC_STATE_WAIT_CORE; // no collectives proxy: the barrier state is passed through at once
     for (;;) {
-      const waited = s.onSpan === undefined ? 0 : hostClockMs();
+      const waited = onSpan === undefined ? 0 : hostClockMs();
       const timedOut = await woken;
-      s.onSpan?.({ name: "completion_wait", start: waited, end: hostClockMs(), nc: tpb.nc, seq: s.seq });
-      step = await progressOneStep(s, ctx, req, m, expected);
+      onSpan?.({ name: "completion_wait", start: waited, end: hostClockMs(), nc: tpb.nc, seq });
+      step = await progressOneStep(s, req, m, expected, modelName, seq);
       if (step !== ErpStep.ERP_STEP_CONTINUE) break;
       if (timedOut || deadline - s.clock.now() <= 0) {
-        step = execRequestProcessErrors(ctx, req, [{ nc: tpb.nc, records: [], timedOut: true }]);
+        step = execRequestProcessErrors(errorsContext(s, modelName), req, [{
+          nc: tpb.nc,
+          records: [],
+          timedOut: true,
+        }]);
         break;
       }
-      woken = wait();
+      woken = budget.wait(nq.tail);
     }
   } finally {
     budget.settle();
@@ -134,6 +139,11 @@ export async function kmgrSyncExec(s: ExecServices, m: InstalledModel, modelName
   return req;
 }
 
+/** What `exec_request_process_errors` needs for its log lines (made only when there is an error to report). */
+function errorsContext(s: ExecServices, modelName: string): ProcessErrorsContext {
+  return { khal: s.khal, device: s.target.device, modelName, timeoutMs: s.timeoutMs, log: s.log };
+}
+
 /** One execution's `NEURON_RT_EXEC_TIMEOUT` budget and its completion waits. */
 interface Budget {
   /** Waits for the NQ head to leave `tail` or the budget to pass; resolves `true` when the budget passed. */
@@ -142,28 +152,43 @@ interface Budget {
   settle(): void;
 }
 
-/** The budget of an execution on NeuronCore `nc` until `deadline`: on the runtime's timer, or a timer of its own. */
-function budgetOf(s: ExecServices, nc: number, deadline: number): Budget {
-  const { portal, device } = s.target;
-  const waits = s.waits;
-  if (waits !== undefined) {
-    let passed = false, pending = false;
-    const armed = waits.arm(nc, deadline, () => (passed = true));
-    const settled = () => {
-      pending = false;
-      return passed;
-    };
-    return {
-      wait: (tail) => {
-        pending = true;
-        return portal.notificationWait(device, nc, tail, waits.signal(nc)).then(settled, settled);
-      },
-      settle: () => {
-        armed.cancel();
-        if (pending) waits.interrupt(nc); // left early (the doorbell failed): end the wait still pending
-      },
-    };
+/** A budget on the runtime's timer (`exec_waits.ts`): one object and one callback per execution. */
+class SharedBudget implements Budget {
+  readonly #s: ExecServices;
+  readonly #waits: ExecWaits;
+  readonly #nc: number;
+  readonly #armed: ArmedBudget;
+  #passed = false;
+  #pending = false;
+
+  constructor(s: ExecServices, waits: ExecWaits, nc: number, deadline: number) {
+    this.#s = s;
+    this.#waits = waits;
+    this.#nc = nc;
+    this.#armed = waits.arm(nc, deadline, () => (this.#passed = true));
   }
+
+  async wait(tail: number): Promise<boolean> {
+    const { portal, device } = this.#s.target;
+    this.#pending = true;
+    try {
+      await portal.notificationWait(device, this.#nc, tail, this.#waits.signal(this.#nc));
+    } catch {
+      // The wait ends either way; the poll that follows reads what the device did.
+    }
+    this.#pending = false;
+    return this.#passed;
+  }
+
+  settle(): void {
+    this.#armed.cancel();
+    if (this.#pending) this.#waits.interrupt(this.#nc); // left early (the doorbell failed): end the wait still pending
+  }
+}
+
+/** A budget with a timer and an abort signal of its own (a caller outside a runtime). */
+function ownBudget(s: ExecServices, nc: number, deadline: number): Budget {
+  const { portal, device } = s.target;
   const ac = new AbortController();
   return {
     wait: (tail) => {
@@ -179,10 +204,11 @@ function budgetOf(s: ExecServices, nc: number, deadline: number): Budget {
 /** `exec_request_progress_one_step`: drains the NQ and the stdio rings once and classifies what the NQ held. */
 async function progressOneStep(
   s: ExecServices,
-  ctx: ProcessErrorsContext,
   req: ExecRequestState,
   m: InstalledModel,
   expected: number,
+  modelName: string,
+  seq: number | undefined,
 ): Promise<ErpStep> {
   const tpb = m.tpb;
   // The NQ drain and the stdio drain of one step, in flight together (independent rings; a remote portal pipelines
@@ -192,21 +218,23 @@ async function progressOneStep(
   const nqRead = s.khal.nqRead(s.target, tpb.nc, tpb.nq!);
   const stdioDrain = poolStdioBlockDrain(s, tpb.stdio);
   if (onSpan !== undefined) {
-    const done = (name: string) => (): void => onSpan({ name, start: t0, end: hostClockMs(), nc: tpb.nc, seq: s.seq });
+    const done = (name: string) => (): void => onSpan({ name, start: t0, end: hostClockMs(), nc: tpb.nc, seq });
     nqRead.then(done("nq_read"), () => {});
     stdioDrain.then(done("pool_stdio_drain"), () => {});
   }
   const [{ records, overflow }] = await Promise.all([nqRead, stdioDrain]);
-  let done = false;
-  for (const r of records) {
+  let done = false, errorCount = 0;
+  for (let i = 0; i < records.length; i++) {
+    const r = records[i];
     if (r.kind === NotificationKind.EXEC_DONE && r.model === (m.deviceModel & 0xffff) && r.value === expected) {
       done = true;
     }
+    if (isErrorRecord(r)) errorCount++;
   }
-  const errors = records.filter(isErrorRecord);
-  if (errors.length > 0 || overflow) {
+  if (errorCount > 0 || overflow) {
+    const errors = records.filter(isErrorRecord);
     const abortedDmaEngines = errors.length > 0 ? await abortedEngines(s, m) : [];
-    const v = execRequestProcessErrors(ctx, req, [{
+    const v = execRequestProcessErrors(errorsContext(s, modelName), req, [{
       nc: tpb.nc,
       records: errors,
       nqOverflow: overflow,

@@ -16,11 +16,19 @@ import { hostClockMs } from "../host_span.ts";
 import { isFailStop, NrtStatus, worseStatus } from "../status.ts";
 import { type InstallServices, kblComputeSetup } from "../tdrv/kbl_model_add.ts";
 import type { Tensor } from "../tensor.ts";
+import type { CoreQueue } from "../tdrv/core_queue.ts";
+import type { Tpb } from "../tdrv/tpb.ts";
 import type { DlrModel, ExecOutcome } from "./dlr_model.ts";
 import { type ExecServices, kmgrSyncExec } from "./kmgr_exec.ts";
 
-/** What one request needs from the runtime. */
+/** What the requests of one model need from the runtime (made once per model, so a request allocates none of it). */
 export interface KmgrExecDeps {
+  /** The physical cores of the model, part by part. */
+  readonly tpbs: readonly Tpb[];
+  /** Their NeuronCore indices. */
+  readonly ncs: readonly number[];
+  /** Their execution FIFOs. */
+  readonly queues: readonly CoreQueue[];
   /** Services of `kbl_compute_setup`. */
   readonly install: InstallServices;
   /** Services of the sync exec. */
@@ -31,26 +39,27 @@ export interface KmgrExecDeps {
   readonly device: number;
 }
 
-/** Runs one acquired request of `r` with the tensors bound to its I/O ordinals. */
+/** Runs one acquired request of `r` (the runtime's execution `seq`) with the tensors bound to its I/O ordinals. */
 export async function kmgrExecOnCores(
   r: DlrModel,
   tensors: ReadonlyArray<Tensor | undefined>,
   d: KmgrExecDeps,
+  seq?: number,
 ): Promise<ExecOutcome> {
   const io = r.kelf.io;
   const { aliases } = r.binding;
   const nIn = r.kelf.inputCount;
   const onSpan = d.exec.onSpan;
   let t0 = onSpan === undefined ? 0 : hostClockMs();
-  const step = (name: string): void => {
-    if (onSpan === undefined) return;
+  const step = onSpan === undefined ? undefined : (name: string): void => {
     const now = hostClockMs();
-    onSpan({ name, start: t0, end: now, nc: r.parts[0].tpb.nc, seq: d.exec.seq, detail: r.name });
+    onSpan({ name, start: t0, end: now, nc: r.parts[0].tpb.nc, seq, detail: r.name });
     t0 = now;
   };
   // kmgr_exec_pre: clone the tensor sets to device memory where they are not there already.
   const pa: number[] = [];
-  for (const [i, t] of tensors.entries()) {
+  for (let i = 0; i < tensors.length; i++) {
+    const t = tensors[i];
     const alias = i >= nIn ? aliases.get(i - nIn) : undefined;
     if (alias !== undefined) {
       pa.push(pa[alias]); // output_aliases_to: the output reuses its input's device buffer
@@ -70,24 +79,35 @@ export async function kmgrExecOnCores(
     if (i < nIn) await st.write(await t.read());
     pa.push(st.devicePa!);
   }
-  step("kmgr_exec_pre");
+  step?.("kmgr_exec_pre");
   for (const p of r.parts) await kblComputeSetup(d.install, p, pa);
-  step("kbl_compute_setup");
+  step?.("kbl_compute_setup");
   // One doorbell per physical NeuronCore of the request, all polled (seed: lifecycle-error-model §1.3 exec_rets[2]).
-  const reqs = await Promise.all(r.parts.map((p) => kmgrSyncExec(d.exec, p, r.name)));
-  const execRets = reqs.map((q) => q.execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS));
-  const status = execRets.reduce(worseStatus, NrtStatus.NRT_SUCCESS);
+  const parts = r.parts;
+  const reqs = parts.length === 1
+    ? [await kmgrSyncExec(d.exec, parts[0], r.name, seq)]
+    : await Promise.all(parts.map((p) => kmgrSyncExec(d.exec, p, r.name, seq)));
+  const execRets: number[] = [];
+  let status: number = NrtStatus.NRT_SUCCESS;
+  let fatal = false;
+  for (const q of reqs) {
+    let ret: number = NrtStatus.NRT_SUCCESS;
+    for (const x of q.execRets) ret = worseStatus(ret, x);
+    execRets.push(ret);
+    status = worseStatus(status, ret);
+    if (q.fatal) fatal = true;
+  }
   if (onSpan !== undefined) t0 = hostClockMs();
   // A fatal verdict ends the request without copy-out (the outputs are not valid). Only a Band-C status poisons the
   // model (RUNNING but poisoned until unload, seed §4.1/§5.5); Band A/B leave it re-runnable. The Band-C status is
   // looked for in every core's verdict: the ranking can put a soft 1004 (CRITICAL) above it (seed §4.2).
-  if (reqs.some((q) => q.fatal)) {
+  if (fatal) {
     const failStop = execRets.filter(isFailStop);
     if (failStop.length > 0) r.poisoned = failStop.reduce(worseStatus);
     return { status, execRets };
   }
-  for (const [i, t] of tensors.entries()) {
-    if (i < nIn) continue;
+  for (let i = nIn; i < tensors.length; i++) {
+    const t = tensors[i];
     const alias = aliases.get(i - nIn);
     if (alias !== undefined) {
       // In place: the data is in the input's buffer; a host-side input (staged) and a given output get copies.
@@ -100,6 +120,6 @@ export async function kmgrExecOnCores(
     const st = r.staging.get(i);
     if (st !== undefined && t !== undefined && t.devicePa === undefined) await t.write(await st.read());
   }
-  step("copy_out");
+  step?.("copy_out");
   return { status, execRets };
 }

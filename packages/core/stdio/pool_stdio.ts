@@ -382,12 +382,17 @@ export async function poolStdioBlockDrain(
   if (sb === undefined || !sb.initialized) return out;
   const queues: PoolStdioQueue[] = [];
   for (let i = 0; i < POOL_STDIO_SLOTS; i++) {
-    for (const q of [sb.stdoutQueues[i], sb.stderrQueues[i]]) if (q !== undefined && q.initialized) queues.push(q);
+    const o = sb.stdoutQueues[i], e = sb.stderrQueues[i];
+    if (o !== undefined && o.initialized) queues.push(o);
+    if (e !== undefined && e.initialized) queues.push(e);
   }
   // Every write index is read at once (a remote portal pipelines the reads); the queues are then consumed in order.
-  const available = await Promise.all(queues.map((q) => poolStdioQueueAvailableCount(s, q)));
-  for (const [k, q] of queues.entries()) {
+  const reads: Array<Promise<{ write: number; pending: number; lost: number }>> = [];
+  for (let k = 0; k < queues.length; k++) reads.push(poolStdioQueueAvailableCount(s, queues[k]));
+  const available = await Promise.all(reads);
+  for (let k = 0; k < queues.length; k++) {
     if (available[k].pending === 0) continue;
+    const q = queues[k];
     for (const text of await poolStdioQueueConsumeAllEntries(s, sb, q, available[k])) {
       out.push({ tag: q.streamTag, text });
     }

@@ -13,6 +13,8 @@ export interface CoreTurn extends Disposable {
   readonly ready: Promise<void>;
 }
 
+const noop = (): void => {};
+
 /** The FIFO of one NeuronCore. */
 export class CoreQueue {
   #tail: Promise<void> = Promise.resolve();
@@ -24,14 +26,22 @@ export class CoreQueue {
   static acquire(queues: readonly CoreQueue[]): CoreTurn {
     let release!: () => void;
     const mine = new Promise<void>((resolve) => (release = resolve));
-    const earlier = queues.map((q) => {
-      const prev = q.#tail;
-      q.#tail = mine;
-      return prev;
-    });
+    let ready: Promise<void>;
+    if (queues.length === 1) {
+      // One core (most requests): the turn is ready when the previous turn on it ends.
+      ready = queues[0].#tail;
+      queues[0].#tail = mine;
+    } else {
+      const earlier: Array<Promise<void>> = [];
+      for (const q of queues) {
+        earlier.push(q.#tail);
+        q.#tail = mine;
+      }
+      ready = Promise.all(earlier).then(noop);
+    }
     let released = false;
     return {
-      ready: Promise.all(earlier).then(() => {}),
+      ready,
       [Symbol.dispose]() {
         if (released) return;
         released = true;
