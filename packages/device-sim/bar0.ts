@@ -47,29 +47,26 @@ export type Bar0Register =
   }
   | { kind: "q7-iram" | "q7-dram"; nc: number; core: number; byte: number };
 
-/** Decodes one BAR0 access of `length` bytes, or throws `NrtError(NRT_INVALID)` naming the offset in hex. */
-export function decodeBar0(spec: SiliconSpec, ncCount: number, offset: number, length: number): Bar0Register {
+/** The register windows of one generation's NeuronCore block, in decode order (made once per spec). */
+interface Bar0Windows {
+  readonly semBytes: number;
+  readonly semaphores: ReadonlyArray<
+    { readonly op: "read" | "set" | "increment" | "decrement"; readonly start: number }
+  >;
+  readonly flat: ReadonlyArray<{
+    readonly kind: Exclude<Bar0Register["kind"], "semaphore" | "q7-iram" | "q7-dram">;
+    readonly start: number;
+    readonly size: number;
+  }>;
+}
+
+const WINDOWS = new WeakMap<SiliconSpec, Bar0Windows>();
+
+function windowsOf(spec: SiliconSpec): Bar0Windows {
+  let w = WINDOWS.get(spec);
+  if (w !== undefined) return w;
   const c = spec.csr;
-  const refuse = (why: string): never => {
-    throw new NrtError(
-      NrtStatus.NRT_INVALID,
-      `Cannot access BAR0 offset 0x${offset.toString(16)} (${length} B): ${why}`,
-    );
-  };
-  if (!Number.isSafeInteger(offset) || offset < c.ncBlockBase || length <= 0) return refuse("not a register");
-  const nc = Math.floor((offset - c.ncBlockBase) / c.ncBlockStride);
-  if (nc >= ncCount) return refuse(`NeuronCore ${nc} does not exist (the device has ${ncCount})`);
-  const rel = offset - c.ncBlockBase - nc * c.ncBlockStride;
-  const inside = (start: number, size: number): boolean => rel >= start && rel + length <= start + size;
-  const semBytes = 4 * spec.semaphoresPerCore;
-  const windows = [["read", c.semaphoreRead], ["set", c.semaphoreSet], ["increment", c.semaphoreIncrement], [
-    "decrement",
-    c.semaphoreDecrement,
-  ]] as const;
-  for (const [op, start] of windows) {
-    if (inside(start, semBytes)) return { kind: "semaphore", nc, op, byte: rel - start };
-  }
-  const flat: Array<[Exclude<Bar0Register["kind"], "semaphore" | "q7-iram" | "q7-dram">, number | null, number]> = [
+  const flat: Array<[Bar0Windows["flat"][number]["kind"], number | null, number]> = [
     ["event", c.event, 4 * spec.eventsPerCore],
     ["run-stall", c.runStall, 4],
     ["swap-table", c.swapTable, 8],
@@ -80,16 +77,53 @@ export function decodeBar0(spec: SiliconSpec, ncCount: number, offset: number, l
     ["engine-ip", c.engineIp, ENGINE_IP_BYTES],
     ["dma", c.dma, spec.dmaEngines * c.dmaEngineStride],
   ];
-  for (const [kind, start, size] of flat) {
-    if (start !== null && inside(start, size)) return { kind, nc, byte: rel - start };
+  w = {
+    semBytes: 4 * spec.semaphoresPerCore,
+    semaphores: [
+      { op: "read", start: c.semaphoreRead },
+      { op: "set", start: c.semaphoreSet },
+      { op: "increment", start: c.semaphoreIncrement },
+      { op: "decrement", start: c.semaphoreDecrement },
+    ],
+    flat: flat.flatMap(([kind, start, size]) => start === null ? [] : [{ kind, start, size }]),
+  };
+  WINDOWS.set(spec, w);
+  return w;
+}
+
+function refuseBar0(offset: number, length: number, why: string): never {
+  throw new NrtError(NrtStatus.NRT_INVALID, `Cannot access BAR0 offset 0x${offset.toString(16)} (${length} B): ${why}`);
+}
+
+/**
+ * Decodes one BAR0 access of `length` bytes, or throws `NrtError(NRT_INVALID)` naming the offset in hex. The windows
+ * are laid out once per generation: a decode allocates only its result (every execute makes three).
+ */
+export function decodeBar0(spec: SiliconSpec, ncCount: number, offset: number, length: number): Bar0Register {
+  const c = spec.csr;
+  if (!Number.isSafeInteger(offset) || offset < c.ncBlockBase || length <= 0) {
+    return refuseBar0(offset, length, "not a register");
+  }
+  const nc = Math.floor((offset - c.ncBlockBase) / c.ncBlockStride);
+  if (nc >= ncCount) return refuseBar0(offset, length, `NeuronCore ${nc} does not exist (the device has ${ncCount})`);
+  const rel = offset - c.ncBlockBase - nc * c.ncBlockStride;
+  const end = rel + length;
+  const w = windowsOf(spec);
+  for (let i = 0; i < w.semaphores.length; i++) {
+    const { op, start } = w.semaphores[i];
+    if (rel >= start && end <= start + w.semBytes) return { kind: "semaphore", nc, op, byte: rel - start };
+  }
+  for (let i = 0; i < w.flat.length; i++) {
+    const { kind, start, size } = w.flat[i];
+    if (rel >= start && end <= start + size) return { kind, nc, byte: rel - start };
   }
   for (let core = 0; core < spec.q7CoresPerNc; core++) {
     const iram = c.q7Iram + core * c.q7IramStride;
-    if (inside(iram, spec.q7IramBytes)) return { kind: "q7-iram", nc, core, byte: rel - iram };
+    if (rel >= iram && end <= iram + spec.q7IramBytes) return { kind: "q7-iram", nc, core, byte: rel - iram };
     const dram = c.q7Dram + core * c.q7DramStride;
-    if (inside(dram, spec.q7DramBytes)) return { kind: "q7-dram", nc, core, byte: rel - dram };
+    if (rel >= dram && end <= dram + spec.q7DramBytes) return { kind: "q7-dram", nc, core, byte: rel - dram };
   }
-  return refuse(`no register of NeuronCore ${nc} spans block offset 0x${rel.toString(16)}`);
+  return refuseBar0(offset, length, `no register of NeuronCore ${nc} spans block offset 0x${rel.toString(16)}`);
 }
 
 /**
@@ -111,6 +145,16 @@ export interface Bar0Listener {
    */
   ucodeCoreWritten(nc: number, word: number, command: number): Promise<void> | void;
 }
+
+/** The little-endian u32 at `at` of a register's bytes; bytes past its end read 0. */
+function word(bytes: Uint8Array | undefined, at: number): number {
+  if (bytes === undefined || at >= bytes.byteLength) return 0;
+  const w = new Uint8Array(4);
+  w.set(bytes.subarray(at, at + 4));
+  return getU32(w, 0);
+}
+
+const NQ_HOST_OWNED = [NqRegister.BASE_LO, NqRegister.BASE_HI, NqRegister.CAPACITY] as const;
 
 /** The BAR0 register file of one device, host side. */
 export class Bar0 {
@@ -195,12 +239,6 @@ export class Bar0 {
   read32(offset: number): number {
     const reg = decodeBar0(this.#spec, this.#ncs.length, offset, 4);
     const r = this.#ncs[reg.nc];
-    const word = (bytes: Uint8Array | undefined, at: number): number => {
-      if (bytes === undefined || at >= bytes.byteLength) return 0;
-      const w = new Uint8Array(4);
-      w.set(bytes.subarray(at, at + 4));
-      return getU32(w, 0);
-    };
     switch (reg.kind) {
       case "semaphore":
         return Atomics.load(r.semaphores, reg.byte >> 2);
@@ -285,7 +323,7 @@ export class Bar0 {
     const repointed = byte < NqRegister.HEAD && (getU32(incoming, 0) !== r.nqRegister(0) ||
       getU32(incoming, 4) !== r.nqRegister(4) || getU32(incoming, 8) !== r.nqRegister(8));
     // Base and capacity are host-owned. Re-pointing the ring restarts it: head, tail and cause go back to 0.
-    for (const at of [NqRegister.BASE_LO, NqRegister.BASE_HI, NqRegister.CAPACITY]) {
+    for (const at of NQ_HOST_OWNED) {
       r.setNqRegister(at, getU32(incoming, at));
     }
     if (repointed) {

@@ -47,6 +47,11 @@ import { defaultQ7Factory } from "./q7_factory.ts";
 
 const GiB = 1024 ** 3;
 
+/** Whether `signal` has aborted (read afresh: an abort lands between the rounds of a wait). */
+function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
+}
+
 /**
  * Where the device runs: one agent Worker per device (`"device"`, the default), one per NeuronCore (`"core"`), or on
  * the host's own thread (`"inline"`: the only mode that takes a custom {@linkcode DeviceSimOptions.q7Factory}).
@@ -339,9 +344,8 @@ export class DeviceSimPortal implements Portal {
       Atomics.notify(words, at);
     };
     signal?.addEventListener("abort", onAbort, { once: true });
-    const aborted = (): boolean => signal?.aborted === true; // read afresh: an abort lands between rounds
     try {
-      while (Atomics.load(words, at) === want && !aborted() && !this.#closed) {
+      while (Atomics.load(words, at) === want && !isAborted(signal) && !this.#closed) {
         const w = Atomics.waitAsync(words, at, want);
         if (!w.async) continue;
         if (signal === undefined) await w.value;

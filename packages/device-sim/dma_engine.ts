@@ -134,14 +134,15 @@ export class DmaEngine {
         ring.ringPa,
         ring.count * DMA_DESCRIPTOR_BYTES,
         "descriptors",
-        (bytes) => Array.from({ length: ring.count }, (_, i) => decodeDmaDescriptor(bytes, i * DMA_DESCRIPTOR_BYTES)),
+        decodeDescriptors,
       );
       if (descs === undefined) {
         throw new DmaFault(
           `Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`,
         );
       }
-      for (const [i, d] of descs.entries()) {
+      for (let i = 0; i < descs.length; i++) {
+        const d = descs[i];
         this.#copy(d.src, d.dst, d.bytes, ring.core, i, d.flags ?? 0);
         this.#stats[base + ring.core] += d.bytes;
         total += d.bytes;
@@ -198,4 +199,13 @@ export class DmaEngine {
     this.#sbuf.write(off, data);
     return true;
   }
+}
+
+/** The descriptors of a ring's bytes (every 16 bytes one), decoded once per write of the ring. */
+function decodeDescriptors(bytes: Uint8Array): ReturnType<typeof decodeDmaDescriptor>[] {
+  const out: ReturnType<typeof decodeDmaDescriptor>[] = [];
+  for (let at = 0; at + DMA_DESCRIPTOR_BYTES <= bytes.byteLength; at += DMA_DESCRIPTOR_BYTES) {
+    out.push(decodeDmaDescriptor(bytes, at));
+  }
+  return out;
 }

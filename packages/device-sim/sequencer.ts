@@ -156,6 +156,8 @@ export class Sequencer {
   readonly #tables = new Map<string, OpcodeTable>();
   #tableGeneration = 0;
   #opcodeTablePa = 0;
+  /** The table `#opcodeTable` returned last (every EXTENDED_INST of a run looks it up; no key is built for a hit). */
+  #lastTable: { readonly pa: number; readonly generation: number; readonly table: OpcodeTable } | undefined;
   #pumping: Promise<void> | undefined;
   #current: Run | undefined;
   /** Records of the current run not yet published (between two of its waits); undefined while it waits. */
@@ -600,9 +602,14 @@ export class Sequencer {
 
   #opcodeTable(): OpcodeTable {
     const pa = this.#opcodeTablePa;
+    const last = this.#lastTable;
+    if (last !== undefined && last.pa === pa && last.generation === this.#tableGeneration) return last.table;
     const key = `${pa}:${this.#tableGeneration}`;
     const cached = this.#tables.get(key);
-    if (cached !== undefined) return cached;
+    if (cached !== undefined) {
+      this.#lastTable = { pa, generation: this.#tableGeneration, table: cached };
+      return cached;
+    }
     const bad = (why: string): never => {
       throw new SequencerFault(TpbFaultMask.OPCODE, `Opcode table at 0x${pa.toString(16)} ${why}`);
     };
@@ -618,6 +625,7 @@ export class Sequencer {
       return bad(`is malformed: ${(e as Error).message}`);
     }
     this.#tables.set(key, table);
+    this.#lastTable = { pa, generation: this.#tableGeneration, table };
     return table;
   }
 
@@ -704,7 +712,11 @@ export class Sequencer {
         `EXTENDED_INST 0x${opcode.toString(16)}: the Q7 cores are ${q7.state}`,
       );
     }
-    const entry = this.#opcodeTable().entries.find((e) => e.opcode === opcode);
+    const entries = this.#opcodeTable().entries;
+    let entry: (typeof entries)[number] | undefined;
+    for (let i = 0; i < entries.length && entry === undefined; i++) {
+      if (entries[i].opcode === opcode) entry = entries[i];
+    }
     if (entry === undefined) {
       throw new SequencerFault(
         TpbFaultMask.OPCODE,
