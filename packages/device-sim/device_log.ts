@@ -74,10 +74,12 @@ export class DeviceLogWriter {
   /** The whole buffer as Int32 words (the entries' sequence words). */
   readonly #words: Int32Array;
   /**
-   * Each entry's payload and a DataView of it, made on the entry's first use and kept (ours: no allocation per
-   * append).
+   * One payload's worth of scratch the entries are filled in and then copied from: no allocation per append, and no
+   * view per entry kept alive (a view per entry of each 8192-entry ring made the agent's eden collections visit
+   * 0.5 MB more, ours).
    */
-  readonly #payloads: Array<{ bytes: Uint8Array; view: DataView } | undefined> = [];
+  readonly #scratch = new Uint8Array(LOG_PAYLOAD_BYTES);
+  readonly #scratchView = new DataView(this.#scratch.buffer);
   #next = 0;
 
   /** Writes into `buffer` (made by the host, {@linkcode logBufferBytes} of its entries). */
@@ -95,16 +97,8 @@ export class DeviceLogWriter {
     const index = this.#next++;
     const slot = index % this.#entries;
     const at = slot * LOG_ENTRY_BYTES;
-    let p = this.#payloads[slot];
-    if (p === undefined) {
-      const buffer = this.#view.buffer;
-      const start = this.#view.byteOffset + at + HEADER;
-      this.#payloads[slot] = p = {
-        bytes: new Uint8Array(buffer, start, LOG_PAYLOAD_BYTES),
-        view: new DataView(buffer, start, LOG_PAYLOAD_BYTES),
-      };
-    }
-    const n = fill(p.bytes, p.view);
+    const n = fill(this.#scratch, this.#scratchView);
+    this.#u8.set(this.#scratch, at + HEADER);
     this.#u8[at + 4] = kind;
     this.#u8[at + 5] = nc;
     this.#u8[at + 6] = n;
@@ -140,6 +134,8 @@ export class DeviceLogReader {
   readonly #count: Int32Array;
   readonly #u8: Uint8Array;
   readonly #view: DataView;
+  /** The whole buffer as Int32 words (the entries' sequence words). */
+  readonly #words: Int32Array;
   #read = 0;
   /** Entries lost because the reader fell more than a ring behind. */
   lost = 0;
@@ -150,6 +146,7 @@ export class DeviceLogReader {
     this.#count = new Int32Array(buffer, 0, 1);
     this.#u8 = new Uint8Array(buffer, 64);
     this.#view = new DataView(buffer, 64);
+    this.#words = new Int32Array(buffer);
   }
 
   /** The entries appended since the last call, oldest first. */
@@ -162,7 +159,7 @@ export class DeviceLogReader {
     const out: LogEntry[] = [];
     for (; this.#read < written; this.#read++) {
       const at = (this.#read % this.#entries) * LOG_ENTRY_BYTES;
-      const seq = Atomics.load(new Int32Array(this.#view.buffer, this.#view.byteOffset + at, 1), 0);
+      const seq = Atomics.load(this.#words, (64 + at) >> 2);
       if (seq !== this.#read + 1) {
         // Overwritten by a newer entry while we read: lost.
         this.lost++;
