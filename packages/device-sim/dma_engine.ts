@@ -96,6 +96,20 @@ export class DmaEngine {
     this.#rings[direction] = rings;
   }
 
+  /**
+   * Decodes the ring table a DMA_CONFIG names into the memory's decode cache without attaching it (ours): the
+   * sequencer does this when a stream is installed, so the stream's first run finds the table decoded. Best effort:
+   * a table it cannot read or decode is left for the run to report.
+   */
+  prefetch(queues: number, ringTable: number): void {
+    if (queues > this.#spec.q7CoresPerNc) return;
+    try {
+      this.#memory.decodePa(ringTable, queues * RING_TABLE_ENTRY_BYTES, "rings", (t) => this.#decodeRings(t, queues));
+    } catch {
+      // The run's DMA_CONFIG reports it.
+    }
+  }
+
   #decodeRings(table: Uint8Array, queues: number): AttachedRing[] {
     const rings: AttachedRing[] = [];
     for (let core = 0; core < queues; core++) {

@@ -244,6 +244,26 @@ export class Sequencer {
     }
   }
 
+  /**
+   * Decodes the tables a stream's runs read (the ring tables of its DMA_CONFIGs, the argument tables of its
+   * LOAD_POOL_ARGUMENTs) into the memory's decode cache when the stream is installed, so its first run does not
+   * (ours: the cache is the simulator's). Best effort: what it cannot read is left for the run to report, and a table
+   * the host rewrites later is decoded again then.
+   */
+  prefetchTables(entry: StreamEntry): void {
+    try {
+      const slots = this.#d.memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream);
+      if (slots === undefined) return;
+      for (const ins of slots) {
+        if (typeof ins === "number") continue;
+        if (ins.op === Opcode.DMA_CONFIG) this.#d.dma.prefetch(ins.queues, ins.ringTable);
+        else if (ins.op === Opcode.LOAD_POOL_ARGUMENT) this.#loadArguments(ins.embeddingTableBase);
+      }
+    } catch {
+      // The run reports the stream or table it cannot read.
+    }
+  }
+
   /** The libraries the opcode table at `pa` names; none for a table it cannot read (best effort, see above). */
   #librariesOfTable(pa: number): Array<{ key: string; image: () => Uint8Array }> {
     try {

@@ -192,6 +192,7 @@ export class SimDevice {
     const entry = unit.regs.streamEntry(slot);
     if (entry !== undefined) unit.sequencer.resetDmaEngines();
     unit.sequencer.streamWritten(slot);
+    if (entry !== undefined) unit.sequencer.prefetchTables(entry);
     if (entry === undefined || unit.q7.state !== "running") return;
     const cluster = await unit.q7.cluster().catch(() => undefined);
     if (cluster === undefined) return;
