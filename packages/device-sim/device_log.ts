@@ -74,9 +74,8 @@ export class DeviceLogWriter {
   /** The whole buffer as Int32 words (the entries' sequence words). */
   readonly #words: Int32Array;
   /**
-   * One payload's worth of scratch the entries are filled in and then copied from: no allocation per append, and no
-   * view per entry kept alive (a view per entry of each 8192-entry ring made the agent's eden collections visit
-   * 0.5 MB more, ours).
+   * One payload's worth of scratch the entries are filled in and then copied from (ours): no allocation per append,
+   * and no view per entry kept alive (25,000 live cells on the agent for its three 8192-entry rings).
    */
   readonly #scratch = new Uint8Array(LOG_PAYLOAD_BYTES);
   readonly #scratchView = new DataView(this.#scratch.buffer);

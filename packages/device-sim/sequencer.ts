@@ -153,11 +153,9 @@ export class Sequencer {
   /** Runs to play, and library stagings, in order: one at a time on the NeuronCore's Q7 cores. */
   readonly #queue: Array<StreamEntry | { stage: () => Promise<void>; settle: () => void }> = [];
   readonly #runCounts = new Map<number, number>();
-  readonly #tables = new Map<string, OpcodeTable>();
-  #tableGeneration = 0;
+  /** Decoded opcode tables by PA, until the next swap-table write. */
+  readonly #tables = new Map<number, OpcodeTable>();
   #opcodeTablePa = 0;
-  /** The table `#opcodeTable` returned last (every EXTENDED_INST of a run looks it up; no key is built for a hit). */
-  #lastTable: { readonly pa: number; readonly generation: number; readonly table: OpcodeTable } | undefined;
   #pumping: Promise<void> | undefined;
   #current: Run | undefined;
   /** Records of the current run not yet published (between two of its waits); undefined while it waits. */
@@ -202,7 +200,6 @@ export class Sequencer {
 
   /** The swap-table register was written: the opcode table changes and decoded tables are stale. */
   swapTableWritten(): void {
-    this.#tableGeneration++;
     this.#tables.clear();
     this.#opcodeTablePa = this.#d.regs.swapTablePa;
   }
@@ -622,14 +619,8 @@ export class Sequencer {
 
   #opcodeTable(): OpcodeTable {
     const pa = this.#opcodeTablePa;
-    const last = this.#lastTable;
-    if (last !== undefined && last.pa === pa && last.generation === this.#tableGeneration) return last.table;
-    const key = `${pa}:${this.#tableGeneration}`;
-    const cached = this.#tables.get(key);
-    if (cached !== undefined) {
-      this.#lastTable = { pa, generation: this.#tableGeneration, table: cached };
-      return cached;
-    }
+    const cached = this.#tables.get(pa);
+    if (cached !== undefined) return cached;
     const bad = (why: string): never => {
       throw new SequencerFault(TpbFaultMask.OPCODE, `Opcode table at 0x${pa.toString(16)} ${why}`);
     };
@@ -644,8 +635,7 @@ export class Sequencer {
     } catch (e) {
       return bad(`is malformed: ${(e as Error).message}`);
     }
-    this.#tables.set(key, table);
-    this.#lastTable = { pa, generation: this.#tableGeneration, table };
+    this.#tables.set(pa, table);
     return table;
   }
 

@@ -63,8 +63,6 @@ export interface ExecServices {
   readonly timeoutMs: number;
   /** Hears the timed steps of the execution (`host_span.ts`); absent, nothing is timed. */
   readonly onSpan?: HostSpanListener;
-  /** The execution's sequence number, for its spans. */
-  readonly seq?: number;
   /** Where the execution's statistics go (`kmetric_update_nds_*`, seed §5.2); absent, nothing is counted. */
   readonly kmetric?: KmetricTarget;
   /**
@@ -82,14 +80,14 @@ export interface ExecServices {
  * @param s Services; `s.clock` bounds the wait at `s.timeoutMs`.
  * @param m The installed model.
  * @param modelName The model's name, for the log lines.
- * @param seq The runtime's execution number, for the timed steps (default: `s.seq`).
+ * @param seq The runtime's execution number, for the timed steps.
  * @returns The final request state.
  */
 export async function kmgrSyncExec(
   s: ExecServices,
   m: InstalledModel,
   modelName: string,
-  seq: number | undefined = s.seq,
+  seq?: number,
 ): Promise<ExecRequestState> {
   const req = execRequestInitState();
   const tpb = m.tpb;
