@@ -50,14 +50,70 @@ interface Running {
   readonly busy0: number;
 }
 
-/** A point of a NeuronCore's busy-time curve. */
-interface BusyPoint {
-  readonly at: number;
-  readonly busy: number;
-}
-
 /** How long busy-time history is kept, ms (the longest window a reader may ask for). */
 const HISTORY_MS = 10 * 60_000;
+
+/**
+ * The busy curve's resolution, ms: of any three consecutive points kept, the first and the last are at least this far
+ * apart (a point closer than that to the one before the last replaces the last). A curve then keeps at most two
+ * points per resolution step, 120,000 over {@linkcode HISTORY_MS}, whatever the execution rate, and a window's busy
+ * time is exact to within this many ms of busy time at its start.
+ */
+const RESOLUTION_MS = 10;
+
+/**
+ * One NeuronCore's cumulative busy time against the clock, as points (ms, busy ms), oldest first, in two number
+ * arrays from `head` on; the points before `head` are dropped and compacted away in bulk.
+ */
+class BusyCurve {
+  readonly at: number[] = [];
+  readonly busy: number[] = [];
+  head = 0;
+
+  /** Adds a point and drops the ones older than `keepFrom`, but the last before it. */
+  add(at: number, busy: number, keepFrom: number): void {
+    const n = this.at.length;
+    if (n - this.head >= 2 && at - this.at[n - 2] < RESOLUTION_MS) {
+      this.at[n - 1] = at;
+      this.busy[n - 1] = busy;
+    } else {
+      this.at.push(at);
+      this.busy.push(busy);
+    }
+    while (this.head + 1 < this.at.length && this.at[this.head + 1] < keepFrom) this.head++;
+    if (this.head >= 1024 && this.head * 2 >= this.at.length) {
+      this.at.splice(0, this.head);
+      this.busy.splice(0, this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Points kept. */
+  get length(): number {
+    return this.at.length - this.head;
+  }
+
+  /**
+   * The busy time at `t`: linear between the points around it, the first point's before them, and between the last
+   * point and (`now`, `busyNow`) after them.
+   */
+  busyAt(t: number, now: number, busyNow: number): number {
+    const at = this.at, busy = this.busy;
+    // The last point at or before t (binary search), or head - 1 if none is.
+    let lo = this.head, hi = at.length - 1, k = this.head - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (at[mid] <= t) {
+        k = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    if (k < this.head) return busy[this.head];
+    const aAt = at[k], aBusy = busy[k];
+    const bAt = k + 1 < at.length ? at[k + 1] : now, bBusy = k + 1 < at.length ? busy[k + 1] : busyNow;
+    return bAt <= aAt || t >= bAt ? bBusy : aBusy + ((bBusy - aBusy) * (t - aAt)) / (bAt - aAt);
+  }
+}
 
 /** Executions and busy time of one runtime's NeuronCores. */
 export class NeuronActivity {
@@ -66,8 +122,9 @@ export class NeuronActivity {
   readonly #capacity: number;
   readonly #running = new Map<number, Running>();
   readonly #hostBusy = new Map<number, number>();
-  readonly #history = new Map<number, BusyPoint[]>();
+  readonly #history = new Map<number, BusyCurve>();
   readonly #statuses = new Map<number, number>();
+  /** The latency ring: sample `seq` is at `(seq - 1) % capacity`; the last `min(seq, capacity)` are kept. */
   readonly #latency: LatencySample[] = [];
   #seq = 0;
   /** When the activity was made, ms of its clock. */
@@ -112,8 +169,8 @@ export class NeuronActivity {
     if (r === undefined) return;
     const total = (at - r.at) / 1000;
     const device = this.#busyMs === undefined ? total : Math.max(0, this.#busyMs(r.ncs[0]) - r.busy0) / 1000;
-    this.#latency.push({ seq: ++this.#seq, at, totalSeconds: total, deviceSeconds: device });
-    if (this.#latency.length > this.#capacity) this.#latency.splice(0, this.#latency.length - this.#capacity);
+    const seq = ++this.#seq;
+    this.#latency[(seq - 1) % this.#capacity] = { seq, at, totalSeconds: total, deviceSeconds: device };
   };
 
   /**
@@ -124,11 +181,16 @@ export class NeuronActivity {
   #mark(nc: number, at: number): void {
     const busy = this.busyMs(nc);
     let h = this.#history.get(nc);
-    if (h === undefined) this.#history.set(nc, h = [{ at: this.since, busy }]);
-    h.push({ at, busy });
-    let drop = 0;
-    while (drop + 1 < h.length && h[drop + 1].at < at - HISTORY_MS) drop++;
-    if (drop > 0) h.splice(0, drop);
+    if (h === undefined) {
+      this.#history.set(nc, h = new BusyCurve());
+      h.add(this.since, busy, -Infinity);
+    }
+    h.add(at, busy, at - HISTORY_MS);
+  }
+
+  /** Points kept of `nc`'s busy curve (at most two per 10 ms of history: memory stays bounded at any rate). */
+  historyPoints(nc: number): number {
+    return this.#history.get(nc)?.length ?? 0;
   }
 
   /**
@@ -154,13 +216,7 @@ export class NeuronActivity {
     const h = this.#history.get(nc);
     if (h === undefined) return 0; // no execution has run on it
     const busyNow = this.busyMs(nc);
-    const pts = [...h, { at: now, busy: busyNow }];
-    let busyFrom = pts[0].busy;
-    for (let i = 0; i + 1 < pts.length; i++) {
-      const [a, b] = [pts[i], pts[i + 1]];
-      if (from < a.at) break;
-      busyFrom = b.at <= a.at || from >= b.at ? b.busy : a.busy + ((b.busy - a.busy) * (from - a.at)) / (b.at - a.at);
-    }
+    const busyFrom = h.busyAt(from, now, busyNow);
     return Math.min(1, Math.max(0, (busyNow - busyFrom) / (now - from)));
   }
 
@@ -171,13 +227,17 @@ export class NeuronActivity {
 
   /** The latency samples kept with a sequence number above `after`, oldest first. */
   latencies(after = 0): LatencySample[] {
-    return this.#latency.filter((s) => s.seq > after);
+    const out: LatencySample[] = [];
+    for (let seq = Math.max(Math.floor(after) + 1, this.#seq - this.#capacity + 1, 1); seq <= this.#seq; seq++) {
+      out.push(this.#latency[(seq - 1) % this.#capacity]);
+    }
+    return out;
   }
 
   /** The latency samples of the executions that finished in the last `windowMs`. */
   latenciesWithin(windowMs: number): LatencySample[] {
     const from = this.#now() - windowMs;
-    return this.#latency.filter((s) => s.at >= from);
+    return this.latencies().filter((s) => s.at >= from);
   }
 
   /** The clock's current reading, ms. */

@@ -69,4 +69,38 @@ describe("NeuronActivity", () => {
     expect(a.latencies().map((s) => s.seq)).toEqual([2, 3]);
     expect(() => new NeuronActivity({ latencyCapacity: 0 })).toThrow(RangeError);
   });
+
+  test("the busy curve stays bounded at any execution rate, and exact to within its 10 ms resolution", () => {
+    const r = rig();
+    // 400,000 executions of 50 µs every 100 µs: 40 s, half of it busy.
+    for (let seq = 1; seq <= 400_000; seq++) {
+      const from = 1000 + seq * 0.1;
+      r.run(seq, [0], from, from + 0.05, 0.05);
+    }
+    // At most two points per 10 ms, plus the first: before the bound, two per execution (800,000).
+    expect(r.a.historyPoints(0)).toBeLessThanOrEqual(2 * 4000 + 3);
+    expect(r.a.historyPoints(0)).toBeGreaterThan(4000);
+    r.at(41_000);
+    expect(r.a.utilization(0, 40_000)).toBeCloseTo(0.5, 3);
+    expect(Math.abs(r.a.utilization(0, 1000) - 0.5)).toBeLessThanOrEqual(10 / 1000); // at most 10 ms of busy time off
+    expect(Math.abs(r.a.utilization(0, 123.45) - 0.5)).toBeLessThanOrEqual(10 / 123.45);
+    // Ten minutes later only the point before the history's start and those after it are kept.
+    r.run(400_001, [0], 700_000, 700_100, 100);
+    r.at(700_100);
+    expect(r.a.historyPoints(0)).toBe(3);
+    expect(r.a.utilization(0, 200)).toBeCloseTo(0.5, 12);
+  });
+
+  test("latencies after a sequence number come from the ring, whatever the number", () => {
+    const a = new NeuronActivity({ latencyCapacity: 3, now: () => 0 });
+    for (let seq = 1; seq <= 5; seq++) {
+      a.onExecution({ phase: "start", ncs: [0], model: 1, seq });
+      a.onExecution({ phase: "end", ncs: [0], model: 1, seq, status: 0 });
+    }
+    expect(a.latencies().map((s) => s.seq)).toEqual([3, 4, 5]);
+    expect(a.latencies(3.5).map((s) => s.seq)).toEqual([4, 5]);
+    expect(a.latencies(-7).map((s) => s.seq)).toEqual([3, 4, 5]);
+    expect(a.latencies(Number.NaN)).toEqual([]);
+    expect(a.latencies(5)).toEqual([]);
+  });
 });
