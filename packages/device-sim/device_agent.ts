@@ -186,7 +186,7 @@ export class DeviceAgent {
       q7Factory,
       watchdogMs: init.watchdogMs,
       trace: {
-        record: (nc, bytes) => log.append(LogKind.RECORD, nc, (p) => (p.set(bytes), bytes.length)),
+        record: (nc, bytes) => log.appendBytes(LogKind.RECORD, nc, bytes),
         q7Event: (e) =>
           text(LogKind.Q7_EVENT, e.nc, (v) => {
             v.setUint8(0, Q7_EVENT_CODE[e.kind]);
@@ -207,27 +207,30 @@ export class DeviceAgent {
           }),
         timeline: (nc) => (e) => writeTimelineEvent(timeline, nc, e),
         q7: (nc) => ({
-          dispatched: (op) => text(LogKind.Q7_DISPATCH, nc, (v) => (v.setUint8(0, op.totalCpus), 1), op.fn),
+          dispatched: (op) => {
+            log.head.setUint8(0, op.totalCpus);
+            log.appendFilledText(LogKind.Q7_DISPATCH, nc, 1, op.fn);
+          },
           joined: (r) => {
             const cores = r instanceof Error ? undefined : r.cores;
-            const failed = cores?.find((c) => c.ran && c.status !== "ok");
-            text(
+            let failed: Q7CoreResult | undefined;
+            const v = log.head;
+            for (let c = 0; c < 8; c++) {
+              const core = cores?.[c];
+              if (failed === undefined && core !== undefined && core.ran && core.status !== "ok") failed = core;
+              v.setUint8(
+                c,
+                cores === undefined
+                  ? STATUS_CODE.abort
+                  : core === undefined || !core.ran
+                  ? 255
+                  : STATUS_CODE[core.status],
+              );
+            }
+            log.appendFilledText(
               LogKind.Q7_JOIN,
               nc,
-              (v) => {
-                for (let c = 0; c < 8; c++) {
-                  const core = cores?.[c];
-                  v.setUint8(
-                    c,
-                    cores === undefined
-                      ? STATUS_CODE.abort
-                      : core === undefined || !core.ran
-                      ? 255
-                      : STATUS_CODE[core.status],
-                  );
-                }
-                return 8;
-              },
+              8,
               r instanceof Error
                 ? r.message
                 : failed === undefined

@@ -93,10 +93,14 @@ export class DeviceLogWriter {
 
   /** Appends one entry; `fill` writes up to {@linkcode LOG_PAYLOAD_BYTES} payload bytes and returns how many. */
   append(kind: number, nc: number, fill: (payload: Uint8Array, view: DataView) => number): void {
+    this.#commit(kind, nc, fill(this.#scratch, this.#scratchView));
+  }
+
+  /** Copies the scratch payload (`n` bytes filled) into the next entry and publishes it. */
+  #commit(kind: number, nc: number, n: number): void {
     const index = this.#next++;
     const slot = index % this.#entries;
     const at = slot * LOG_ENTRY_BYTES;
-    const n = fill(this.#scratch, this.#scratchView);
     this.#u8.set(this.#scratch, at + HEADER);
     this.#u8[at + 4] = kind;
     this.#u8[at + 5] = nc;
@@ -106,6 +110,33 @@ export class DeviceLogWriter {
     Atomics.store(this.#words, (64 + at) >> 2, index + 1);
     Atomics.store(this.#count, 0, this.#next);
   }
+
+  /** Appends one entry whose payload is a copy of `bytes` (at most {@linkcode LOG_PAYLOAD_BYTES}; no closure made). */
+  appendBytes(kind: number, nc: number, bytes: Uint8Array): void {
+    this.#scratch.set(bytes);
+    this.#commit(kind, nc, bytes.byteLength);
+  }
+
+  /**
+   * The scratch payload's view: a caller writes an entry's head bytes into it, then calls
+   * {@linkcode DeviceLogWriter.appendFilledText} (no closure made per entry).
+   */
+  get head(): DataView {
+    return this.#scratchView;
+  }
+
+  /** Appends an entry whose payload is the `n` head bytes written through {@linkcode DeviceLogWriter.head}, then UTF-8 `text`, cut to fit. */
+  appendFilledText(kind: number, nc: number, n: number, text: string): void {
+    let written = 0;
+    if (text.length > 0) {
+      const tail = this.#tails[n] ??= this.#scratch.subarray(n);
+      written = utf8.encodeInto(text, tail).written;
+    }
+    this.#commit(kind, nc, n + written);
+  }
+
+  /** Views of the scratch payload from each head length on (made once). */
+  readonly #tails: Uint8Array[] = [];
 
   /** Appends an entry whose payload is `head` bytes then UTF-8 `text`, cut to fit. */
   appendText(kind: number, nc: number, head: (view: DataView) => number, text: string): void {

@@ -84,12 +84,7 @@ export class DmaEngine {
       throw new DmaFault(`DMA_CONFIG names ${queues} queues, the custom-op bundle has ${this.#spec.q7CoresPerNc}`);
     }
     // The ring table is decoded once per write of its memory (written at load), not per run.
-    const rings = this.#memory.decodePa(
-      ringTable,
-      queues * RING_TABLE_ENTRY_BYTES,
-      "rings",
-      (table) => this.#decodeRings(table, queues),
-    );
+    const rings = this.#memory.decodePa(ringTable, queues * RING_TABLE_ENTRY_BYTES, "rings", this.#decodeRings);
     if (rings === undefined) {
       throw new DmaFault(`Ring table at 0x${ringTable.toString(16)} (${queues} entries) is not in device memory`);
     }
@@ -104,13 +99,15 @@ export class DmaEngine {
   prefetch(queues: number, ringTable: number): void {
     if (queues > this.#spec.q7CoresPerNc) return;
     try {
-      this.#memory.decodePa(ringTable, queues * RING_TABLE_ENTRY_BYTES, "rings", (t) => this.#decodeRings(t, queues));
+      this.#memory.decodePa(ringTable, queues * RING_TABLE_ENTRY_BYTES, "rings", this.#decodeRings);
     } catch {
       // The run's DMA_CONFIG reports it.
     }
   }
 
-  #decodeRings(table: Uint8Array, queues: number): AttachedRing[] {
+  /** Decodes a ring table of `table.byteLength / RING_TABLE_ENTRY_BYTES` entries (one function: no closure per run). */
+  readonly #decodeRings = (table: Uint8Array): AttachedRing[] => {
+    const queues = table.byteLength / RING_TABLE_ENTRY_BYTES;
     const rings: AttachedRing[] = [];
     for (let core = 0; core < queues; core++) {
       const e = decodeRingTableEntry(table, core * RING_TABLE_ENTRY_BYTES);
@@ -127,7 +124,7 @@ export class DmaEngine {
       rings.push({ core, engine: e.engine, queue: e.queue, count: e.count, ringPa: e.ringPa });
     }
     return rings;
-  }
+  };
 
   /**
    * Runs every descriptor attached for `direction`; the total moved must equal `expected`. `onQueue`, when given (a

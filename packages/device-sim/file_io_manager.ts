@@ -28,6 +28,10 @@ import {
 } from "@nrt/core/isa";
 import { type NcRegisters, NcStatus } from "./nc_registers.ts";
 import type { MemorySpace } from "./memory.ts";
+
+const utf8 = new TextEncoder();
+/** No staged entries (shared: a flush with nothing to move makes no array). */
+const NONE: ReadonlyArray<{ cpu: number; stream: number; text: string }> = Object.freeze([]);
 import type { Q7Complex } from "./q7_complex.ts";
 
 /** What the device knows about one stdio ring. */
@@ -113,16 +117,16 @@ export class FileIoManager {
 
   /** The held entries, then `fresh`, oldest first; the hold is emptied. */
   #take(
-    fresh: ReadonlyArray<{ cpu: number; stream: number; text: string }> = [],
-  ): Array<{ cpu: number; stream: number; text: string }> {
-    const out = this.#held.length === 0 ? [...fresh] : [...this.#held, ...fresh];
+    fresh: ReadonlyArray<{ cpu: number; stream: number; text: string }> = NONE,
+  ): ReadonlyArray<{ cpu: number; stream: number; text: string }> {
+    if (this.#held.length === 0) return fresh.length === 0 ? NONE : [...fresh];
+    const out = [...this.#held, ...fresh];
     this.#held = [];
     return out;
   }
 
   #write(staged: ReadonlyArray<{ cpu: number; stream: number; text: string }>): number {
     let written = 0;
-    const encoder = new TextEncoder();
     for (const e of staged) {
       const slot = e.stream === Q7_STDERR ? POOL_STDIO_SLOTS : e.stream === Q7_STDOUT ? 0 : -1;
       const d = slot < 0 ? undefined : this.#descriptor(slot);
@@ -130,7 +134,7 @@ export class FileIoManager {
         this.dropped++;
         continue;
       }
-      const bytes = encoder.encode(e.text);
+      const bytes = utf8.encode(e.text);
       for (let off = 0; off < bytes.byteLength; off += POOL_STDIO_RECORD_BYTES) {
         this.#put(slot, d, e.stream, e.cpu, bytes.subarray(off, off + POOL_STDIO_RECORD_BYTES));
         written++;

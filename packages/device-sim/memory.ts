@@ -158,16 +158,20 @@ export class MemorySpace {
 
   /** The allocation holding `[pa, pa + length)` entirely, with the offset of `pa` in it, or `undefined`. */
   resolve(pa: number, length: number): { allocation: SimAllocation; offset: number } | undefined {
-    const i = this.#lowerBound(pa + 1) - 1;
-    const a = this.#sorted[i];
-    if (a === undefined || pa < a.pa || pa + length > a.pa + a.bytes) return undefined;
-    return { allocation: a, offset: pa - a.pa };
+    const a = this.#find(pa, length);
+    return a === undefined ? undefined : { allocation: a, offset: pa - a.pa };
+  }
+
+  /** The allocation holding `[pa, pa + length)` entirely, or `undefined` (no object made: the device's hot path). */
+  #find(pa: number, length: number): SimAllocation | undefined {
+    const a = this.#sorted[this.#lowerBound(pa + 1) - 1];
+    return a === undefined || pa < a.pa || pa + length > a.pa + a.bytes ? undefined : a;
   }
 
   /** Reads `length` bytes at a device PA (a copy), or `undefined` when no single allocation holds them. */
   readPa(pa: number, length: number): Uint8Array | undefined {
-    const r = this.resolve(pa, length);
-    return r === undefined ? undefined : copyOut(r.allocation.backing, r.offset, length);
+    const a = this.#find(pa, length);
+    return a === undefined ? undefined : copyOut(a.backing, pa - a.pa, length);
   }
 
   /**
@@ -175,8 +179,8 @@ export class MemorySpace {
    * holds them. The view shares the bytes with the host.
    */
   viewPa(pa: number, length: number): Uint8Array | undefined {
-    const r = this.resolve(pa, length);
-    return r === undefined ? undefined : r.allocation.backing.subarray(r.offset, r.offset + length);
+    const a = this.#find(pa, length);
+    return a === undefined ? undefined : a.backing.subarray(pa - a.pa, pa - a.pa + length);
   }
 
   /**
@@ -185,28 +189,28 @@ export class MemorySpace {
    * every run. Returns `undefined` when no single allocation holds the range; `decode` may throw (nothing is cached).
    */
   decodePa<T>(pa: number, length: number, kind: string, decode: (bytes: Uint8Array) => T): T | undefined {
-    const r = this.resolve(pa, length);
-    if (r === undefined) return undefined;
-    const a = r.allocation;
+    const a = this.#find(pa, length);
+    if (a === undefined) return undefined;
+    const offset = pa - a.pa;
     const generation = Atomics.load(a.words, 0);
     const decoded = a.decoded ??= new Map();
     let byOffset = decoded.get(kind);
     if (byOffset === undefined) decoded.set(kind, byOffset = new Map());
-    let byLength = byOffset.get(r.offset);
-    if (byLength === undefined) byOffset.set(r.offset, byLength = new Map());
+    let byLength = byOffset.get(offset);
+    if (byLength === undefined) byOffset.set(offset, byLength = new Map());
     const hit = byLength.get(length);
     if (hit !== undefined && hit.generation === generation) return hit.value as T;
-    const value = decode(copyOut(a.backing, r.offset, length));
+    const value = decode(copyOut(a.backing, offset, length));
     byLength.set(length, { generation, value });
     return value;
   }
 
   /** Writes at a device PA; returns `false` when no single allocation holds the range. */
   writePa(pa: number, data: Uint8Array): boolean {
-    const r = this.resolve(pa, data.byteLength);
-    if (r === undefined) return false;
-    r.allocation.backing.set(data, r.offset);
-    touch(r.allocation);
+    const a = this.#find(pa, data.byteLength);
+    if (a === undefined) return false;
+    a.backing.set(data, pa - a.pa);
+    touch(a);
     return true;
   }
 

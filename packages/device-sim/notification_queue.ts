@@ -22,10 +22,12 @@ export class NotificationProducer {
   readonly #regs: NcRegisters;
   readonly #memory: MemorySpace;
   readonly #onPush: (record: Uint8Array) => void;
+  /** The record being pushed, encoded (one buffer for every record: the ring and `onPush` take copies). */
+  readonly #bytes = new Uint8Array(NOTIFICATION_BYTES);
 
   /**
    * Creates the producer over a NeuronCore's registers and the device memory holding the ring; `onPush` sees the
-   * bytes of every record pushed (the device's trace buffer).
+   * bytes of every record pushed (the device's trace buffer), valid only during the call.
    */
   constructor(regs: NcRegisters, memory: MemorySpace, onPush: (record: Uint8Array) => void = () => {}) {
     this.#regs = regs;
@@ -59,8 +61,8 @@ export class NotificationProducer {
     const base = r.nqRegister(NqRegister.BASE_LO) + r.nqRegister(NqRegister.BASE_HI) * 0x1_0000_0000;
     let head = this.head;
     let outcome: NotificationOutcome = "written";
+    const bytes = this.#bytes;
     for (const record of records) {
-      const bytes = new Uint8Array(NOTIFICATION_BYTES);
       encodeNotification(record, bytes);
       this.#onPush(bytes);
       if (capacity === 0 || !this.#memory.writePa(base + (head % capacity) * NOTIFICATION_BYTES, bytes)) {
