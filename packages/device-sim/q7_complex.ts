@@ -26,11 +26,11 @@ import type { SbufStore } from "./sbuf.ts";
 /** The arguments of one dispatch, as the Q7 kernel ABI consumes them. */
 export interface Q7DispatchArgs {
   /** Input tensors (Q7-local addresses inside the SBUF window). */
-  readonly inputs: TensorDescriptor[];
+  readonly inputs: readonly TensorDescriptor[];
   /** Output tensors. */
-  readonly outputs: TensorDescriptor[];
+  readonly outputs: readonly TensorDescriptor[];
   /** Scalar arguments. */
-  readonly ints: bigint[];
+  readonly ints: readonly bigint[];
 }
 
 /** One op handed to the cluster. */
@@ -96,7 +96,7 @@ export interface Q7ClusterPort {
    * Runs the op `dispatch` left for the calling thread, if one waits (a cluster that runs small ops there; its
    * dispatch only wrote the mailbox). The device calls it at the op's DRAIN.
    */
-  runPending?(): void;
+  runPending?(): boolean | void;
   /** Whether an op waits for `runPending`. */
   readonly hasPending?: boolean;
 }
@@ -302,6 +302,10 @@ export class ClusterHandle {
   readonly #prepared: Set<string>;
   readonly #observer: Q7Observer | undefined;
 
+  /** Tells the observer of a join (made once, not per dispatch). */
+  readonly #joined = (r: { cores: Q7CoreResult[] }): void => this.#observer!.joined(r);
+  readonly #failed = (e: unknown): void => this.#observer!.joined(e instanceof Error ? e : new Error(String(e)));
+
   /** Wraps a started cluster. */
   constructor(cluster: Q7ClusterPort, prepared: Set<string>, observer?: Q7Observer) {
     this.#cluster = cluster;
@@ -342,9 +346,12 @@ export class ClusterHandle {
     return this.#cluster.hasPending === true;
   }
 
-  /** Runs the op left for the calling thread ({@linkcode Q7ClusterPort.runPending}), if one waits. */
-  runPending(): void {
-    this.#cluster.runPending?.();
+  /**
+   * Runs the op left for the calling thread ({@linkcode Q7ClusterPort.runPending}), if one waits; `true` when it ran to
+   * its end (its dispatch has settled).
+   */
+  runPending(): boolean {
+    return this.#cluster.runPending?.() === true;
   }
 
   /** Dispatches one op. */
@@ -353,7 +360,7 @@ export class ClusterHandle {
     if (o === undefined) return this.#cluster.dispatch(op, signal);
     o.dispatched(op);
     const done = this.#cluster.dispatch(op, signal);
-    done.then((r) => o.joined(r), (e: unknown) => o.joined(e instanceof Error ? e : new Error(String(e))));
+    done.then(this.#joined, this.#failed);
     return done;
   }
 }

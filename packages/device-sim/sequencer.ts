@@ -144,7 +144,24 @@ interface Run {
   /** The libraries this run's PREAMBLE loaded into the Q7 kernel_info_table (keys `addr:bytes`). */
   readonly loaded: Set<string>;
   readonly abort: AbortController;
-  readonly dropped: Promise<typeof DROPPED>;
+  /** Settles with DROPPED when the run is dropped; made on first use ({@linkcode droppedOf}). */
+  dropped?: Promise<typeof DROPPED>;
+  /** The op of the last EXTENDED_INST ran on this thread at its DRAIN: its dispatch has settled already. */
+  joinedHere: boolean;
+}
+
+/**
+ * The promise that settles when `run` is dropped (ours: made only by a run that waits on something a drop must end —
+ * a Worker join, a cluster start, a library, a hanging fault — not by every run).
+ */
+function droppedOf(run: Run): Promise<typeof DROPPED> {
+  if (run.dropped !== undefined) return run.dropped;
+  const signal = run.abort.signal;
+  return run.dropped = signal.aborted
+    ? Promise.resolve(DROPPED)
+    : new Promise<typeof DROPPED>((resolve) =>
+      signal.addEventListener("abort", () => resolve(DROPPED), { once: true })
+    );
 }
 
 /** The sequencer of one NeuronCore. */
@@ -155,14 +172,26 @@ export class Sequencer {
   readonly #runCounts = new Map<number, number>();
   /** Decoded opcode tables by PA, until the next swap-table write. */
   readonly #tables = new Map<number, OpcodeTable>();
+  /** The library image reader of each decoded opcode-table entry (made once per entry, not per EXTENDED_INST). */
+  readonly #imageReaders = new WeakMap<object, () => Uint8Array>();
   #opcodeTablePa = 0;
   #pumping: Promise<void> | undefined;
   #current: Run | undefined;
   /** Records of the current run not yet published (between two of its waits); undefined while it waits. */
   #burst: NotificationRecord[] | undefined;
   #stopped = false;
-  /** The watchdog's timer, armed while a run is in progress (never while the sequencer is idle). */
+  /**
+   * The watchdog's timer (ours: one timer across runs, not one per run). A run arms it for its deadline; when the
+   * sequencer goes idle it is left pending and fires at most once more, finds no run and stops. A run started
+   * meanwhile keeps it: that run's deadline is later, so the timer re-arms for the rest when it fires.
+   */
   #watchdog: ReturnType<typeof setTimeout> | undefined;
+  /** The device-clock time (ms) the pending timer is due at. */
+  #watchdogDue = 0;
+  readonly #onWatchdog = (): void => {
+    this.#watchdog = undefined;
+    this.#checkWatchdog();
+  };
   /** How far the device's clock is ahead of the shared clock (ms): {@linkcode Sequencer.elapse}. */
   #skewMs = 0;
   /** Device-side model id made current by the last MODEL_SWITCH. */
@@ -393,7 +422,6 @@ export class Sequencer {
       }
     } finally {
       this.#pumping = undefined;
-      this.#disarmWatchdog();
     }
   }
 
@@ -411,16 +439,19 @@ export class Sequencer {
     return sharedClockMs() + this.#skewMs;
   }
 
-  /** Arms the watchdog for the run in progress unless it is armed already (it re-arms itself for the next run). */
+  /**
+   * Arms the watchdog for the run in progress, unless the timer is already due no later than the run's deadline (it
+   * re-arms itself for the rest when it fires).
+   */
   #armWatchdog(): void {
     const budget = this.#d.watchdogMs ?? 0;
     const r = this.#current;
-    if (budget <= 0 || r === undefined || this.#watchdog !== undefined || this.#stopped) return;
-    const left = Math.max(0, r.startedAt + budget - this.#now());
-    this.#watchdog = setTimeout(() => {
-      this.#watchdog = undefined;
-      this.#checkWatchdog();
-    }, Math.min(left, 0x7fff_ffff));
+    if (budget <= 0 || r === undefined || this.#stopped) return;
+    const due = r.startedAt + budget;
+    if (this.#watchdog !== undefined && this.#watchdogDue <= due) return;
+    this.#disarmWatchdog();
+    this.#watchdogDue = due;
+    this.#watchdog = setTimeout(this.#onWatchdog, Math.min(Math.max(0, due - this.#now()), 0x7fff_ffff));
   }
 
   #disarmWatchdog(): void {
@@ -451,9 +482,6 @@ export class Sequencer {
     // seed: runtime-synthesis §2.1 — on Sunda the Q7s leave run-stall under SEQ/SP, not by a host CSR write.
     if (spec.runStallRelease === "evt-sem" && q7.state !== "running") q7.release("evt-sem");
     const abort = new AbortController();
-    const dropped = new Promise<typeof DROPPED>((resolve) =>
-      abort.signal.addEventListener("abort", () => resolve(DROPPED), { once: true })
-    );
     const regs = this.#d.regs;
     // The trace word is read once per run: an untraced run reads no clock beyond the two of the busy counter.
     const trace = this.#d.timeline !== undefined && Atomics.load(regs.status, NcStatus.TRACE) !== 0
@@ -471,7 +499,7 @@ export class Sequencer {
       dispatch: undefined,
       q7Busy: false,
       abort,
-      dropped,
+      joinedHere: false,
       trace,
       fn: "",
       loaded: new Set(),
@@ -566,10 +594,18 @@ export class Sequencer {
       case Opcode.ULIB_LOAD:
         return this.#ulibLoad(ins, run);
       case Opcode.DMA_CONFIG:
-        dmaStep(() => dma.configure(ins.direction, ins.queues, ins.ringTable));
+        try {
+          dma.configure(ins.direction, ins.queues, ins.ringTable);
+        } catch (e) {
+          throw dmaFault(e);
+        }
         return;
       case Opcode.DMA_CONFIG_SIZE:
-        dmaStep(() => dma.run(DmaDirection.M2S, ins.m2sBytes, dmaTimeline(run, DmaDirection.M2S)));
+        try {
+          dma.run(DmaDirection.M2S, ins.m2sBytes, dmaTimeline(run, DmaDirection.M2S));
+        } catch (e) {
+          throw dmaFault(e);
+        }
         run.s2mBytes = ins.s2mBytes;
         return;
       case Opcode.LOAD_POOL_ARGUMENT:
@@ -695,7 +731,7 @@ export class Sequencer {
       return undefined;
     }
     return (async () => {
-      const c = cluster ?? await Promise.race([q7.cluster().catch((e: unknown) => e as Error), run.dropped]);
+      const c = cluster ?? await Promise.race([q7.cluster().catch((e: unknown) => e as Error), droppedOf(run)]);
       if (c === DROPPED) return;
       if (c instanceof Error) {
         throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot start the Q7 cluster: ${c.message}`);
@@ -741,7 +777,7 @@ export class Sequencer {
       );
     }
     // The cluster is started at load (stream install); only a first op after a Q7 reset waits for it.
-    const started = q7.ready ?? await Promise.race([q7.cluster().catch((e: unknown) => e as Error), run.dropped]);
+    const started = q7.ready ?? await Promise.race([q7.cluster().catch((e: unknown) => e as Error), droppedOf(run)]);
     if (started === DROPPED) return;
     if (started instanceof Error) {
       throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot start the Q7 cluster: ${started.message}`);
@@ -757,7 +793,11 @@ export class Sequencer {
           } was not loaded by a ULIB_LOAD of the stream's PREAMBLE`,
         );
       }
-      const image = this.#imageReader({ addr: entry.libAddr, bytes: entry.libBytes, tag: entry.libTag ?? 0 });
+      let image = this.#imageReaders.get(entry);
+      if (image === undefined) {
+        image = this.#imageReader({ addr: entry.libAddr, bytes: entry.libBytes, tag: entry.libTag ?? 0 });
+        this.#imageReaders.set(entry, image);
+      }
       const preparing = started.ensureLibrary(key, image);
       if (preparing !== undefined) {
         const prepared = await this.#preparing(run, preparing);
@@ -768,13 +808,12 @@ export class Sequencer {
         }
       }
     }
-    const args = run.args ?? { inputs: [], outputs: [], ints: [] };
     const budget = this.#d.watchdogMs ?? 0;
     const op = {
       key,
       fn: entry.name,
       totalCpus: totalCpus as 1 | 8,
-      args: { inputs: [...args.inputs], outputs: [...args.outputs], ints: [...args.ints] },
+      args: run.args ?? NO_ARGS, // the decoded table itself: the cluster only reads it
       deadlineMs: budget > 0 ? run.startedAt + budget : undefined,
     };
     run.fn = entry.name;
@@ -796,7 +835,7 @@ export class Sequencer {
     if (q7 === undefined || !q7.hasPending) return;
     this.#publish();
     this.#burst = [];
-    q7.runPending();
+    run.joinedHere = q7.runPending() && !q7.watchdogFired;
     if (!q7.watchdogFired || run.abort.signal.aborted) return;
     run.dispatch?.catch(() => {});
     run.dispatch = new Promise<never>(() => {});
@@ -820,7 +859,7 @@ export class Sequencer {
    */
   async #preparing(run: Run, p: Promise<void>): Promise<void | Error | typeof DROPPED> {
     this.#setBusy(run, true);
-    const prepared = await Promise.race([p.catch((e: unknown) => e as Error), run.dropped]);
+    const prepared = await Promise.race([p.catch((e: unknown) => e as Error), droppedOf(run)]);
     this.#setBusy(run, false); // after a drop too: #drop has already seen the cores busy and terminated them
     return prepared;
   }
@@ -829,7 +868,16 @@ export class Sequencer {
   async #drain(run: Run): Promise<void> {
     this.#runPending(run);
     if (run.dispatch !== undefined) {
-      const joined = await Promise.race([this.#joinDispatch(run.dispatch), run.dropped]);
+      // An op that ran on this thread has settled already: nothing can drop the run before the join is read.
+      let joined: Q7CoreResult[] | typeof DROPPED;
+      if (run.joinedHere) {
+        try {
+          joined = (await run.dispatch).cores;
+        } catch (e) {
+          joined = failedJoin(e);
+        }
+      } else joined = await Promise.race([this.#joinDispatch(run.dispatch), droppedOf(run)]);
+      run.joinedHere = false;
       run.dispatch = undefined;
       if (joined === DROPPED) return;
       if (run.trace !== undefined) {
@@ -846,8 +894,9 @@ export class Sequencer {
       run.trace?.({ kind: "stdio", start: f0, end: sharedClockMs(), run: run.count, entries: flushed });
       const atJoin = this.#fire(run, "join");
       if (atJoin !== undefined) await atJoin;
-      const failed = joined.filter((c) => c.ran && c.status !== "ok");
-      if (failed.length > 0) {
+      let failed: Q7CoreResult[] | undefined;
+      for (const c of joined) if (c.ran && c.status !== "ok") (failed ??= []).push(c);
+      if (failed !== undefined) {
         const detail = failed.map((c) => `core ${c.cpu} ${c.status}${c.message === undefined ? "" : `: ${c.message}`}`)
           .join("; ");
         this.#fault(run, 0, `DRAIN: ${detail}`, failed.map((c) => c.cpu), failed.map((c) => STATUS_MASK[c.status]));
@@ -855,7 +904,7 @@ export class Sequencer {
       }
       // A core that returned without its commit fence (customop_cleanup): the join completes, the result is
       // flagged with a non-fatal record per core (TpbErrorMask.Q7_UNCOMMITTED, docs/faults.md).
-      const uncommitted: NotificationRecord[] = [];
+      let uncommitted: NotificationRecord[] | undefined;
       for (const c of joined) {
         if (!c.ran || c.committed) continue;
         this.#noteFault({
@@ -863,7 +912,7 @@ export class Sequencer {
           mask: TpbFaultMask.Q7_UNCOMMITTED,
           message: `DRAIN: core ${c.cpu} returned without customop_cleanup`,
         });
-        uncommitted.push({
+        (uncommitted ??= []).push({
           code: TpbErrorId.NONFATAL,
           mask: TpbFaultMask.Q7_UNCOMMITTED,
           engine: TpbEngType.POOL,
@@ -874,10 +923,14 @@ export class Sequencer {
           aux: 0,
         });
       }
-      this.pushRecords(uncommitted);
+      if (uncommitted !== undefined) this.pushRecords(uncommitted);
     }
     if (run.s2mBytes !== undefined) {
-      dmaStep(() => this.#d.dma.run(DmaDirection.S2M, run.s2mBytes!, dmaTimeline(run, DmaDirection.S2M)));
+      try {
+        this.#d.dma.run(DmaDirection.S2M, run.s2mBytes, dmaTimeline(run, DmaDirection.S2M));
+      } catch (e) {
+        throw dmaFault(e);
+      }
     }
   }
 
@@ -886,7 +939,7 @@ export class Sequencer {
     try {
       return (await dispatch).cores;
     } catch (e) {
-      return [{ cpu: 0, ran: true, status: "abort", message: String(e), committed: false }];
+      return failedJoin(e);
     }
   }
 
@@ -920,7 +973,7 @@ export class Sequencer {
       const o = this.#inject(run, f);
       if (o === "hang" || (o === "halt" && outcome === "continue")) outcome = o;
     }
-    if (outcome === "hang") return run.dropped.then(() => Promise.reject(new StreamHalt())); // never completes; the device's watchdog (or an unload) drops it
+    if (outcome === "hang") return droppedOf(run).then(() => Promise.reject(new StreamHalt())); // never completes; the device's watchdog (or an unload) drops it
     if (outcome !== "continue") throw new StreamHalt();
     return undefined;
   }
@@ -1073,11 +1126,15 @@ function dmaTimeline(
     trace({ kind: "dma", start, end, run: run.count, direction, queue, bytes, descriptors });
 }
 
-function dmaStep(step: () => void): void {
-  try {
-    step();
-  } catch (e) {
-    if (e instanceof DmaFault) throw new SequencerFault(TpbFaultMask.DMA, e.message);
-    throw e;
-  }
+/** The join of a dispatch that failed, as the DRAIN reads it: core 0 aborted. */
+function failedJoin(e: unknown): Q7CoreResult[] {
+  return [{ cpu: 0, ran: true, status: "abort", message: String(e), committed: false }];
+}
+
+/** The argument block of a stream without LOAD_POOL_ARGUMENT. */
+const NO_ARGS: ArgTable = Object.freeze({ inputs: [], outputs: [], ints: [] });
+
+/** What a DMA step throws, as the sequencer reports it: a `DmaFault` becomes a DMA sequencer fault. */
+function dmaFault(e: unknown): unknown {
+  return e instanceof DmaFault ? new SequencerFault(TpbFaultMask.DMA, e.message) : e;
 }

@@ -375,7 +375,7 @@ export class Q7Cluster {
   /** The same for the firmware's functions (`\0fn`), which belong to this cluster's boot only. */
   readonly #quickFirmware = new Set<string>();
   /** The op handed to this thread's cores, run by {@linkcode Q7Cluster.runPending}. */
-  #pending: { run(): void; reject(e: Error): void } | undefined;
+  #pending: PendingLocalOp | undefined;
 
   private constructor(
     memory: WebAssembly.Memory,
@@ -783,30 +783,32 @@ export class Q7Cluster {
       );
     }
     const view = this.#view;
-    const end = SBUF_BASE + this.sbufBytes;
-    const put = (base: number, list: readonly TensorDesc[], what: string) => {
-      list.forEach((t, i) => {
-        if (
-          !Number.isInteger(t.addr) || !Number.isInteger(t.bytes) || t.addr < SBUF_BASE || t.bytes < 0 ||
-          t.addr + t.bytes > end
-        ) {
-          throw new RangeError(
-            `Cannot dispatch "${fn}": ${what} ${i} [0x${t.addr.toString(16)}, +${t.bytes}) is outside the SBUF window`,
-          );
-        }
-        if (t.dims.length > MAX_RANK || !(t.dtype >= Dtype.float32 && t.dtype <= Dtype.bool)) {
-          throw new RangeError(`Cannot dispatch "${fn}": ${what} ${i} has rank ${t.dims.length} or dtype ${t.dtype}`);
-        }
-        const d = base + i * DESC_BYTES;
-        encodeTensorDescriptor(t, view, d);
-      });
-    };
-    put(ARG_INPUTS, args.inputs, "input");
-    put(ARG_OUTPUTS, args.outputs, "output");
-    ints.forEach((v, i) => view.setBigInt64(ARG_INTS + 8 * i, BigInt.asIntN(64, v), true));
+    this.#putTensors(fn, ARG_INPUTS, args.inputs, "input");
+    this.#putTensors(fn, ARG_OUTPUTS, args.outputs, "output");
+    for (let i = 0; i < ints.length; i++) view.setBigInt64(ARG_INTS + 8 * i, BigInt.asIntN(64, ints[i]), true);
     view.setInt32(ARGS, args.inputs.length, true);
     view.setInt32(ARGS + 4, args.outputs.length, true);
     view.setInt32(ARGS + 8, ints.length, true);
+  }
+
+  /** Checks and writes the descriptors of `list` (the op's inputs or outputs) at `base` of the mailbox. */
+  #putTensors(fn: string, base: number, list: readonly TensorDesc[], what: string): void {
+    const end = SBUF_BASE + this.sbufBytes;
+    for (let i = 0; i < list.length; i++) {
+      const t = list[i];
+      if (
+        !Number.isInteger(t.addr) || !Number.isInteger(t.bytes) || t.addr < SBUF_BASE || t.bytes < 0 ||
+        t.addr + t.bytes > end
+      ) {
+        throw new RangeError(
+          `Cannot dispatch "${fn}": ${what} ${i} [0x${t.addr.toString(16)}, +${t.bytes}) is outside the SBUF window`,
+        );
+      }
+      if (t.dims.length > MAX_RANK || !(t.dtype >= Dtype.float32 && t.dtype <= Dtype.bool)) {
+        throw new RangeError(`Cannot dispatch "${fn}": ${what} ${i} has rank ${t.dims.length} or dtype ${t.dtype}`);
+      }
+      encodeTensorDescriptor(t, this.#view, base + i * DESC_BYTES);
+    }
   }
 
   /** The set a function's `learn` name is learned in (the firmware's own, or the libraries'). */
@@ -846,39 +848,53 @@ export class Q7Cluster {
   ): Promise<DispatchResult> {
     const seq = this.#post(slot, fn, totalCpus);
     return new Promise<DispatchResult>((resolve, reject) => {
-      const run = () => {
-        const { dog, id } = this.#watchdog!;
-        const gen = dog.arm(id, deadlineMs);
-        let stopped: "deadline" | "stopped" | undefined;
-        try {
-          this.#local!.runOp(seq);
-        } finally {
-          stopped = dog.disarm(gen);
-        }
-        if (stopped === undefined) return resolve(this.#complete(totalCpus, learn));
-        this.#quickSet(learn).delete(learn); // stopped: not quick any more
-        // The kill flag is set (or about to be): every core of this cluster is unusable from now on.
-        this.terminate();
-        if (stopped === "deadline") {
-          this.#watchdogFired = true;
-          return reject(new Error("Cannot complete dispatch: the watchdog stopped the op at its deadline"));
-        }
-        // Stopped for a reset or a close: like an op spinning on the Workers, it never joins; `signal` gives up on it.
-        if (signal?.aborted) reject(signal.reason);
-        signal?.addEventListener("abort", () => reject(signal.reason), { once: true });
-      };
-      this.#pending = { run, reject };
+      this.#pending = { seq, totalCpus, deadlineMs, signal, learn, resolve, reject };
     });
   }
 
   /**
    * Runs the op {@linkcode Q7Cluster.dispatch} handed to this thread's cores, if one waits (ours; see
-   * {@linkcode Q7ClusterOptions.localOpBytes}): its dispatch promise settles before this returns.
+   * {@linkcode Q7ClusterOptions.localOpBytes}): its dispatch promise settles before this returns, unless a reset or
+   * close stops it.
+   *
+   * @returns `true` when an op ran and its dispatch has settled.
    */
-  runPending(): void {
+  runPending(): boolean {
     const p = this.#pending;
     this.#pending = undefined;
-    p?.run();
+    return p !== undefined && this.#runLocal(p);
+  }
+
+  /**
+   * Runs a deferred op on this thread's cores under the local watchdog; `true` when its dispatch has settled (it ran to
+   * its end, or its deadline stopped it), `false` when a reset or close stopped it (it never joins).
+   */
+  #runLocal(p: PendingLocalOp): boolean {
+    const { dog, id } = this.#watchdog!;
+    const gen = dog.arm(id, p.deadlineMs);
+    let stopped: "deadline" | "stopped" | undefined;
+    try {
+      this.#local!.runOp(p.seq);
+    } finally {
+      stopped = dog.disarm(gen);
+    }
+    if (stopped === undefined) {
+      p.resolve(this.#complete(p.totalCpus, p.learn));
+      return true;
+    }
+    this.#quickSet(p.learn).delete(p.learn); // stopped: not quick any more
+    // The kill flag is set (or about to be): every core of this cluster is unusable from now on.
+    this.terminate();
+    if (stopped === "deadline") {
+      this.#watchdogFired = true;
+      p.reject(new Error("Cannot complete dispatch: the watchdog stopped the op at its deadline"));
+      return true;
+    }
+    // Stopped for a reset or a close: like an op spinning on the Workers, it never joins; `signal` gives up on it.
+    const signal = p.signal;
+    if (signal?.aborted) p.reject(signal.reason);
+    signal?.addEventListener("abort", () => p.reject(signal.reason), { once: true });
+    return false;
   }
 
   /**
@@ -982,6 +998,17 @@ export class Q7Cluster {
     }
     return { cores };
   }
+}
+
+/** An op handed to the calling thread's cores, waiting for {@linkcode Q7Cluster.runPending}. */
+interface PendingLocalOp {
+  readonly seq: number;
+  readonly totalCpus: number;
+  readonly deadlineMs: number;
+  readonly signal: AbortSignal | undefined;
+  readonly learn: string;
+  resolve(r: DispatchResult): void;
+  reject(e: unknown): void;
 }
 
 /**
