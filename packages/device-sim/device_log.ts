@@ -125,7 +125,10 @@ export class DeviceLogWriter {
     return this.#scratchView;
   }
 
-  /** Appends an entry whose payload is the `n` head bytes written through {@linkcode DeviceLogWriter.head}, then UTF-8 `text`, cut to fit. */
+  /**
+   * Appends an entry whose payload is the `n` head bytes written through {@linkcode DeviceLogWriter.head}, then UTF-8
+   * `text`, cut to fit (at a character boundary).
+   */
   appendFilledText(kind: number, nc: number, n: number, text: string): void {
     let written = 0;
     if (text.length > 0) {

@@ -28,11 +28,11 @@ import {
 } from "@nrt/core/isa";
 import { type NcRegisters, NcStatus } from "./nc_registers.ts";
 import type { MemorySpace } from "./memory.ts";
+import type { Q7Complex } from "./q7_complex.ts";
 
 const utf8 = new TextEncoder();
 /** No staged entries (shared: a flush with nothing to move makes no array). */
 const NONE: ReadonlyArray<{ cpu: number; stream: number; text: string }> = Object.freeze([]);
-import type { Q7Complex } from "./q7_complex.ts";
 
 /** What the device knows about one stdio ring. */
 export interface DeviceStdioQueue {

@@ -94,7 +94,8 @@ export interface Q7ClusterPort {
   readonly watchdogFired?: boolean;
   /**
    * Runs the op `dispatch` left for the calling thread, if one waits (a cluster that runs small ops there; its
-   * dispatch only wrote the mailbox). The device calls it at the op's DRAIN.
+   * dispatch only wrote the mailbox). The device calls it at the op's DRAIN. Returns `true` when the op's dispatch
+   * has settled by then, so the DRAIN reads the join without racing it against a drop; anything else keeps the race.
    */
   runPending?(): boolean | void;
   /** Whether an op waits for `runPending`. */
