@@ -117,4 +117,36 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
       await h.rt.close();
     }
   }, 30_000);
+
+  test(
+    "the device's watchdog timer, left pending by a quick run, stops a later hang at that hang's own deadline",
+    async () => {
+      // The device keeps one watchdog timer across runs (ours): the quick run leaves it due 1 s after its start, and the
+      // spin that starts 500 ms later must be stopped 1 s after its own start, not when the old timer fires.
+      const h = await harness({ visibleCores: [0], execTimeoutSeconds: 1, clock: new SystemClock() });
+      try {
+        const ok = await load(h.rt, RELU_NEFF, 0);
+        const spin = await load(h.rt, SPIN_NEFF, 0);
+        expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
+        await new Promise((r) => setTimeout(r, 500));
+        const t0 = performance.now();
+        const p = exec(spin);
+        const busy = (want: boolean) =>
+          new Promise<number>((resolve) => {
+            const poll = () => (h.sim.q7Busy(0, 0) === want ? resolve(performance.now()) : setTimeout(poll, 2));
+            poll();
+          });
+        await busy(true);
+        const stopped = await busy(false);
+        expect(stopped - t0).toBeGreaterThanOrEqual(990);
+        expect(stopped - t0).toBeLessThan(10_000);
+        expect(await p).toBe(NrtStatus.NRT_TIMEOUT);
+        await h.sim.whenIdle(0, 0);
+        expect(h.sim.q7Started(0, 0)).toBe(false);
+      } finally {
+        await h.rt.close();
+      }
+    },
+    30_000,
+  );
 });
