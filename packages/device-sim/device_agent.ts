@@ -132,6 +132,7 @@ export type AgentMessage =
     | { readonly seq: number; readonly t: "when-idle"; readonly nc: number | undefined; readonly doorbells: number }
     | { readonly seq: number; readonly t: "stdio"; readonly nc: number }
     | { readonly seq: number; readonly t: "elapse"; readonly ms: number }
+    | { readonly seq: number; readonly t: "heap-cells"; readonly collect: boolean }
     | { readonly seq: number; readonly t: "close" }
   );
 
@@ -140,6 +141,25 @@ export interface AgentReply {
   readonly re: number;
   readonly value?: unknown;
   readonly error?: string;
+}
+
+/**
+ * The JS cells live on this thread's heap, from JavaScriptCore's per-type counts (`bun:jsc`), after a full collection
+ * when `collect`; `undefined` where the engine does not count them (V8). A diagnostic for `bench/alloc.ts` (ours): two
+ * readings around N executes, the first collected, give what one execute allocates on the device's thread.
+ */
+function heapCells(collect: boolean): number | undefined {
+  // Bun's synchronous `import.meta.require` (absent elsewhere) loads its engine module without a dynamic import.
+  const require = (import.meta as { require?: (id: string) => unknown }).require;
+  if ((globalThis as { Bun?: unknown }).Bun === undefined || require === undefined) return undefined;
+  const jsc = require("bun:jsc") as {
+    heapStats(): { objectTypeCounts: Record<string, number> };
+    gcAndSweep(): void;
+  };
+  if (collect) jsc.gcAndSweep();
+  let n = 0;
+  for (const v of Object.values(jsc.heapStats().objectTypeCounts)) n += v;
+  return n;
 }
 
 const STATUS_CODE: Record<Q7CoreResult["status"], number> = { ok: 0, trap: 1, oob: 2, abort: 3, "missing-function": 4 };
@@ -300,6 +320,8 @@ export class DeviceAgent {
         return d.unit(msg.nc).sequencer.stdioEntries();
       case "elapse":
         return d.elapse(msg.ms);
+      case "heap-cells":
+        return heapCells(msg.collect);
       case "close":
         return this.#close();
     }

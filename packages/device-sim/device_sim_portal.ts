@@ -429,6 +429,18 @@ export class DeviceSimPortal implements Portal {
     return await d.linkOf(nc).request({ t: "stdio", nc }) as Array<{ cpu: number; stream: number; text: string }>;
   }
 
+  /**
+   * The JS cells live on the heap of the thread that runs NeuronCore `nc`'s device agent, after a full collection
+   * there when `collect` (ours, a diagnostic: `bench/alloc.ts` reads it around N executes to get what one execute
+   * allocates on the device's side). `undefined` on an engine that does not count cells (Deno) and for an inline
+   * device, whose agent shares the host's heap.
+   */
+  async agentHeapCells(device: number, nc: number, collect = false): Promise<number | undefined> {
+    const d = this.#device(device, "count the agent's heap");
+    if (this.agents === "inline") return undefined;
+    return await d.linkOf(nc).request({ t: "heap-cells", collect }) as number | undefined;
+  }
+
   /** The NeuronCore's last 4096 records, in order (whether or not an NQ ring was attached). */
   records(device: number, nc: number): readonly NotificationRecord[] {
     this.#regs(device, nc, "read records");

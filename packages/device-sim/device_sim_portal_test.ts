@@ -15,6 +15,7 @@ import type { DeviceMemory } from "@nrt/core/portal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { TpbFaultMask } from "./sequencer.ts";
 import { bytesF32, f32Bytes, readBytes, TestHost } from "./_testing.ts";
+import { DeviceSimPortal } from "./device_sim_portal.ts";
 
 const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
 const N = 1024, BYTES = N * 4, CORES = 8, SHARE = BYTES / CORES;
@@ -305,4 +306,29 @@ describe("DeviceSimPortal small ops on the device agent's thread", () => {
     },
     30_000,
   );
+});
+
+describe("DeviceSimPortal.agentHeapCells (ours, a diagnostic)", () => {
+  test("counts the live JS cells of the device agent's thread on Bun, and nothing on V8 or for an inline device", async () => {
+    const portal = new DeviceSimPortal();
+    try {
+      const collected = await portal.agentHeapCells(0, 0, true);
+      if ((globalThis as { Bun?: unknown }).Bun !== undefined) {
+        // The agent's thread holds its sequencers, memory map and Q7 bookkeeping: thousands of cells.
+        expect(collected).toBeGreaterThan(1000);
+        expect(await portal.agentHeapCells(0, 0)).toBeGreaterThan(1000);
+      } else {
+        expect(collected).toBeUndefined();
+      }
+      await expect(portal.agentHeapCells(3, 0)).rejects.toThrow("device 3 does not exist");
+    } finally {
+      await portal.close();
+    }
+    const inline = new DeviceSimPortal({ agents: "inline" });
+    try {
+      expect(await inline.agentHeapCells(0, 0, true)).toBeUndefined();
+    } finally {
+      await inline.close();
+    }
+  });
 });
