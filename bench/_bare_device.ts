@@ -66,6 +66,19 @@ export class BareDevice {
     }
   }
 
+  /** The live JS cells of the Worker's heap (Bun), after a full collection there when `collect`; else `undefined`. */
+  heapCells(collect: boolean): Promise<number | undefined> {
+    return new Promise((resolve) => {
+      const w = this.#worker;
+      const onMessage = (e: MessageEvent<{ cells?: number }>) => {
+        w.removeEventListener("message", onMessage);
+        resolve(e.data.cells);
+      };
+      w.addEventListener("message", onMessage);
+      w.postMessage({ cells: collect });
+    });
+  }
+
   /** Stops the Worker. */
   close(): void {
     Atomics.store(this.#ring, BareRing.STOP, 1);

@@ -7,7 +7,25 @@
 /// <reference lib="deno.worker" />
 import { BareRing } from "./_bare_device.ts";
 
-self.onmessage = async (e: MessageEvent<SharedArrayBuffer>) => {
+/**
+ * The live JS cells of this Worker's heap (`bun:jsc`), after a full collection when asked: the bare device's side of
+ * `bench/alloc.ts`'s device-thread row. `undefined` on V8.
+ */
+function heapCells(collect: boolean): number | undefined {
+  const require = (import.meta as { require?: (id: string) => unknown }).require;
+  if (require === undefined) return undefined;
+  const jsc = require("bun:jsc") as { heapStats(): { objectTypeCounts: Record<string, number> }; gcAndSweep(): void };
+  if (collect) jsc.gcAndSweep();
+  let n = 0;
+  for (const v of Object.values(jsc.heapStats().objectTypeCounts)) n += v;
+  return n;
+}
+
+self.onmessage = async (e: MessageEvent<SharedArrayBuffer | { cells: boolean }>) => {
+  if (!(e.data instanceof SharedArrayBuffer)) {
+    self.postMessage({ cells: heapCells(e.data.cells) });
+    return;
+  }
   const sab = e.data;
   const ring = new Int32Array(sab, 0, BareRing.HEADER_WORDS + BareRing.SLOTS);
   const data = new Float32Array(sab, BareRing.DATA_OFFSET, BareRing.SLOTS * BareRing.FLOATS);

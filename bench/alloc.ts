@@ -1,7 +1,7 @@
 /**
- * What one execute allocates on the host's thread, against the limit with nothing of ours: a bare Worker that
- * applies relu to 8 floats over one SharedArrayBuffer (`_bare_device.ts`: a store, a notify, an
- * `Atomics.waitAsync` back). The execute is the one a server makes per request: a relu FP32[8] model with host
+ * What one execute allocates on the host's thread (and, on Bun, on the device's), against the limit with nothing of
+ * ours: a bare Worker that applies relu to 8 floats over one SharedArrayBuffer (`_bare_device.ts`: a store, a notify,
+ * an `Atomics.waitAsync` back). The execute is the one a server makes per request: a relu FP32[8] model with host
  * tensors (input written, output read back), the device agent in its Worker. Garbage per execute is what the host's
  * collector must sweep (an eden collection stops the thread) and what an execute after an idle gap must bring back
  * into the caches.
@@ -10,6 +10,9 @@
  *   collection in it.
  * - Deno: bytes allocated per execute, from V8's sampling heap profiler (`node:inspector`, 64-byte sampling), every
  *   sample counted whether or not it was collected since.
+ * - The device's thread (Bun only): the cells the device agent's thread allocates per execute
+ *   (`DeviceSimPortal.agentHeapCells`, two readings around the run, the first after a collection), beside the bare
+ *   Worker's own thread per call. Its collections are the device-side stalls of back-to-back executes.
  *
  * Usage: `bun bench/alloc.ts [--json]`, `deno run -A bench/alloc.ts [--json]`.
  *
@@ -18,6 +21,7 @@
 import "reflect-metadata";
 import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
+import { DeviceSimPortal } from "@nrt/device-sim";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { BareDevice } from "./_bare_device.ts";
 import { emit, RUNTIME } from "./_timing.ts";
@@ -112,6 +116,27 @@ try {
     bare_worker_per_call: Math.round(limit),
     ratio: +(ours / limit).toFixed(1),
   });
+  // The device's side: cells the agent's thread (and the bare Worker's) allocates per call, no collection in between.
+  const portal = container.resolve(PortalToken);
+  if (portal instanceof DeviceSimPortal) {
+    const onDevice = async (count: (collect: boolean) => Promise<number | undefined>, fn: () => Promise<unknown>) => {
+      const before = await count(true);
+      for (let i = 0; i < CALLS; i++) await fn();
+      const after = await count(false);
+      return before === undefined || after === undefined ? undefined : (after - before) / CALLS;
+    };
+    const agent = await onDevice((c) => portal.agentHeapCells(0, 0, c), execute);
+    const bareThread = await onDevice((c) => device.heapCells(c), bare);
+    if (agent !== undefined && bareThread !== undefined) {
+      rows.push({
+        case: "the device's thread, same calls",
+        unit,
+        per_execute: Math.round(agent),
+        bare_worker_per_call: Math.round(bareThread),
+        ratio: +(agent / Math.max(bareThread, 1)).toFixed(1),
+      });
+    }
+  }
   await model.unload();
 } finally {
   device.close();
@@ -120,6 +145,7 @@ try {
 }
 emit(
   "alloc",
-  `Host-thread allocation per execute ÷ a bare Worker's relu over one SharedArrayBuffer (${unit}; nothing of ours)`,
+  `Allocation per execute on the host's thread (on Bun also on the device's) ÷ a bare Worker's relu over one ` +
+    `SharedArrayBuffer (${unit}; nothing of ours)`,
   rows,
 );
