@@ -141,15 +141,9 @@ export class DeviceLogWriter {
   /** Views of the scratch payload from each head length on (made once). */
   readonly #tails: Uint8Array[] = [];
 
-  /** Appends an entry whose payload is `head` bytes then UTF-8 `text`, cut to fit. */
+  /** Appends an entry whose payload is `head` bytes then UTF-8 `text`, cut to fit (at a character boundary). */
   appendText(kind: number, nc: number, head: (view: DataView) => number, text: string): void {
-    this.append(kind, nc, (payload, view) => {
-      const n = head(view);
-      const bytes = utf8.encode(text);
-      const room = LOG_PAYLOAD_BYTES - n;
-      payload.set(bytes.subarray(0, room), n);
-      return n + Math.min(room, bytes.length);
-    });
+    this.appendFilledText(kind, nc, head(this.#scratchView), text);
   }
 }
 
