@@ -59,7 +59,7 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
   }, 30_000);
 
   test(
-    "an endless kernel loop times out on the virtual clock and its Q7 Workers are gone when the call returns",
+    "an endless kernel loop times out on the virtual clock; the device stops its Q7 Workers and boots fresh ones",
     async () => {
       const h = await harness({ visibleCores: [0] });
       try {
@@ -67,11 +67,15 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
         // Let the kernel really spin on the 8 cores before the budget runs out.
         const { status } = await execHung(h, spin, 30_000, () => h.sim.q7Busy(0, 0));
         expect(status).toBe(NrtStatus.NRT_TIMEOUT);
-        expect(h.sim.q7Started(0, 0)).toBe(false);
         // The device's watchdog stopped the spinning cores; the host wrote no stream table (no halt) on the fault path.
         expect(h.sim.q7Events().filter((e) => e.kind === "cluster-terminated").map((e) => e.detail)).toEqual([
           "watchdog",
         ]);
+        // The device recovers the engine by itself (ours): a fresh cluster boots from the released image, no host call.
+        await h.sim.whenIdle(0, 0);
+        expect(h.sim.q7Started(0, 0)).toBe(true);
+        expect(h.sim.q7Busy(0, 0)).toBe(false);
+        expect(h.sim.q7Events().map((e) => e.kind).slice(-2)).toEqual(["cluster-terminated", "cluster-started"]);
         const streamWrites = (): number =>
           h.trace.entries.filter((e) => e.op === "barWrite" && e.target >= 0x4000 && e.target < 0x5000).length;
         // NRT_TIMEOUT is Band A: not fail-stop (seed lifecycle-error-model §4.1). The model is re-runnable: the next
@@ -82,7 +86,12 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
         expect(again.status).toBe(NrtStatus.NRT_TIMEOUT);
         expect(h.trace.entries.filter((e) => e.op === "semaphoreIncrement").length).toBe(1);
         expect(streamWrites()).toBe(0);
-        expect(h.sim.q7Started(0, 0)).toBe(false);
+        await h.sim.whenIdle(0, 0);
+        expect(h.sim.q7Events().filter((e) => e.kind === "cluster-terminated").map((e) => e.detail)).toEqual([
+          "watchdog",
+          "watchdog",
+        ]);
+        expect(h.sim.q7Events().filter((e) => e.kind === "cluster-started")).toHaveLength(3);
         await spin.model.unload();
         const ok = await load(h.rt, RELU_NEFF, 0);
         expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
@@ -108,9 +117,13 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
       const took = performance.now() - t0;
       expect(took).toBeGreaterThanOrEqual(990);
       expect(took).toBeLessThan(10_000);
-      // The device's own watchdog (same 1 s budget, counted from the run's start) stops the cores.
+      // The device's own watchdog (same 1 s budget, counted from the doorbell) stops the cores, then boots fresh
+      // ones.
       await h.sim.whenIdle(0, 0);
-      expect(h.sim.q7Started(0, 0)).toBe(false);
+      expect(h.sim.q7Events().filter((e) => e.kind === "cluster-terminated").map((e) => e.detail)).toEqual([
+        "watchdog",
+      ]);
+      expect(h.sim.q7Started(0, 0)).toBe(true);
       const ok = await load(h.rt, RELU_NEFF, 0);
       expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
     } finally {
@@ -119,10 +132,36 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
   }, 30_000);
 
   test(
+    "on the real clock, the device boots a fresh Q7 cluster after a hang, before the next execute asks for it",
+    async () => {
+      // A timeout does not poison the core's models. The device boots the replacement cluster as soon as its watchdog
+      // stops the hung one (ours), so the next execute of a model left loaded on the core finds it running and does
+      // not pay that boot inside its own budget.
+      const h = await harness({ visibleCores: [0], execTimeoutSeconds: 1, clock: new SystemClock() });
+      try {
+        const ok = await load(h.rt, RELU_NEFF, 0);
+        const spin = await load(h.rt, SPIN_NEFF, 0);
+        expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
+        expect(await exec(spin)).toBe(NrtStatus.NRT_TIMEOUT);
+        await h.sim.whenIdle(0, 0);
+        const kinds = () => h.sim.q7Events().map((e) => e.kind);
+        expect(kinds().slice(-2)).toEqual(["cluster-terminated", "cluster-started"]);
+        expect(h.sim.q7Started(0, 0)).toBe(true);
+        const before = kinds().length;
+        expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
+        expect(kinds().length).toBe(before); // no cluster booted for this execute
+      } finally {
+        await h.rt.close();
+      }
+    },
+    30_000,
+  );
+
+  test(
     "the device's watchdog timer, left pending by a quick run, stops a later hang at that hang's own deadline",
     async () => {
-      // The device keeps one watchdog timer across runs (ours): the quick run leaves it due 1 s after its start, and the
-      // spin that starts 500 ms later must be stopped 1 s after its own start, not when the old timer fires.
+      // The device keeps one watchdog timer across runs (ours): the quick run leaves it due 1 s after its doorbell, and
+      // the spin rung 500 ms later must be stopped 1 s after its own doorbell, not when the old timer fires.
       const h = await harness({ visibleCores: [0], execTimeoutSeconds: 1, clock: new SystemClock() });
       try {
         const ok = await load(h.rt, RELU_NEFF, 0);
@@ -142,7 +181,10 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
         expect(stopped - t0).toBeLessThan(10_000);
         expect(await p).toBe(NrtStatus.NRT_TIMEOUT);
         await h.sim.whenIdle(0, 0);
-        expect(h.sim.q7Started(0, 0)).toBe(false);
+        expect(h.sim.q7Events().filter((e) => e.kind === "cluster-terminated").map((e) => e.detail)).toEqual([
+          "watchdog",
+        ]);
+        expect(h.sim.q7Busy(0, 0)).toBe(false);
       } finally {
         await h.rt.close();
       }

@@ -74,8 +74,8 @@ export interface DeviceSimOptions {
   readonly q7Factory?: Q7ClusterFactory;
   /**
    * The device's hang budget in ms (ours; default {@linkcode DEFAULT_WATCHDOG_MS}, 0 turns it off): a run still in
-   * progress this long after it started is dropped by the device itself and the Q7 Workers busy with it are
-   * terminated. The host never halts a faulted stream (lifecycle-error-model §5.5); this is how a hung kernel is
+   * progress this long after its doorbell was taken is dropped by the device itself and the Q7 Workers busy with it
+   * are terminated. The host never halts a faulted stream (lifecycle-error-model §5.5); this is how a hung kernel is
    * contained. Set it to the runtime's `NEURON_RT_EXEC_TIMEOUT` when that differs from the default.
    */
   readonly watchdogMs?: number;

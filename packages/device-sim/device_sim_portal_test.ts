@@ -159,6 +159,49 @@ describe("DeviceSimPortal with the Q7 cluster", () => {
     30_000,
   );
 
+  test(
+    "the watchdog counts a run's budget from its doorbell and, after a hung kernel, boots a fresh cluster itself",
+    async () => {
+      // Both ours: the device's budget counts from the doorbell, as the host's wait does, so a run rung behind a hang
+      // and moved past the budget while it waited is dropped as it starts; the hang's drop boots fresh Q7 cores at
+      // once.
+      const { h, out, a, b, stream } = await stage();
+      try {
+        await stream(SPIN, 1, 0, true);
+        await stream(VECTOR_ADD, 2, 1);
+        await h.portal.semaphoreIncrement(0, 0, 1, 1);
+        await h.portal.notificationWait(0, 0, 0); // the marker: the spin kernel is dispatched
+        await h.portal.semaphoreIncrement(0, 0, 2, 1); // queued behind the spin
+        await h.portal.elapse(0, 30_000);
+        await h.portal.whenIdle(0, 0);
+        expect((await h.read()).records.map((r) => r.value)).toEqual([0xabc]); // no completion for either run
+        expect(h.portal.sequencerFaults(0, 0).map((f) => f.message)).toEqual([
+          expect.stringMatching(/^watchdog: run 1 of stream slot 0 exceeded 30000 ms; dropped$/),
+          expect.stringMatching(/^watchdog: run 1 of stream slot 1 exceeded 30000 ms; dropped$/),
+        ]);
+        expect(h.portal.q7Events().map((e) => [e.kind, e.detail])).toEqual([
+          ["released", undefined],
+          ["cluster-started", undefined],
+          ["cluster-terminated", "watchdog"],
+          ["cluster-started", undefined],
+        ]);
+        expect(h.portal.q7Started(0, 0)).toBe(true);
+        expect(h.portal.q7Busy(0, 0)).toBe(false);
+        // A doorbell rung now has its whole budget, and runs on the cores the device booted.
+        await h.fire(2);
+        expect((await h.read()).records.map((r) => r.kind)).toEqual([
+          NotificationKind.EVENT_SEMAPHORE,
+          NotificationKind.EXEC_DONE,
+        ]);
+        expect(bytesF32(await h.portal.memRead(out, 0, BYTES))).toEqual(a.map((x, i) => x + b[i]));
+        expect(h.portal.q7Events()).toHaveLength(4);
+      } finally {
+        await h.portal.close();
+      }
+    },
+    30_000,
+  );
+
   test("DeviceSimPortal.resetQ7() drops a hung stream and a later op boots a fresh cluster", async () => {
     const { h, out, a, b, stream } = await stage();
     try {
@@ -293,7 +336,7 @@ describe("DeviceSimPortal small ops on the device agent's thread", () => {
           "watchdog",
         ]);
         expect(h.portal.q7Busy(0, 0)).toBe(false);
-        // The next quick run boots a fresh cluster and completes.
+        // The device booted a fresh cluster after the drop (ours); the next quick run completes on it.
         await h.fire(1);
         expect((await h.read()).records.map((r) => r.kind)).toEqual([
           NotificationKind.HW_ERROR,

@@ -103,8 +103,8 @@ export interface SequencerDeps {
   readonly timeline?: TimelineSink;
   /**
    * The device's hang budget in ms (ours: the management core's watchdog): a run still in progress this long after
-   * it started is dropped by the device itself — no completion, Q7 Workers busy with it terminated. 0 or absent: no
-   * watchdog.
+   * its doorbell was taken is dropped by the device itself — no completion, Q7 Workers busy with it terminated. 0 or
+   * absent: no watchdog.
    */
   readonly watchdogMs?: number;
 }
@@ -125,8 +125,12 @@ const DROPPED = Symbol("dropped");
 
 interface Run {
   readonly entry: StreamEntry;
-  /** Device time (ms) the run started, for the watchdog. */
-  readonly startedAt: number;
+  /**
+   * Device time (ms) the run's doorbell was taken, for the watchdog (ours): the budget counts from there, as the
+   * host's wait does, so a run queued behind another (or behind the Q7 cores' recovery) is not given more time than
+   * the host gives it.
+   */
+  readonly rungAt: number;
   readonly count: number;
   model: number;
   slot: number;
@@ -168,7 +172,8 @@ function droppedOf(run: Run): Promise<typeof DROPPED> {
 export class Sequencer {
   readonly #d: SequencerDeps;
   /** Runs to play, and library stagings, in order: one at a time on the NeuronCore's Q7 cores. */
-  readonly #queue: Array<StreamEntry | { stage: () => Promise<void>; settle: () => void }> = [];
+  readonly #queue: Array<{ entry: StreamEntry; rungAt: number } | { stage: () => Promise<void>; settle: () => void }> =
+    [];
   readonly #runCounts = new Map<number, number>();
   /** Decoded opcode tables by PA, until the next swap-table write. */
   readonly #tables = new Map<number, OpcodeTable>();
@@ -218,7 +223,7 @@ export class Sequencer {
   /** Queues one run of `entry` (FIFO behind any run in progress). */
   ring(entry: StreamEntry): void {
     if (this.#stopped) return;
-    this.#queue.push(entry);
+    this.#queue.push({ entry, rungAt: this.#now() });
     this.#pumping ??= this.#pump();
   }
 
@@ -246,7 +251,7 @@ export class Sequencer {
       now.model === e.model;
     for (let i = this.#queue.length - 1; i >= 0; i--) {
       const q = this.#queue[i];
-      if ("slot" in q && q.slot === slot && !same(q)) this.#queue.splice(i, 1);
+      if ("entry" in q && q.entry.slot === slot && !same(q.entry)) this.#queue.splice(i, 1);
     }
     const r = this.#current;
     if (r !== undefined && r.entry.slot === slot && !same(r.entry)) this.#drop(r, "stream halted");
@@ -363,8 +368,40 @@ export class Sequencer {
   #drop(r: Run, cause: string): void {
     if (r.abort.signal.aborted) return;
     r.abort.abort();
-    // A kernel that never returns keeps its Workers spinning: stop them; the next EXTENDED_INST boots fresh ones.
-    if (r.q7Busy) this.#d.q7.terminate(cause);
+    // A kernel that never returns keeps its Workers spinning: stop them. After the watchdog's drop the device boots
+    // fresh ones at once; after a halt, the next EXTENDED_INST does.
+    if (!r.q7Busy) return;
+    this.#d.q7.terminate(cause);
+    if (cause === WATCHDOG_CAUSE) this.#recoverQ7();
+  }
+
+  /**
+   * After the watchdog stopped a hung kernel, boots a fresh Q7 cluster from the released image at once and prepares
+   * in it the libraries of every stream installed on the NeuronCore and of the current opcode table, ahead of any run
+   * queued meanwhile. Ours: the seed leaves the engine's recovery to the management core, not to libnrt
+   * (lifecycle-error-model §5.5), and says no more; recovering at once means the next execute of a model left
+   * loaded (a timeout does not poison it) does not pay the cluster's boot inside its own budget. The host sees no
+   * call of its own for it. A close or an unload meanwhile stops the fresh cluster like any other.
+   */
+  #recoverQ7(): void {
+    if (this.#stopped) return;
+    this.#queue.unshift({
+      stage: async () => {
+        const cluster = await this.#d.q7.cluster();
+        const libs = new Map<string, () => Uint8Array>();
+        for (let slot = 0; slot < this.#d.spec.csr.streamSlots; slot++) {
+          const entry = this.#d.regs.streamEntry(slot);
+          if (entry !== undefined) { for (const l of this.librariesOf(entry)) libs.set(l.key, l.image); }
+        }
+        for (const l of this.#librariesOfTable(this.#opcodeTablePa)) libs.set(l.key, l.image);
+        for (const [key, image] of libs) {
+          if (this.#stopped) return;
+          await cluster.ensureLibrary(key, image)?.catch(() => {});
+        }
+      },
+      settle: () => {},
+    });
+    this.#pumping ??= this.#pump();
   }
 
   /** Stops for good (portal close): queued runs are discarded and the run in progress is dropped. */
@@ -418,7 +455,7 @@ export class Sequencer {
     try {
       for (let e = this.#queue.shift(); e !== undefined; e = this.#queue.shift()) {
         if ("stage" in e) await e.stage().catch(() => {});
-        else await this.#run(e);
+        else await this.#run(e.entry, e.rungAt);
       }
     } finally {
       this.#pumping = undefined;
@@ -432,6 +469,9 @@ export class Sequencer {
   elapse(ms: number): void {
     if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`Cannot move the device clock by ${ms} ms`);
     this.#skewMs += ms;
+    // A pending timer was set for a real delay the new skew has made stale: it goes. The run in progress is checked
+    // (and re-armed) now; the next run arms one for its own deadline (already past, for a run rung before this).
+    this.#disarmWatchdog();
     this.#checkWatchdog();
   }
 
@@ -447,7 +487,7 @@ export class Sequencer {
     const budget = this.#d.watchdogMs ?? 0;
     const r = this.#current;
     if (budget <= 0 || r === undefined || this.#stopped) return;
-    const due = r.startedAt + budget;
+    const due = r.rungAt + budget;
     if (this.#watchdog !== undefined && this.#watchdogDue <= due) return;
     this.#disarmWatchdog();
     this.#watchdogDue = due;
@@ -467,7 +507,7 @@ export class Sequencer {
     const budget = this.#d.watchdogMs ?? 0;
     const r = this.#current;
     if (budget <= 0 || r === undefined || r.abort.signal.aborted) return;
-    if (this.#now() - r.startedAt >= budget) {
+    if (this.#now() - r.rungAt >= budget) {
       this.#dropOverBudget(r, budget);
       return;
     }
@@ -475,7 +515,7 @@ export class Sequencer {
     this.#armWatchdog();
   }
 
-  async #run(entry: StreamEntry): Promise<void> {
+  async #run(entry: StreamEntry, rungAt: number): Promise<void> {
     const { spec, q7, memory } = this.#d;
     const count = (this.#runCounts.get(entry.slot) ?? 0) + 1;
     this.#runCounts.set(entry.slot, count);
@@ -490,7 +530,7 @@ export class Sequencer {
     const started = sharedClockMs();
     const run: Run = {
       entry,
-      startedAt: started + this.#skewMs,
+      rungAt,
       count,
       model: entry.model,
       slot: 0,
@@ -507,10 +547,20 @@ export class Sequencer {
     regs.counters[NcCounter.RUN_STARTED_MS] = started;
     let outcome: "completed" | "faulted" | "dropped" = "completed";
     this.#current = run;
-    this.#armWatchdog();
-    Atomics.add(regs.status, NcStatus.RUNS, 1);
-    this.#d.faults?.runStarted();
+    // A run whose budget ran out while it was queued (it counts from the doorbell) is dropped before it starts.
+    const budget = this.#d.watchdogMs ?? 0;
+    const late = budget > 0 && this.#now() - rungAt >= budget;
+    if (late) this.#dropOverBudget(run, budget);
+    else {
+      this.#armWatchdog();
+      Atomics.add(regs.status, NcStatus.RUNS, 1);
+      this.#d.faults?.runStarted();
+    }
     try {
+      if (late) {
+        outcome = "dropped";
+        return;
+      }
       const atStart = this.#fire(run, "run-start");
       if (atStart !== undefined) await atStart;
       // The fetch: slots decoded once per write of the stream's memory (the host writes it at load), not per run.
@@ -814,7 +864,7 @@ export class Sequencer {
       fn: entry.name,
       totalCpus: totalCpus as 1 | 8,
       args: run.args ?? NO_ARGS, // the decoded table itself: the cluster only reads it
-      deadlineMs: budget > 0 ? run.startedAt + budget : undefined,
+      deadlineMs: budget > 0 ? run.rungAt + budget : undefined,
     };
     run.fn = entry.name;
     run.dispatch = started.dispatch(op, run.abort.signal);
