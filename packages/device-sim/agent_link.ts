@@ -10,6 +10,7 @@ import { NrtError, NrtStatus } from "@nrt/core";
 import { type AgentInit, type AgentMessage, type AgentReply, DeviceAgent, DoorbellRing } from "./device_agent.ts";
 import { addClockSkew, killLocalOps, resetLocalOps } from "./local_watchdog.ts";
 import type { Q7ClusterFactory } from "./q7_complex.ts";
+import { HostedWorkers, type SpawnRequest } from "./worker_spawn.ts";
 
 /** A control message before it is numbered. */
 export type AgentRequest = AgentMessage extends infer M ? M extends { seq: number } ? Omit<M, "seq"> : never : never;
@@ -33,12 +34,20 @@ export class AgentLink {
   /** An agent in a Worker of its own. */
   static worker(init: AgentInit): AgentLink {
     const worker = new Worker(new URL("./device_agent_worker.ts", import.meta.url), { type: "module" });
+    // The agent's own Workers (Q7 cores, watchdog), started here for it (worker_spawn.ts).
+    const hosted = new HostedWorkers((error) => worker.postMessage(error));
     const link = new AgentLink(
       new Int32Array(init.doorbells),
       () => (msg) => worker.postMessage(msg),
-      () => worker.terminate(),
+      () => {
+        worker.terminate();
+        hosted.close();
+      },
     );
-    worker.onmessage = (e: MessageEvent<AgentReply>) => link.#reply(e.data);
+    worker.onmessage = (e: MessageEvent<AgentReply | SpawnRequest>) => {
+      if ("spawn" in e.data) hosted.handle(e.data);
+      else link.#reply(e.data);
+    };
     worker.onerror = (e: ErrorEvent) => {
       e.preventDefault();
       link.#fail(new Error(`the device agent failed: ${e.message}`));

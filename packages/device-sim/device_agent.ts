@@ -13,7 +13,8 @@
  *   it, and the agent plays those before the message (neither passes the other, as PCIe orders posted writes).
  *
  * The sequencer, the DMA queues, the notification writer, the file-IO manager and the fault ports all run here; the
- * Q7 clusters are this agent's own Workers, signalled through their shared memory.
+ * Q7 clusters are this agent's own Workers (started by the host for it, `worker_spawn.ts`), signalled through their
+ * shared memory.
  *
  * Seed: runtime-synthesis §1.2 layer 4 (the driver ABI; completion is poll-driven, the host sleeps on `comp_efd`),
  * §3.3 (the doorbell is one semaphore increment), §3.5 (the completion record). The agent, its rings and its

@@ -17,6 +17,7 @@
  */
 import { DoorbellRing } from "./device_agent.ts";
 import type { Q7LocalWatchdog } from "./q7/q7_cluster.ts";
+import { type SpawnedWorker, spawnHere, type WorkerSpawner } from "./worker_spawn.ts";
 
 /** The word indices q7_watchdog.js reads (sent in its "init" message). */
 const WATCHDOG_WORDS = {
@@ -69,7 +70,8 @@ export class LocalWatchdog {
   readonly #buffer: SharedArrayBuffer;
   readonly #ring: Int32Array;
   readonly #deadline: Float64Array;
-  #worker: Worker | undefined;
+  readonly #spawn: WorkerSpawner;
+  #worker: SpawnedWorker | undefined;
   #nextId = 1;
 
   /** The doorbell ring whose watchdog words this watchdog reads and writes. */
@@ -77,8 +79,12 @@ export class LocalWatchdog {
     return this.#buffer;
   }
 
-  /** A watchdog over the agent's doorbell ring; its Worker starts with the first {@linkcode LocalWatchdog.adopt}. */
-  constructor(doorbells: SharedArrayBuffer) {
+  /**
+   * A watchdog over the agent's doorbell ring; its Worker starts with the first {@linkcode LocalWatchdog.adopt}, with
+   * `spawn` (default: on this thread).
+   */
+  constructor(doorbells: SharedArrayBuffer, spawn: WorkerSpawner = spawnHere) {
+    this.#spawn = spawn;
     this.#buffer = doorbells;
     this.#ring = new Int32Array(doorbells);
     this.#deadline = new Float64Array(doorbells, 0, DoorbellRing.HEADER_WORDS >> 1);
@@ -91,8 +97,8 @@ export class LocalWatchdog {
     ringBell(this.#ring);
   }
 
-  #start(): Worker {
-    const w = new Worker(new URL("./q7/q7_watchdog.js", import.meta.url), { type: "module" });
+  #start(): SpawnedWorker {
+    const w = this.#spawn("q7-watchdog");
     this.#worker = w;
     this.#post({ type: "init", ring: this.#buffer, words: WATCHDOG_WORDS });
     return w;

@@ -9,6 +9,7 @@
  */
 import { defaultLocalOpBytes, Q7Cluster, type Q7LocalWatchdog } from "./q7/q7_cluster.ts";
 import type { Q7ClusterFactory, Q7ClusterPort } from "./q7_complex.ts";
+import type { WorkerSpawner } from "./worker_spawn.ts";
 
 /** Creates a `Q7Cluster` with the NeuronCore's SBUF size. */
 export const defaultQ7Factory: Q7ClusterFactory = async (options: { sbufBytes: number }): Promise<Q7ClusterPort> =>
@@ -22,6 +23,7 @@ export const defaultQ7Factory: Q7ClusterFactory = async (options: { sbufBytes: n
 export function localOpsQ7Factory(
   watchdog: { forCore(nc: number): Q7LocalWatchdog },
   localOpBytes?: number,
+  spawn?: WorkerSpawner,
 ): Q7ClusterFactory {
   // One record of quick functions for all the agent's clusters: a cluster booted after a Q7 reset or a reload runs
   // the functions already seen quick on the agent's thread from their first op.
@@ -32,5 +34,6 @@ export function localOpsQ7Factory(
       localOpBytes: localOpBytes ?? defaultLocalOpBytes(), // read per cluster: a bad value refuses the cluster
       watchdog: watchdog.forCore(options.nc),
       quick,
+      spawn,
     });
 }

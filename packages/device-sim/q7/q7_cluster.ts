@@ -89,6 +89,7 @@ import {
   WORKER_LAYOUT,
 } from "./_abi.ts";
 import { guardLoops } from "./_loop_guard.ts";
+import { type SpawnedWorker, spawnHere, type WorkerSpawner } from "../worker_spawn.ts";
 
 /** A tensor as a kernel sees it through `customop_next_tensor` / `customop_return_tensor`. */
 export interface TensorDesc {
@@ -211,6 +212,11 @@ export interface Q7ClusterOptions {
    * the same set, and a function learned quick in one runs on the calling thread in the next from its first op.
    */
   quick?: Set<string>;
+  /**
+   * How the cluster starts its Workers (default: on the calling thread). A device agent in a Worker gives one that asks
+   * the host to start them (worker_spawn.ts, ours).
+   */
+  spawn?: WorkerSpawner;
 }
 
 /**
@@ -340,7 +346,7 @@ export class Q7Cluster {
   /** The most custom-op libraries kept prepared at once ({@linkcode Q7ClusterOptions.maxLibraries}). */
   readonly maxLibraries: number;
 
-  #workers: Worker[];
+  #workers: SpawnedWorker[];
   #replies: Array<Array<{ resolve(r: Reply): void; reject(e: Error): void }>>;
   #i32: Int32Array; // mailbox words
   #u8: Uint8Array;
@@ -384,6 +390,7 @@ export class Q7Cluster {
     maxLibraries: number,
     localOpBytes: number,
     quick: Set<string> | undefined,
+    spawn: WorkerSpawner,
   ) {
     this.#quick = quick ?? new Set();
     this.memory = memory;
@@ -404,7 +411,7 @@ export class Q7Cluster {
     this.#view = new DataView(buffer);
     this.#replies = Array.from({ length: workers }, () => []);
     this.#workers = Array.from({ length: workers }, (_, w) => {
-      const worker = new Worker(new URL("./q7_worker.js", import.meta.url), { type: "module" });
+      const worker = spawn("q7-cores");
       worker.onmessage = (e: MessageEvent<Reply>) => this.#replies[w].shift()?.resolve(e.data);
       worker.onerror = (e: ErrorEvent) => {
         e.preventDefault();
@@ -463,6 +470,7 @@ export class Q7Cluster {
       maxLibraries,
       opts.watchdog ? localOpBytes : 0,
       opts.quick,
+      opts.spawn ?? spawnHere,
     );
     // Handed to the watchdog first: its Worker (started by the owner's first cluster) boots beside the cores' Workers.
     if (cluster.#local !== undefined && opts.watchdog !== undefined) {

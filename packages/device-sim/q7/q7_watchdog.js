@@ -16,7 +16,9 @@
  *
  * Messages: `{ type: "init", ring, words }`, `{ type: "adopt", id, memory, killWord }` (taken: the ADOPTED word holds
  * `id`), `{ type: "forget", id }`. Each is counted in the POSTED word and followed by a ring of the bell, so a parked
- * Worker returns to its event loop to take it. The Worker posts nothing back.
+ * Worker returns to its event loop to take it. The Worker posts nothing back. A Worker the host started for a device
+ * agent (worker_spawn.ts, ours) first gets `{ connect: port }` from the host, not counted: the messages then come over
+ * that port.
  *
  * Ours: the seeds say nothing of how a simulator stops a kernel.
  *
@@ -96,6 +98,15 @@ function park() {
 const schedulePark = parkLater(park);
 
 globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
+  if (e.data?.connect instanceof MessagePort) {
+    e.data.connect.onmessage = onAgentMessage;
+    return;
+  }
+  onAgentMessage(e);
+};
+
+/** One message of the agent. */
+function onAgentMessage(/** @type {MessageEvent} */ e) {
   const msg = e.data;
   handled++;
   if (msg.type === "init") {
@@ -111,4 +122,4 @@ globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
     clusters.delete(msg.id);
   }
   schedulePark();
-};
+}

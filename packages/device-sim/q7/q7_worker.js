@@ -13,6 +13,9 @@
  * dropped, and the slot may be loaded again with another library). Replies: `{ type: "ready" }`,
  * `{ type: "loaded", slot, error?, info? }`, `{ type: "unloaded", slot }`.
  *
+ * A Worker the host started for a device agent (worker_spawn.ts, ours) first gets `{ connect: port }` from the host,
+ * not counted in MB_POSTED: the cluster's messages then come, and its replies go, over that port.
+ *
  * @module
  */
 import { parkLater } from "./_park_later.js";
@@ -61,13 +64,28 @@ function park() {
 /** Schedules park() once, in a later task (_park_later.js). */
 const schedulePark = parkLater(park);
 
+/** Where the cluster is: this Worker's own scope, or the port a host-started Worker was handed. */
+/** @type {{ postMessage(message: unknown): void }} */
+let cluster = globalThis;
+
 /** Replies to the cluster, then parks again. */
 function replyThenPark(/** @type {unknown} */ message) {
-  globalThis.postMessage(message);
+  cluster.postMessage(message);
   schedulePark();
 }
 
 globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
+  if (e.data?.connect instanceof MessagePort) {
+    const port = e.data.connect;
+    port.onmessage = onClusterMessage;
+    cluster = port;
+    return;
+  }
+  onClusterMessage(e);
+};
+
+/** One message of the cluster. */
+function onClusterMessage(/** @type {MessageEvent} */ e) {
   const msg = e.data;
   handled++;
   if (msg.type === "init") {
@@ -94,4 +112,4 @@ globalThis.onmessage = (/** @type {MessageEvent} */ e) => {
     q7.unload(msg.slot);
     replyThenPark({ type: "unloaded", slot: msg.slot });
   }
-};
+}
