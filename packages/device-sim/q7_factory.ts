@@ -18,7 +18,8 @@ export const defaultQ7Factory: Q7ClusterFactory = async (options: { sbufBytes: n
 /**
  * The device agent's factory: `Q7Cluster`s that run ops of at most `localOpBytes` bytes of tensors on the agent's
  * own thread (default `defaultLocalOpBytes()`: 64 KiB, or `NRT_SIM_LOCAL_OP_BYTES`), stopped by `watchdog` when
- * they overrun their deadline (ours, see local_watchdog.ts).
+ * they overrun their deadline (ours, see local_watchdog.ts). Their Workers are started with `spawn` (default: on
+ * this thread; the agent in a Worker has the host start them, see worker_spawn.ts).
  */
 export function localOpsQ7Factory(
   watchdog: { forCore(nc: number): Q7LocalWatchdog },
