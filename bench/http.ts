@@ -6,7 +6,8 @@
  * compiles of the server's functions, and each row now prints that share so a short warm-up shows). A second
  * limit is the bare route with relu computed by a bare Worker over one SharedArrayBuffer (`_bare_device.ts`): the
  * thread hops of a device off the HTTP thread, with nothing of ours. Each row also gives the server's main-thread
- * CPU per request where `/proc` tells it. Under Bun it then runs itself under Deno (and the other way round) and
+ * CPU per request where `/proc` tells it, and the whole process's (server, device threads and client) with the CPUs
+ * it kept busy: a target that keeps all the machine's CPUs busy is bound by CPU. Under Bun it then runs itself under Deno (and the other way round) and
  * prints both; `--here` measures the current runtime only; `--json` prints one table line per runtime.
  *
  * Usage: `bun bench/http.ts [--requests N] [--seconds S] [--connections C] [--instances I] [--warmup N] [--here]
@@ -81,16 +82,16 @@ function load(job: LoadJob): Promise<LoadResult> {
 }
 
 /**
- * CPU time in µs, from `/proc`, of this process's main thread (the server's) and of its JIT compiler and GC helper
- * threads (Bun: `JITWorker`, `HeapHelper`; Deno: V8's `DefaultWorker`s, which do both); undefined where there is no
- * `/proc`.
+ * CPU time in µs, from `/proc`, of this process's main thread (the server's), of its JIT compiler and GC helper
+ * threads (Bun: `JITWorker`, `HeapHelper`; Deno: V8's `DefaultWorker`s, which do both), and of the whole process (the
+ * server, its device's threads and the client Worker); undefined where there is no `/proc`.
  */
-function threadCpuUs(): { main: number; jitGc: number } | undefined {
-  const cpu = (tid: string): number => {
-    const st = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
-    const f = st.slice(st.lastIndexOf(")") + 2).split(" ");
+function threadCpuUs(): { main: number; jitGc: number; process: number } | undefined {
+  const ticks = (stat: string): number => {
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(f[11]) + Number(f[12])) * 10_000; // utime + stime, in clock ticks of 10 ms
   };
+  const cpu = (tid: string): number => ticks(readFileSync(`/proc/self/task/${tid}/stat`, "utf8"));
   try {
     let jitGc = 0;
     for (const tid of readdirSync("/proc/self/task")) {
@@ -99,19 +100,23 @@ function threadCpuUs(): { main: number; jitGc: number } | undefined {
         if (/^(JITWorker|HeapHelper|V8 DefaultWorke)/.test(comm)) jitGc += cpu(tid);
       } catch { /* the thread ended */ }
     }
-    return { main: cpu(String(process.pid)), jitGc };
+    return { main: cpu(String(process.pid)), jitGc, process: ticks(readFileSync("/proc/self/stat", "utf8")) };
   } catch {
     return undefined;
   }
 }
 
 /**
- * A load run with the server's main-thread CPU per request, and the share of one CPU the JIT and GC helper threads
- * took meanwhile (a warm-up too short for the JIT shows here).
+ * A load run with the server's main-thread CPU per request, the share of one CPU the JIT and GC helper threads took
+ * meanwhile (a warm-up too short for the JIT shows here), and the whole process's CPU per request with the CPUs it
+ * kept busy: near the machine's CPU count the run was bound by CPU, and two such targets' throughputs then stand in
+ * the inverse ratio of their process CPU per request.
  */
 interface Row extends LoadResult {
   readonly mainCpuUs?: number;
   readonly jitGcPct?: number;
+  readonly processCpuUs?: number;
+  readonly busyCpus?: number;
 }
 
 /** One runtime's figures: the plain app, the app with nrt serve's hooks, the bare route, and it with a bare device. */
@@ -235,6 +240,8 @@ async function measure(): Promise<Measured> {
         ...r,
         mainCpuUs: (c1.main - c0.main) / Math.max(1, r.completed),
         jitGcPct: (100 * (c1.jitGc - c0.jitGc)) / (r.elapsedMs * 1000),
+        processCpuUs: (c1.process - c0.process) / Math.max(1, r.completed),
+        busyCpus: (c1.process - c0.process) / (r.elapsedMs * 1000),
       };
     };
     const infer = await measured(inferServer.port);
@@ -270,7 +277,10 @@ function report(r: Measured): string {
     } requests  ` +
     `p50 ${x.p50Ms.toFixed(2)} ms  p99 ${x.p99Ms.toFixed(2)} ms  errors ${x.errors}` +
     (x.mainCpuUs === undefined ? "" : `  main thread ${x.mainCpuUs.toFixed(0)} µs/req`) +
-    (x.jitGcPct === undefined ? "" : `  JIT+GC threads ${x.jitGcPct.toFixed(0)}%`);
+    (x.jitGcPct === undefined ? "" : `  JIT+GC threads ${x.jitGcPct.toFixed(0)}%`) +
+    (x.processCpuUs === undefined || x.busyCpus === undefined
+      ? ""
+      : `  process ${x.processCpuUs.toFixed(0)} µs/req (${x.busyCpus.toFixed(2)} CPUs busy)`);
   return [
     `${r.runtime}:`,
     line("POST /infer (relu FP32[8])", r.infer),
@@ -279,6 +289,10 @@ function report(r: Measured): string {
     line("  + bare Worker device", r.bareDevice),
     `  throughput ratio infer/bare: ${r.ratio.toFixed(2)}; with nrt serve's hooks: ${r.servedRatio.toFixed(2)}; ` +
     `bare route with a bare Worker device: ${r.bareDeviceRatio.toFixed(2)}`,
+    ...(r.bare.processCpuUs === undefined || r.infer.processCpuUs === undefined ? [] : [
+      `  process CPU per request, bare ÷ infer: ${(r.bare.processCpuUs / r.infer.processCpuUs).toFixed(2)} ` +
+      `(the throughput ratio when both keep the same CPUs busy)`,
+    ]),
   ].join("\n");
 }
 
