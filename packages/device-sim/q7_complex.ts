@@ -139,6 +139,8 @@ export class Q7Complex {
   #state: "stalled" | "running" | "failed" = "stalled";
   #image: { iram: Uint8Array; dram: Uint8Array } | undefined;
   #cluster: Promise<Q7ClusterPort> | undefined;
+  /** Moves on when a cluster starts booting and when one stops: a boot that finds it moved was stopped meanwhile. */
+  #generation = 0;
   /** The started cluster (set once `#cluster` resolved, cleared when it stops). */
   #ready: ClusterHandle | undefined;
   #prepared = new Set<string>();
@@ -226,6 +228,7 @@ export class Q7Complex {
     }
     if (this.#cluster === undefined) {
       const image = this.#image;
+      const generation = ++this.#generation;
       const starting = (async () => {
         const c = await this.#factory({ sbufBytes: this.#sbuf.bytes, nc: this.#nc });
         try {
@@ -233,6 +236,12 @@ export class Q7Complex {
         } catch (e) {
           c.terminate();
           throw e;
+        }
+        // Stopped while it booted (a reset, an unload, a close, or a fresh release): it must not take the SBUF or
+        // report itself started; the cluster that replaced it, if any, does.
+        if (this.#generation !== generation) {
+          c.terminate();
+          throw new Error(`Q7 cores of NeuronCore ${this.#nc} were stopped while they booted`);
         }
         this.#sbuf.attach(c.memory);
         this.#event({ nc: this.#nc, kind: "cluster-started" });
@@ -287,6 +296,7 @@ export class Q7Complex {
   #stopCluster(cause: string): void {
     const c = this.#cluster;
     if (c === undefined) return;
+    this.#generation++;
     this.#cluster = undefined;
     this.#ready = undefined;
     this.#prepared = new Set();

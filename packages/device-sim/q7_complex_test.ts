@@ -203,6 +203,40 @@ describe("Q7Complex", () => {
     await h.portal.close();
   });
 
+  test("Q7Complex: a cluster stopped while it boots neither takes the SBUF nor reports itself started", async () => {
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    const { factory, log } = fakeFactory(() => "ok");
+    // The first cluster's boot waits at the gate; a Q7 reset arrives meanwhile.
+    const slow: Q7ClusterFactory = async (o) => {
+      const c = await factory(o);
+      return { ...c, boot: async (fw) => (await gate, await c.boot(fw)) };
+    };
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: slow });
+    try {
+      await h.attachNq(8);
+      await h.bootQ7({ iram: new Uint8Array([1]), dram: new Uint8Array([2]) });
+      const staging = stageOp(h, 8); // installing the stream boots the cluster
+      for (let i = 0; i < 1000 && log.created === 0; i++) await new Promise((r) => setTimeout(r, 1));
+      expect(log.created).toBe(1);
+      await h.portal.resetQ7(0, 0);
+      open();
+      await staging;
+      await h.portal.whenIdle(0, 0);
+      const kinds = () => h.portal.q7Events().map((e) => e.kind);
+      expect(kinds()).toEqual(["released", "cluster-terminated"]);
+      expect(h.portal.q7Started(0, 0)).toBe(false);
+      // The next op boots a fresh cluster, and that one starts and runs.
+      await h.fire(1);
+      expect(kinds()).toEqual(["released", "cluster-terminated", "cluster-started"]);
+      expect(h.portal.q7Started(0, 0)).toBe(true);
+      expect(log.created).toBe(2);
+      expect((await h.read()).records.map((r) => r.kind)).toContain(NotificationKind.EXEC_DONE);
+    } finally {
+      await h.portal.close();
+    }
+  });
+
   test("Q7Complex refuses EXTENDED_INST while the cores are held in run-stall", async () => {
     const { factory, log } = fakeFactory(() => "ok");
     const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });
