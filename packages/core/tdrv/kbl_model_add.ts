@@ -538,7 +538,9 @@ export async function kmgrUnstage(s: InstallServices, m: InstalledModel): Promis
 
 /**
  * `kbl_compute_setup`: re-materialises the template DMA rings for this execution's I/O device addresses (the
- * model's buffers follow them). Skipped when the addresses are the ones the rings already encode.
+ * model's buffers follow them). Seed: runtime-synthesis §3.3 (on every execute, `dlr_add_to_hw_exec_queue →
+ * kbl_compute_setup`). Skipped when the addresses are the ones the rings already encode (ours: the rings would be
+ * rewritten with the same bytes).
  */
 export async function kblComputeSetup(s: InstallServices, m: InstalledModel, io: readonly number[]): Promise<void> {
   if (m.boundPa.length === io.length && m.boundPa.every((pa, i) => pa === io[i])) return;
