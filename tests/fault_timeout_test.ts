@@ -10,6 +10,15 @@ afterAll(async () => {
 const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
 const SPIN_NEFF = oneOpNeff("faults", "spin", [f32("x", 64)], [f32("y", 64)]);
 
+/** A 1 s budget on the real clock, with relu and spin loaded on core 0 and relu run once. */
+async function realClockPair() {
+  const h = await harness({ visibleCores: [0], execTimeoutSeconds: 1, clock: new SystemClock() });
+  const ok = await load(h.rt, RELU_NEFF, 0);
+  const spin = await load(h.rt, SPIN_NEFF, 0);
+  expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
+  return { h, ok, spin };
+}
+
 describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
   for (const seconds of [1, 30, 600]) {
     test(
@@ -137,11 +146,8 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
       // A timeout does not poison the core's models. The device boots the replacement cluster as soon as its watchdog
       // stops the hung one (ours), so the next execute of a model left loaded on the core finds it running and does
       // not pay that boot inside its own budget.
-      const h = await harness({ visibleCores: [0], execTimeoutSeconds: 1, clock: new SystemClock() });
+      const { h, ok, spin } = await realClockPair();
       try {
-        const ok = await load(h.rt, RELU_NEFF, 0);
-        const spin = await load(h.rt, SPIN_NEFF, 0);
-        expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
         expect(await exec(spin)).toBe(NrtStatus.NRT_TIMEOUT);
         await h.sim.whenIdle(0, 0);
         const kinds = () => h.sim.q7Events().map((e) => e.kind);
@@ -162,11 +168,8 @@ describe("NEURON_RT_EXEC_TIMEOUT (seed lifecycle-error-model §5.4)", () => {
     async () => {
       // The device keeps one watchdog timer across runs (ours): the quick run leaves it due 1 s after its doorbell, and
       // the spin rung 500 ms later must be stopped 1 s after its own doorbell, not when the old timer fires.
-      const h = await harness({ visibleCores: [0], execTimeoutSeconds: 1, clock: new SystemClock() });
+      const { h, spin } = await realClockPair();
       try {
-        const ok = await load(h.rt, RELU_NEFF, 0);
-        const spin = await load(h.rt, SPIN_NEFF, 0);
-        expect(await exec(ok)).toBe(NrtStatus.NRT_SUCCESS);
         await new Promise((r) => setTimeout(r, 500));
         const t0 = performance.now();
         const p = exec(spin);
