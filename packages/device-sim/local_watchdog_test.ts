@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { DOORBELL_RING_BYTES } from "./device_agent.ts";
 import { LocalWatchdog } from "./local_watchdog.ts";
 import { defaultLocalOpBytes, Q7_LOCAL_OP_BYTES_ENV, Q7Cluster } from "./q7/q7_cluster.ts";
+import { doorbellWord, MAILBOX, MB_DONE } from "./q7/_abi.ts";
 
 const kernel = (name: string) =>
   new Uint8Array(readFileSync(new URL(`../../kernels/wasm/${name}.wasm`, import.meta.url)));
@@ -99,6 +100,36 @@ describe("Q7Cluster ops on the calling thread, under the local watchdog", () => 
       expect(c.hasPending).toBe(false);
       await noDeadline;
       expect(c.watchdogFired).toBe(false);
+    } finally {
+      c.terminate();
+      dog.stop();
+    }
+  });
+
+  test("a Worker woken for something else does not run an op left for the calling thread", async () => {
+    // The race behind an mlp warm-up that hung on Deno one load in ten: a Worker that woke on a doorbell it had not
+    // consumed found the mailbox of an op left for the agent's own cores and ran it too, and its late count kept the
+    // next op on the Workers from ever joining. Here both Workers are woken while such an op waits for runPending.
+    const { c, dog } = await cluster();
+    try {
+      await learn(c);
+      c.drainStdio();
+      const far = NOW() + 60_000;
+      const op = c.dispatch(printf(1n, far));
+      expect(c.hasPending).toBe(true);
+      const i32 = new Int32Array(c.memory.buffer, MAILBOX);
+      for (const w of [0, 1]) {
+        Atomics.add(i32, doorbellWord(w), 1);
+        Atomics.notify(i32, doorbellWord(w));
+      }
+      await new Promise((r) => setTimeout(r, 100)); // time for a Worker to take the op, if it would
+      expect(Atomics.load(i32, MB_DONE)).toBe(0);
+      c.runPending();
+      expect((await op).cores.map((r) => r.status)).toEqual(Array(8).fill("ok"));
+      expect(Atomics.load(i32, MB_DONE)).toBe(8);
+      expect(c.drainStdio().map((e) => e.cpu).sort()).toEqual([0, 1, 2, 3, 4, 5, 6, 7]); // each core printed once
+      // The next op on the Workers joins.
+      expect((await c.dispatch(printf(1n))).cores.map((r) => r.status)).toEqual(Array(8).fill("ok"));
     } finally {
       c.terminate();
       dog.stop();

@@ -112,6 +112,13 @@ export const CMD_RUN = 1;
 export const CMD_YIELD = 2;
 /** Leave the park loop and close the Worker. */
 export const CMD_EXIT = 3;
+/**
+ * An op posted for the calling thread's own cores (`Q7ClusterOptions.localOpBytes`, ours): the mailbox holds it, but
+ * no Worker runs it. Before this value a Worker that woke for another reason (a doorbell it had not consumed yet, from
+ * a message it took in its event loop) found CMD_RUN and the new sequence number, and ran the op a second time beside
+ * the agent; its late count in MB_DONE then kept the next op from ever joining.
+ */
+export const CMD_LOCAL = 4;
 
 // ---- Control area: per-core status records ----------------------------------------------------------------
 

@@ -47,6 +47,7 @@ import {
   ARG_OUTPUTS,
   ARGS,
   CMD_EXIT,
+  CMD_LOCAL,
   CMD_RUN,
   CMD_YIELD,
   CORE_STATUS,
@@ -824,19 +825,26 @@ export class Q7Cluster {
     return learn.startsWith("\0") ? this.#quickFirmware : this.#quick;
   }
 
-  /** Writes the op's mailbox words and clears the participants' status records; returns the op's sequence number. */
-  #post(slot: number, fn: FnEntry, totalCpus: number): number {
+  /**
+   * Writes the op's mailbox words and clears the participants' status records; returns the op's sequence number. The
+   * command reads CMD_LOCAL while the words are written, the sequence number is stored after them and the command
+   * last: CMD_RUN for the Workers, CMD_LOCAL for an op this thread's own cores run. A Worker takes an op only if the
+   * sequence number it read first is still there after it saw CMD_RUN (q7_worker.js), so it never runs a half-written
+   * op nor one meant for this thread (ours).
+   */
+  #post(slot: number, fn: FnEntry, totalCpus: number, local = false): number {
     const i32 = this.#i32;
     const seq = ++this.#seq;
+    Atomics.store(i32, MB_CMD, CMD_LOCAL);
     this.#u8.set(fn.name, FN_NAME);
     i32[MB_FN_NAME_LEN] = fn.name.length;
     i32[MB_LIB] = slot;
     i32[MB_FN] = fn.id;
     i32[MB_TOTAL_CPUS] = totalCpus;
-    i32[MB_SEQ] = seq;
     for (let cpu = 0; cpu < totalCpus; cpu++) this.#view.setInt32(CORE_STATUS + cpu * CORE_STATUS_BYTES, 0, true);
     Atomics.store(i32, MB_DONE, 0);
-    Atomics.store(i32, MB_CMD, CMD_RUN);
+    Atomics.store(i32, MB_SEQ, seq);
+    Atomics.store(i32, MB_CMD, local ? CMD_LOCAL : CMD_RUN);
     return seq;
   }
 
@@ -854,7 +862,7 @@ export class Q7Cluster {
     signal: AbortSignal | undefined,
     learn: string,
   ): Promise<DispatchResult> {
-    const seq = this.#post(slot, fn, totalCpus);
+    const seq = this.#post(slot, fn, totalCpus, true);
     return new Promise<DispatchResult>((resolve, reject) => {
       this.#pending = { seq, totalCpus, deadlineMs, signal, learn, resolve, reject };
     });

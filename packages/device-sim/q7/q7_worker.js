@@ -46,11 +46,17 @@ function park() {
     if (Atomics.load(i32, posted) !== handled) return; // a message is on its way: let this task end
     Atomics.wait(i32, bell, lastBell);
     lastBell = Atomics.load(i32, bell);
+    // The sequence number first, then the command, then the sequence number again: the cluster stores the command
+    // last and the sequence number before it, so an op is whole and meant for the Workers only if the command says
+    // CMD_RUN and the number did not move meanwhile (q7_cluster.ts #post). A wake for something else must not run an
+    // op being written, or one the cluster's own thread runs (CMD_LOCAL).
+    const seq = Atomics.load(i32, L.MB_SEQ);
     const cmd = Atomics.load(i32, L.MB_CMD);
     if (cmd === L.CMD_RUN) {
       // One run per op, and only on Workers with a participating core: a late wake may see an op rung for others.
-      const seq = Atomics.load(i32, L.MB_SEQ);
-      if (seq !== lastSeq && cores[0] < Atomics.load(i32, L.MB_TOTAL_CPUS)) {
+      if (
+        seq !== lastSeq && cores[0] < Atomics.load(i32, L.MB_TOTAL_CPUS) && Atomics.load(i32, L.MB_SEQ) === seq
+      ) {
         lastSeq = seq;
         q7.runOp(seq);
       }
