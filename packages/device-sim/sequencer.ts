@@ -346,7 +346,7 @@ export class Sequencer {
       this.#queue.push({
         stage: async () => {
           try {
-            for (const lib of libs) await cluster.ensureLibrary(lib.key, lib.image)?.catch(() => {});
+            await this.#prepareIn(cluster, libs);
           } finally {
             resolve();
           }
@@ -355,6 +355,17 @@ export class Sequencer {
       });
       this.#pumping ??= this.#pump();
     });
+  }
+
+  /** Prepares `libs` in `cluster`, in order, until the sequencer stops; a library that fails is left to its execute. */
+  async #prepareIn(
+    cluster: { ensureLibrary(key: string, image: () => Uint8Array): Promise<void> | undefined },
+    libs: Iterable<{ key: string; image: () => Uint8Array }>,
+  ): Promise<void> {
+    for (const lib of libs) {
+      if (this.#stopped) return;
+      await cluster.ensureLibrary(lib.key, lib.image)?.catch(() => {});
+    }
   }
 
   /** Drops the run in progress (no completion); queued runs proceed. Used by the portal's Q7 reset. */
@@ -388,16 +399,13 @@ export class Sequencer {
     this.#queue.unshift({
       stage: async () => {
         const cluster = await this.#d.q7.cluster();
-        const libs = new Map<string, () => Uint8Array>();
+        const libs = new Map<string, { key: string; image: () => Uint8Array }>();
         for (let slot = 0; slot < this.#d.spec.csr.streamSlots; slot++) {
           const entry = this.#d.regs.streamEntry(slot);
-          if (entry !== undefined) { for (const l of this.librariesOf(entry)) libs.set(l.key, l.image); }
+          if (entry !== undefined) { for (const l of this.librariesOf(entry)) libs.set(l.key, l); }
         }
-        for (const l of this.#librariesOfTable(this.#opcodeTablePa)) libs.set(l.key, l.image);
-        for (const [key, image] of libs) {
-          if (this.#stopped) return;
-          await cluster.ensureLibrary(key, image)?.catch(() => {});
-        }
+        for (const l of this.#librariesOfTable(this.#opcodeTablePa)) libs.set(l.key, l);
+        await this.#prepareIn(cluster, libs.values());
       },
       settle: () => {},
     });

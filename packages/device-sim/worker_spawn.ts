@@ -16,7 +16,7 @@
 /** The device scripts a spawner starts: the Q7 cores' Worker and the local-op watchdog's. */
 export type DeviceWorkerScript = "q7-cores" | "q7-watchdog";
 
-/** The URL of each {@linkcode DeviceWorkerScript}. */
+/** The URL of each {@linkcode DeviceWorkerScript}; any other value names the watchdog's, never a URL of its own. */
 export function deviceWorkerUrl(script: DeviceWorkerScript): URL {
   return script === "q7-cores"
     ? new URL("./q7/q7_worker.js", import.meta.url)
@@ -127,9 +127,7 @@ export class HostedWorkers {
       return;
     }
     // Only the device's own scripts: the request names one, it does not carry a URL.
-    const w = new Worker(deviceWorkerUrl(request.script === "q7-watchdog" ? "q7-watchdog" : "q7-cores"), {
-      type: "module",
-    });
+    const w = new Worker(deviceWorkerUrl(request.script), { type: "module" });
     w.onerror = (e: ErrorEvent) => {
       e.preventDefault();
       this.#notify({ spawnError: request.id, message: e.message });
