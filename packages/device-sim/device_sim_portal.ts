@@ -47,6 +47,25 @@ import { defaultQ7Factory } from "./q7_factory.ts";
 
 const GiB = 1024 ** 3;
 
+/**
+ * The completion waits in progress on each signal, told by one `abort` listener per signal (ours: the runtime passes one
+ * long-lived signal per NeuronCore; adding and removing a listener at every wait was the largest item of the wait on
+ * the host thread).
+ */
+const ABORT_WAITERS = new WeakMap<AbortSignal, Set<() => void>>();
+
+function abortWaiters(signal: AbortSignal): Set<() => void> {
+  let set = ABORT_WAITERS.get(signal);
+  if (set === undefined) {
+    const waiters = set = new Set();
+    ABORT_WAITERS.set(signal, waiters);
+    signal.addEventListener("abort", () => {
+      for (const w of [...waiters]) w();
+    }, { once: true });
+  }
+  return set;
+}
+
 /** Whether `signal` has aborted (read afresh: an abort lands between the rounds of a wait). */
 function isAborted(signal: AbortSignal | undefined): boolean {
   return signal?.aborted === true;
@@ -343,7 +362,7 @@ export class DeviceSimPortal implements Portal {
       wake?.();
       Atomics.notify(words, at);
     };
-    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal !== undefined) abortWaiters(signal).add(onAbort);
     try {
       while (Atomics.load(words, at) === want && !isAborted(signal) && !this.#closed) {
         const w = Atomics.waitAsync(words, at, want);
@@ -358,7 +377,7 @@ export class DeviceSimPortal implements Portal {
       }
     } finally {
       Atomics.sub(regs.status, NcStatus.HOST_WAITERS, 1);
-      signal?.removeEventListener("abort", onAbort);
+      if (signal !== undefined) ABORT_WAITERS.get(signal)?.delete(onAbort);
     }
   }
 
