@@ -81,6 +81,21 @@ describe("datatype", () => {
     expect(jsonDataText(datatypeInfo("BOOL")!, new Uint8Array([1, 0]))).toBe("[true,false]");
   });
 
+  test("jsonDataText() reads small and large tensors at any byte offset the same way", () => {
+    // Below 4 KiB the bytes are copied into a fresh buffer first; at and above, a view is read in place.
+    for (const n of [3, 1024, 1500]) {
+      for (const [datatype, Kind] of [["FP32", Float32Array], ["FP64", Float64Array]] as const) {
+        const values = Array.from({ length: n }, (_, i) => (i % 7 === 3 ? -0 : (i - n / 2) / 8));
+        const own = new Uint8Array(new Kind(values).buffer);
+        const shifted = new Uint8Array(own.byteLength + 3).subarray(3);
+        shifted.set(own);
+        const want = JSON.stringify(values);
+        expect(jsonDataText(datatypeInfo(datatype)!, own)).toBe(want);
+        expect(jsonDataText(datatypeInfo(datatype)!, shifted)).toBe(want);
+      }
+    }
+  });
+
   test("decodeJsonData() rejects out-of-range integers, wrong types and wrong counts", () => {
     expect(() => decodeJsonData("x", datatypeInfo("UINT8")!, [256], 1)).toThrow(
       "element 0 is 256, expected an integer in the UINT8 range",

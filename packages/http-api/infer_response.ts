@@ -15,6 +15,19 @@ export const INFERENCE_HEADER_CONTENT_LENGTH = "Inference-Header-Content-Length"
 
 const encoder = new TextEncoder();
 
+/** Each output tensor's `"name":…,"datatype":…,"shape":…` text, written once per tensor of a loaded model (ours). */
+const HEADS = new WeakMap<object, { datatype: string; text: string }>();
+
+function outputHead(tensor: { readonly name: string; readonly shape: readonly number[] }, datatype: string): string {
+  const cached = HEADS.get(tensor);
+  if (cached !== undefined && cached.datatype === datatype) return cached.text;
+  const text = `"name":${JSON.stringify(tensor.name)},"datatype":${JSON.stringify(datatype)},"shape":${
+    JSON.stringify(tensor.shape)
+  }`;
+  HEADS.set(tensor, { datatype, text });
+  return text;
+}
+
 /**
  * Builds the response of a successful inference.
  *
@@ -33,17 +46,20 @@ export function inferResponse(
 ): Response {
   const binaries: Uint8Array[] = [];
   // Written piece by piece: the data arrays may hold NaN/Infinity tokens, which JSON.stringify would turn into null.
-  const parts = plan.outputs.map((o) => {
+  let parts = "";
+  for (let i = 0; i < plan.outputs.length; i++) {
+    const o = plan.outputs[i];
     const bytes = outputs.get(o.tensor.name)!;
-    const head = `"name":${JSON.stringify(o.tensor.name)},"datatype":${JSON.stringify(o.info.datatype)},"shape":${
-      JSON.stringify(o.tensor.shape)
-    }`;
-    if (!o.binary) return `{${head},"data":${jsonDataText(o.info, bytes)}}`;
-    binaries.push(bytes);
-    return `{${head},"parameters":{"binary_data_size":${bytes.byteLength}}}`;
-  });
+    const head = outputHead(o.tensor, o.info.datatype);
+    if (i > 0) parts += ",";
+    if (!o.binary) parts += `{${head},"data":${jsonDataText(o.info, bytes)}}`;
+    else {
+      binaries.push(bytes);
+      parts += `{${head},"parameters":{"binary_data_size":${bytes.byteLength}}}`;
+    }
+  }
   const json = `{"model_name":${JSON.stringify(model)},"model_version":${JSON.stringify(version)}` +
-    (plan.id === undefined ? "" : `,"id":${JSON.stringify(plan.id)}`) + `,"outputs":[${parts.join(",")}]}`;
+    (plan.id === undefined ? "" : `,"id":${JSON.stringify(plan.id)}`) + `,"outputs":[${parts}]}`;
   if (binaries.length === 0) return new Response(json, { headers: { "content-type": "application/json" } });
   const head = encoder.encode(json);
   const out = new Uint8Array(head.byteLength + binaries.reduce((a, b) => a + b.byteLength, 0));

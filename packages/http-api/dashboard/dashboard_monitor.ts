@@ -103,6 +103,16 @@ export interface LastExecution {
   readonly steps: readonly TimelineStep[];
 }
 
+/** An execution as it ended, before its steps are laid out for the dashboard. */
+interface RawExecution {
+  readonly model: number;
+  readonly seq: number;
+  readonly status: number | undefined;
+  readonly durationUs: number;
+  readonly start: number;
+  readonly taken: { readonly steps: readonly HostSpan[] };
+}
+
 /** A model's execution latencies, bucketed. */
 export interface LatencyHistogram {
   /** Upper bounds of the buckets, µs ({@linkcode LATENCY_BOUNDS_US}); `counts` has one more entry for slower ones. */
@@ -135,7 +145,11 @@ export class DashboardMonitor {
   readonly #started = new Map<number, number>();
   /** Steps of the executions in flight, by sequence number. */
   readonly #steps = new Map<number, { start: number; steps: HostSpan[] }>();
-  readonly #last = new Map<number, LastExecution>();
+  /**
+   * Each NeuronCore's last execution as it ended: its steps are laid out when the dashboard asks (ours: done at every
+   * execution's end, the layout cost more than the rest of the monitor's work on the REST path).
+   */
+  readonly #last = new Map<number, { raw: RawExecution; view?: LastExecution }>();
   readonly #latency = new Map<number, number[]>();
   readonly #closed = new AbortController();
   #seq = 0;
@@ -177,20 +191,13 @@ export class DashboardMonitor {
     if (e.phase === "end" && taken !== undefined) {
       this.#steps.delete(e.seq);
       const durationUs = (now - taken.start) * 1000;
-      // Each NeuronCore of the request keeps the steps that act on it (its doorbell, its wait) and the shared ones.
-      for (const nc of e.ncs) {
-        const steps = taken.steps.filter((sp) => sp.nc === undefined || sp.nc === nc).map((sp) => ({
-          name: sp.name,
-          startUs: Math.max(0, (sp.start - taken.start) * 1000),
-          endUs: Math.max(0, (sp.end - taken.start) * 1000),
-          ...(sp.detail === undefined ? {} : { detail: sp.detail }),
-        }));
-        this.#last.set(nc, { model: e.model, seq: e.seq, status: e.status, durationUs, steps });
-      }
+      const raw: RawExecution = { model: e.model, seq: e.seq, status: e.status, durationUs, start: taken.start, taken };
+      for (const nc of e.ncs) this.#last.set(nc, { raw });
       let counts = this.#latency.get(e.model);
       if (counts === undefined) this.#latency.set(e.model, counts = new Array(LATENCY_BOUNDS_US.length + 1).fill(0));
-      const k = LATENCY_BOUNDS_US.findIndex((b) => durationUs <= b);
-      counts[k === -1 ? LATENCY_BOUNDS_US.length : k]++;
+      let k = 0;
+      while (k < LATENCY_BOUNDS_US.length && durationUs > LATENCY_BOUNDS_US[k]) k++;
+      counts[k]++;
     }
     this.notify();
   };
@@ -241,7 +248,19 @@ export class DashboardMonitor {
 
   /** The last execution that finished on NeuronCore `nc`, with the host's steps, or `undefined`. */
   lastExecution(nc: number): LastExecution | undefined {
-    return this.#last.get(nc);
+    const last = this.#last.get(nc);
+    if (last === undefined) return undefined;
+    if (last.view !== undefined) return last.view;
+    const { raw } = last;
+    // Each NeuronCore of the request keeps the steps that act on it (its doorbell, its wait) and the shared ones.
+    const steps = raw.taken.steps.filter((sp) => sp.nc === undefined || sp.nc === nc).map((sp) => ({
+      name: sp.name,
+      startUs: Math.max(0, (sp.start - raw.start) * 1000),
+      endUs: Math.max(0, (sp.end - raw.start) * 1000),
+      ...(sp.detail === undefined ? {} : { detail: sp.detail }),
+    }));
+    last.view = { model: raw.model, seq: raw.seq, status: raw.status, durationUs: raw.durationUs, steps };
+    return last.view;
   }
 
   /** The latency histogram of the model with handle `model` (all zero before its first execution). */
@@ -316,6 +335,7 @@ export class DashboardMonitor {
 
   /** Says that something the dashboard shows changed (the app calls it after loads, unloads and faults). */
   notify(): void {
+    if (this.#waiters.length === 0) return;
     const waiters = this.#waiters;
     this.#waiters = [];
     for (const w of waiters) w();
