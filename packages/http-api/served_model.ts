@@ -194,7 +194,14 @@ export class ServedModel {
         instances.push(inst);
         for (const [set, list] of [[inst.ins, model.inputs], [inst.outs, model.outputs]] as const) {
           for (const t of list) {
-            const x = await rt.allocateTensor({ location: "host", vnc: vnc, size: t.size, name: `${name}:${t.name}` });
+            // In device memory (ours): a request's input goes to the device in one copy and its output comes back in
+            // one, where a host tensor took one more each way through the execution's staging buffer.
+            const x = await rt.allocateTensor({
+              location: "device",
+              vnc: vnc,
+              size: t.size,
+              name: `${name}:${t.name}`,
+            });
             inst.tensors.push(x);
             set.add(t.name, x);
           }
