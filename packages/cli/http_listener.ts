@@ -7,6 +7,7 @@
  * @module
  */
 
+import { type Clock, SystemClock } from "@nrt/core";
 import type { Fetch } from "./platform.ts";
 
 const json = (status: number, error: string, headers: Record<string, string> = {}): Response =>
@@ -50,13 +51,20 @@ async function discardBody(req: Request): Promise<void> {
  */
 export class DrainGate {
   readonly #inner: Fetch;
+  readonly #clock: Clock;
   #closed = false;
   #active = 0;
   #waiters: Array<() => void> = [];
+  /** When the last request reached the gate (served or refused), on the clock. */
+  #lastArrival = -Infinity;
 
-  /** @param inner The handler behind the gate. */
-  constructor(inner: Fetch) {
+  /**
+   * @param inner The handler behind the gate.
+   * @param clock The clock of {@linkcode DrainGate.quiet} (virtual in tests).
+   */
+  constructor(inner: Fetch, clock: Clock = new SystemClock()) {
     this.#inner = inner;
+    this.#clock = clock;
   }
 
   /** Requests inside the handler now (their responses not yet produced). */
@@ -66,6 +74,7 @@ export class DrainGate {
 
   /** The gated handler. */
   readonly fetch: Fetch = async (req) => {
+    this.#lastArrival = this.#clock.now();
     if (this.#closed) {
       await discardBody(req);
       return json(503, "Cannot serve the request: the server is shutting down", { connection: "close" });
@@ -91,5 +100,22 @@ export class DrainGate {
   /** Settles when no request is inside the handler. */
   idle(): Promise<void> {
     return this.#active === 0 ? Promise.resolve() : new Promise((r) => this.#waiters.push(r));
+  }
+
+  /**
+   * Settles once no request is inside the handler and none has reached the gate for `ms` (ours). A listener that
+   * stops as soon as the gate is idle resets the connections whose next request the server has not read yet: a client
+   * whose answer came before the drain began keeps its connection and may already have sent that request. Waiting for
+   * a quiet spell lets such a request reach the gate and get its 503 with `Connection: close` instead.
+   *
+   * @param ms The quiet spell, in ms of the gate's clock.
+   */
+  async quiet(ms: number): Promise<void> {
+    for (;;) {
+      await this.idle();
+      const since = this.#clock.now() - this.#lastArrival;
+      if (since >= ms && this.#active === 0) return;
+      await this.#clock.sleep(Math.max(0, ms - since));
+    }
   }
 }

@@ -77,6 +77,13 @@ export const SERVE_SUMMARY: string =
 /** Seconds a shutdown lets the requests in flight finish, by default (within Kubernetes' 30-second grace period). */
 export const DEFAULT_DRAIN_SECONDS = 25;
 
+/**
+ * How long the HTTP gate must see no request before the listener stops, once the requests in flight are done (ours,
+ * see `DrainGate.quiet`): a request a client sent on a kept-alive connection before the drain then gets its 503 instead
+ * of a reset.
+ */
+const DRAIN_QUIET_MS = 100;
+
 /** Options of {@linkcode startServer}. */
 export interface ServeOptions {
   /** The repository directory (default with `demo`: a private cache folder). */
@@ -504,7 +511,10 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       const grpcDrain = rpc?.drain(drainMs);
       let timer: ReturnType<typeof setTimeout> | undefined;
       const deadline = new Promise<"deadline">((r) => (timer = setTimeout(() => r("deadline"), drainMs)));
-      const ended = await Promise.race([Promise.all([gate.idle(), grpcDrain]).then(() => "done" as const), deadline]);
+      const ended = await Promise.race([
+        Promise.all([gate.quiet(DRAIN_QUIET_MS), grpcDrain]).then(() => "done" as const),
+        deadline,
+      ]);
       clearTimeout(timer);
       let refused = 0;
       const unfinished = ended === "done" ? 0 : gate.active + (rpc?.activeCalls ?? 0);

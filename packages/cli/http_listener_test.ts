@@ -1,0 +1,55 @@
+import { describe, expect, test } from "bun:test";
+import { VirtualClock } from "@nrt/core";
+import { DrainGate } from "./http_listener.ts";
+
+/** Lets the settled promises' callbacks run (the virtual clock's sleeps settle on `advance`). */
+const turn = () => new Promise<void>((r) => setTimeout(r, 0));
+
+describe("DrainGate", () => {
+  test("quiet() settles only once no request has reached the gate for the spell, refused ones included", async () => {
+    const clock = new VirtualClock();
+    let release!: () => void;
+    const gate = new DrainGate(
+      () => new Promise<Response>((r) => (release = () => r(new Response("ok")))),
+      clock,
+    );
+    const running = gate.fetch(new Request("http://x/"));
+    gate.close();
+    let settled = false;
+    const quiet = gate.quiet(100).then(() => (settled = true));
+    await turn();
+    expect(settled).toBe(false); // a request is inside the handler
+
+    await clock.advance(60);
+    release();
+    const answer = await running;
+    expect(answer.headers.get("connection")).toBe("close"); // answered during the drain
+    await turn();
+    expect(settled).toBe(false); // idle, but the last request arrived 60 ms ago
+
+    // A request sent on a kept-alive connection before the drain arrives now: it is refused, and the spell restarts.
+    const late = await gate.fetch(new Request("http://x/", { method: "POST", body: "{}" }));
+    expect(late.status).toBe(503);
+    expect(late.headers.get("connection")).toBe("close");
+    await clock.advance(60);
+    await turn();
+    expect(settled).toBe(false); // 60 ms since the refused one
+    await clock.advance(40);
+    await turn();
+    await quiet;
+    expect(settled).toBe(true);
+    expect(gate.active).toBe(0);
+  });
+
+  test("quiet() settles at once on a gate that saw no request for the spell", async () => {
+    const clock = new VirtualClock(1_000);
+    const gate = new DrainGate(() => new Response("ok"), clock);
+    gate.close();
+    let settled = false;
+    const quiet = gate.quiet(100).then(() => (settled = true));
+    await turn();
+    expect(settled).toBe(true);
+    await quiet;
+    expect(clock.pendingSleepers).toBe(0);
+  });
+});
