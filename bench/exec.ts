@@ -58,6 +58,24 @@ function setQ7Workers(workers: number): void {
   else process.env[Q7_WORKERS_ENV] = String(workers);
 }
 
+/** The one-op NEFF of `c` (inputs `a`, `b` as the case has them; output `out`), on `cpus` Q7 cores (default 8). */
+function caseNeff(c: Case, cpus?: 1 | 8): Uint8Array {
+  const f32 = (name: string) => ({ name, dtype: "float32", shape: [c.n] });
+  return oneOpNeff(c.lib, c.fn, ["a", "b"].slice(0, c.ins).map(f32), [f32("out")], cpus);
+}
+
+/** Host tensors for `c`'s NEFF: the inputs filled with 1.5, the output empty. */
+async function caseTensors(rt: Runtime, c: Case): Promise<{ ins: TensorSet; outs: TensorSet }> {
+  const ins = new TensorSet(), outs = new TensorSet();
+  for (const n of ["a", "b"].slice(0, c.ins)) {
+    const t = await rt.allocateTensor({ size: c.n * 4, name: n });
+    await t.write(inputData(c.n));
+    ins.add(n, t);
+  }
+  outs.add("out", await rt.allocateTensor({ size: c.n * 4, name: "out" }));
+  return { ins, outs };
+}
+
 /** A runtime on the simulated device with one model of `c` loaded on `cpus` Q7 cores; `first` is its first execute. */
 function withModel<T>(
   c: Case,
@@ -84,16 +102,8 @@ async function withModels<T>(
   try {
     const models = [];
     for (const k of cpus) {
-      const names = ["a", "b"].slice(0, c.ins);
-      const f32 = (name: string) => ({ name, dtype: "float32", shape: [c.n] });
-      const model = await rt.load(oneOpNeff(c.lib, c.fn, names.map(f32), [f32("out")], k));
-      const ins = new TensorSet(), outs = new TensorSet();
-      for (const n of names) {
-        const t = await rt.allocateTensor({ size: c.n * 4, name: n });
-        await t.write(inputData(c.n));
-        ins.add(n, t);
-      }
-      outs.add("out", await rt.allocateTensor({ size: c.n * 4, name: "out" }));
+      const model = await rt.load(caseNeff(c, k));
+      const { ins, outs } = await caseTensors(rt, c);
       const execute = () => model.execute(ins, outs);
       const t0 = performance.now();
       await execute();
@@ -256,16 +266,8 @@ const firsts = [];
   const rt = await Runtime.init({ ...nrtPlugins(container), visibleCores: [0, 1], logger: new MemoryLogger() });
   try {
     for (const c of CASES) {
-      const names = ["a", "b"].slice(0, c.ins);
-      const f32 = (name: string) => ({ name, dtype: "float32", shape: [c.n] });
-      const neff = oneOpNeff(c.lib, c.fn, names.map(f32), [f32("out")]);
-      const ins = new TensorSet(), outs = new TensorSet();
-      for (const n of names) {
-        const t = await rt.allocateTensor({ size: c.n * 4, name: n });
-        await t.write(inputData(c.n));
-        ins.add(n, t);
-      }
-      outs.add("out", await rt.allocateTensor({ size: c.n * 4, name: "out" }));
+      const neff = caseNeff(c);
+      const { ins, outs } = await caseTensors(rt, c);
       const first: number[] = [], steady: number[] = [], ratio: number[] = [], loadMs: number[] = [];
       for (let round = 0; round < 11; round++) {
         let t0 = performance.now();
