@@ -108,14 +108,21 @@ export class DrainGate {
    * whose answer came before the drain began keeps its connection and may already have sent that request. Waiting for
    * a quiet spell lets such a request reach the gate and get its 503 with `Connection: close` instead.
    *
+   * Clients that keep sending (each refused) would hold the spell off for ever, so it waits at most `maxMs` after the
+   * gate first went idle.
+   *
    * @param ms The quiet spell, in ms of the gate's clock.
+   * @param maxMs The longest wait once the gate is idle.
    */
-  async quiet(ms: number): Promise<void> {
+  async quiet(ms: number, maxMs: number = Infinity): Promise<void> {
+    await this.idle();
+    const until = this.#clock.now() + maxMs;
     for (;;) {
+      const now = this.#clock.now();
+      const since = now - this.#lastArrival;
+      if ((since >= ms && this.#active === 0) || now >= until) return;
+      await this.#clock.sleep(Math.max(0, Math.min(ms - since, until - now)));
       await this.idle();
-      const since = this.#clock.now() - this.#lastArrival;
-      if (since >= ms && this.#active === 0) return;
-      await this.#clock.sleep(Math.max(0, ms - since));
     }
   }
 }

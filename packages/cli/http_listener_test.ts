@@ -41,6 +41,25 @@ describe("DrainGate", () => {
     expect(gate.active).toBe(0);
   });
 
+  test("quiet() gives up after its longest wait when refused requests keep arriving", async () => {
+    const clock = new VirtualClock();
+    const gate = new DrainGate(() => new Response("ok"), clock);
+    gate.close();
+    let settled = false;
+    const quiet = gate.quiet(100, 1_000).then(() => (settled = true));
+    for (let t = 0; t < 950; t += 50) {
+      expect((await gate.fetch(new Request("http://x/"))).status).toBe(503);
+      await clock.advance(50);
+      await turn();
+      expect(settled).toBe(false); // never 100 ms without a request
+    }
+    await clock.advance(50); // 1,000 ms since the gate went idle
+    await turn();
+    await quiet;
+    expect(settled).toBe(true);
+    expect(clock.pendingSleepers).toBe(0);
+  });
+
   test("quiet() settles at once on a gate that saw no request for the spell", async () => {
     const clock = new VirtualClock(1_000);
     const gate = new DrainGate(() => new Response("ok"), clock);

@@ -83,6 +83,8 @@ export const DEFAULT_DRAIN_SECONDS = 25;
  * of a reset.
  */
 const DRAIN_QUIET_MS = 100;
+/** The longest wait for that quiet spell once the requests in flight are done (clients that keep sending are refused). */
+const DRAIN_QUIET_MAX_MS = 1000;
 
 /** Options of {@linkcode startServer}. */
 export interface ServeOptions {
@@ -512,7 +514,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       let timer: ReturnType<typeof setTimeout> | undefined;
       const deadline = new Promise<"deadline">((r) => (timer = setTimeout(() => r("deadline"), drainMs)));
       const ended = await Promise.race([
-        Promise.all([gate.quiet(DRAIN_QUIET_MS), grpcDrain]).then(() => "done" as const),
+        Promise.all([gate.quiet(DRAIN_QUIET_MS, DRAIN_QUIET_MAX_MS), grpcDrain]).then(() => "done" as const),
         deadline,
       ]);
       clearTimeout(timer);
