@@ -32,6 +32,8 @@ export interface LoadResult {
   readonly p50Ms: number;
   /** 99th percentile latency in ms. */
   readonly p99Ms: number;
+  /** Every request's latency in ms, in completion order (bench/http.ts merges them over its rounds). */
+  readonly latenciesMs?: Float64Array;
 }
 
 async function run(job: LoadJob): Promise<LoadResult> {
@@ -63,15 +65,30 @@ async function run(job: LoadJob): Promise<LoadResult> {
   };
   await Promise.all(Array.from({ length: job.connections }, loop));
   const elapsedMs = performance.now() - t0;
-  latencies.sort((a, b) => a - b);
-  const q = (p: number): number => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0;
-  return { completed: latencies.length, errors, elapsedMs, p50Ms: q(0.5), p99Ms: q(0.99) };
+  const latenciesMs = Float64Array.from(latencies);
+  const sorted = latenciesMs.slice().sort();
+  return {
+    completed: latencies.length,
+    errors,
+    elapsedMs,
+    p50Ms: quantile(sorted, 0.5),
+    p99Ms: quantile(sorted, 0.99),
+    latenciesMs,
+  };
+}
+
+/** The `p` quantile of ascending `sorted` (0 when it is empty). */
+export function quantile(sorted: Float64Array, p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0;
 }
 
 const scope = globalThis as unknown as {
   onmessage: ((e: MessageEvent<LoadJob>) => void) | null;
-  postMessage(v: unknown): void;
+  postMessage(v: unknown, transfer?: Transferable[]): void;
 };
 scope.onmessage = (e) => {
-  run(e.data).then((r) => scope.postMessage({ ok: r }), (err) => scope.postMessage({ error: String(err) }));
+  run(e.data).then(
+    (r) => scope.postMessage({ ok: r }, [r.latenciesMs!.buffer]),
+    (err) => scope.postMessage({ error: String(err) }),
+  );
 };

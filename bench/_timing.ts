@@ -32,12 +32,18 @@ export const JSON_OUTPUT: boolean = ((globalThis as { process?: { argv: string[]
 
 /**
  * Prints one table of a benchmark: a title and `console.table` rows, or with `--json` one JSON line
- * `{"bench", "runtime", "title", "rows"}` that `nrt bench --json` collects.
+ * `{"bench", "runtime", "title", "rows"}` that `nrt bench --json` collects. `runtime` is the one that measured the
+ * rows (default: this one; a bench that ran itself under the other runtime prints that child's rows too).
  */
-export function emit(bench: string, title: string, rows: ReadonlyArray<Record<string, unknown>>): void {
-  if (JSON_OUTPUT) console.log(JSON.stringify({ bench, runtime: RUNTIME, title, rows }));
+export function emit(
+  bench: string,
+  title: string,
+  rows: ReadonlyArray<Record<string, unknown>>,
+  runtime: string = RUNTIME,
+): void {
+  if (JSON_OUTPUT) console.log(JSON.stringify({ bench, runtime, title, rows }));
   else {
-    console.log(`${title} (${RUNTIME})`);
+    console.log(`${title} (${runtime})`);
     console.table(rows);
   }
 }

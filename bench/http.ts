@@ -1,17 +1,21 @@
 /**
  * HTTP throughput of the inference server against a bare Hono route returning the same JSON, on the same
  * runtime, in one run: 64 concurrent connections from a client Worker, loopback only, bounded by a request count
- * and a time budget per target, each after the same warm-up of 20,000 requests (a server's steady state, JIT
+ * and a time budget per target and round, each after the same warm-up of 20,000 requests (a server's steady state, JIT
  * compiled: after 3,000 the JIT threads still took a quarter of a CPU through the measurement on Bun, 145 FTL
  * compiles of the server's functions, and each row now prints that share so a short warm-up shows). A second
  * limit is the bare route with relu computed by a bare Worker over one SharedArrayBuffer (`_bare_device.ts`): the
  * thread hops of a device off the HTTP thread, with nothing of ours. Each row also gives the server's main-thread
  * CPU per request where `/proc` tells it, and the whole process's (server, device threads and client) with the CPUs
- * it kept busy: a target that keeps all the machine's CPUs busy is bound by CPU. Under Bun it then runs itself under Deno (and the other way round) and
- * prints both; `--here` measures the current runtime only; `--json` prints one table line per runtime.
+ * it kept busy: a target that keeps all the machine's CPUs busy is bound by CPU. The targets run in `--rounds` rounds
+ * (default 4), in turn, each round starting at the next target, so that a change of the machine's speed hits them
+ * alike: a ratio is taken within each round and reported as the median and the range over rounds; a row's
+ * throughput, CPU and latency quantiles are over all its rounds (this machine's bare route swung from 11k to 30k
+ * req/s between runs of one day). Under Bun it then runs itself under Deno (and the other way round) and prints both;
+ * `--here` measures the current runtime only; `--json` prints one table line per runtime.
  *
- * Usage: `bun bench/http.ts [--requests N] [--seconds S] [--connections C] [--instances I] [--warmup N] [--here]
- *        [--json]`
+ * Usage: `bun bench/http.ts [--requests N] [--rounds R] [--seconds S] [--connections C] [--instances I] [--warmup N]
+ *        [--here] [--json]`
  *        `deno run -A bench/http.ts …`
  *
  * @module
@@ -26,7 +30,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { emit, JSON_OUTPUT } from "./_timing.ts";
 import process from "node:process";
-import type { LoadJob, LoadResult } from "./_http_client.ts";
+import { type LoadJob, type LoadResult, quantile } from "./_http_client.ts";
 import { BareDevice } from "./_bare_device.ts";
 
 type Fetch = (req: Request) => Response | Promise<Response>;
@@ -107,10 +111,10 @@ function threadCpuUs(): { main: number; jitGc: number; process: number } | undef
 }
 
 /**
- * A load run with the server's main-thread CPU per request, the share of one CPU the JIT and GC helper threads took
- * meanwhile (a warm-up too short for the JIT shows here), and the whole process's CPU per request with the CPUs it
- * kept busy: near the machine's CPU count the run was bound by CPU, and two such targets' throughputs then stand in
- * the inverse ratio of their process CPU per request.
+ * A target's load over all its rounds, with the server's main-thread CPU per request, the share of one CPU the JIT and
+ * GC helper threads took meanwhile (a warm-up too short for the JIT shows here), and the whole process's CPU per
+ * request with the CPUs it kept busy: near the machine's CPU count the run was bound by CPU, and two such targets'
+ * throughputs then stand in the inverse ratio of their process CPU per request.
  */
 interface Row extends LoadResult {
   readonly mainCpuUs?: number;
@@ -119,21 +123,71 @@ interface Row extends LoadResult {
   readonly busyCpus?: number;
 }
 
+/** A ratio of two targets' throughputs taken within each round: the median round's and the range. */
+interface Ratio {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+}
+
 /** One runtime's figures: the plain app, the app with nrt serve's hooks, the bare route, and it with a bare device. */
 interface Measured {
   readonly runtime: string;
+  readonly rounds: number;
   readonly infer: Row;
   readonly served: Row;
   readonly bare: Row;
   readonly bareDevice: Row;
-  readonly ratio: number;
-  readonly servedRatio: number;
-  readonly bareDeviceRatio: number;
+  readonly ratio: Ratio;
+  readonly servedRatio: Ratio;
+  readonly bareDeviceRatio: Ratio;
+}
+
+const rps = (r: LoadResult): number => r.completed / (r.elapsedMs / 1000);
+
+/** One round of one target: its load and the CPU the process's threads took meanwhile. */
+interface Round {
+  readonly load: LoadResult;
+  readonly cpu?: { main: number; jitGc: number; process: number };
+}
+
+/** A target's rounds as one row: sums, CPU per request, and latency quantiles over every request of every round. */
+function mergeRounds(rounds: readonly Round[]): Row {
+  let completed = 0, errors = 0, elapsedMs = 0, main = 0, jitGc = 0, proc = 0, n = 0;
+  for (const r of rounds) {
+    completed += r.load.completed;
+    errors += r.load.errors;
+    elapsedMs += r.load.elapsedMs;
+    n += r.load.latenciesMs?.length ?? 0;
+    if (r.cpu !== undefined) (main += r.cpu.main), (jitGc += r.cpu.jitGc), (proc += r.cpu.process);
+  }
+  const all = new Float64Array(n);
+  let at = 0;
+  for (const r of rounds) {
+    if (r.load.latenciesMs !== undefined) all.set(r.load.latenciesMs, at), (at += r.load.latenciesMs.length);
+  }
+  all.sort();
+  const row: Row = { completed, errors, elapsedMs, p50Ms: quantile(all, 0.5), p99Ms: quantile(all, 0.99) };
+  if (rounds.some((r) => r.cpu === undefined)) return row;
+  return {
+    ...row,
+    mainCpuUs: main / Math.max(1, completed),
+    jitGcPct: (100 * jitGc) / (elapsedMs * 1000),
+    processCpuUs: proc / Math.max(1, completed),
+    busyCpus: proc / (elapsedMs * 1000),
+  };
+}
+
+/** The throughput ratio a ÷ b within each round: the median over rounds and the range. */
+function roundRatio(a: readonly Round[], b: readonly Round[]): Ratio {
+  const xs = a.map((r, i) => rps(r.load) / rps(b[i].load)).sort((x, y) => x - y);
+  return { median: xs[Math.floor(xs.length / 2)], min: xs[0], max: xs[xs.length - 1] };
 }
 
 async function measure(): Promise<Measured> {
   const connections = arg("connections", 64),
-    requests = arg("requests", 20_000),
+    rounds = Math.max(1, arg("rounds", 4)),
+    requests = arg("requests", 5_000),
     seconds = arg("seconds", 10),
     instances = arg("instances", 4),
     warmup = arg("warmup", 20_000);
@@ -231,33 +285,36 @@ async function measure(): Promise<Measured> {
     });
     // The same warm-up for every target (JIT tiers, connections, staging buffers): a server's steady state.
     for (const s of [inferServer, servedServer, bareServer, bareDeviceServer]) await load(job(s.port, warmup));
-    const measured = async (port: number): Promise<Row> => {
+    const measured = async (port: number): Promise<Round> => {
       const c0 = threadCpuUs();
-      const r = await load(job(port, requests));
+      const result = await load(job(port, requests));
       const c1 = threadCpuUs();
-      if (c0 === undefined || c1 === undefined) return r;
+      if (c0 === undefined || c1 === undefined) return { load: result };
       return {
-        ...r,
-        mainCpuUs: (c1.main - c0.main) / Math.max(1, r.completed),
-        jitGcPct: (100 * (c1.jitGc - c0.jitGc)) / (r.elapsedMs * 1000),
-        processCpuUs: (c1.process - c0.process) / Math.max(1, r.completed),
-        busyCpus: (c1.process - c0.process) / (r.elapsedMs * 1000),
+        load: result,
+        cpu: { main: c1.main - c0.main, jitGc: c1.jitGc - c0.jitGc, process: c1.process - c0.process },
       };
     };
-    const infer = await measured(inferServer.port);
-    const withHooks = await measured(servedServer.port);
-    const bareResult = await measured(bareServer.port);
-    const bareDeviceResult = await measured(bareDeviceServer.port);
-    const rps = (r: LoadResult) => r.completed / (r.elapsedMs / 1000);
+    const ports = [inferServer.port, servedServer.port, bareServer.port, bareDeviceServer.port];
+    const results: Round[][] = ports.map(() => []);
+    for (let r = 0; r < rounds; r++) {
+      // Each round starts at the next target, so no target always runs first.
+      for (let k = 0; k < ports.length; k++) {
+        const t = (r + k) % ports.length;
+        results[t].push(await measured(ports[t]));
+      }
+    }
+    const [infer, served, bareRounds, bareDevice] = results;
     return {
       runtime: RUNTIME,
-      infer,
-      served: withHooks,
-      bare: bareResult,
-      bareDevice: bareDeviceResult,
-      ratio: rps(infer) / rps(bareResult),
-      servedRatio: rps(withHooks) / rps(bareResult),
-      bareDeviceRatio: rps(bareDeviceResult) / rps(bareResult),
+      rounds,
+      infer: mergeRounds(infer),
+      served: mergeRounds(served),
+      bare: mergeRounds(bareRounds),
+      bareDevice: mergeRounds(bareDevice),
+      ratio: roundRatio(infer, bareRounds),
+      servedRatio: roundRatio(served, bareRounds),
+      bareDeviceRatio: roundRatio(bareDevice, bareRounds),
     };
   } finally {
     await inferServer.stop();
@@ -269,6 +326,8 @@ async function measure(): Promise<Measured> {
     await served.close();
   }
 }
+
+const ratioText = (x: Ratio): string => `${x.median.toFixed(2)} (${x.min.toFixed(2)}–${x.max.toFixed(2)})`;
 
 function report(r: Measured): string {
   const line = (name: string, x: Row) =>
@@ -287,8 +346,9 @@ function report(r: Measured): string {
     line("  with nrt serve's hooks", r.served),
     line("bare Hono route", r.bare),
     line("  + bare Worker device", r.bareDevice),
-    `  throughput ratio infer/bare: ${r.ratio.toFixed(2)}; with nrt serve's hooks: ${r.servedRatio.toFixed(2)}; ` +
-    `bare route with a bare Worker device: ${r.bareDeviceRatio.toFixed(2)}`,
+    `  throughput ratio infer/bare: ${ratioText(r.ratio)}; with nrt serve's hooks: ${ratioText(r.servedRatio)}; ` +
+    `bare route with a bare Worker device: ${ratioText(r.bareDeviceRatio)} (within each of ${r.rounds} rounds: ` +
+    `median, range)`,
     ...(r.bare.processCpuUs === undefined || r.infer.processCpuUs === undefined ? [] : [
       `  process CPU per request, bare ÷ infer: ${(r.bare.processCpuUs / r.infer.processCpuUs).toFixed(2)} ` +
       `(the throughput ratio when both keep the same CPUs busy)`,
@@ -297,7 +357,18 @@ function report(r: Measured): string {
 }
 
 if (process.argv.includes("--child")) {
-  console.log(JSON.stringify(await measure()));
+  // The rows' quantiles are taken already: the latencies need not cross the process boundary.
+  const m = await measure();
+  const strip = ({ latenciesMs: _, ...x }: Row): Row => x;
+  console.log(
+    JSON.stringify({
+      ...m,
+      infer: strip(m.infer),
+      served: strip(m.served),
+      bare: strip(m.bare),
+      bareDevice: strip(m.bareDevice),
+    }),
+  );
   process.exit(0);
 }
 
@@ -321,7 +392,7 @@ for (const r of results) {
     console.log(report(r));
     continue;
   }
-  const row = (target: string, x: Row, ratio: number | undefined) => ({
+  const row = (target: string, x: Row, ratio: Ratio | undefined) => ({
     target,
     reqPerS: Math.round(x.completed / (x.elapsedMs / 1000)),
     requests: x.completed,
@@ -330,13 +401,16 @@ for (const r of results) {
     errors: x.errors,
     mainThreadUsPerReq: x.mainCpuUs === undefined ? null : Math.round(x.mainCpuUs),
     jitGcThreadsPct: x.jitGcPct === undefined ? null : Math.round(x.jitGcPct),
-    ratioToBare: ratio === undefined ? null : Number(ratio.toFixed(2)),
+    processUsPerReq: x.processCpuUs === undefined ? null : Math.round(x.processCpuUs),
+    ratioToBare: ratio === undefined ? null : Number(ratio.median.toFixed(2)),
+    ratioToBareMin: ratio === undefined ? null : Number(ratio.min.toFixed(2)),
+    ratioToBareMax: ratio === undefined ? null : Number(ratio.max.toFixed(2)),
   });
   emit("http", `REST /infer (relu FP32[8]) ÷ bare Hono route (${r.runtime})`, [
     row("POST /infer", r.infer, r.ratio),
     row("POST /infer with nrt serve's hooks", r.served, r.servedRatio),
-    row("bare Hono route", r.bare, 1),
+    row("bare Hono route", r.bare, { median: 1, min: 1, max: 1 }),
     row("bare Hono route + bare Worker device", r.bareDevice, r.bareDeviceRatio),
-  ]);
+  ], r.runtime);
 }
 process.exit(0);
