@@ -208,12 +208,11 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   on("GET", "/v2", serverMetadata);
   on("GET", "/v2/", serverMetadata);
 
-  // Statistics extension; registered before /v2/models/:m so that "stats" is not taken for a model name.
-  on(
-    "GET",
-    "/v2/models/stats",
-    (c) => c.json({ model_stats: repo.models().map((m) => metrics.modelStatistics(m.name)) }),
-  );
+  // Statistics extension. `GET /v2/models/stats` (every model's) is answered by the `/v2/models/:m` route below, so
+  // that "stats" is never taken for a model name: a static route beside the `:m` routes makes Hono fall back from its
+  // RegExpRouter (0.3 µs per match) to its trie router (1.35 µs, and garbage per match) for every request (ours).
+  const allStats = (c: Context): Response =>
+    c.json({ model_stats: repo.models().map((m) => metrics.modelStatistics(m.name)) });
   const stats = (c: Context): Response => c.json({ model_stats: [metrics.modelStatistics(modelOf(c).name)] });
   on("GET", "/v2/models/:m/stats", stats);
   on("GET", "/v2/models/:m/versions/:v/stats", stats);
@@ -223,7 +222,7 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
     const m = modelOf(c);
     return c.json({ ...modelMetadata(m), instances: instanceMetadata(m) });
   };
-  on("GET", "/v2/models/:m", metadata);
+  on("GET", "/v2/models/:m", (c) => c.req.param("m") === "stats" ? allStats(c) : metadata(c));
   on("GET", "/v2/models/:m/versions/:v", metadata);
 
   // Model ready ("Model Ready").
