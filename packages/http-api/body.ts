@@ -47,7 +47,10 @@ export async function readBody(
       });
     }
   }
-  if (req.body === null) return new Uint8Array(0);
+  // `req.body` is not read on the declared path: on Bun that getter builds the request's JavaScript stream (a
+  // ReadableStream and its source, per request) which the native read below does not need.
+  if (declared === 0) return new Uint8Array(0);
+  if (declared === undefined && req.body === null) return new Uint8Array(0);
   // A client that trickles its body must not hold the server's body budget for ever.
   const deadline = options.deadlineMs === undefined ? undefined : Date.now() + options.deadlineMs;
   if (declared !== undefined) {
@@ -64,7 +67,7 @@ export async function readBody(
     }
     return new Uint8Array(buf);
   }
-  const reader = req.body.getReader();
+  const reader = req.body!.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
   for (;;) {
