@@ -14,7 +14,7 @@
  */
 import { hostClockMs } from "../host_span.ts";
 import { isFailStop, NrtStatus, worseStatus } from "../status.ts";
-import { type InstallServices, kblComputeSetup } from "../tdrv/kbl_model_add.ts";
+import { type InstallServices, kblComputeSetup, kblComputeSetupNeeded } from "../tdrv/kbl_model_add.ts";
 import type { Tensor } from "../tensor.ts";
 import type { CoreQueue } from "../tdrv/core_queue.ts";
 import type { Tpb } from "../tdrv/tpb.ts";
@@ -80,7 +80,7 @@ export async function kmgrExecOnCores(
     pa.push(st.devicePa!);
   }
   step?.("kmgr_exec_pre");
-  for (const p of r.parts) await kblComputeSetup(d.install, p, pa);
+  for (const p of r.parts) if (kblComputeSetupNeeded(p, pa)) await kblComputeSetup(d.install, p, pa);
   step?.("kbl_compute_setup");
   // One doorbell per physical NeuronCore of the request, all polled (seed: lifecycle-error-model §1.3 exec_rets[2]).
   const parts = r.parts;

@@ -302,7 +302,16 @@ export async function poolStdioQueueAvailableCount(
   q: PoolStdioQueue,
 ): Promise<{ write: number; pending: number; lost: number }> {
   if (!q.initialized) return { write: q.readIdxLocal, pending: 0, lost: 0 };
-  const w = await s.target.portal.memRead(q.hostQueueDmem.memory, q.writeIdxOffset, 4);
+  return availableFrom(q, await readWriteIndex(s, q));
+}
+
+/** Reads a ring's device write index (the u32 after its entries). */
+function readWriteIndex(s: PoolStdioDrainServices, q: PoolStdioQueue): Promise<Uint8Array> {
+  return s.target.portal.memRead(q.hostQueueDmem.memory, q.writeIdxOffset, 4);
+}
+
+/** Entries pending in `q` given the bytes of its device write index, clamped to the capacity. */
+function availableFrom(q: PoolStdioQueue, w: Uint8Array): { write: number; pending: number; lost: number } {
   const write32 = getU32(w, 0);
   // The device cursor is a u32; the local one is monotonic: pending = write − read (mod 2^32).
   const pending = (write32 - q.readIdxLocal) >>> 0;
@@ -387,13 +396,15 @@ export async function poolStdioBlockDrain(
     if (e !== undefined && e.initialized) queues.push(e);
   }
   // Every write index is read at once (a remote portal pipelines the reads); the queues are then consumed in order.
-  const reads: Array<Promise<{ write: number; pending: number; lost: number }>> = [];
-  for (let k = 0; k < queues.length; k++) reads.push(poolStdioQueueAvailableCount(s, queues[k]));
-  const available = await Promise.all(reads);
+  // The reads are joined as they are, without a coroutine per queue: this runs at every progress step.
+  const reads: Array<Promise<Uint8Array>> = [];
+  for (let k = 0; k < queues.length; k++) reads.push(readWriteIndex(s, queues[k]));
+  const words = await Promise.all(reads);
   for (let k = 0; k < queues.length; k++) {
-    if (available[k].pending === 0) continue;
     const q = queues[k];
-    for (const text of await poolStdioQueueConsumeAllEntries(s, sb, q, available[k])) {
+    const available = availableFrom(q, words[k]);
+    if (available.pending === 0) continue;
+    for (const text of await poolStdioQueueConsumeAllEntries(s, sb, q, available)) {
       out.push({ tag: q.streamTag, text });
     }
   }

@@ -537,13 +537,24 @@ export async function kmgrUnstage(s: InstallServices, m: InstalledModel): Promis
 }
 
 /**
+ * Whether {@linkcode kblComputeSetup} has anything to write: the I/O addresses differ from those the rings were last
+ * written for. Synchronous, so that an execute whose addresses did not move makes no call at all (ours).
+ */
+export function kblComputeSetupNeeded(m: InstalledModel, io: readonly number[]): boolean {
+  const bound = m.boundPa;
+  if (bound.length !== io.length) return true;
+  for (let i = 0; i < io.length; i++) if (bound[i] !== io[i]) return true;
+  return false;
+}
+
+/**
  * `kbl_compute_setup`: re-materialises the template DMA rings for this execution's I/O device addresses (the
  * model's buffers follow them). Seed: runtime-synthesis §3.3 (on every execute, `dlr_add_to_hw_exec_queue →
  * kbl_compute_setup`). Skipped when the addresses are the ones the rings already encode (ours: the rings would be
  * rewritten with the same bytes).
  */
 export async function kblComputeSetup(s: InstallServices, m: InstalledModel, io: readonly number[]): Promise<void> {
-  if (m.boundPa.length === io.length && m.boundPa.every((pa, i) => pa === io[i])) return;
+  if (!kblComputeSetupNeeded(m, io)) return;
   const ioPa = [...io, ...m.bufferPa];
   const bytes = new Uint8Array(m.rings.memory.bytes);
   const v = new DataView(bytes.buffer);
