@@ -90,24 +90,31 @@ function load(job: LoadJob): Promise<LoadResult> {
  * threads (Bun: `JITWorker`, `HeapHelper`; Deno: V8's `DefaultWorker`s, which do both), and of the whole process (the
  * server, its device's threads and the client Worker); undefined where there is no `/proc`.
  */
-function threadCpuUs(): { main: number; jitGc: number; process: number } | undefined {
+function threadCpuUs(): { main: number; jitGc: Map<string, number>; process: number } | undefined {
   const ticks = (stat: string): number => {
     const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(f[11]) + Number(f[12])) * 10_000; // utime + stime, in clock ticks of 10 ms
   };
   const cpu = (tid: string): number => ticks(readFileSync(`/proc/self/task/${tid}/stat`, "utf8"));
   try {
-    let jitGc = 0;
+    const jitGc = new Map<string, number>();
     for (const tid of readdirSync("/proc/self/task")) {
       try {
         const comm = readFileSync(`/proc/self/task/${tid}/comm`, "utf8");
-        if (/^(JITWorker|HeapHelper|V8 DefaultWorke)/.test(comm)) jitGc += cpu(tid);
+        if (/^(JITWorker|HeapHelper|V8 DefaultWorke)/.test(comm)) jitGc.set(tid, cpu(tid));
       } catch { /* the thread ended */ }
     }
     return { main: cpu(String(process.pid)), jitGc, process: ticks(readFileSync("/proc/self/stat", "utf8")) };
   } catch {
     return undefined;
   }
+}
+
+/** CPU the JIT and GC threads took between two readings: threads that came or went meanwhile count from 0 or not. */
+function jitGcDelta(a: Map<string, number>, b: Map<string, number>): number {
+  let d = 0;
+  for (const [tid, us] of b) d += us - (a.get(tid) ?? 0);
+  return d;
 }
 
 /**
@@ -292,7 +299,7 @@ async function measure(): Promise<Measured> {
       if (c0 === undefined || c1 === undefined) return { load: result };
       return {
         load: result,
-        cpu: { main: c1.main - c0.main, jitGc: c1.jitGc - c0.jitGc, process: c1.process - c0.process },
+        cpu: { main: c1.main - c0.main, jitGc: jitGcDelta(c0.jitGc, c1.jitGc), process: c1.process - c0.process },
       };
     };
     const ports = [inferServer.port, servedServer.port, bareServer.port, bareDeviceServer.port];
