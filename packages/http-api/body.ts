@@ -58,7 +58,9 @@ export async function readBody(
     // the runtime reads it whole, natively, without a JavaScript stream and its reader (ours: on Bun the stream's
     // machinery was the largest item of the JSON endpoint's body handling).
     const whole = req.arrayBuffer();
-    const buf = deadline === undefined ? await whole : await before(whole, deadline, () => req.body?.cancel());
+    const buf = deadline === undefined
+      ? await whole
+      : await before(whole, deadline, options.deadlineMs!, () => req.body?.cancel());
     if (buf.byteLength !== declared) {
       throw new HttpError(
         400,
@@ -73,7 +75,7 @@ export async function readBody(
   for (;;) {
     const { done, value } = deadline === undefined
       ? await reader.read()
-      : await before(reader.read(), deadline, () => reader.cancel());
+      : await before(reader.read(), deadline, options.deadlineMs!, () => reader.cancel());
     if (done) break;
     total += value.byteLength;
     if (total > limit) {
@@ -98,25 +100,71 @@ export async function readBody(
  */
 const CLOSE: Readonly<Record<string, string>> = { connection: "close" };
 
-/** `read`'s value, or a 408 once `deadline` (epoch ms) passes; a failed or late read calls `cancel` first. */
-async function before<T>(read: Promise<T>, deadline: number, cancel: () => Promise<void> | undefined): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new HttpError(408, "Cannot read the request body: it did not arrive in time", { headers: CLOSE })),
-      Math.max(0, deadline - Date.now()),
-    );
-  });
+/** The rejection of a deadline bucket that passed (mapped to a 408 by the request that raced it). */
+const LATE = Symbol("late");
+
+/**
+ * Requests whose body deadlines end in the same slot share one timer and one promise that rejects at the slot's end
+ * (ours): a timer and a promise per request cost each request a timer insert and removal, a `Timeout` and four
+ * allocations, for a deadline that almost never passes. A slot is a twentieth of the deadline (at most 1 s): the
+ * 408 comes at most that much late. A slot's timer is cleared as soon as no request waits on it.
+ */
+interface DeadlineSlot {
+  readonly late: Promise<never>;
+  readonly timer: ReturnType<typeof setTimeout>;
+  waiting: number;
+}
+
+/** The slots by their end (epoch ms). */
+const SLOTS = new Map<number, DeadlineSlot>();
+
+/** The slot of a deadline `deadlineMs` long ending at `deadline`: made (and its timer started) if none waits yet. */
+function slotOf(deadline: number, deadlineMs: number): { end: number; slot: DeadlineSlot } {
+  const width = Math.min(1000, Math.max(1, Math.floor(deadlineMs / 20)));
+  const end = Math.ceil(deadline / width) * width;
+  let slot = SLOTS.get(end);
+  if (slot === undefined) {
+    let reject!: (reason: unknown) => void;
+    const late = new Promise<never>((_, r) => (reject = r));
+    late.catch(() => {}); // raced by its requests; the last one may have gone when it rejects
+    const timer = setTimeout(() => {
+      SLOTS.delete(end);
+      reject(LATE);
+    }, Math.max(0, end - Date.now()));
+    slot = { late, timer, waiting: 0 };
+    SLOTS.set(end, slot);
+  }
+  return { end, slot };
+}
+
+/**
+ * `read`'s value, or a 408 once `deadline` (epoch ms, `deadlineMs` after the read began) passes; a failed or late read
+ * calls `cancel` first.
+ */
+async function before<T>(
+  read: Promise<T>,
+  deadline: number,
+  deadlineMs: number,
+  cancel: () => Promise<void> | undefined,
+): Promise<T> {
+  const { end, slot } = slotOf(deadline, deadlineMs);
+  slot.waiting++;
   try {
-    return await Promise.race([read, late]);
+    return await Promise.race([read, slot.late]);
   } catch (e) {
     read.catch(() => {}); // a read given up on settles when the connection closes
     try {
       await cancel()?.catch(() => {});
     } catch { /* a body a read holds cannot be cancelled: the answer closes the connection */ }
+    if (e === LATE) {
+      throw new HttpError(408, "Cannot read the request body: it did not arrive in time", { headers: CLOSE });
+    }
     throw e;
   } finally {
-    clearTimeout(timer);
+    if (--slot.waiting === 0 && SLOTS.get(end) === slot) {
+      clearTimeout(slot.timer);
+      SLOTS.delete(end);
+    }
   }
 }
 

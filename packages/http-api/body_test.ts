@@ -38,6 +38,27 @@ describe("body", () => {
     expect(await status(readBody(req(stream(1_000_000, 1024)), 4096))).toBe(413);
   });
 
+  test("readBody() answers 408 for a body that does not arrive within its deadline, and reads one that does", async () => {
+    // A body that never ends (a client that trickles or stalls), with and without a declared length.
+    const stalled = (headers: Record<string, string>) =>
+      new Request("http://x/", {
+        method: "POST",
+        body: new ReadableStream<Uint8Array>({ pull: () => new Promise(() => {}) }),
+        duplex: "half",
+        headers,
+      } as RequestInit);
+    for (const headers of [{ "content-length": "10" }, {}] as Array<Record<string, string>>) {
+      const t0 = Date.now();
+      expect(await status(readBody(stalled(headers), 100, { deadlineMs: 60 }))).toBe(408);
+      // Not before the deadline (the deadline's slot ends at or after it).
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(59);
+    }
+    // Many bodies that arrive in time, under one deadline: every one read whole, none answered 408.
+    const ok = (i: number) => new Request("http://x/", { method: "POST", body: "x".repeat(i % 50 + 1) });
+    const sizes = await Promise.all(Array.from({ length: 200 }, (_, i) => readBody(ok(i), 100, { deadlineMs: 60 })));
+    expect(sizes.map((b) => b.length)).toEqual(Array.from({ length: 200 }, (_, i) => i % 50 + 1));
+  });
+
   test("readBody() refuses a declared length over the limit, a malformed one and a conflict with Transfer-Encoding", async () => {
     const req = (headers: Record<string, string>) => new Request("http://x/", { method: "POST", body: "{}", headers });
     expect(await status(readBody(req({ "content-length": "1000" }), 100))).toBe(413);
