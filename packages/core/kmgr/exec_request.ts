@@ -60,13 +60,15 @@ export interface ExecRequestState {
 
 /** `exec_request_init_state`. */
 export function execRequestInitState(): ExecRequestState {
+  // A loop, not `Array.from` with a callback: this runs at every execute.
+  const execFatalStatus: boolean[][] = [];
+  for (let i = 0; i < EXEC_REQUEST_MAX_NCS; i++) {
+    execFatalStatus.push(new Array(ExecFatalStatus.EXEC_FATAL_STATUS_COUNT).fill(false));
+  }
   return {
     state: ExecState.EXEC_STATE_INIT,
     execRets: new Array(EXEC_REQUEST_MAX_NCS).fill(NrtStatus.NRT_SUCCESS),
-    execFatalStatus: Array.from(
-      { length: EXEC_REQUEST_MAX_NCS },
-      () => new Array(ExecFatalStatus.EXEC_FATAL_STATUS_COUNT).fill(false),
-    ),
+    execFatalStatus,
     errors: [],
     inferErrors: kblInferErrorsInit(),
     status: NrtStatus.NRT_SUCCESS,

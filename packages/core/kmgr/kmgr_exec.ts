@@ -150,20 +150,19 @@ interface Budget {
   settle(): void;
 }
 
-/** A budget on the runtime's timer (`exec_waits.ts`): one object and one callback per execution. */
+/** A budget on the runtime's timer (`exec_waits.ts`): this object and one armed entry per execution. */
 class SharedBudget implements Budget {
   readonly #s: ExecServices;
   readonly #waits: ExecWaits;
   readonly #nc: number;
   readonly #armed: ArmedBudget;
-  #passed = false;
   #pending = false;
 
   constructor(s: ExecServices, waits: ExecWaits, nc: number, deadline: number) {
     this.#s = s;
     this.#waits = waits;
     this.#nc = nc;
-    this.#armed = waits.arm(nc, deadline, () => (this.#passed = true));
+    this.#armed = waits.arm(nc, deadline);
   }
 
   async wait(tail: number): Promise<boolean> {
@@ -175,7 +174,7 @@ class SharedBudget implements Budget {
       // The wait ends either way; the poll that follows reads what the device did.
     }
     this.#pending = false;
-    return this.#passed;
+    return this.#armed.expired;
   }
 
   settle(): void {

@@ -15,6 +15,23 @@ export interface CoreTurn extends Disposable {
 
 const noop = (): void => {};
 
+/** A turn: a class, so that taking one makes no closures beyond its promise's resolvers (one per execute). */
+class Turn implements CoreTurn {
+  readonly ready: Promise<void>;
+  #release: (() => void) | undefined;
+
+  constructor(ready: Promise<void>, release: () => void) {
+    this.ready = ready;
+    this.#release = release;
+  }
+
+  [Symbol.dispose](): void {
+    const release = this.#release;
+    this.#release = undefined;
+    release?.();
+  }
+}
+
 /** The FIFO of one NeuronCore. */
 export class CoreQueue {
   #tail: Promise<void> = Promise.resolve();
@@ -24,30 +41,21 @@ export class CoreQueue {
    * turn on any of them has ended. Taking it never awaits, so two calls keep their order.
    */
   static acquire(queues: readonly CoreQueue[]): CoreTurn {
-    let release!: () => void;
-    const mine = new Promise<void>((resolve) => (release = resolve));
+    const mine = Promise.withResolvers<void>();
     let ready: Promise<void>;
     if (queues.length === 1) {
       // One core (most requests): the turn is ready when the previous turn on it ends.
       ready = queues[0].#tail;
-      queues[0].#tail = mine;
+      queues[0].#tail = mine.promise;
     } else {
       const earlier: Array<Promise<void>> = [];
       for (const q of queues) {
         earlier.push(q.#tail);
-        q.#tail = mine;
+        q.#tail = mine.promise;
       }
       ready = Promise.all(earlier).then(noop);
     }
-    let released = false;
-    return {
-      ready,
-      [Symbol.dispose]() {
-        if (released) return;
-        released = true;
-        release();
-      },
-    };
+    return new Turn(ready, mine.resolve);
   }
 
   /** Takes the next turn on this core. */
