@@ -399,14 +399,20 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const metrics = new InferenceMetrics(); // one set for both protocols
     // The Host names this server answers: on a loopback bind only its own (DNS rebinding), plus --allowed-host.
     let port = options.port ?? 8000;
+    // Computed once per port (the port is known only once the listener is up), not at every request.
+    let hostsOf: { readonly port: number; readonly list: readonly string[] | undefined } | undefined;
     const allowedHosts = (): readonly string[] | undefined => {
+      if (hostsOf?.port === port) return hostsOf.list;
       const extra = (options.allowedHosts ?? []).flatMap((
         h,
       ) => (h.includes(":") && !h.startsWith("[") ? [h] : [h, `${h}:${port}`]));
-      if (!loopback) return extra.length > 0 ? extra : undefined;
       // A bare name (no port) is what HTTP/1.1 clients send for port 80, never what a browser sends to another port.
       const own = ["127.0.0.1", "localhost", "[::1]", host.includes(":") && !host.startsWith("[") ? `[${host}]` : host];
-      return [...own.flatMap((h) => [h, `${h}:${port}`]), ...extra];
+      const list = !loopback
+        ? (extra.length > 0 ? extra : undefined)
+        : [...own.flatMap((h) => [h, `${h}:${port}`]), ...extra];
+      hostsOf = { port, list };
+      return list;
     };
     const app = createInferenceApp({
       runtime,

@@ -35,7 +35,8 @@ export interface AccessOptions {
   /**
    * The `Host` header values accepted, `host:port` (compared case-insensitively); `undefined` accepts any (a server
    * bound to a non-loopback address is reached under names it cannot know). A request without `Host` (HTTP/1.0)
-   * is accepted.
+   * is accepted. A function is asked at every request; a list it returns again (the same array) is not read again,
+   * so a changed list must be a new array.
    */
   readonly allowedHosts?: readonly string[] | (() => readonly string[] | undefined);
 }
@@ -103,6 +104,14 @@ export function accessControl(o: AccessOptions = {}): AccessControl {
     list === undefined ? undefined : new Set(list.map((h) => h.toLowerCase()));
   const fixed = typeof o.allowedHosts === "function" ? undefined : hostSet(o.allowedHosts);
   const allowedHosts = typeof o.allowedHosts === "function" ? o.allowedHosts : undefined;
+  // The set of the list the function last returned: a function that returns the same list while it holds makes no
+  // set per request (ours; `nrt serve`'s list changes only when its port is known).
+  let lastList: readonly string[] | undefined, lastSet: Set<string> | undefined;
+  const currentHosts = (): Set<string> | undefined => {
+    const list = allowedHosts!();
+    if (list !== lastList) (lastList = list), (lastSet = hostSet(list));
+    return lastSet;
+  };
 
   const requireAdmin = (c: Context, what: string): void => {
     if (token === undefined) {
@@ -126,7 +135,7 @@ export function accessControl(o: AccessOptions = {}): AccessControl {
     modelControl,
     admin: token !== undefined,
     checkRequest(c) {
-      const hosts = allowedHosts === undefined ? fixed : hostSet(allowedHosts());
+      const hosts = allowedHosts === undefined ? fixed : currentHosts();
       const host = c.req.header("host");
       if (hosts !== undefined && host !== undefined && !hosts.has(host.toLowerCase())) {
         throw new HttpError(

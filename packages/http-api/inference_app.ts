@@ -91,7 +91,8 @@ export interface InferenceAppOptions {
   readonly modelControl?: ModelControlMode;
   /**
    * `Host` values the server answers (`host:port`); other hosts get 403 before routing. Pass them when bound to a
-   * loopback address (DNS rebinding). Default: any.
+   * loopback address (DNS rebinding). Default: any. A function is asked at every request; return a new array when
+   * the list changes (the same array is not read again).
    */
   readonly allowedHosts?: readonly string[] | (() => readonly string[] | undefined);
   /**
