@@ -191,6 +191,9 @@ function roundRatio(a: readonly Round[], b: readonly Round[]): Ratio {
   return { median: xs[Math.floor(xs.length / 2)], min: xs[0], max: xs[xs.length - 1] };
 }
 
+/** The Host values the hooks row's server answers (set once it listens). */
+let servedHosts: readonly string[] | undefined;
+
 async function measure(): Promise<Measured> {
   const connections = arg("connections", 64),
     rounds = Math.max(1, arg("rounds", 4)),
@@ -213,7 +216,8 @@ async function measure(): Promise<Measured> {
     calls: [{ opcode: 1, inputs: ["x"], outputs: ["y"] }],
   });
   // Two servers of the same model on two simulated devices: the plain app, and the app wired as `nrt serve` wires
-  // it — the dashboard's and the Neuron tools' hooks on every execution (onExecution, onSpan) and the drain gate.
+  // it — the dashboard's and the Neuron tools' hooks on every execution (onExecution, onSpan), the drain gate and the
+  // Host check of a loopback bind.
   const setup = async (hooks: boolean) => {
     const container = createNrtContainer({ agents: (process.env.AGENTS ?? "device") as "device" });
     const monitor = hooks ? new DashboardMonitor() : undefined;
@@ -241,7 +245,8 @@ async function measure(): Promise<Measured> {
     const app = createInferenceApp({
       runtime,
       repository,
-      ...(hooks ? { dashboard: { monitor: monitor! }, activity } : {}),
+      // nrt serve's Host check on a loopback bind: a function, its list known once the port is.
+      ...(hooks ? { dashboard: { monitor: monitor! }, activity, allowedHosts: () => servedHosts } : {}),
     });
     const fetch: Fetch = hooks ? new DrainGate(app.fetch).fetch : app.fetch;
     const close = async () => {
@@ -280,6 +285,7 @@ async function measure(): Promise<Measured> {
   });
   const inferServer = await serve(plain.fetch);
   const servedServer = await serve(served.fetch);
+  servedHosts = ["127.0.0.1", "localhost"].flatMap((h) => [h, `${h}:${servedServer.port}`]);
   const bareServer = await serve(bare.fetch);
   const bareDeviceServer = await serve(bareDev.fetch);
   try {
