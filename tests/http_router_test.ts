@@ -2,6 +2,7 @@
  * The REST app's routes stay within what Hono's RegExpRouter takes (ours, docs/architecture.md §7): one static path
  * beside the `:m` routes (as `GET /v2/models/stats` once was) makes Hono's SmartRouter fall back to its trie router
  * for every request, about 1 µs and a few objects more per match. Every optional route group is switched on here.
+ * The Host check is made by each handler and by the 404/405 handler, not by a middleware: it must still come first.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { MemoryLogger, Runtime } from "@nrt/core";
@@ -50,7 +51,20 @@ describe("REST routing", () => {
   test("every route fits Hono's RegExpRouter", async () => {
     expect((await app.request("/v2/health/live")).status).toBe(200);
     // SmartRouter names the router it settled on at the first match.
-    expect((app.router as { name: string }).name).toBe("SmartRouter + RegExpRouter");
+    expect((app as unknown as { router: { name: string } }).router.name).toBe("SmartRouter + RegExpRouter");
+  });
+
+  test("the Host check comes before every route, the 404 and the 405", async () => {
+    const guarded = createInferenceApp({ runtime, repository, allowedHosts: ["127.0.0.1:8000"] });
+    // A refusal can be answered synchronously (Hono calls a lone handler directly): `await` takes either.
+    const at = async (path: string, host: string, method = "GET") =>
+      (await guarded.request(path, { method, headers: { host } })).status;
+    const routes = ["/v2/health/live", "/v2/no/such/path", "/v2/models/relu/infer"];
+    for (const path of routes) expect(await at(path, "evil.example:8000")).toBe(403);
+    expect(await at("/v2/models/relu/infer", "evil.example:8000", "POST")).toBe(403);
+    expect(await at("/v2/health/live", "127.0.0.1:8000")).toBe(200);
+    expect(await at("/v2/no/such/path", "127.0.0.1:8000")).toBe(404);
+    expect(await at("/v2/models/relu/infer", "127.0.0.1:8000")).toBe(405);
   });
 
   test("GET /v2/models/stats is every model's statistics, not a model named stats", async () => {

@@ -12,6 +12,7 @@
  */
 import type { Logger, Runtime } from "@nrt/core";
 import { type Context, Hono } from "hono";
+import { RegExpRouter } from "hono/router/reg-exp-router";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { accessControl, type ModelControlMode } from "./access.ts";
 import { BodyBudget, parseJson, readBody } from "./body.ts";
@@ -162,14 +163,15 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   });
   const app = new Hono();
   const allowed = new Map<string, string[]>();
-  // Host and Origin before any route (docs/security.md).
-  app.use("*", async (c, next) => {
-    access.checkRequest(c);
-    await next();
-  });
 
+  // Host and Origin before any route (docs/security.md): checked first by every handler, and by the 404/405 handler.
+  // Not a middleware, and no 405 route per path beside the real one: a request then matches one handler, which Hono
+  // calls directly instead of composing a chain for it (ours: about ten allocations less per request).
   const on = (method: "GET" | "POST", path: string, handler: (c: Context) => Response | Promise<Response>): void => {
-    app.on(method, path, handler);
+    app.on(method, path, (c) => {
+      access.checkRequest(c);
+      return handler(c);
+    });
     const list = allowed.get(path) ?? [];
     list.push(...(method === "GET" ? ["GET", "HEAD"] : [method]));
     allowed.set(path, list);
@@ -394,20 +396,22 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
     });
   }
 
-  // A known path with another method is 405 with Allow; registered after every route so they match first.
-  for (const [path, methods] of allowed) {
-    app.all(path, (c) => {
+  // A request no route takes: a known path with another method is 405 with Allow, any other 404.
+  const known = new RegExpRouter<readonly string[]>();
+  for (const [path, methods] of allowed) known.add("ALL", path, methods);
+  app.notFound((c) => {
+    access.checkRequest(c);
+    // c.req.path, never new URL(c.req.url): a request without a valid Host has no URL to parse (docs/security.md).
+    const methods = known.match(c.req.method, c.req.path)[0][0]?.[0];
+    if (methods !== undefined) {
       throw new HttpError(
         405,
         `Cannot ${c.req.method} ${c.req.path.slice(0, 256)}: allowed methods are ${methods.join(", ")}`,
-        {
-          headers: { allow: methods.join(", ") },
-        },
+        { headers: { allow: methods.join(", ") } },
       );
-    });
-  }
-  // c.req.path, never new URL(c.req.url): a request without a valid Host has no URL to parse (docs/security.md).
-  app.notFound((c) => c.json({ error: `Cannot ${c.req.method} ${c.req.path.slice(0, 256)}: no such endpoint` }, 404));
+    }
+    return c.json({ error: `Cannot ${c.req.method} ${c.req.path.slice(0, 256)}: no such endpoint` }, 404);
+  });
   app.onError((e, c) => {
     const err = toHttpError(e);
     // A 503 (busy, not ready) or 504 is the client's to retry, not a server fault: logging each would let a flood of them
