@@ -729,12 +729,20 @@ export class Runtime {
     const { keys, aliases } = r.binding;
     const nIn = r.kelf.inputCount;
     // Tensor-set ordinal i == var_id i; an aliased output may be omitted (it is written into its input's buffer).
-    const tensors: Array<Tensor | undefined> = io.map((t, i) => {
+    // A loop, not `map` with a callback: this runs at every execute.
+    const tensors: Array<Tensor | undefined> = [];
+    for (let i = 0; i < io.length; i++) {
       const resident = r.resident.get(i);
-      if (resident !== undefined) return resident;
+      if (resident !== undefined) {
+        tensors.push(resident);
+        continue;
+      }
       const set = i < nIn ? inputs : outputs;
       if (!set.has(keys[i])) {
-        if (i >= nIn && aliases.has(i - nIn)) return undefined;
+        if (i >= nIn && aliases.has(i - nIn)) {
+          tensors.push(undefined);
+          continue;
+        }
         throw new NrtError(
           NrtStatus.NRT_INVALID,
           `Cannot execute model "${r.name}": ${i < nIn ? "input" : "output"} "${
@@ -744,14 +752,14 @@ export class Runtime {
       }
       const x = set.get(keys[i]);
       this.#checkTensor(r, keys[i], x);
-      if (x.size !== t.size) {
+      if (x.size !== io[i].size) {
         throw new NrtError(
           NrtStatus.NRT_INVALID,
-          `Cannot execute model "${r.name}": tensor "${keys[i]}" is ${x.size} bytes, the model expects ${t.size}`,
+          `Cannot execute model "${r.name}": tensor "${keys[i]}" is ${x.size} bytes, the model expects ${io[i].size}`,
         );
       }
-      return x;
-    });
+      tensors.push(x);
+    }
     r.refCount++;
     return { r, tensors };
   }
@@ -761,16 +769,16 @@ export class Runtime {
    * a kernel would otherwise read or write device memory at an address another runtime or core owns.
    */
   #checkTensor(r: ModelRecord, key: string, x: Tensor): void {
-    const refuse = (why: string): never => {
-      throw new NrtError(
-        NrtStatus.NRT_INVALID,
-        `Cannot execute model "${r.name}": tensor "${x.name}" bound to "${key}" ${why}`,
-      );
-    };
-    if (!(x instanceof Tensor) || x.owner !== this) refuse("was not allocated by this runtime");
-    if (x.freed) refuse("was freed");
+    // No closure for the refusal: this runs for every tensor of every execute.
+    if (!(x instanceof Tensor) || x.owner !== this) refuseTensor(r, key, x, "was not allocated by this runtime");
+    if (x.freed) refuseTensor(r, key, x, "was freed");
     if (x.location === "device" && x.vnc !== r.vnc) {
-      refuse(`is in the device memory of logical core ${x.vnc}; the model runs on logical core ${r.vnc}`);
+      refuseTensor(
+        r,
+        key,
+        x,
+        `is in the device memory of logical core ${x.vnc}; the model runs on logical core ${r.vnc}`,
+      );
     }
   }
 
@@ -1117,6 +1125,14 @@ export class Runtime {
 
 function hexOf(b: Uint8Array): string {
   return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/** Refuses a tensor a request binds (`NRT_INVALID`). */
+function refuseTensor(r: { readonly name: string }, key: string, x: Tensor, why: string): never {
+  throw new NrtError(
+    NrtStatus.NRT_INVALID,
+    `Cannot execute model "${r.name}": tensor "${x?.name}" bound to "${key}" ${why}`,
+  );
 }
 
 /** Throws the `NrtError` of an execution result that is not `NRT_SUCCESS`. */

@@ -12,14 +12,19 @@
  *
  * @module
  */
-import { hostClockMs } from "../host_span.ts";
+import { hostClockMs, type HostSpanListener } from "../host_span.ts";
 import { isFailStop, NrtStatus, worseStatus } from "../status.ts";
-import { type InstallServices, kblComputeSetup, kblComputeSetupNeeded } from "../tdrv/kbl_model_add.ts";
+import {
+  type InstalledModel,
+  type InstallServices,
+  kblComputeSetup,
+  kblComputeSetupNeeded,
+} from "../tdrv/kbl_model_add.ts";
 import type { Tensor } from "../tensor.ts";
 import type { CoreQueue } from "../tdrv/core_queue.ts";
 import type { Tpb } from "../tdrv/tpb.ts";
 import type { DlrModel, ExecOutcome } from "./dlr_model.ts";
-import { type ExecServices, kmgrSyncExec } from "./kmgr_exec.ts";
+import { type ExecRequestState, type ExecServices, kmgrSyncExec } from "./kmgr_exec.ts";
 
 /** What the requests of one model need from the runtime (made once per model, so a request allocates none of it). */
 export interface KmgrExecDeps {
@@ -50,12 +55,8 @@ export async function kmgrExecOnCores(
   const { aliases } = r.binding;
   const nIn = r.kelf.inputCount;
   const onSpan = d.exec.onSpan;
-  let t0 = onSpan === undefined ? 0 : hostClockMs();
-  const step = onSpan === undefined ? undefined : (name: string): void => {
-    const now = hostClockMs();
-    onSpan({ name, start: t0, end: now, nc: r.parts[0].tpb.nc, seq, detail: r.name });
-    t0 = now;
-  };
+  // No closure here: a function whose locals a closure captures allocates their scope at every call, closure or not.
+  const step = onSpan === undefined ? undefined : new StepTimer(onSpan, r.parts[0].tpb.nc, seq, r.name);
   // kmgr_exec_pre: clone the tensor sets to device memory where they are not there already.
   const pa: number[] = [];
   for (let i = 0; i < tensors.length; i++) {
@@ -79,14 +80,14 @@ export async function kmgrExecOnCores(
     if (i < nIn) await st.write(await t.read());
     pa.push(st.devicePa!);
   }
-  step?.("kmgr_exec_pre");
+  step?.span("kmgr_exec_pre");
   for (const p of r.parts) if (kblComputeSetupNeeded(p, pa)) await kblComputeSetup(d.install, p, pa);
-  step?.("kbl_compute_setup");
+  step?.span("kbl_compute_setup");
   // One doorbell per physical NeuronCore of the request, all polled (seed: lifecycle-error-model §1.3 exec_rets[2]).
   const parts = r.parts;
   const reqs = parts.length === 1
     ? [await kmgrSyncExec(d.exec, parts[0], r.name, seq)]
-    : await Promise.all(parts.map((p) => kmgrSyncExec(d.exec, p, r.name, seq)));
+    : await Promise.all(syncExecAll(d.exec, parts, r.name, seq));
   const execRets: number[] = [];
   let status: number = NrtStatus.NRT_SUCCESS;
   let fatal = false;
@@ -97,7 +98,7 @@ export async function kmgrExecOnCores(
     status = worseStatus(status, ret);
     if (q.fatal) fatal = true;
   }
-  if (onSpan !== undefined) t0 = hostClockMs();
+  step?.restart();
   // A fatal verdict ends the request without copy-out (the outputs are not valid). Only a Band-C status poisons the
   // model (RUNNING but poisoned until unload, seed §4.1/§5.5); Band A/B leave it re-runnable. The Band-C status is
   // looked for in every core's verdict: the ranking can put a soft 1004 (CRITICAL) above it (seed §4.2).
@@ -120,6 +121,46 @@ export async function kmgrExecOnCores(
     const st = r.staging.get(i);
     if (st !== undefined && t !== undefined && t.devicePa === undefined) await t.write(await st.read());
   }
-  step?.("copy_out");
+  step?.span("copy_out");
   return { status, execRets };
+}
+
+/** The sync exec of every part of an LNC-2 request, started together. */
+function syncExecAll(
+  s: ExecServices,
+  parts: readonly InstalledModel[],
+  name: string,
+  seq: number | undefined,
+): Array<Promise<ExecRequestState>> {
+  const all: Array<Promise<ExecRequestState>> = [];
+  for (const p of parts) all.push(kmgrSyncExec(s, p, name, seq));
+  return all;
+}
+
+/** The timed steps of one execution (made only when someone hears them). */
+class StepTimer {
+  readonly #onSpan: HostSpanListener;
+  readonly #nc: number;
+  readonly #seq: number | undefined;
+  readonly #detail: string;
+  #t0 = hostClockMs();
+
+  constructor(onSpan: HostSpanListener, nc: number, seq: number | undefined, detail: string) {
+    this.#onSpan = onSpan;
+    this.#nc = nc;
+    this.#seq = seq;
+    this.#detail = detail;
+  }
+
+  /** Reports the step `name`, from the last step's end (or the start) to now. */
+  span(name: string): void {
+    const now = hostClockMs();
+    this.#onSpan({ name, start: this.#t0, end: now, nc: this.#nc, seq: this.#seq, detail: this.#detail });
+    this.#t0 = now;
+  }
+
+  /** The next step starts now. */
+  restart(): void {
+    this.#t0 = hostClockMs();
+  }
 }
