@@ -58,9 +58,7 @@ export async function readBody(
     // the runtime reads it whole, natively, without a JavaScript stream and its reader (ours: on Bun the stream's
     // machinery was the largest item of the JSON endpoint's body handling).
     const whole = req.arrayBuffer();
-    const buf = deadline === undefined
-      ? await whole
-      : await before(whole, deadline, options.deadlineMs!, () => req.body?.cancel());
+    const buf = deadline === undefined ? await whole : await before(whole, deadline, options.deadlineMs!, req);
     if (buf.byteLength !== declared) {
       throw new HttpError(
         400,
@@ -75,7 +73,7 @@ export async function readBody(
   for (;;) {
     const { done, value } = deadline === undefined
       ? await reader.read()
-      : await before(reader.read(), deadline, options.deadlineMs!, () => reader.cancel());
+      : await before(reader.read(), deadline, options.deadlineMs!, reader);
     if (done) break;
     total += value.byteLength;
     if (total > limit) {
@@ -139,13 +137,14 @@ function slotOf(deadline: number, deadlineMs: number): { end: number; slot: Dead
 
 /**
  * `read`'s value, or a 408 once `deadline` (epoch ms, `deadlineMs` after the read began) passes; a failed or late read
- * calls `cancel` first.
+ * cancels the body it reads `from` first (the request's or the reader's: passed, not a closure, since every body read
+ * comes here).
  */
 async function before<T>(
   read: Promise<T>,
   deadline: number,
   deadlineMs: number,
-  cancel: () => Promise<void> | undefined,
+  from: Request | ReadableStreamDefaultReader<Uint8Array>,
 ): Promise<T> {
   const { end, slot } = slotOf(deadline, deadlineMs);
   slot.waiting++;
@@ -154,7 +153,7 @@ async function before<T>(
   } catch (e) {
     read.catch(() => {}); // a read given up on settles when the connection closes
     try {
-      await cancel()?.catch(() => {});
+      await (from instanceof Request ? from.body?.cancel() : from.cancel())?.catch(() => {});
     } catch { /* a body a read holds cannot be cancelled: the answer closes the connection */ }
     if (e === LATE) {
       throw new HttpError(408, "Cannot read the request body: it did not arrive in time", { headers: CLOSE });

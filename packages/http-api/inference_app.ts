@@ -17,7 +17,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { accessControl, type ModelControlMode } from "./access.ts";
 import { BodyBudget, parseJson, readBody } from "./body.ts";
 import { HttpError, toHttpError } from "./http_error.ts";
-import { parseInferRequest, requestBodyLimit } from "./infer_request.ts";
+import { type InferPlan, parseInferRequest, requestBodyLimit } from "./infer_request.ts";
 import { INFERENCE_HEADER_CONTENT_LENGTH, inferResponse } from "./infer_response.ts";
 import { type FailureReason, InferenceMetrics } from "./metrics.ts";
 import { DashboardMonitor } from "./dashboard/dashboard_monitor.ts";
@@ -258,13 +258,9 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
         const body = await readBody(c.req.raw, limit, { deadlineMs: limits.bodyDeadlineMs });
         const plan = parseInferRequest(body, c.req.header(INFERENCE_HEADER_CONTENT_LENGTH) ?? null, served, limits);
         // The request's signal aborts when the client leaves: a request still queued is then dropped unrun. It is
-        // read only if the request has to wait (Deno warns once a served request's signal is read).
-        const outputs = await served.infer(
-          plan.inputs,
-          plan.outputs.map((o) => o.tensor.name),
-          timing,
-          () => c.req.raw.signal,
-        );
+        // read only if the request has to wait (Deno warns once a served request's signal is read): the request
+        // itself is passed, not a closure over this handler's context.
+        const outputs = await served.infer(plan.inputs, outputNames(plan), timing, c.req.raw);
         const res = inferResponse(m.name, m.version, plan, outputs);
         metrics.recordRequest(m.name, micros(t0), timing);
         return res;
@@ -421,4 +417,11 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
     return c.json({ error: err.message }, err.status as ContentfulStatusCode, err.headers);
   });
   return app;
+}
+
+/** The names of the outputs a plan returns (a loop, not `map` with a callback: this runs at every request). */
+function outputNames(plan: InferPlan): string[] {
+  const names: string[] = [];
+  for (const o of plan.outputs) names.push(o.tensor.name);
+  return names;
 }

@@ -73,8 +73,11 @@ export class CoreLoad {
   }
 }
 
-/** The signal of a request's client, or a function that returns it when it is needed. */
-export type ClientSignal = AbortSignal | (() => AbortSignal);
+/**
+ * The signal of a request's client, or what gives it when it is needed: a function, or an object whose `signal` is
+ * read then (a `Request`: passing it makes no closure per request).
+ */
+export type ClientSignal = AbortSignal | (() => AbortSignal) | { readonly signal: AbortSignal };
 
 /** Options of {@linkcode ServedModel.load}. */
 export interface ServedModelOptions {
@@ -288,6 +291,12 @@ export class ServedModel {
   #acquire(clientSignal: ClientSignal | undefined): Promise<Instance> {
     const idle = this.#leastBusy();
     if (idle !== undefined) return Promise.resolve(this.#take(idle));
+    // The wait is a method of its own: its closures capture its locals, which would otherwise be allocated in a scope
+    // of their own at every request, waiting or not.
+    return this.#enqueue(clientSignal);
+  }
+
+  #enqueue(clientSignal: ClientSignal | undefined): Promise<Instance> {
     if (this.notReadyReason !== undefined) return Promise.reject(this.#notReady());
     if (this.#waiters.length >= this.#maxQueue) {
       return Promise.reject(
@@ -298,7 +307,11 @@ export class ServedModel {
       );
     }
     // Read only now that the request has to wait (Deno warns when a served request's signal is read).
-    const signal = typeof clientSignal === "function" ? clientSignal() : clientSignal;
+    const signal = typeof clientSignal === "function"
+      ? clientSignal()
+      : clientSignal instanceof AbortSignal || clientSignal === undefined
+      ? clientSignal
+      : clientSignal.signal;
     if (signal?.aborted) return Promise.reject(cancelledWhileQueued(this.name));
     return new Promise((resolve, reject) => {
       const leave = (): void => {
@@ -341,8 +354,8 @@ export class ServedModel {
    * @param outputs Names of the outputs to read back.
    * @param timing Filled with the time spent in each phase and the execution status.
    * @param signal Aborted when the client leaves: a request still waiting in the queue is dropped and never runs. A
-   *   running execution cannot be stopped halfway; it finishes and releases its instance. A function is called
-   *   only if the request has to wait.
+   *   running execution cannot be stopped halfway; it finishes and releases its instance. A function is called,
+   *   or an object's `signal` read, only if the request has to wait.
    * @returns The bytes of the requested outputs.
    * @throws {HttpError} 503 when the model is unloading or poisoned; {@linkcode CLIENT_CLOSED_REQUEST} when the
    *   signal aborted before the request reached an instance.
@@ -355,7 +368,7 @@ export class ServedModel {
     signal?: ClientSignal,
   ): Promise<Map<string, Uint8Array>> {
     if (this.#closing) throw this.#notReady();
-    if (typeof signal !== "function" && signal?.aborted) throw cancelledWhileQueued(this.name);
+    if (signal instanceof AbortSignal && signal.aborted) throw cancelledWhileQueued(this.name);
     this.#inflight++;
     try {
       let t = performance.now();
