@@ -36,6 +36,12 @@ async function discardBody(req: Request): Promise<void> {
   }
 }
 
+/** The answer to a request that reached a closed gate: its body read away (up to a bound), then 503. */
+async function refuse(req: Request): Promise<Response> {
+  await discardBody(req);
+  return json(503, "Cannot serve the request: the server is shutting down", { connection: "close" });
+}
+
 /**
  * A gate in front of a handler that counts the requests inside it and, once closed, refuses new ones.
  *
@@ -72,25 +78,43 @@ export class DrainGate {
     return this.#active;
   }
 
-  /** The gated handler. */
-  readonly fetch: Fetch = async (req) => {
+  /**
+   * The gated handler. Not a coroutine: every request of `nrt serve` passes here, and the inner handler's promise is
+   * followed with two callbacks made once per gate (ours: three allocations less per request).
+   */
+  readonly fetch: Fetch = (req) => {
     this.#lastArrival = this.#clock.now();
-    if (this.#closed) {
-      await discardBody(req);
-      return json(503, "Cannot serve the request: the server is shutting down", { connection: "close" });
-    }
+    if (this.#closed) return refuse(req);
     this.#active++;
+    let res: Response | Promise<Response>;
     try {
-      const res = await this.#inner(req);
-      if (!this.#closed) return res;
-      // Answered during the drain: the client must open a new connection for its next request.
-      const headers = new Headers(res.headers);
-      headers.set("connection", "close");
-      return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
-    } finally {
-      if (--this.#active === 0) { for (const w of this.#waiters.splice(0)) w(); }
+      res = this.#inner(req);
+    } catch (e) {
+      this.#leave();
+      return Promise.reject(e);
     }
+    return res instanceof Promise ? res.then(this.#answered, this.#failed) : this.#answered(res);
   };
+
+  /** A request's answer, once produced: it leaves the gate. */
+  readonly #answered = (res: Response): Response => {
+    this.#leave();
+    if (!this.#closed) return res;
+    // Answered during the drain: the client must open a new connection for its next request.
+    const headers = new Headers(res.headers);
+    headers.set("connection", "close");
+    return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
+  };
+
+  /** A request whose handler failed: it leaves the gate, and the failure goes on. */
+  readonly #failed = (e: unknown): never => {
+    this.#leave();
+    throw e;
+  };
+
+  #leave(): void {
+    if (--this.#active === 0) { for (const w of this.#waiters.splice(0)) w(); }
+  }
 
   /** Refuses every request from now on. */
   close(): void {

@@ -240,6 +240,9 @@ async function progressOneStep(
   return done ? ErpStep.ERP_STEP_DONE : ErpStep.ERP_STEP_CONTINUE;
 }
 
+/** A rejection handled elsewhere (the step awaits the same promise). */
+const ignore = (): void => {};
+
 /** Reports the NQ read and the stdio drain of a progress step when each settles. */
 function timeSteps(
   onSpan: HostSpanListener,
@@ -249,9 +252,8 @@ function timeSteps(
   nqRead: Promise<unknown>,
   stdioDrain: Promise<unknown>,
 ): void {
-  const done = (name: string) => (): void => onSpan({ name, start: t0, end: hostClockMs(), nc, seq });
-  nqRead.then(done("nq_read"), () => {});
-  stdioDrain.then(done("pool_stdio_drain"), () => {});
+  nqRead.then(() => onSpan({ name: "nq_read", start: t0, end: hostClockMs(), nc, seq }), ignore);
+  stdioDrain.then(() => onSpan({ name: "pool_stdio_drain", start: t0, end: hostClockMs(), nc, seq }), ignore);
 }
 
 /** `check_dma_queue_on_aborted_eng`: the request's DMA engines whose state register reads ABORTED (3). */

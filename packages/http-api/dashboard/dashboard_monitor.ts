@@ -220,6 +220,8 @@ export class DashboardMonitor {
       m.set(sec, (m.get(sec) ?? 0) + (until - t));
       t = until;
     }
+    // Seconds too old to show are dropped once more are kept than shown, not at every execution (an iterator each).
+    if (m.size <= UTILIZATION_SECONDS + 1) return;
     const oldest = Math.floor(end / 1000) - UTILIZATION_SECONDS;
     for (const sec of m.keys()) if (sec <= oldest) m.delete(sec);
   }
