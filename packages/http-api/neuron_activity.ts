@@ -124,8 +124,13 @@ export class NeuronActivity {
   readonly #hostBusy = new Map<number, number>();
   readonly #history = new Map<number, BusyCurve>();
   readonly #statuses = new Map<number, number>();
-  /** The latency ring: sample `seq` is at `(seq - 1) % capacity`; the last `min(seq, capacity)` are kept. */
-  readonly #latency: LatencySample[] = [];
+  /**
+   * The latency ring: sample `seq` is at slot `(seq - 1) % capacity`, three numbers a slot (when it finished, its total
+   * and device seconds); the last `min(seq, capacity)` are kept. Numbers, not an object per sample: a ring of objects
+   * kept for thousands of executions had every collection carry each new sample into the old generation. It grows to
+   * the capacity as it fills.
+   */
+  #ring = new Float64Array(0);
   #seq = 0;
   /** When the activity was made, ms of its clock. */
   readonly since: number;
@@ -170,7 +175,15 @@ export class NeuronActivity {
     const total = (at - r.at) / 1000;
     const device = this.#busyMs === undefined ? total : Math.max(0, this.#busyMs(r.ncs[0]) - r.busy0) / 1000;
     const seq = ++this.#seq;
-    this.#latency[(seq - 1) % this.#capacity] = { seq, at, totalSeconds: total, deviceSeconds: device };
+    const slot = (seq - 1) % this.#capacity;
+    if (3 * slot >= this.#ring.length) {
+      const grown = new Float64Array(3 * Math.min(this.#capacity, Math.max(256, 2 * slot)));
+      grown.set(this.#ring);
+      this.#ring = grown;
+    }
+    this.#ring[3 * slot] = at;
+    this.#ring[3 * slot + 1] = total;
+    this.#ring[3 * slot + 2] = device;
   };
 
   /**
@@ -229,7 +242,8 @@ export class NeuronActivity {
   latencies(after = 0): LatencySample[] {
     const out: LatencySample[] = [];
     for (let seq = Math.max(Math.floor(after) + 1, this.#seq - this.#capacity + 1, 1); seq <= this.#seq; seq++) {
-      out.push(this.#latency[(seq - 1) % this.#capacity]);
+      const k = 3 * ((seq - 1) % this.#capacity);
+      out.push({ seq, at: this.#ring[k], totalSeconds: this.#ring[k + 1], deviceSeconds: this.#ring[k + 2] });
     }
     return out;
   }

@@ -103,4 +103,29 @@ describe("NeuronActivity", () => {
     expect(a.latencies(Number.NaN)).toEqual([]);
     expect(a.latencies(5)).toEqual([]);
   });
+
+  test("the ring keeps every sample's numbers as it grows to its capacity and after it wraps", () => {
+    let now = 0;
+    const a = new NeuronActivity({ latencyCapacity: 1000, now: () => now });
+    const run = (seq: number) => {
+      now = seq * 10;
+      a.onExecution({ phase: "start", ncs: [0], model: 1, seq });
+      now = seq * 10 + seq % 7;
+      a.onExecution({ phase: "end", ncs: [0], model: 1, seq, status: 0 });
+    };
+    const sample = (seq: number) => ({
+      seq,
+      at: seq * 10 + seq % 7,
+      totalSeconds: (seq % 7) / 1000,
+      deviceSeconds: (seq % 7) / 1000,
+    });
+    for (let seq = 1; seq <= 700; seq++) run(seq);
+    expect(a.latencies()).toEqual(Array.from({ length: 700 }, (_, i) => sample(i + 1)));
+    for (let seq = 701; seq <= 1300; seq++) run(seq);
+    const kept = a.latencies();
+    expect(kept.length).toBe(1000);
+    expect(kept[0]).toEqual(sample(301));
+    expect(kept[999]).toEqual(sample(1300));
+    expect(a.latencies(1299)).toEqual([sample(1300)]);
+  });
 });
