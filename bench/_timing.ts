@@ -47,3 +47,23 @@ export function emit(
     console.table(rows);
   }
 }
+
+/**
+ * Runs `count` targets in `rounds` rounds, one after another, each round starting at the next target so that none
+ * always runs first and a drift of the machine's speed hits them alike.
+ *
+ * @param rounds How many rounds.
+ * @param count How many targets.
+ * @param run Measures target `k` once.
+ * @returns Per target, its results round by round.
+ */
+export async function inRounds<T>(rounds: number, count: number, run: (k: number) => Promise<T>): Promise<T[][]> {
+  const results: T[][] = Array.from({ length: count }, () => []);
+  for (let r = 0; r < rounds; r++) {
+    for (let j = 0; j < count; j++) {
+      const k = (r + j) % count;
+      results[k].push(await run(k));
+    }
+  }
+  return results;
+}

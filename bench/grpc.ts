@@ -33,6 +33,7 @@ import { isMainThread } from "node:worker_threads";
 import { createGrpcInferenceServer, GRPC_SERVICE_NAME } from "../packages/grpc-api/mod.ts";
 import { FIXTURE_PROTO, oipClient } from "../tests/_grpc_client.ts";
 import type { LoadJob, LoadResult } from "./_http_client.ts";
+import { inRounds } from "./_timing.ts";
 
 /** What the gRPC load worker is asked to do. */
 interface GrpcJob {
@@ -383,15 +384,9 @@ async function measure(): Promise<Measurement> {
     // Warm-up: JIT, connections, staging buffers. A few hundred requests leave the server's functions compiling through
     // the measurement (bench/http.ts measured a quarter of a CPU in its JIT threads after 3,000).
     for (const run of Object.values(targets)) await run(warmup);
-    const results: Record<string, Rounds> = Object.fromEntries(Object.keys(targets).map((k) => [k, []]));
     const names = Object.keys(targets);
-    for (let r = 0; r < rounds; r++) {
-      // Each round starts at the next target, so no target always runs first.
-      for (let k = 0; k < names.length; k++) {
-        const name = names[(r + k) % names.length];
-        results[name].push(await targets[name](requests));
-      }
-    }
+    const rows = await inRounds(rounds, names.length, (k) => targets[names[k]](requests));
+    const results: Record<string, Rounds> = Object.fromEntries(names.map((name, k) => [name, rows[k]]));
     return { runtime: RUNTIME, results };
   } finally {
     bareGrpcServer.stop();

@@ -28,7 +28,7 @@ import { createInferenceApp, DashboardMonitor, filesFromMap, ModelRepository, Ne
 import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { emit, JSON_OUTPUT } from "./_timing.ts";
+import { emit, inRounds, JSON_OUTPUT } from "./_timing.ts";
 import process from "node:process";
 import { type LoadJob, type LoadResult, quantile } from "./_http_client.ts";
 import { BareDevice } from "./_bare_device.ts";
@@ -309,15 +309,7 @@ async function measure(): Promise<Measured> {
       };
     };
     const ports = [inferServer.port, servedServer.port, bareServer.port, bareDeviceServer.port];
-    const results: Round[][] = ports.map(() => []);
-    for (let r = 0; r < rounds; r++) {
-      // Each round starts at the next target, so no target always runs first.
-      for (let k = 0; k < ports.length; k++) {
-        const t = (r + k) % ports.length;
-        results[t].push(await measured(ports[t]));
-      }
-    }
-    const [infer, served, bareRounds, bareDevice] = results;
+    const [infer, served, bareRounds, bareDevice] = await inRounds(rounds, ports.length, (k) => measured(ports[k]));
     return {
       runtime: RUNTIME,
       rounds,
