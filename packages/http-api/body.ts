@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { setTimeout } from "node:timers";
 import { HttpError } from "./http_error.ts";
 
 /**
@@ -105,7 +106,10 @@ const LATE = Symbol("late");
  * Requests whose body deadlines end in the same slot share one timer and one promise that rejects at the slot's end
  * (ours): a timer and a promise per request cost each request a timer insert and removal, a `Timeout` and four
  * allocations, for a deadline that almost never passes. A slot is a twentieth of the deadline (at most 1 s): the
- * 408 comes at most that much late. A slot's timer is cleared as soon as no request waits on it.
+ * 408 comes at most that much late. A slot lives until its end even when no request waits on it any more: a body is
+ * read in microseconds, so under load the slot's last reader was usually gone before the next request came, and a
+ * slot cleared then was made again, timer and all, for every request. Its timer keeps the process alive only while a
+ * request waits on it (ref'd and unref'd, which allocates nothing); a deadline has at most 21 slots pending.
  */
 interface DeadlineSlot {
   readonly late: Promise<never>;
@@ -116,15 +120,15 @@ interface DeadlineSlot {
 /** The slots by their end (epoch ms). */
 const SLOTS = new Map<number, DeadlineSlot>();
 
-/** The slot of a deadline `deadlineMs` long ending at `deadline`: made (and its timer started) if none waits yet. */
-function slotOf(deadline: number, deadlineMs: number): { end: number; slot: DeadlineSlot } {
+/** The slot of a deadline `deadlineMs` long ending at `deadline`: made (and its timer started) if none is pending. */
+function slotOf(deadline: number, deadlineMs: number): DeadlineSlot {
   const width = Math.min(1000, Math.max(1, Math.floor(deadlineMs / 20)));
   const end = Math.ceil(deadline / width) * width;
   let slot = SLOTS.get(end);
   if (slot === undefined) {
     let reject!: (reason: unknown) => void;
     const late = new Promise<never>((_, r) => (reject = r));
-    late.catch(() => {}); // raced by its requests; the last one may have gone when it rejects
+    late.catch(() => {}); // raced by its requests; none may wait when it rejects
     const timer = setTimeout(() => {
       SLOTS.delete(end);
       reject(LATE);
@@ -132,7 +136,7 @@ function slotOf(deadline: number, deadlineMs: number): { end: number; slot: Dead
     slot = { late, timer, waiting: 0 };
     SLOTS.set(end, slot);
   }
-  return { end, slot };
+  return slot;
 }
 
 /**
@@ -146,8 +150,8 @@ async function before<T>(
   deadlineMs: number,
   from: Request | ReadableStreamDefaultReader<Uint8Array>,
 ): Promise<T> {
-  const { end, slot } = slotOf(deadline, deadlineMs);
-  slot.waiting++;
+  const slot = slotOf(deadline, deadlineMs);
+  if (slot.waiting++ === 0) slot.timer.ref();
   try {
     return await Promise.race([read, slot.late]);
   } catch (e) {
@@ -160,10 +164,7 @@ async function before<T>(
     }
     throw e;
   } finally {
-    if (--slot.waiting === 0 && SLOTS.get(end) === slot) {
-      clearTimeout(slot.timer);
-      SLOTS.delete(end);
-    }
+    if (--slot.waiting === 0) slot.timer.unref();
   }
 }
 

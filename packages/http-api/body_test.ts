@@ -1,4 +1,8 @@
 import { describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseJson, readBody } from "./body.ts";
 import { HttpError } from "./http_error.ts";
 
@@ -58,6 +62,30 @@ describe("body", () => {
     const sizes = await Promise.all(Array.from({ length: 200 }, (_, i) => readBody(ok(i), 100, { deadlineMs: 60 })));
     expect(sizes.map((b) => b.length)).toEqual(Array.from({ length: 200 }, (_, i) => i % 50 + 1));
   });
+
+  test("a body read under a long deadline leaves no timer that keeps the process alive", () => {
+    // The deadline's slot outlives the read (it is shared with the reads that follow) but holds the event loop only
+    // while a read waits on it: a process that read one body and has nothing else to do exits, not 600 s later.
+    const dir = mkdtempSync(join(tmpdir(), "nrt-body-"));
+    try {
+      const script = join(dir, "read_once.ts");
+      writeFileSync(
+        script,
+        `import { readBody } from ${JSON.stringify(new URL("./body.ts", import.meta.url).href)};\n` +
+          `const r = new Request("http://x/", { method: "POST", body: "abc", headers: { "content-length": "3" } });\n` +
+          `console.log((await readBody(r, 100, { deadlineMs: 600_000 })).length);\n`,
+      );
+      const isDeno = (globalThis as { Deno?: unknown }).Deno !== undefined;
+      const config = new URL("../../deno.json", import.meta.url).pathname; // the workspace's import map
+      const r = spawnSync(process.execPath, isDeno ? ["run", "-A", "--config", config, script] : [script], {
+        encoding: "utf8",
+        timeout: 60_000,
+      });
+      expect({ status: r.status, out: r.stdout.trim() }).toEqual({ status: 0, out: "3" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
 
   test("readBody() refuses a declared length over the limit, a malformed one and a conflict with Transfer-Encoding", async () => {
     const req = (headers: Record<string, string>) => new Request("http://x/", { method: "POST", body: "{}", headers });
