@@ -1,17 +1,19 @@
 /**
  * HTTP throughput of the inference server against a bare Hono route returning the same JSON, on the same
- * runtime, in one run: 64 concurrent connections from a client Worker, loopback only, bounded by a request count
- * and a time budget per target and round, each after the same warm-up of 20,000 requests (a server's steady state, JIT
- * compiled: after 3,000 the JIT threads still took a quarter of a CPU through the measurement on Bun, 145 FTL
- * compiles of the server's functions, and each row now prints that share so a short warm-up shows). A second
- * limit is the bare route with relu computed by a bare Worker over one SharedArrayBuffer (`_bare_device.ts`): the
- * thread hops of a device off the HTTP thread, with nothing of ours. Each row also gives the server's main-thread
- * CPU per request where `/proc` tells it, and the whole process's (server, device threads and client) with the CPUs
- * it kept busy: a target that keeps all the machine's CPUs busy is bound by CPU. The targets run in `--rounds` rounds
- * (default 4), in turn, each round starting at the next target, so that a change of the machine's speed hits them
- * alike: a ratio is taken within each round and reported as the median and the range over rounds; a row's
- * throughput, CPU and latency quantiles are over all its rounds (this machine's bare route swung from 11k to 30k
- * req/s between runs of one day). Under Bun it then runs itself under Deno (and the other way round) and prints both;
+ * runtime, in one run: 64 concurrent connections from a client Worker, loopback only, for `--seconds` (default 1)
+ * per target and round (`--requests` bounds a turn by a count as well), each target after the same warm-up of
+ * 20,000 requests (a server's steady state, JIT compiled: after 3,000 the JIT threads still took a quarter of a CPU
+ * through the measurement on Bun, 145 FTL compiles of the server's functions, and each row now prints that share so
+ * a short warm-up shows). A second limit is the bare route with relu computed by a bare Worker over one
+ * SharedArrayBuffer (`_bare_device.ts`): the thread hops of a device off the HTTP thread, with nothing of ours. Each
+ * row also gives the server's main-thread CPU per request where `/proc` tells it, and the whole process's (server,
+ * device threads and client) with the CPUs it kept busy: a target that keeps all the machine's CPUs busy is bound by
+ * CPU. The targets run in `--rounds` rounds (default 6), in turn, each round starting at the next target, so that a
+ * change of the machine's speed hits them alike: a ratio is taken within each round and reported as the median and
+ * the range over rounds; a row's throughput, CPU and latency quantiles are over all its rounds (this machine's bare
+ * route swung from 11k to 64k req/s between runs; turns of a fixed 5,000 requests lasted 0.1 s for the bare route
+ * on a fast day and their ratios spread 0.20–0.64 within one run, where turns of 1 s spread 0.24–0.33). Under Bun
+ * it then runs itself under Deno (and the other way round) and prints both;
  * `--here` measures the current runtime only; `--json` prints one table line per runtime.
  *
  * Usage: `bun bench/http.ts [--requests N] [--rounds R] [--seconds S] [--connections C] [--instances I] [--warmup N]
@@ -196,9 +198,9 @@ let servedHosts: readonly string[] | undefined;
 
 async function measure(): Promise<Measured> {
   const connections = arg("connections", 64),
-    rounds = Math.max(1, arg("rounds", 4)),
-    requests = arg("requests", 5_000),
-    seconds = arg("seconds", 10),
+    rounds = Math.max(1, arg("rounds", 6)),
+    requests = arg("requests", 1e9),
+    seconds = arg("seconds", 1),
     instances = arg("instances", 4),
     warmup = arg("warmup", 20_000);
   const wasm = new Uint8Array(readFileSync(new URL("../kernels/wasm/relu.wasm", import.meta.url)));
@@ -289,15 +291,15 @@ async function measure(): Promise<Measured> {
   const bareServer = await serve(bare.fetch);
   const bareDeviceServer = await serve(bareDev.fetch);
   try {
-    const job = (port: number, n: number): LoadJob => ({
+    const job = (port: number, n: number, s = seconds): LoadJob => ({
       url: `http://127.0.0.1:${port}/v2/models/relu/infer`,
       body,
       connections,
       requests: n,
-      seconds,
+      seconds: s,
     });
     // The same warm-up for every target (JIT tiers, connections, staging buffers): a server's steady state.
-    for (const s of [inferServer, servedServer, bareServer, bareDeviceServer]) await load(job(s.port, warmup));
+    for (const s of [inferServer, servedServer, bareServer, bareDeviceServer]) await load(job(s.port, warmup, 60));
     const measured = async (port: number): Promise<Round> => {
       const c0 = threadCpuUs();
       const result = await load(job(port, requests));
