@@ -1,7 +1,9 @@
 /**
  * The load generator of bench/http.ts, run in a Worker so that the client's JavaScript does not share the server's
  * thread: `connections` concurrent request loops against one URL on the loopback interface, bounded by a request
- * count and a time budget.
+ * count and a time budget. The requests take turns over a few bodies with different inputs, and each answer is
+ * compared with the one the same body got when sent alone: an answer that went to the wrong request (instances mixed
+ * up under load) or came out wrong counts as wrong.
  *
  * @module
  */
@@ -10,8 +12,10 @@
 export interface LoadJob {
   /** Target URL (loopback only). */
   readonly url: string;
-  /** The POST body. */
-  readonly body: string;
+  /** The POST bodies, sent in turn. */
+  readonly bodies: readonly string[];
+  /** The answer expected for each body (its whole text); none: answers are not checked. */
+  readonly answers?: readonly string[];
   /** Concurrent request loops (each keeps one connection busy). */
   readonly connections: number;
   /** Requests to send at most. */
@@ -26,6 +30,8 @@ export interface LoadResult {
   readonly completed: number;
   /** Responses other than 200, and failed fetches. */
   readonly errors: number;
+  /** 200 responses whose text differs from the body's expected answer. */
+  readonly wrong: number;
   /** Wall time in ms. */
   readonly elapsedMs: number;
   /** Median latency in ms. */
@@ -43,19 +49,21 @@ async function run(job: LoadJob): Promise<LoadResult> {
   }
   const deadline = performance.now() + job.seconds * 1000;
   const latencies: number[] = [];
-  let started = 0, errors = 0;
+  let started = 0, errors = 0, wrong = 0;
+  const { bodies, answers } = job;
   const t0 = performance.now();
   const loop = async (): Promise<void> => {
     while (started < job.requests && performance.now() < deadline) {
-      started++;
+      const k = started++ % bodies.length;
       const t = performance.now();
       try {
         const res = await fetch(job.url, {
           method: "POST",
-          body: job.body,
+          body: bodies[k],
           headers: { "content-type": "application/json" },
         });
-        await res.arrayBuffer();
+        if (answers === undefined) await res.arrayBuffer();
+        else if ((await res.text()) !== answers[k] && res.status === 200) wrong++;
         if (res.status !== 200) errors++;
       } catch {
         errors++;
@@ -70,6 +78,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
   return {
     completed: latencies.length,
     errors,
+    wrong,
     elapsedMs,
     p50Ms: quantile(sorted, 0.5),
     p99Ms: quantile(sorted, 0.99),

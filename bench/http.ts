@@ -162,10 +162,11 @@ interface Round {
 
 /** A target's rounds as one row: sums, CPU per request, and latency quantiles over every request of every round. */
 function mergeRounds(rounds: readonly Round[]): Row {
-  let completed = 0, errors = 0, elapsedMs = 0, main = 0, jitGc = 0, proc = 0, n = 0;
+  let completed = 0, errors = 0, wrong = 0, elapsedMs = 0, main = 0, jitGc = 0, proc = 0, n = 0;
   for (const r of rounds) {
     completed += r.load.completed;
     errors += r.load.errors;
+    wrong += r.load.wrong;
     elapsedMs += r.load.elapsedMs;
     n += r.load.latenciesMs?.length ?? 0;
     if (r.cpu !== undefined) (main += r.cpu.main), (jitGc += r.cpu.jitGc), (proc += r.cpu.process);
@@ -176,7 +177,7 @@ function mergeRounds(rounds: readonly Round[]): Row {
     if (r.load.latenciesMs !== undefined) all.set(r.load.latenciesMs, at), (at += r.load.latenciesMs.length);
   }
   all.sort();
-  const row: Row = { completed, errors, elapsedMs, p50Ms: quantile(all, 0.5), p99Ms: quantile(all, 0.99) };
+  const row: Row = { completed, errors, wrong, elapsedMs, p50Ms: quantile(all, 0.5), p99Ms: quantile(all, 0.99) };
   if (rounds.some((r) => r.cpu === undefined)) return row;
   return {
     ...row,
@@ -261,9 +262,10 @@ async function measure(): Promise<Measured> {
   };
   const plain = await setup(false), served = await setup(true);
   const app = plain.app;
-  const body = JSON.stringify({
-    inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2, -1, 0, 1, 2, 3, 4] }],
-  });
+  // Eight bodies with different inputs, sent in turn, so that an answer given to the wrong request shows.
+  const inputs = Array.from({ length: 8 }, (_, k) => Array.from({ length: 8 }, (_, j) => j - 3 + (k - 4) / 2));
+  const bodies = inputs.map((data) => JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data }] }));
+  const body = bodies[4];
   const sample = await app.request("/v2/models/relu/infer", { method: "POST", body });
   const json = await sample.text();
   if (sample.status !== 200) throw new Error(`The bench model does not run: ${json}`);
@@ -291,9 +293,38 @@ async function measure(): Promise<Measured> {
   const bareServer = await serve(bare.fetch);
   const bareDeviceServer = await serve(bareDev.fetch);
   try {
+    const url = (port: number) => `http://127.0.0.1:${port}/v2/models/relu/infer`;
+    // Each target's answer to each body sent alone, checked: relu of the inputs (the bare route answers one fixed
+    // JSON whatever it is sent). Under load every answer must be the same text.
+    const answersOf = async (port: number, computes: boolean): Promise<string[]> => {
+      const texts: string[] = [];
+      for (let k = 0; k < bodies.length; k++) {
+        const res = await fetch(url(port), { method: "POST", body: bodies[k] });
+        const text = await res.text();
+        const got = (JSON.parse(text) as { outputs?: Array<{ data?: unknown }> }).outputs?.[0]?.data;
+        const want = computes ? inputs[k].map((x) => Math.max(0, x)) : answer.outputs[0].data;
+        if (res.status !== 200 || JSON.stringify(got) !== JSON.stringify(want)) {
+          throw new Error(
+            `The target on port ${port} answers body ${k} wrongly (${res.status}): ${text.slice(0, 300)}`,
+          );
+        }
+        texts.push(text);
+      }
+      return texts;
+    };
+    const answers = new Map<number, string[]>();
+    for (
+      const [s, computes] of [[inferServer, true], [servedServer, true], [bareServer, false], [
+        bareDeviceServer,
+        true,
+      ]] as const
+    ) {
+      answers.set(s.port, await answersOf(s.port, computes));
+    }
     const job = (port: number, n: number, s = seconds): LoadJob => ({
-      url: `http://127.0.0.1:${port}/v2/models/relu/infer`,
-      body,
+      url: url(port),
+      bodies,
+      answers: answers.get(port),
       connections,
       requests: n,
       seconds: s,
@@ -341,7 +372,7 @@ function report(r: Measured): string {
     `  ${name.padEnd(26)} ${String(Math.round(x.completed / (x.elapsedMs / 1000))).padStart(7)} req/s  ${
       String(x.completed).padStart(6)
     } requests  ` +
-    `p50 ${x.p50Ms.toFixed(2)} ms  p99 ${x.p99Ms.toFixed(2)} ms  errors ${x.errors}` +
+    `p50 ${x.p50Ms.toFixed(2)} ms  p99 ${x.p99Ms.toFixed(2)} ms  errors ${x.errors}  wrong ${x.wrong}` +
     (x.mainCpuUs === undefined ? "" : `  main thread ${x.mainCpuUs.toFixed(0)} µs/req`) +
     (x.jitGcPct === undefined ? "" : `  JIT+GC threads ${x.jitGcPct.toFixed(0)}%`) +
     (x.processCpuUs === undefined || x.busyCpus === undefined
@@ -406,6 +437,7 @@ for (const r of results) {
     p50Ms: Number(x.p50Ms.toFixed(2)),
     p99Ms: Number(x.p99Ms.toFixed(2)),
     errors: x.errors,
+    wrong: x.wrong,
     mainThreadUsPerReq: x.mainCpuUs === undefined ? null : Math.round(x.mainCpuUs),
     jitGcThreadsPct: x.jitGcPct === undefined ? null : Math.round(x.jitGcPct),
     processUsPerReq: x.processCpuUs === undefined ? null : Math.round(x.processCpuUs),
