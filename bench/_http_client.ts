@@ -30,8 +30,8 @@ export interface LoadResult {
   readonly completed: number;
   /** Responses other than 200, and failed fetches. */
   readonly errors: number;
-  /** 200 responses whose text differs from the body's expected answer. */
-  readonly wrong: number;
+  /** 200 responses whose text differs from the body's expected answer (counted only when the job gives answers). */
+  readonly wrong?: number;
   /** Wall time in ms. */
   readonly elapsedMs: number;
   /** Median latency in ms. */
@@ -78,7 +78,7 @@ async function run(job: LoadJob): Promise<LoadResult> {
   return {
     completed: latencies.length,
     errors,
-    wrong,
+    ...(answers === undefined ? {} : { wrong }),
     elapsedMs,
     p50Ms: quantile(sorted, 0.5),
     p99Ms: quantile(sorted, 0.99),

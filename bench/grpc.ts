@@ -361,7 +361,7 @@ async function measure(): Promise<Measurement> {
     const rest = (port: number) => (n: number): Promise<LoadResult> =>
       inWorker<LoadJob>(new URL("./_http_client.ts", import.meta.url), {
         url: `http://127.0.0.1:${port}/v2/models/relu/infer`,
-        body,
+        bodies: [body],
         connections: inflight,
         requests: n,
         seconds,

@@ -166,7 +166,7 @@ function mergeRounds(rounds: readonly Round[]): Row {
   for (const r of rounds) {
     completed += r.load.completed;
     errors += r.load.errors;
-    wrong += r.load.wrong;
+    wrong += r.load.wrong ?? 0;
     elapsedMs += r.load.elapsedMs;
     n += r.load.latenciesMs?.length ?? 0;
     if (r.cpu !== undefined) (main += r.cpu.main), (jitGc += r.cpu.jitGc), (proc += r.cpu.process);
