@@ -71,7 +71,23 @@ describe("nrt serve", () => {
       const lines: string[] = [];
       const server = await startServer({ models: dir, demo: true, port: 0, log: (s) => lines.push(s) });
       try {
-        expect((await readdir(dir)).sort()).toEqual(["matmul.neff", "relu.neff", "softmax.neff", "vector_add.neff"]);
+        // Each demo model with its config: one instance on every logical core (Triton's one per GPU).
+        expect((await readdir(dir)).sort()).toEqual([
+          "matmul.json",
+          "matmul.neff",
+          "relu.json",
+          "relu.neff",
+          "softmax.json",
+          "softmax.neff",
+          "vector_add.json",
+          "vector_add.neff",
+        ]);
+        for (const m of ["matmul", "relu", "softmax", "vector_add"]) {
+          const meta = await (await fetch(`${server.url}/v2/models/${m}`)).json() as {
+            instances: Array<{ vnc: number }>;
+          };
+          expect(meta.instances.map((i) => i.vnc)).toEqual([0, 1, 2, 3]);
+        }
         expect(lines[0]).toMatch(/^nrt: 4 of 4 model\(s\) from .* ready on the simulated cayman device/);
         expect(lines).toContain(`nrt: listening on http://127.0.0.1:${server.port}`);
         expect(lines).toContain(`try: ${server.curl}`);

@@ -51,7 +51,7 @@ import { serveHttp } from "./platform.ts";
 import { onnxFiles, type OnnxFilesOptions } from "./onnx_source.ts";
 import { ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
 import { layoutFiles } from "./repository_layout.ts";
-import { buildDemoModels, exampleRequest } from "./serve_demo.ts";
+import { buildDemoModels, demoModelConfigs, exampleRequest } from "./serve_demo.ts";
 import { SimDeviceView } from "./sim_device_view.ts";
 import { connectDeviceDaemon, formatAddress, parseAddress } from "./transports.ts";
 
@@ -392,7 +392,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       dir = join(cache, "demo-models", arch);
       await ensurePrivateDir(dir, cache);
     }
-    if (options.demo) await writeModels(dir, await buildDemoModels(arch));
+    if (options.demo) await writeModels(dir, { ...await buildDemoModels(arch), ...demoModelConfigs() });
     repository = new ModelRepository({ runtime, files: await repositoryFiles(dir, options, arch, runtime) });
     const names = await repository.scan();
     const failed = await repository.loadAll();
