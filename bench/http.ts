@@ -14,10 +14,13 @@
  * route swung from 11k to 64k req/s between runs; turns of a fixed 5,000 requests lasted 0.1 s for the bare route
  * on a fast day and their ratios spread 0.20–0.64 within one run, where turns of 1 s spread 0.24–0.33). Under Bun
  * it then runs itself under Deno (and the other way round) and prints both;
- * `--here` measures the current runtime only; `--json` prints one table line per runtime.
+ * `--here` measures the current runtime only; `--json` prints one table line per runtime. `--wrk` loads each turn
+ * with `wrk` (Debian's package) in a process of its own instead of the client Worker (`_wrk.ts`): a JavaScript client
+ * in the server's process costs every request a share of the same CPUs, a fast target more than a slow one; rows then
+ * give the median round's p50 and p99, and the process CPU is the server's alone.
  *
  * Usage: `bun bench/http.ts [--requests N] [--rounds R] [--seconds S] [--connections C] [--instances I] [--warmup N]
- *        [--here] [--json]`
+ *        [--wrk] [--here] [--json]`
  *        `deno run -A bench/http.ts …`
  *
  * @module
@@ -34,6 +37,7 @@ import { emit, inRounds, JSON_OUTPUT } from "./_timing.ts";
 import process from "node:process";
 import { type LoadJob, type LoadResult, quantile } from "./_http_client.ts";
 import { BareDevice } from "./_bare_device.ts";
+import { hasWrk, wrkLoad } from "./_wrk.ts";
 
 type Fetch = (req: Request) => Response | Promise<Response>;
 interface Server {
@@ -177,7 +181,11 @@ function mergeRounds(rounds: readonly Round[]): Row {
     if (r.load.latenciesMs !== undefined) all.set(r.load.latenciesMs, at), (at += r.load.latenciesMs.length);
   }
   all.sort();
-  const row: Row = { completed, errors, wrong, elapsedMs, p50Ms: quantile(all, 0.5), p99Ms: quantile(all, 0.99) };
+  // wrk reports quantiles, not latencies: then the median round's p50 and p99.
+  const middle = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const p50Ms = n > 0 ? quantile(all, 0.5) : middle(rounds.map((r) => r.load.p50Ms));
+  const p99Ms = n > 0 ? quantile(all, 0.99) : middle(rounds.map((r) => r.load.p99Ms));
+  const row: Row = { completed, errors, wrong, elapsedMs, p50Ms, p99Ms };
   if (rounds.some((r) => r.cpu === undefined)) return row;
   return {
     ...row,
@@ -331,9 +339,16 @@ async function measure(): Promise<Measured> {
     });
     // The same warm-up for every target (JIT tiers, connections, staging buffers): a server's steady state.
     for (const s of [inferServer, servedServer, bareServer, bareDeviceServer]) await load(job(s.port, warmup, 60));
+    // With --wrk each turn's load comes from `wrk` in a process of its own, on body 4 (its answers matched per body).
+    const useWrk = process.argv.includes("--wrk");
+    if (useWrk && !hasWrk()) throw new Error("--wrk: wrk is not installed (apt-get install wrk)");
+    const turn = (port: number): Promise<LoadResult> =>
+      useWrk
+        ? wrkLoad({ url: url(port), body: bodies[4], answer: answers.get(port)![4], connections, seconds })
+        : load(job(port, requests));
     const measured = async (port: number): Promise<Round> => {
       const c0 = threadCpuUs();
-      const result = await load(job(port, requests));
+      const result = await turn(port);
       const c1 = threadCpuUs();
       if (c0 === undefined || c1 === undefined) return { load: result };
       return {
