@@ -52,7 +52,7 @@ const USAGE_ERRORS: ReadonlyArray<readonly [readonly string[], CommandSpec, stri
   [
     ["bench", "nosuch"],
     BENCH_COMMAND,
-    "unknown benchmark nosuch; choose from exec, pipeline, portal, http, grpc, guard, neff, idle, onnx, collectives, alloc",
+    "unknown benchmark nosuch; choose from exec, pipeline, portal, http, serve, grpc, guard, neff, idle, onnx, collectives, alloc",
   ],
   [["bench", "--quick"], BENCH_COMMAND, "unknown option --quick"],
   [["bench", "--deno=yes"], BENCH_COMMAND, "--deno takes no value"],

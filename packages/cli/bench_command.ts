@@ -17,6 +17,7 @@ export const BENCHMARKS: readonly string[] = [
   "pipeline",
   "portal",
   "http",
+  "serve",
   "grpc",
   "guard",
   "neff",
