@@ -67,8 +67,8 @@ async function main(): Promise<void> {
     children.push(child);
   };
   try {
-    const main = new URL("../packages/cli/main.ts", import.meta.url).pathname;
-    start([main, "serve", "--demo", "--models", dir, "--port", String(ports.nrt), "--grpc-port", "0"]);
+    const cli = new URL("../packages/cli/main.ts", import.meta.url).pathname;
+    start([cli, "serve", "--demo", "--models", dir, "--port", String(ports.nrt), "--grpc-port", "0"]);
     const answer = await answerOf(ports.nrt);
     const want = [0, 0, 0, 0, 1, 2, 3, 4];
     if (JSON.stringify(JSON.parse(answer).outputs[0].data) !== JSON.stringify(want)) {
