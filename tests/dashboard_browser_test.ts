@@ -1,12 +1,12 @@
 /**
- * The dashboard end to end in real headless Chromium (Debian's `chromium` + `playwright-core`): `nrt serve --demo
- * --admin` on a loopback port, the page follows an inference (counters, memory chart, Q7 cores, kernel stdout, a
+ * The dashboard end to end in real headless Chromium (Debian's `chromium` + `playwright-core`): `nrt serve --admin`
+ * of the demo models, one instance each, on a loopback port, the page follows an inference (counters, memory chart, Q7 cores, kernel stdout, a
  * core's utilization over the last minute, its last execution's timeline, the model's latency histogram), a
  * fault injected from the page's form poisons the model, the page's Reload button recovers it. Screenshots go to
  * `.artifacts/dashboard-*.png`. Without /usr/bin/chromium the test is skipped with the reason printed.
  */
 import { describe, expect, test } from "bun:test";
-import { startServer } from "@nrt/cli";
+import { buildDemoModels, startServer } from "@nrt/cli";
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -51,10 +51,14 @@ describe("dashboard in headless Chromium", () => {
       // A kernel that prints: 2 lines of stdout from Q7 core 0.
       const f32 = (name: string) => ({ name, dtype: "float32", shape: [64] });
       await writeFile(join(dir, "hello.neff"), oneOpNeff("faults", "printf", [f32("x")], [f32("y")], 1, [2]));
+      // The demo models without the demo's configs, so each has one instance: a fault on relu's NeuronCore poisons relu
+      // (with `--demo`'s one instance per core, the model keeps serving from its other instances).
+      for (const [name, bytes] of Object.entries(await buildDemoModels("cayman"))) {
+        await writeFile(join(dir, name), bytes);
+      }
       await mkdir(ARTIFACTS, { recursive: true });
       const server = await startServer({
         models: dir,
-        demo: true,
         admin: true,
         arch: "cayman",
         port: 0,
