@@ -321,14 +321,13 @@ async function measure(): Promise<Measured> {
       return texts;
     };
     const answers = new Map<number, string[]>();
-    for (
-      const [s, computes] of [[inferServer, true], [servedServer, true], [bareServer, false], [
-        bareDeviceServer,
-        true,
-      ]] as const
-    ) {
-      answers.set(s.port, await answersOf(s.port, computes));
-    }
+    const computing = [
+      [inferServer, true],
+      [servedServer, true],
+      [bareServer, false],
+      [bareDeviceServer, true],
+    ] as const;
+    for (const [s, computes] of computing) answers.set(s.port, await answersOf(s.port, computes));
     const job = (port: number, n: number, s = seconds): LoadJob => ({
       url: url(port),
       bodies,
