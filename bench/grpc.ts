@@ -34,6 +34,7 @@ import { createGrpcInferenceServer, GRPC_SERVICE_NAME } from "../packages/grpc-a
 import { FIXTURE_PROTO, oipClient } from "../tests/_grpc_client.ts";
 import type { LoadJob, LoadResult } from "./_http_client.ts";
 import { inRounds } from "./_timing.ts";
+import { arg, serve } from "./_serve.ts";
 
 /** What the gRPC load worker is asked to do. */
 interface GrpcJob {
@@ -49,22 +50,8 @@ interface GrpcJob {
   readonly seconds: number;
 }
 
-type Fetch = (req: Request) => Response | Promise<Response>;
-interface Server {
-  readonly port: number;
-  stop(): Promise<void>;
-}
-
 const g = globalThis as unknown as {
-  Bun?: {
-    serve(o: { hostname: string; port: number; fetch: Fetch }): { port: number; stop(force?: boolean): Promise<void> };
-  };
-  Deno?: {
-    serve(
-      o: { hostname: string; port: number; onListen(a: { port: number }): void },
-      f: Fetch,
-    ): { shutdown(): Promise<void> };
-  };
+  Bun?: unknown;
   WorkerGlobalScope?: unknown;
   onmessage: ((e: MessageEvent<GrpcJob>) => void) | null;
   postMessage(v: unknown): void;
@@ -76,11 +63,6 @@ const IN_WORKER = !isMainThread || typeof g.WorkerGlobalScope === "function";
 const INPUT = [-3, -2, -1, 0, 1, 2, 3, 4];
 const REST = "REST JSON /infer", TYPED = "gRPC ModelInfer typed", RAW = "gRPC ModelInfer raw";
 const BARE_REST = "bare Hono route", BARE_GRPC = "bare grpc-js ModelInfer";
-
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
 
 const FRAME = { DATA: 0, HEADERS: 1, RST_STREAM: 3, SETTINGS: 4, PING: 6, GOAWAY: 7, WINDOW_UPDATE: 8 } as const;
 const END_STREAM = 0x1, ACK = 0x1, END_HEADERS = 0x4;
@@ -243,21 +225,6 @@ async function grpcLoad(job: GrpcJob): Promise<LoadResult> {
   latencies.sort((a, b) => a - b);
   const q = (p: number): number => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] ?? 0;
   return { completed: latencies.length, errors, elapsedMs, p50Ms: q(0.5), p99Ms: q(0.99) };
-}
-
-function serve(fetch: Fetch): Promise<Server> {
-  if (g.Bun !== undefined) {
-    const s = g.Bun.serve({ hostname: "127.0.0.1", port: 0, fetch });
-    return Promise.resolve({ port: s.port, stop: () => s.stop(true) });
-  }
-  const deno = g.Deno!;
-  return new Promise((resolve) => {
-    const s = deno.serve({
-      hostname: "127.0.0.1",
-      port: 0,
-      onListen: (a) => resolve({ port: a.port, stop: () => s.shutdown() }),
-    }, fetch);
-  });
 }
 
 function inWorker<J>(url: URL, job: J): Promise<LoadResult> {

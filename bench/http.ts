@@ -33,52 +33,12 @@ import { createInferenceApp, DashboardMonitor, filesFromMap, ModelRepository, Ne
 import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { emit, inRounds, JSON_OUTPUT } from "./_timing.ts";
+import { emit, inRounds, JSON_OUTPUT, RUNTIME } from "./_timing.ts";
 import process from "node:process";
 import { type LoadJob, type LoadResult, quantile } from "./_http_client.ts";
 import { BareDevice } from "./_bare_device.ts";
 import { hasWrk, wrkLoad } from "./_wrk.ts";
-
-type Fetch = (req: Request) => Response | Promise<Response>;
-interface Server {
-  readonly port: number;
-  stop(): Promise<void>;
-}
-
-const g = globalThis as unknown as {
-  Bun?: {
-    version: string;
-    serve(o: { hostname: string; port: number; fetch: Fetch }): { port: number; stop(force?: boolean): Promise<void> };
-  };
-  Deno?: {
-    version: { deno: string };
-    serve(
-      o: { hostname: string; port: number; onListen(a: { port: number }): void },
-      f: Fetch,
-    ): { shutdown(): Promise<void> };
-  };
-};
-const RUNTIME = g.Bun !== undefined ? "bun" : "deno";
-
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
-function serve(fetch: Fetch): Promise<Server> {
-  if (g.Bun !== undefined) {
-    const s = g.Bun.serve({ hostname: "127.0.0.1", port: 0, fetch });
-    return Promise.resolve({ port: s.port, stop: () => s.stop(true) });
-  }
-  const deno = g.Deno!;
-  return new Promise((resolve) => {
-    const s = deno.serve({
-      hostname: "127.0.0.1",
-      port: 0,
-      onListen: (a) => resolve({ port: a.port, stop: () => s.shutdown() }),
-    }, fetch);
-  });
-}
+import { arg, bareJsonRoute, type Fetch, serve } from "./_serve.ts";
 
 function load(job: LoadJob): Promise<LoadResult> {
   const w = new Worker(new URL("./_http_client.ts", import.meta.url), { type: "module" });
@@ -273,18 +233,14 @@ async function measure(): Promise<Measured> {
   // Eight bodies with different inputs, sent in turn, so that an answer given to the wrong request shows.
   const inputs = Array.from({ length: 8 }, (_, k) => Array.from({ length: 8 }, (_, j) => j - 3 + (k - 4) / 2));
   const bodies = inputs.map((data) => JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data }] }));
-  const body = bodies[4];
+  const SAMPLE = 4; // the body of the sample answer, of the bare route's answer and of the --wrk load
+  const body = bodies[SAMPLE];
   const sample = await app.request("/v2/models/relu/infer", { method: "POST", body });
   const json = await sample.text();
   if (sample.status !== 200) throw new Error(`The bench model does not run: ${json}`);
-  const bare = new Hono();
   // The limit: a bare Hono route that parses the same request body and answers the same JSON (nothing of ours).
   const answer = JSON.parse(json);
-  bare.post("/v2/models/relu/infer", async (c) => {
-    const req = await c.req.json();
-    if (!Array.isArray(req.inputs)) return c.json({ error: "no inputs" }, 400);
-    return c.json(answer);
-  });
+  const bare = bareJsonRoute(answer);
   // The limit for any device off the HTTP thread: the same bare route, with relu computed by a bare Worker over one
   // SharedArrayBuffer (a store, a notify when it sleeps, an Atomics.waitAsync back). Nothing of ours.
   const device = new BareDevice();
@@ -338,12 +294,12 @@ async function measure(): Promise<Measured> {
     });
     // The same warm-up for every target (JIT tiers, connections, staging buffers): a server's steady state.
     for (const s of [inferServer, servedServer, bareServer, bareDeviceServer]) await load(job(s.port, warmup, 60));
-    // With --wrk each turn's load comes from `wrk` in a process of its own, on body 4 (its answers matched per body).
+    // With --wrk each turn's load comes from `wrk` in a process of its own, on the sample body.
     const useWrk = process.argv.includes("--wrk");
     if (useWrk && !hasWrk()) throw new Error("--wrk: wrk is not installed (apt-get install wrk)");
     const turn = (port: number): Promise<LoadResult> =>
       useWrk
-        ? wrkLoad({ url: url(port), body: bodies[4], answer: answers.get(port)![4], connections, seconds })
+        ? wrkLoad({ url: url(port), body, answer: answers.get(port)![SAMPLE], connections, seconds })
         : load(job(port, requests));
     const measured = async (port: number): Promise<Round> => {
       const c0 = threadCpuUs();

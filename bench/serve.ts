@@ -3,7 +3,7 @@
  * or `Deno.serve`, parsing the request's JSON and answering the same JSON as relu's) in another, both loaded by `wrk`
  * (Debian's package; a third process) with 32 connections, in alternating rounds of `--seconds` (default 5), after a
  * warm-up of each. Every answer is checked (`_wrk.ts`). Unlike bench/http.ts, no client and no other server share the
- * servers' processes. Without `wrk` it says so and measures nothing.
+ * servers' processes. Each server takes a free port and prints it. Without `wrk` it says so and measures nothing.
  *
  * Usage: `bun bench/serve.ts [--rounds R] [--seconds S] [--connections C] [--deno] [--json]`
  *
@@ -17,35 +17,20 @@ import process from "node:process";
 import { emit, inRounds, RUNTIME } from "./_timing.ts";
 import { hasWrk, wrkLoad } from "./_wrk.ts";
 import type { LoadResult } from "./_http_client.ts";
+import { arg, bareJsonRoute, serve } from "./_serve.ts";
 
 const BODY = JSON.stringify({
   inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2, -1, 0, 1, 2, 3, 4] }],
 });
 const PATH = "/v2/models/relu/infer";
+/** The line both servers print once they listen (nrt serve's own, which the bare server prints alike). */
+const LISTENING = /listening on http:\/\/127\.0\.0\.1:(\d+)/;
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
-// The bare server, when this file is started as one: `--bare PORT ANSWER`.
+// The bare server, when this file is started as one: `--bare ANSWER`.
 const bareAt = process.argv.indexOf("--bare");
 if (bareAt >= 0) {
-  const { Hono } = await import("hono");
-  const port = Number(process.argv[bareAt + 1]);
-  const answer = JSON.parse(process.argv[bareAt + 2]);
-  const app = new Hono();
-  app.post(PATH, async (c) => {
-    const req = await c.req.json();
-    if (!Array.isArray(req.inputs)) return c.json({ error: "no inputs" }, 400);
-    return c.json(answer);
-  });
-  const g = globalThis as {
-    Bun?: { serve(o: { hostname: string; port: number; fetch: typeof app.fetch }): unknown };
-    Deno?: { serve(o: { hostname: string; port: number }, f: typeof app.fetch): unknown };
-  };
-  if (g.Bun !== undefined) g.Bun.serve({ hostname: "127.0.0.1", port, fetch: app.fetch });
-  else g.Deno!.serve({ hostname: "127.0.0.1", port }, app.fetch);
+  const server = await serve(bareJsonRoute(JSON.parse(process.argv[bareAt + 1])).fetch);
+  console.log(`bare: listening on http://127.0.0.1:${server.port}`);
 } else await main();
 
 async function main(): Promise<void> {
@@ -59,23 +44,36 @@ async function main(): Promise<void> {
   const bin = new URL(`../node_modules/.bin/${runtime}`, import.meta.url).pathname;
   const run = (args: string[]) => (deno ? ["run", "-A", ...args] : args);
   const rounds = arg("rounds", 4), seconds = arg("seconds", 5), connections = arg("connections", 32);
-  const ports = { nrt: 18000 + (process.pid % 1000), bare: 19000 + (process.pid % 1000) };
   const dir = mkdtempSync(join(tmpdir(), "nrt-serve-bench-"));
   const children: ChildProcess[] = [];
-  const start = (args: string[]) => {
-    const child = spawn(bin, run(args), { stdio: ["ignore", "ignore", "inherit"] });
-    children.push(child);
-  };
+  /** Starts a server and resolves with the port it prints, or rejects when it exits or stays silent for 60 s. */
+  const start = (args: string[]) =>
+    new Promise<number>((resolve, reject) => {
+      const child = spawn(bin, run(args), { stdio: ["ignore", "pipe", "inherit"] });
+      children.push(child);
+      let out = "";
+      const timer = setTimeout(() => reject(new Error(`${args.join(" ")}: no port within 60 s`)), 60_000);
+      child.stdout!.on("data", (d: Uint8Array) => {
+        out += new TextDecoder().decode(d);
+        const m = LISTENING.exec(out);
+        if (m !== null) clearTimeout(timer), resolve(Number(m[1]));
+      });
+      child.once(
+        "exit",
+        (code) => (clearTimeout(timer), reject(new Error(`${args.join(" ")} exited ${code}: ${out}`))),
+      );
+    });
   try {
     const cli = new URL("../packages/cli/main.ts", import.meta.url).pathname;
-    start([cli, "serve", "--demo", "--models", dir, "--port", String(ports.nrt), "--grpc-port", "0"]);
-    const answer = await answerOf(ports.nrt);
+    const nrtPort = await start([cli, "serve", "--demo", "--models", dir, "--port", "0", "--grpc-port", "0"]);
+    const answer = await answerOf(nrtPort);
     const want = [0, 0, 0, 0, 1, 2, 3, 4];
     if (JSON.stringify(JSON.parse(answer).outputs[0].data) !== JSON.stringify(want)) {
       throw new Error(`nrt serve --demo answers relu wrongly: ${answer}`);
     }
-    start([new URL(import.meta.url).pathname, "--bare", String(ports.bare), answer]);
-    if ((await answerOf(ports.bare)) !== answer) throw new Error("The bare route's answer differs");
+    const barePort = await start([new URL(import.meta.url).pathname, "--bare", answer]);
+    if ((await answerOf(barePort)) !== answer) throw new Error("The bare route's answer differs");
+    const ports = { nrt: nrtPort, bare: barePort };
     const load = (port: number, s: number): Promise<LoadResult> =>
       wrkLoad({ url: `http://127.0.0.1:${port}${PATH}`, body: BODY, answer, connections, seconds: s });
     await load(ports.nrt, 5);
@@ -112,18 +110,10 @@ async function main(): Promise<void> {
   }
 }
 
-/** The answer of the server on `port` to the bench's body, once it answers (up to 60 s after it starts). */
+/** The answer of the server on `port` to the bench's body (it listens already). */
 async function answerOf(port: number): Promise<string> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}${PATH}`, { method: "POST", body: BODY });
-      const text = await res.text();
-      if (res.status === 200) return text;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error(`No answer on port ${port} within 60 s`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const res = await fetch(`http://127.0.0.1:${port}${PATH}`, { method: "POST", body: BODY });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`The server on port ${port} answers ${res.status}: ${text}`);
+  return text;
 }

@@ -1,7 +1,8 @@
 /**
  * The dashboard end to end in real headless Chromium (Debian's `chromium` + `playwright-core`): `nrt serve --admin`
- * of the demo models, one instance each, on a loopback port, the page follows an inference (counters, memory chart, Q7 cores, kernel stdout, a
- * core's utilization over the last minute, its last execution's timeline, the model's latency histogram), a
+ * of the demo models, one instance each, on a loopback port, the page follows an inference (counters, memory chart,
+ * Q7 cores, kernel stdout, a core's utilization over the last minute, its last execution's timeline, the model's
+ * latency histogram), a
  * fault injected from the page's form poisons the model, the page's Reload button recovers it. Screenshots go to
  * `.artifacts/dashboard-*.png`. Without /usr/bin/chromium the test is skipped with the reason printed.
  */

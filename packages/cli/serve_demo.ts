@@ -12,8 +12,27 @@ const KERNELS = new URL("../../kernels/wasm/", import.meta.url);
 
 const f32 = (name: string, shape: number[]): CustomOpTensorSpec => ({ name, dtype: "float32", shape });
 
-/** The demo models' names, in the order {@linkcode buildDemoModels} builds them. */
-const DEMO_MODELS = ["vector_add", "relu", "softmax", "matmul"] as const;
+/** The demo models: each one reference kernel, its library, its function and its tensors. */
+const DEMO_MODELS: ReadonlyArray<
+  { name: string; lib: string; fn: string; inputs: CustomOpTensorSpec[]; outputs: CustomOpTensorSpec[] }
+> = [
+  {
+    name: "vector_add",
+    lib: "vector_add",
+    fn: "vector_add",
+    inputs: [f32("a", [1024]), f32("b", [1024])],
+    outputs: [f32("out", [1024])],
+  },
+  { name: "relu", lib: "relu", fn: "relu", inputs: [f32("x", [8])], outputs: [f32("y", [8])] },
+  { name: "softmax", lib: "softmax", fn: "softmax_rows", inputs: [f32("x", [2, 4])], outputs: [f32("y", [2, 4])] },
+  {
+    name: "matmul",
+    lib: "matmul",
+    fn: "matmul",
+    inputs: [f32("a", [4, 4]), f32("b", [4, 4])],
+    outputs: [f32("c", [4, 4])],
+  },
+];
 
 /**
  * The demo models, built from the reference kernels: `vector_add` (a, b FP32 [1024]), `relu` (x FP32 [8]),
@@ -23,34 +42,8 @@ const DEMO_MODELS = ["vector_add", "relu", "softmax", "matmul"] as const;
  * @returns NEFF bytes by file name.
  */
 export async function buildDemoModels(target: string): Promise<Record<string, Uint8Array>> {
-  const models: Array<
-    {
-      name: (typeof DEMO_MODELS)[number];
-      lib: string;
-      fn: string;
-      inputs: CustomOpTensorSpec[];
-      outputs: CustomOpTensorSpec[];
-    }
-  > = [
-    {
-      name: "vector_add",
-      lib: "vector_add",
-      fn: "vector_add",
-      inputs: [f32("a", [1024]), f32("b", [1024])],
-      outputs: [f32("out", [1024])],
-    },
-    { name: "relu", lib: "relu", fn: "relu", inputs: [f32("x", [8])], outputs: [f32("y", [8])] },
-    { name: "softmax", lib: "softmax", fn: "softmax_rows", inputs: [f32("x", [2, 4])], outputs: [f32("y", [2, 4])] },
-    {
-      name: "matmul",
-      lib: "matmul",
-      fn: "matmul",
-      inputs: [f32("a", [4, 4]), f32("b", [4, 4])],
-      outputs: [f32("c", [4, 4])],
-    },
-  ];
   const out: Record<string, Uint8Array> = {};
-  for (const m of models) {
+  for (const m of DEMO_MODELS) {
     const wasm = new Uint8Array(await readFile(new URL(`${m.lib}.wasm`, KERNELS)));
     out[`${m.name}.neff`] = buildCustomOpNeff({
       name: `${m.name}.neff`,
@@ -75,7 +68,7 @@ export async function buildDemoModels(target: string): Promise<Record<string, Ui
 export function demoModelConfigs(): Record<string, Uint8Array> {
   const config = new TextEncoder().encode(`${JSON.stringify({ instances: "per-core" })}\n`);
   const out: Record<string, Uint8Array> = {};
-  for (const name of DEMO_MODELS) out[`${name}.json`] = config;
+  for (const m of DEMO_MODELS) out[`${m.name}.json`] = config;
   return out;
 }
 
