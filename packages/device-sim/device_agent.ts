@@ -133,7 +133,7 @@ export type AgentMessage =
     | { readonly seq: number; readonly t: "when-idle"; readonly nc: number | undefined; readonly doorbells: number }
     | { readonly seq: number; readonly t: "stdio"; readonly nc: number }
     | { readonly seq: number; readonly t: "elapse"; readonly ms: number }
-    | { readonly seq: number; readonly t: "heap-cells"; readonly collect: boolean }
+    | { readonly seq: number; readonly t: "heap-cells"; readonly collect: boolean | "eden" }
     | { readonly seq: number; readonly t: "close" }
   );
 
@@ -146,18 +146,21 @@ export interface AgentReply {
 
 /**
  * The JS cells live on this thread's heap, from JavaScriptCore's per-type counts (`bun:jsc`), after a full collection
- * when `collect`; `undefined` where the engine does not count them (V8). A diagnostic for `bench/alloc.ts` (ours): two
- * readings around N executes, the first collected, give what one execute allocates on the device's thread.
+ * when `collect` is `true`, after an eden collection when it is `"eden"`; `undefined` where the engine does not count
+ * them (V8). A diagnostic (ours): two readings around N executes, the first collected, give what one execute allocates
+ * on the device's thread (`bench/alloc.ts`); two eden readings, what it leaves in the old generation.
  */
-function heapCells(collect: boolean): number | undefined {
+function heapCells(collect: boolean | "eden"): number | undefined {
   // Bun's synchronous `import.meta.require` (absent elsewhere) loads its engine module without a dynamic import.
   const require = (import.meta as { require?: (id: string) => unknown }).require;
   if ((globalThis as { Bun?: unknown }).Bun === undefined || require === undefined) return undefined;
   const jsc = require("bun:jsc") as {
     heapStats(): { objectTypeCounts: Record<string, number> };
     gcAndSweep(): void;
+    edenGC(): void;
   };
-  if (collect) jsc.gcAndSweep();
+  if (collect === "eden") jsc.edenGC();
+  else if (collect) jsc.gcAndSweep();
   let n = 0;
   for (const v of Object.values(jsc.heapStats().objectTypeCounts)) n += v;
   return n;

@@ -59,15 +59,25 @@ const RESOLVED: Promise<void> = Promise.resolve();
  * long-lived signal per NeuronCore; adding and removing a listener at every wait was the largest item of the wait on
  * the host thread).
  */
-const ABORT_WAITERS = new WeakMap<AbortSignal, Set<() => void>>();
+const ABORT_WAITERS = new WeakMap<AbortSignal, AbortWaiters>();
 
-function abortWaiters(signal: AbortSignal): Set<() => void> {
+/**
+ * The completion waits on one signal (a runtime's per-core signal is shared by all the waits on its core). A wait's
+ * place is reused once it leaves: not a `Set`, whose storage a wait's add and delete made JavaScriptCore rebuild
+ * every few executes, each rebuilt storage then surviving eden collections until a full one. Ours.
+ */
+interface AbortWaiters {
+  readonly waiting: Array<(() => void) | undefined>;
+  readonly free: number[];
+}
+
+function abortWaiters(signal: AbortSignal): AbortWaiters {
   let set = ABORT_WAITERS.get(signal);
   if (set === undefined) {
-    const waiters = set = new Set();
+    const waiters: AbortWaiters = set = { waiting: [], free: [] };
     ABORT_WAITERS.set(signal, waiters);
     signal.addEventListener("abort", () => {
-      for (const w of [...waiters]) w();
+      for (const w of waiters.waiting.slice()) w?.();
     }, { once: true });
   }
   return set;
@@ -394,7 +404,9 @@ export class DeviceSimPortal implements Portal {
       wake?.();
       Atomics.notify(words, at);
     };
-    if (signal !== undefined) abortWaiters(signal).add(onAbort);
+    const waiters = signal === undefined ? undefined : abortWaiters(signal);
+    const place = waiters === undefined ? -1 : waiters.free.pop() ?? waiters.waiting.length;
+    if (waiters !== undefined) waiters.waiting[place] = onAbort;
     try {
       while (Atomics.load(words, at) === want && !isAborted(signal) && !this.#closed) {
         const w = Atomics.waitAsync(words, at, want);
@@ -409,7 +421,10 @@ export class DeviceSimPortal implements Portal {
       }
     } finally {
       Atomics.sub(regs.status, NcStatus.HOST_WAITERS, 1);
-      if (signal !== undefined) ABORT_WAITERS.get(signal)?.delete(onAbort);
+      if (waiters !== undefined) {
+        waiters.waiting[place] = undefined;
+        waiters.free.push(place);
+      }
     }
   }
 
@@ -482,11 +497,12 @@ export class DeviceSimPortal implements Portal {
 
   /**
    * The JS cells live on the heap of the thread that runs NeuronCore `nc`'s device agent, after a full collection
-   * there when `collect` (ours, a diagnostic: `bench/alloc.ts` reads it around N executes to get what one execute
-   * allocates on the device's side). `undefined` on an engine that does not count cells (Deno) and for an inline
-   * device, whose agent shares the host's heap.
+   * there when `collect` is `true`, after an eden (young-generation) collection when it is `"eden"` (ours, a
+   * diagnostic: `bench/alloc.ts` reads it around N executes to get what one execute allocates on the device's side;
+   * eden readings around N executes give what they leave in the old generation until a full collection). `undefined`
+   * on an engine that does not count cells (Deno) and for an inline device, whose agent shares the host's heap.
    */
-  async agentHeapCells(device: number, nc: number, collect = false): Promise<number | undefined> {
+  async agentHeapCells(device: number, nc: number, collect: boolean | "eden" = false): Promise<number | undefined> {
     const d = this.#device(device, "count the agent's heap");
     if (this.agents === "inline") return undefined;
     return await d.linkOf(nc).request({ t: "heap-cells", collect }) as number | undefined;

@@ -352,8 +352,16 @@ export class Q7Cluster {
   #i32: Int32Array; // mailbox words
   #u8: Uint8Array;
   #view: DataView;
-  /** Prepared libraries → slot, least recently used first (a use moves a key to the end). */
+  /** Prepared libraries → slot. */
   #slots = new Map<string, number>();
+  /**
+   * Prepared libraries → the use clock's value at their last use (ours). A use overwrites the key's value in place:
+   * moving the key to the map's end (a delete and a set per dispatch) made JavaScriptCore rebuild the map's storage
+   * every few dispatches, and each dropped storage points to the next, so an eden collection kept every one of them
+   * (the device agent's heap grew by about 300 bytes per execute until a full collection).
+   */
+  #used = new Map<string, number>();
+  #useClock = 0;
   /** Slots of evicted libraries, reused before a new slot number is taken (slots stay within 1..maxLibraries). */
   #freeSlots: number[] = [];
   /** The library key of the dispatch on the cores, never evicted. */
@@ -535,7 +543,7 @@ export class Q7Cluster {
       const module = await this.#compile(wasm, context);
       const evicted: string[] = [];
       while (this.#slots.size >= this.maxLibraries) {
-        const victim = [...this.#slots.keys()].find((k) => k !== this.#inFlight);
+        const victim = this.libraries.find((k) => k !== this.#inFlight);
         if (victim === undefined) break;
         await this.#evict(victim);
         evicted.push(victim);
@@ -548,6 +556,7 @@ export class Q7Cluster {
         throw e;
       }
       this.#slots.set(key, slot);
+      this.#used.set(key, ++this.#useClock);
       return evicted;
     } finally {
       this.#busy = false;
@@ -562,10 +571,8 @@ export class Q7Cluster {
    * @returns whether `key` is prepared
    */
   touch(key: string): boolean {
-    const slot = this.#slots.get(key);
-    if (slot === undefined) return false;
-    this.#slots.delete(key);
-    this.#slots.set(key, slot);
+    if (!this.#slots.has(key)) return false;
+    this.#used.set(key, ++this.#useClock);
     return true;
   }
 
@@ -576,7 +583,7 @@ export class Q7Cluster {
 
   /** The prepared library keys, least recently used first. */
   get libraries(): string[] {
-    return [...this.#slots.keys()];
+    return [...this.#slots.keys()].sort((a, b) => this.#used.get(a)! - this.#used.get(b)!);
   }
 
   /**
@@ -749,6 +756,7 @@ export class Q7Cluster {
     await this.#postAll({ type: "unload", slot });
     this.#local?.unload(slot);
     this.#slots.delete(key);
+    this.#used.delete(key);
     this.#forgetFunctions(slot);
     this.#freeSlots.push(slot);
   }
