@@ -109,14 +109,21 @@ const LATE = Symbol("late");
  * on it any more: a body is read in microseconds, so under load the slot's last reader was usually gone before the
  * next request came, and a slot cleared then was made again, timer and all, for every request. Its timer keeps the
  * process alive only while a request waits on it (ref'd and unref'd, which allocates nothing); a deadline has at most
- * 21 slots pending. A waiting request is in the slot's set until it leaves, so the slot holds nothing of a request
+ * 21 slots pending. A waiting request is in the slot's list until it leaves, so the slot holds nothing of a request
  * that has gone: raced against one promise per slot (`Promise.race`), every request left a reaction on that promise,
  * holding its body, until the slot ended — 1.3 GB after a minute of 15k requests a second.
  */
 interface DeadlineSlot {
   readonly timer: ReturnType<typeof setTimeout>;
-  /** The rejections of the reads waiting on the slot. */
-  readonly waiting: Set<(reason: unknown) => void>;
+  /**
+   * The rejections of the reads waiting on the slot, in places reused once free (`free`): not a `Set`, whose storage
+   * a request's add and delete made JavaScriptCore rebuild, every rebuilt storage then surviving eden collections
+   * until a full one (in_flight.ts says how).
+   */
+  readonly waiting: Array<((reason: unknown) => void) | undefined>;
+  readonly free: number[];
+  /** How many reads wait. */
+  count: number;
 }
 
 /** The slots by their end (epoch ms). */
@@ -128,13 +135,13 @@ function slotOf(deadline: number, deadlineMs: number): DeadlineSlot {
   const end = Math.ceil(deadline / width) * width;
   let slot = SLOTS.get(end);
   if (slot === undefined) {
-    const waiting = new Set<(reason: unknown) => void>();
+    const waiting: DeadlineSlot["waiting"] = [];
     const timer = setTimeout(() => {
       SLOTS.delete(end);
-      for (const late of waiting) late(LATE);
+      for (const late of waiting) late?.(LATE);
     }, Math.max(0, end - Date.now()));
     timer.unref();
-    slot = { timer, waiting };
+    slot = { timer, waiting, free: [], count: 0 };
     SLOTS.set(end, slot);
   }
   return slot;
@@ -157,8 +164,9 @@ async function before<T>(
     late = reject;
     read.then(resolve, reject);
   });
-  if (slot.waiting.size === 0) slot.timer.ref();
-  slot.waiting.add(late);
+  if (slot.count++ === 0) slot.timer.ref();
+  const at = slot.free.pop() ?? slot.waiting.length;
+  slot.waiting[at] = late;
   try {
     return await settled;
   } catch (e) {
@@ -171,8 +179,9 @@ async function before<T>(
     }
     throw e;
   } finally {
-    slot.waiting.delete(late);
-    if (slot.waiting.size === 0) slot.timer.unref();
+    slot.waiting[at] = undefined;
+    slot.free.push(at);
+    if (--slot.count === 0) slot.timer.unref();
   }
 }
 

@@ -18,6 +18,7 @@
  */
 import type { ExecutionEvent, Runtime } from "@nrt/core";
 import process from "node:process";
+import { InFlight } from "./in_flight.ts";
 
 /** One finished execution's latencies. */
 export interface LatencySample {
@@ -120,7 +121,7 @@ export class NeuronActivity {
   readonly #busyMs: ((nc: number) => number) | undefined;
   readonly #now: () => number;
   readonly #capacity: number;
-  readonly #running = new Map<number, Running>();
+  readonly #running = new InFlight<Running>();
   readonly #hostBusy = new Map<number, number>();
   readonly #history = new Map<number, BusyCurve>();
   readonly #statuses = new Map<number, number>();
@@ -163,8 +164,7 @@ export class NeuronActivity {
       for (const nc of e.ncs) this.#mark(nc, at);
       return;
     }
-    const r = this.#running.get(e.seq);
-    this.#running.delete(e.seq);
+    const r = this.#running.take(e.seq);
     if (r !== undefined) {
       for (const nc of r.ncs) this.#hostBusy.set(nc, (this.#hostBusy.get(nc) ?? 0) + (at - r.at));
       for (const nc of r.ncs) this.#mark(nc, at);

@@ -66,9 +66,8 @@ export class CoreLoad {
     return () => {
       if (done) return;
       done = true;
-      const n = this.running(vnc) - 1;
-      if (n <= 0) this.#running.delete(vnc);
-      else this.#running.set(vnc, n);
+      // Kept at 0, not deleted: a key deleted and added again per request churns the map's storage (in_flight.ts).
+      this.#running.set(vnc, Math.max(0, this.running(vnc) - 1));
     };
   }
 }

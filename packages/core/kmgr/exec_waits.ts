@@ -40,7 +40,8 @@ class Entry implements ArmedBudget {
   live = true;
   readonly deadline: number;
   readonly nc: number;
-  readonly expire: (() => void) | undefined;
+  /** Dropped when the budget is cancelled: a finished entry waiting in the queue holds nothing of its execution. */
+  expire: (() => void) | undefined;
   readonly #finished: (e: Entry) => void;
 
   constructor(deadline: number, nc: number, expire: (() => void) | undefined, finished: (e: Entry) => void) {
@@ -53,6 +54,7 @@ class Entry implements ArmedBudget {
   cancel(): void {
     if (!this.live) return;
     this.live = false;
+    this.expire = undefined;
     this.#finished(this);
   }
 }
@@ -60,8 +62,16 @@ class Entry implements ArmedBudget {
 /** The execution budgets of one runtime. */
 export class ExecWaits {
   readonly #clock: Clock;
-  /** Live and finished entries, earliest deadline first. */
-  #queue: Entry[] = [];
+  /**
+   * Live and finished entries, earliest deadline first, from `#head` on; the places before it are emptied. The
+   * finished entries at the front are dropped as they finish (executions mostly finish in the order they started):
+   * one kept in the queue until a compaction was carried into the old generation by each eden collection, with its
+   * `expire` closure (Bun: about 0.3 objects and 20 bytes per REST request, left to the next full collection).
+   */
+  #queue: Array<Entry | undefined> = [];
+  #head = 0;
+  /** Set while the timer's pass walks the queue: a budget cancelled from an `expire` call then leaves it in place. */
+  #firing = false;
   #live = 0;
   readonly #signals = new Map<number, AbortController>();
   /** The armed timer: when it fires, and what cancels it. */
@@ -81,7 +91,7 @@ export class ExecWaits {
 
   /** Entries the queue holds, finished ones not dropped yet included (bounded by about twice {@linkcode armed}). */
   get queued(): number {
-    return this.#queue.length;
+    return this.#queue.length - this.#head;
   }
 
   /** The signal a completion wait on NeuronCore `nc` passes to the portal: aborted when the execution's budget ends. */
@@ -97,8 +107,21 @@ export class ExecWaits {
     // event loop (the next one of a loop of executions keeps it).
     if (--this.#live === 0) {
       this.#queue.length = 0;
+      this.#head = 0;
       this.#stopWhenIdle();
+      return;
     }
+    if (this.#firing) return;
+    const q = this.#queue;
+    let head = this.#head;
+    while (head < q.length && !q[head]!.live) q[head++] = undefined;
+    // Compacted in place once the emptied front is most of the queue.
+    if (head >= 64 && 2 * head >= q.length) {
+      q.copyWithin(0, head);
+      q.length -= head;
+      head = 0;
+    }
+    this.#head = head;
   };
 
   /**
@@ -112,10 +135,13 @@ export class ExecWaits {
       return entry;
     }
     // Finished entries wait for the timer, up to a budget long; under a steady load they are dropped here instead.
-    if (this.#queue.length > 2 * this.#live + 1024) this.#queue = this.#queue.filter((e) => e.live);
+    if (this.#queue.length - this.#head > 2 * this.#live + 1024) {
+      this.#queue = this.#queue.filter((e) => e?.live === true);
+      this.#head = 0;
+    }
     const q = this.#queue;
     let at = q.length;
-    while (at > 0 && q[at - 1].deadline > deadline) at--;
+    while (at > this.#head && q[at - 1]!.deadline > deadline) at--;
     q.splice(at, 0, entry);
     this.#live++;
     if (this.#timer === undefined || this.#timer.at > deadline) this.#arm(deadline);
@@ -135,6 +161,7 @@ export class ExecWaits {
     this.#timer?.stop.abort();
     this.#timer = undefined;
     this.#queue = [];
+    this.#head = 0;
     this.#live = 0;
   }
 
@@ -163,17 +190,23 @@ export class ExecWaits {
     this.#timer = undefined;
     const now = this.#clock.now();
     const q = this.#queue;
-    let k = 0;
-    for (; k < q.length && (!q[k].live || q[k].deadline <= now); k++) {
-      const e = q[k];
-      if (!e.live) continue;
-      e.live = false;
-      this.#live--;
-      e.expired = true;
-      e.expire?.();
-      this.interrupt(e.nc);
+    let k = this.#head;
+    this.#firing = true;
+    try {
+      for (; k < q.length && (!q[k]!.live || q[k]!.deadline <= now); k++) {
+        const e = q[k]!;
+        if (!e.live) continue;
+        e.live = false;
+        this.#live--;
+        e.expired = true;
+        e.expire?.();
+        this.interrupt(e.nc);
+      }
+    } finally {
+      this.#firing = false;
     }
     q.splice(0, k);
-    if (q.length > 0) this.#arm(q[0].deadline);
+    this.#head = 0;
+    if (q.length > 0) this.#arm(q[0]!.deadline);
   }
 }

@@ -25,6 +25,7 @@ import {
   type LogLevelName,
   logLevelName,
 } from "@nrt/core";
+import { InFlight } from "../in_flight.ts";
 
 /** One line of the log ring. */
 export interface DashboardLogEntry {
@@ -137,14 +138,15 @@ export class DashboardMonitor {
   readonly #capacity: number;
   readonly #level: LogLevel;
   readonly #log: DashboardLogEntry[] = [];
-  readonly #running = new Map<number, RunningExecution>();
+  /** Per NeuronCore: the execution running on it (undefined when idle: set, never deleted, see in_flight.ts). */
+  readonly #running = new Map<number, RunningExecution | undefined>();
   readonly #executions = new Map<number, number>();
   /** Per NeuronCore: busy ms per whole second of the shared clock (`second → ms`), the last minute only. */
   readonly #busy = new Map<number, Map<number, number>>();
-  /** Per NeuronCore: when the execution running on it started (shared clock, ms). */
-  readonly #started = new Map<number, number>();
+  /** Per NeuronCore: when the execution running on it started (shared clock, ms; undefined when idle). */
+  readonly #started = new Map<number, number | undefined>();
   /** Steps of the executions in flight, by sequence number. */
-  readonly #steps = new Map<number, { start: number; steps: HostSpan[] }>();
+  readonly #steps = new InFlight<{ start: number; steps: HostSpan[] }>();
   /**
    * Each NeuronCore's last execution as it ended: its steps are laid out when the dashboard asks (ours: done at every
    * execution's end, the layout cost more than the rest of the monitor's work on the REST path).
@@ -182,14 +184,14 @@ export class DashboardMonitor {
         this.#executions.set(nc, (this.#executions.get(nc) ?? 0) + 1);
         this.#started.set(nc, now);
       } else if (this.#running.get(nc)?.seq === e.seq) {
-        this.#running.delete(nc);
+        this.#running.set(nc, undefined);
         const start = this.#started.get(nc) ?? now;
-        this.#started.delete(nc);
+        this.#started.set(nc, undefined);
         this.#addBusy(nc, start, now);
       }
     }
     if (e.phase === "end" && taken !== undefined) {
-      this.#steps.delete(e.seq);
+      this.#steps.take(e.seq);
       const durationUs = (now - taken.start) * 1000;
       const raw: RawExecution = { model: e.model, seq: e.seq, status: e.status, durationUs, start: taken.start, taken };
       for (const nc of e.ncs) this.#last.set(nc, { raw });
