@@ -4,13 +4,15 @@
  * (Debian's package; a third process) with 32 connections, in alternating rounds of `--seconds` (default 5), after a
  * warm-up of each. Every answer is checked (`_wrk.ts`). Unlike bench/http.ts, no client and no other server share the
  * servers' processes. Each server takes a free port and prints it. Without `wrk` it says so and measures nothing.
+ * Each server's resident memory is sampled from `/proc` every 250 ms while the bench runs (Linux; its peak, and its
+ * value at the end, are columns): garbage a collector keeps under a sustained load shows there.
  *
  * Usage: `bun bench/serve.ts [--rounds R] [--seconds S] [--connections C] [--deno] [--json]`
  *
  * @module
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -74,14 +76,23 @@ async function main(): Promise<void> {
     const barePort = await start([new URL(import.meta.url).pathname, "--bare", answer]);
     if ((await answerOf(barePort)) !== answer) throw new Error("The bare route's answer differs");
     const ports = { nrt: nrtPort, bare: barePort };
+    // Resident memory of each server (its process: children[0] is nrt serve, children[1] the bare route).
+    const rss = children.map(() => ({ peak: 0, last: 0 }));
+    const sampler = setInterval(() => {
+      children.forEach((c, i) => {
+        const mb = rssMb(c.pid);
+        if (mb !== undefined) rss[i] = { peak: Math.max(rss[i].peak, mb), last: mb };
+      });
+    }, 250);
     const load = (port: number, s: number): Promise<LoadResult> =>
       wrkLoad({ url: `http://127.0.0.1:${port}${PATH}`, body: BODY, answer, connections, seconds: s });
     await load(ports.nrt, 5);
     await load(ports.bare, 5);
-    const [nrt, bare] = await inRounds(rounds, 2, (k) => load(k === 0 ? ports.nrt : ports.bare, seconds));
+    const [nrt, bare] = await inRounds(rounds, 2, (k) => load(k === 0 ? ports.nrt : ports.bare, seconds))
+      .finally(() => clearInterval(sampler));
     const rps = (r: LoadResult) => r.completed / (r.elapsedMs / 1000);
     const ratios = nrt.map((r, i) => rps(r) / rps(bare[i])).sort((a, b) => a - b);
-    const row = (target: string, xs: LoadResult[]) => {
+    const row = (target: string, xs: LoadResult[], mem: { peak: number; last: number }) => {
       const mid = (f: (r: LoadResult) => number) => xs.map(f).sort((a, b) => a - b)[Math.floor(xs.length / 2)];
       return {
         target,
@@ -91,6 +102,8 @@ async function main(): Promise<void> {
         p99MaxMs: +Math.max(...xs.map((r) => r.p99Ms)).toFixed(2),
         errors: xs.reduce((a, r) => a + r.errors, 0),
         wrong: xs.reduce((a, r) => a + (r.wrong ?? 0), 0),
+        rssPeakMB: mem.peak,
+        rssEndMB: mem.last,
       };
     };
     emit(
@@ -100,13 +113,24 @@ async function main(): Promise<void> {
           ratios[Math.floor(ratios.length / 2)].toFixed(2)
         }, ` +
         `range ${ratios[0].toFixed(2)}–${ratios[ratios.length - 1].toFixed(2)})`,
-      [row("nrt serve --demo", nrt), row("bare Hono route", bare)],
+      [row("nrt serve --demo", nrt, rss[0]), row("bare Hono route", bare, rss[1])],
       runtime,
     );
   } finally {
     for (const c of children) c.kill("SIGTERM");
     await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r(0) : c.once("exit", r)))));
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** The resident memory of process `pid` in MB (`/proc`, Linux), or `undefined` where it cannot be read. */
+function rssMb(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+    return kb === null ? undefined : Math.round(Number(kb[1]) / 1024);
+  } catch {
+    return undefined;
   }
 }
 
