@@ -121,6 +121,45 @@ describe("nrta_* (NRT_3.0.0)", () => {
     }
   }, 30_000);
 
+  test(
+    "isCompleted() and drain() follow each queue: a request held back stays pending while the other queue's complete",
+    async () => {
+      const rt = await Runtime.init({ ...nrtPlugins(container()), logger: new MemoryLogger() });
+      try {
+        const t0 = await rt.allocateTensor({ size: 64, name: "t0" });
+        const t1 = await rt.allocateTensor({ size: 64, name: "t1" });
+        // A dependency that settles when the test says: queue 0's first write waits on it, and its second on the first.
+        const gate = Promise.withResolvers<void>();
+        const held = { seq: nrtaSeq(NrtaXu.NRTA_XU_TENSOR_WRITE, 0n), done: gate.promise };
+        const first = rt.nrta.tensorWrite(t0, new Uint8Array(64).fill(1), 0, { queue: 0, after: [held] });
+        // 200 writes on queue 1 meanwhile, numbered between and after queue 0's two (the unit shares one counter).
+        const others = [];
+        for (let i = 0; i < 100; i++) others.push(rt.nrta.tensorWrite(t1, new Uint8Array(64).fill(i), 0, { queue: 1 }));
+        const second = rt.nrta.tensorWrite(t0, new Uint8Array(64).fill(2), 0, { queue: 0 });
+        for (let i = 0; i < 100; i++) others.push(rt.nrta.tensorWrite(t1, new Uint8Array(64).fill(i), 0, { queue: 1 }));
+        await Promise.all(others.map((r) => r.done));
+        let drained = false;
+        const draining = rt.nrta.drain().then(() => (drained = true));
+        for (const r of others) expect(rt.nrta.isCompleted(r.seq)).toBe(true);
+        expect(nrtaSeqNum(first.seq)).toBe(1n);
+        expect(nrtaSeqNum(second.seq)).toBe(102n);
+        expect(rt.nrta.isCompleted(first.seq)).toBe(false);
+        expect(rt.nrta.isCompleted(second.seq)).toBe(false);
+        await new Promise((r) => setTimeout(r, 20));
+        expect(drained).toBe(false); // queue 0 is still held
+        gate.resolve();
+        await draining;
+        expect(rt.nrta.isCompleted(first.seq)).toBe(true);
+        expect(rt.nrta.isCompleted(second.seq)).toBe(true);
+        expect(Array.from((await t0.read()).subarray(0, 4))).toEqual([2, 2, 2, 2]);
+        await rt.nrta.drain(); // nothing left: resolves at once
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
+
   test("the nrta_* face keeps the C semantics: statuses, Ref out-parameters, the error tracker", async () => {
     const api = new NrtApi();
     const seq: Ref<bigint> = {};

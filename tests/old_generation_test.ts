@@ -6,7 +6,8 @@
  * load: `nrt serve --demo` went from 110 MB to 0.9 GB in 80 s of `wrk`.
  *
  * The cause was maps and sets with a key added and deleted per request (an LRU touch, the in-flight tables of the
- * dashboard and of the Neuron tools' activity, the waiters of a body deadline and of a completion wait): each
+ * dashboard and of the Neuron tools' activity, the waiters of a body deadline and of a completion wait, the `nrta_*`
+ * scheduler's pending numbers and promises): each
  * deletion and insertion makes JavaScriptCore rebuild the storage every few operations, each dropped storage points to
  * the next one, and an eden collection kept every one of them ("Cell Butterfly" cells) and the entries they held. Ours.
  */
@@ -37,6 +38,33 @@ const BODY = JSON.stringify({
 });
 
 describe("a steady load leaves nothing in the old generation (Bun)", () => {
+  test.if(jsc !== undefined)("nrta_* requests: the scheduler keeps no map or set storage per request", async () => {
+    const container = createNrtContainer();
+    const rt = await Runtime.init({ ...nrtPlugins(container), logger: new MemoryLogger() });
+    try {
+      const t = await rt.allocateTensor({ size: 64, name: "t" });
+      const bytes = new Uint8Array(64);
+      // Two queues, as a pipeline uses them, and an eden collection every 200 requests.
+      const run = (n: number) =>
+        Promise.all([0, 1].map(async (queue) => {
+          for (let i = 0; i < n / 2; i++) await rt.nrta.tensorWrite(t, bytes, 0, { queue }).done;
+        }));
+      await run(1000);
+      edenStorages();
+      const before = edenStorages();
+      const requests = 4000;
+      for (let k = 0; k < requests / 200; k++) {
+        await run(200);
+        edenStorages();
+      }
+      // Before: 0.75 storages a request here (a set of the unit's pending numbers, a set of every request's promise).
+      expect((edenStorages() - before) / requests).toBeLessThan(0.05);
+    } finally {
+      await rt.close();
+      await container.resolve(PortalToken).close();
+    }
+  });
+
   test.if(jsc !== undefined)(
     "executes: the device agent's heap does not grow across eden collections",
     async () => {
