@@ -7,9 +7,9 @@
  *
  * The cause was maps and sets with a key added and deleted per request (an LRU touch, the in-flight tables of the
  * dashboard and of the Neuron tools' activity, the waiters of a body deadline and of a completion wait, the `nrta_*`
- * scheduler's pending numbers and promises): each
- * deletion and insertion makes JavaScriptCore rebuild the storage every few operations, each dropped storage points to
- * the next one, and an eden collection kept every one of them ("Cell Butterfly" cells) and the entries they held. Ours.
+ * scheduler's pending numbers and promises): each deletion and insertion makes JavaScriptCore rebuild the storage
+ * every few operations, each dropped storage points to the next one, and an eden collection kept every one of them
+ * ("Cell Butterfly" cells) and the entries they held. Ours.
  */
 import { describe, expect, test } from "bun:test";
 import { type ExecutionEvent, MemoryLogger, Runtime, TensorSet } from "@nrt/core";
