@@ -31,6 +31,26 @@ function edenStorages(): number {
   return jsc!.heapStats().objectTypeCounts["Cell Butterfly"] ?? 0;
 }
 
+/**
+ * What `count` grows by over `total` units of `run` after a warm-up of `warmup`, with an eden collection (one reading
+ * of `count`) after every 200, as a load has them: what survives one stays until a full collection.
+ */
+async function growthAcrossEden(
+  count: () => number | Promise<number>,
+  run: (n: number) => Promise<unknown>,
+  warmup: number,
+  total: number,
+): Promise<number> {
+  await run(warmup);
+  await count();
+  const before = await count();
+  for (let k = 0; k < total / 200; k++) {
+    await run(200);
+    await count();
+  }
+  return (await count()) - before;
+}
+
 const f32 = (name: string) => ({ name, dtype: "float32", shape: [8] });
 const RELU = oneOpNeff("relu", "relu", [f32("x")], [f32("y")]);
 const BODY = JSON.stringify({
@@ -44,21 +64,14 @@ describe("a steady load leaves nothing in the old generation (Bun)", () => {
     try {
       const t = await rt.allocateTensor({ size: 64, name: "t" });
       const bytes = new Uint8Array(64);
-      // Two queues, as a pipeline uses them, and an eden collection every 200 requests.
+      // Two queues, as a pipeline uses them.
       const run = (n: number) =>
         Promise.all([0, 1].map(async (queue) => {
           for (let i = 0; i < n / 2; i++) await rt.nrta.tensorWrite(t, bytes, 0, { queue }).done;
         }));
-      await run(1000);
-      edenStorages();
-      const before = edenStorages();
       const requests = 4000;
-      for (let k = 0; k < requests / 200; k++) {
-        await run(200);
-        edenStorages();
-      }
       // Before: 0.75 storages a request here (a set of the unit's pending numbers, a set of every request's promise).
-      expect((edenStorages() - before) / requests).toBeLessThan(0.05);
+      expect((await growthAcrossEden(edenStorages, run, 1000, requests)) / requests).toBeLessThan(0.05);
     } finally {
       await rt.close();
       await container.resolve(PortalToken).close();
@@ -79,16 +92,8 @@ describe("a steady load leaves nothing in the old generation (Bun)", () => {
         const run = async (n: number) => {
           for (let i = 0; i < n; i++) await model.execute(ins, outs);
         };
-        await run(500);
         const nc = rt.cores()[0].ncs[0];
-        await portal.agentHeapCells(0, nc, "eden");
-        const before = (await portal.agentHeapCells(0, nc, "eden"))!;
-        // Eden collections in between, as a load has them: what survives one stays until a full collection.
-        for (let k = 0; k < 10; k++) {
-          await run(200);
-          await portal.agentHeapCells(0, nc, "eden");
-        }
-        const grown = (await portal.agentHeapCells(0, nc, "eden"))! - before;
+        const grown = await growthAcrossEden(async () => (await portal.agentHeapCells(0, nc, "eden"))!, run, 500, 2000);
         // An LRU touch per execute (a delete and a set on the Q7 cluster's library map) left about 1.3 cells per
         // execute here: 2,600 over these 2,000.
         expect(grown).toBeLessThan(400);
@@ -131,22 +136,14 @@ describe("a steady load leaves nothing in the old generation (Bun)", () => {
           expect(r.status).toBe(200);
           await r.text();
         };
-        // Eight requests in flight, as a loaded server has them, and an eden collection every 200.
+        // Eight requests in flight, as a loaded server has them.
         const run = (n: number) =>
           Promise.all(Array.from({ length: 8 }, async () => {
             for (let i = 0; i < n / 8; i++) await request();
           }));
-        await run(800);
-        edenStorages();
-        const before = edenStorages();
         const requests = 2000;
-        for (let k = 0; k < requests / 200; k++) {
-          await run(200);
-          edenStorages();
-        }
-        const after = edenStorages();
         // Before: 0.44 map and set storages a request kept here (each holding the entries it had); now none.
-        expect((after - before) / requests).toBeLessThan(0.05);
+        expect((await growthAcrossEden(edenStorages, run, 800, requests)) / requests).toBeLessThan(0.05);
       } finally {
         monitor.close();
         await repository.close();
