@@ -86,6 +86,27 @@ const DRAIN_QUIET_MS = 100;
 /** The longest wait for that quiet spell once the requests in flight are done (clients that keep sending are refused). */
 const DRAIN_QUIET_MAX_MS = 1000;
 
+/**
+ * Seconds the REST listener's per-request timeout leaves beyond the longest a request may legitimately take, so that
+ * the server's own answer (an execution's result or its 504, a stalled body's 408) always comes before the transport
+ * drops the connection. Ours.
+ */
+const REQUEST_TIMEOUT_MARGIN_SECONDS = 30;
+
+/**
+ * The REST listener's per-request timeout (Bun's; Deno.serve sets none), in whole seconds: the longer of the execution
+ * timeout and the body deadline, plus a margin. Ours (docs/rest-api.md, "Limits"). Equal to the body deadline, Bun
+ * would drop a stalled body's connection, with no answer, when its 408 was due (that 408 comes up to a second after
+ * the deadline, `body.ts`): the deadline is counted too, not only the execution timeout.
+ *
+ * @param execTimeoutSeconds `NEURON_RT_EXEC_TIMEOUT`, the longest an execution may run.
+ * @param bodyDeadlineMs The app's `bodyDeadlineMs`, the longest a request body may take to arrive.
+ * @returns Seconds for `serveHttp`'s `requestTimeoutSeconds`.
+ */
+export function httpRequestTimeoutSeconds(execTimeoutSeconds: number, bodyDeadlineMs: number): number {
+  return Math.ceil(Math.max(execTimeoutSeconds, bodyDeadlineMs / 1000)) + REQUEST_TIMEOUT_MARGIN_SECONDS;
+}
+
 /** Options of {@linkcode startServer}. */
 export interface ServeOptions {
   /** The repository directory (default with `demo`: a private cache folder). */
@@ -414,11 +435,13 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       hostsOf = { port, list };
       return list;
     };
+    // One set of limits for the app and the listener's timeout, which must outlast the body deadline.
+    const limits = { maxBodyBytes, bodyDeadlineMs: DEFAULT_LIMITS.bodyDeadlineMs };
     const app = createInferenceApp({
       runtime,
       repository,
       metrics,
-      limits: { maxBodyBytes },
+      limits,
       dashboard: { monitor, deviceView: view.view, faults: view.faults },
       adminToken: token,
       modelControl,
@@ -430,7 +453,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const server = await serveHttp(gate.fetch, {
       host,
       port,
-      requestTimeoutSeconds: runtime.config.execTimeoutSeconds + 30,
+      requestTimeoutSeconds: httpRequestTimeoutSeconds(runtime.config.execTimeoutSeconds, limits.bodyDeadlineMs),
     });
     port = server.port;
     let grpcPort: number | undefined;

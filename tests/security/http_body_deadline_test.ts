@@ -2,10 +2,14 @@
  * A body that stops arriving is answered 408 with `Connection: close` once the body deadline passes (docs/security.md),
  * over a real socket: a declared length (read whole by the runtime, `body.ts`) and a chunked body (read chunk by
  * chunk) alike. A body that arrives in full within the deadline is answered as usual. Bun then closes the connection;
- * Deno.serve keeps it open until the client closes it (a handler cannot close it there; docs/security.md).
+ * Deno.serve keeps it open until the client closes it (a handler cannot close it there; docs/security.md). `nrt serve`'s
+ * listener timeout (Bun's per-request timeout) outlasts the deadline, so Bun never drops the connection before the 408.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { resolveRuntimeConfig } from "@nrt/core";
+import { DEFAULT_LIMITS } from "@nrt/http-api";
 import { serveHttp } from "../../packages/cli/platform.ts";
+import { httpRequestTimeoutSeconds } from "../../packages/cli/serve.ts";
 import { type HttpFixture, httpFixture } from "../_http.ts";
 import { parseResponses, rawExchange } from "./_raw_http.ts";
 
@@ -64,5 +68,31 @@ describe("the body deadline", () => {
     )[0];
     expect(ok?.status).toBe(200);
     expect(JSON.parse(ok!.body).outputs[0].data).toEqual([0, 2, 0, 4, 0, 6, 0, 8]);
+  });
+});
+
+describe("nrt serve's listener timeout", () => {
+  // The 408 comes up to a twentieth of the deadline, at most 1 s, after it (body.ts): the transport's timeout, in
+  // whole seconds, must pass that, or Bun drops a stalled body's connection with no answer. Computed, not waited for
+  // (the default deadline is 60 s).
+  const latest408Ms = (deadlineMs: number) => deadlineMs + Math.min(1000, Math.max(1, Math.floor(deadlineMs / 20)));
+
+  test("with the defaults, it fires after the body deadline's 408 (Bun would otherwise drop the connection)", () => {
+    const config = resolveRuntimeConfig({}, {});
+    const seconds = httpRequestTimeoutSeconds(config.execTimeoutSeconds, DEFAULT_LIMITS.bodyDeadlineMs);
+    expect(seconds * 1000).toBeGreaterThan(latest408Ms(DEFAULT_LIMITS.bodyDeadlineMs));
+    expect(seconds).toBeGreaterThan(config.execTimeoutSeconds);
+    expect(seconds).toBeLessThanOrEqual(255); // Bun's largest; platform.ts turns a longer one off
+  });
+
+  test("it outlasts both the execution timeout and the body deadline, whichever is longer", () => {
+    for (const exec of [1, 30, 59, 60, 61, 200]) {
+      for (const deadlineMs of [300, 1_000, 30_000, 60_000, 61_500, 120_000]) {
+        const seconds = httpRequestTimeoutSeconds(exec, deadlineMs);
+        expect(Number.isInteger(seconds)).toBe(true);
+        expect(seconds * 1000).toBeGreaterThan(latest408Ms(deadlineMs));
+        expect(seconds).toBeGreaterThan(exec);
+      }
+    }
   });
 });
