@@ -9,6 +9,7 @@ import { DEFAULT_LIMITS } from "@nrt/http-api";
 import { VirtualClock } from "@nrt/core";
 import { loadSync } from "@grpc/proto-loader";
 import { connect } from "node:net";
+import { connect as h2connect } from "node:http2";
 import { networkInterfaces } from "node:os";
 import {
   createGrpcInferenceServer,
@@ -73,6 +74,48 @@ function settled(p: Promise<unknown>): () => boolean {
   let done = false;
   p.then(() => (done = true), () => (done = true));
   return () => done;
+}
+
+/** What a raw call ended with: its gRPC status and message (from the trailers, or a Trailers-Only answer). */
+interface RawStatus {
+  readonly code: number;
+  readonly message: string;
+}
+
+/**
+ * A gRPC call made by hand over HTTP/2 (node:http2, nothing of gRPC's libraries): its headers, then `message`
+ * framed as gRPC frames it (a flag byte and a 4-byte length) and the end of the stream, or, without one, nothing
+ * at all: the stream stays open, as a client that stalls leaves it.
+ */
+function rawCall(port: number, method: string, message?: Uint8Array): { status: Promise<RawStatus>; close(): void } {
+  const session = h2connect(`http://127.0.0.1:${port}`);
+  session.on("error", () => {});
+  const stream = session.request({
+    ":method": "POST",
+    ":path": `/inference.GRPCInferenceService/${method}`,
+    "content-type": "application/grpc",
+    te: "trailers",
+  }, { endStream: false });
+  stream.on("error", () => {});
+  const status = new Promise<RawStatus>((resolve, reject) => {
+    const read = (h: Record<string, unknown>): boolean => {
+      if (h["grpc-status"] === undefined) return false;
+      resolve({ code: Number(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"] ?? "")) });
+      return true;
+    };
+    stream.on("response", (h) => read(h));
+    stream.on("trailers", (h) => read(h));
+    stream.on("close", () => reject(new Error("the stream closed without a gRPC status")));
+    stream.resume();
+  });
+  status.catch(() => {}); // a call closed by the test before its answer is not awaited
+  if (message !== undefined) {
+    const frame = new Uint8Array(5 + message.byteLength);
+    new DataView(frame.buffer).setUint32(1, message.byteLength);
+    frame.set(message, 5);
+    stream.end(frame);
+  }
+  return { status, close: () => (stream.close(), session.close()) };
 }
 
 const spinInflight = (): number => fx.repository.get("spin")?.served?.inflight ?? 0;
@@ -264,6 +307,93 @@ describe("gRPC limits and lifecycle", () => {
     await closed;
     expect([server.activeCalls, spinInflight()]).toEqual([0, 0]);
     await fx.repository.load("spin");
+  });
+
+  test("a call whose message does not arrive within messageDeadlineMs ends with DEADLINE_EXCEEDED and frees its slot", async () => {
+    expect(DEFAULT_GRPC_LIMITS.messageDeadlineMs).toBe(60_000); // the REST body deadline
+    const { client, server, port } = await serve({ maxConcurrentCalls: 1, messageDeadlineMs: 200 });
+    const stalled = rawCall(port, "ModelInfer"); // headers, then nothing
+    try {
+      await until(() => server.activeCalls === 1, "the stalled call to take the slot");
+      const waiting = client.modelInfer(reluReq());
+      await until(() => server.pendingCalls === 1, "the relu call to wait for the slot");
+      expect(await stalled.status).toEqual({
+        code: Code.DEADLINE_EXCEEDED,
+        message: "Cannot read the request: its message did not arrive within 200 ms",
+      });
+      expect((await waiting).outputs[0].contents.fp32_contents).toEqual([1, 0, 2, 0, 3, 0, 4, 0]);
+      await until(() => server.activeCalls === 0, "the gate to empty");
+    } finally {
+      stalled.close();
+    }
+  });
+
+  test("ServerLive and the other status RPCs have slots of their own: they answer while ModelInfer's are all held", async () => {
+    const { client, server, port } = await serve({ maxConcurrentCalls: 1, maxPendingCalls: 0 });
+    const stalled = rawCall(port, "ModelInfer");
+    try {
+      await until(() => server.activeCalls === 1, "the stalled call to take the slot");
+      expect((await failure(client.modelInfer(reluReq()))).code).toBe(Code.RESOURCE_EXHAUSTED);
+      expect(await client.serverLive()).toEqual({ live: true });
+      expect(await client.serverReady()).toEqual({ ready: true });
+      expect(await client.modelReady("relu")).toEqual({ ready: true });
+    } finally {
+      stalled.close();
+    }
+    await until(() => server.activeCalls === 0, "the stalled call to leave");
+  });
+
+  test("a message of many empty inputs is refused on the wire, before it is decoded, and counted as refused", async () => {
+    const { client, server } = await serve();
+    const failed = fx.metrics.modelStatistics("relu").inference_stats.fail.count;
+    const inputs = Array.from({ length: 50_000 }, () => ({}));
+    const e = await failure(client.modelInfer({ model_name: "relu", inputs }));
+    expect([e.code, e.details]).toEqual([
+      Code.INVALID_ARGUMENT,
+      "Cannot read the request: it has 50000 inputs, more than the model's inputs allow",
+    ]);
+    const many = await failure(client.modelInfer({
+      model_name: "relu",
+      inputs: [{
+        name: "x",
+        datatype: "INT64",
+        shape: [8],
+        contents: { int64_contents: new Array(100_000).fill("1") },
+      }],
+    }));
+    expect([many.code, many.details]).toEqual([
+      Code.INVALID_ARGUMENT,
+      'Cannot read input "x": its contents hold 100000 elements, more than the 8 the model\'s input takes',
+    ]);
+    expect(fx.metrics.modelStatistics("relu").inference_stats.fail.count).toBe(failed + 2);
+    // For a model that does not exist nothing is decoded either: the answer is the lookup's.
+    const unknown = await failure(client.modelInfer({ model_name: "nope", inputs }));
+    expect([unknown.code, unknown.details]).toEqual([
+      Code.NOT_FOUND,
+      'Cannot find model "nope": it is not in the repository',
+    ]);
+    expect(server.activeCalls).toBe(0);
+  });
+
+  test("a truncated or malformed message answers INVALID_ARGUMENT, not INTERNAL, and is not read past its end", async () => {
+    const { client, port } = await serve();
+    // model_name says 16 bytes and 1 follows: before, the decoder read "r" and answered NOT_FOUND.
+    const truncated = await rawCall(port, "ModelInfer", Uint8Array.of(0x0a, 0x10, 0x72)).status;
+    expect(truncated).toEqual({
+      code: Code.INVALID_ARGUMENT,
+      message:
+        "Cannot read the request: the message is not a well-formed ModelInferRequest (model_name runs past the end of its message)",
+    });
+    const ready = await rawCall(port, "ModelReady", Uint8Array.of(0x0a, 0x10, 0x72)).status;
+    expect(ready).toEqual({
+      code: Code.INVALID_ARGUMENT,
+      message:
+        "Cannot read the request: the message is not a well-formed ModelReadyRequest (field 1 runs past the end of its message)",
+    });
+    // A well-formed ModelInferRequest naming relu, then a group (wire type 3), which proto3 has no use for.
+    const group = await rawCall(port, "ModelInfer", Uint8Array.of(0x0a, 0x04, 0x72, 0x65, 0x6c, 0x75, 0x4b)).status;
+    expect(group.code).toBe(Code.INVALID_ARGUMENT);
+    expect(await client.serverLive()).toEqual({ live: true });
   });
 
   test("listen() binds the loopback interface by default", async () => {

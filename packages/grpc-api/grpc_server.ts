@@ -16,15 +16,17 @@ import { loadSync } from "@grpc/proto-loader";
 import { DEFAULT_LIMITS } from "@nrt/http-api";
 import { fileURLToPath } from "node:url";
 import { CallGate, type GateRefusal } from "./call_gate.ts";
-import { GrpcCode, toGrpcError } from "./grpc_status.ts";
+import { GrpcCode, GrpcError, toGrpcError } from "./grpc_status.ts";
 import {
   type CallContext,
   createInferenceService,
   type InferenceService,
   type InferenceServiceOptions,
   type ServiceLimits,
+  WIRE_REFUSAL,
 } from "./inference_service.ts";
-import { PROTO_LOADER_OPTIONS } from "./messages.ts";
+import { type ModelInferRequest, PROTO_LOADER_OPTIONS } from "./messages.ts";
+import { checkFraming, checkInferRequest, type InferBounds, inferBounds, readInferHead } from "./wire_guard.ts";
 
 /** Bounds on what clients may make the server hold or do. */
 export interface GrpcLimits extends ServiceLimits {
@@ -33,9 +35,22 @@ export interface GrpcLimits extends ServiceLimits {
    * the REST body limit).
    */
   readonly maxReceiveMessageBytes?: number;
-  /** Calls served at once: messages read and work running (default 64). */
+  /** ModelInfer calls served at once: messages read and work running (default 64). */
   readonly maxConcurrentCalls?: number;
-  /** Calls waiting, unread, for one of those slots; past them a call ends with `RESOURCE_EXHAUSTED` (default 1024). */
+  /**
+   * Calls of the other RPCs (ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata) served at once, on
+   * slots of their own, so that a liveness or readiness check is not queued behind inferences (default 8).
+   */
+  readonly maxConcurrentStatusCalls?: number;
+  /**
+   * How long an admitted call may take to deliver its whole message; past it the call ends with
+   * `DEADLINE_EXCEEDED` and frees its slot (default 60 s, the REST body deadline).
+   */
+  readonly messageDeadlineMs?: number;
+  /**
+   * Calls waiting, unread, for one of those slots (ModelInfer and the others each have a queue this long); past them
+   * a call ends with `RESOURCE_EXHAUSTED` (default 1024).
+   */
   readonly maxPendingCalls?: number;
   /** HTTP/2 streams one connection may open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`, default 256). */
   readonly maxConcurrentStreams?: number;
@@ -49,6 +64,8 @@ export interface GrpcLimits extends ServiceLimits {
 export const DEFAULT_GRPC_LIMITS: Required<GrpcLimits> = {
   maxReceiveMessageBytes: DEFAULT_LIMITS.maxBodyBytes,
   maxConcurrentCalls: 64,
+  maxConcurrentStatusCalls: 8,
+  messageDeadlineMs: DEFAULT_LIMITS.bodyDeadlineMs,
   maxPendingCalls: 1024,
   maxConcurrentStreams: 256,
   keepaliveTimeMs: 2 * 60 * 60 * 1000,
@@ -120,9 +137,44 @@ function checkLimit(name: string, v: number, min: number): void {
 
 type Rpc<Req, Res> = (req: Req, ctx: CallContext) => Promise<Res>;
 
+/** A request message the transport could not read: its call answers with the error, its handler never runs. */
+class Unreadable {
+  constructor(readonly error: GrpcError) {}
+}
+
+/** The error of a message the proto's decoder refused. */
+function undecodable(type: string, e: unknown): GrpcError {
+  if (e instanceof GrpcError) return e;
+  return new GrpcError(
+    GrpcCode.INVALID_ARGUMENT,
+    `Cannot read the request: the message is not a well-formed ${type} (${e instanceof Error ? e.message : String(e)})`,
+    { httpStatus: 400 },
+  );
+}
+
+/**
+ * A request deserializer that never throws: grpc-js answers a throwing one with `INTERNAL`, a status for server
+ * faults, where a malformed message is the client's (`INVALID_ARGUMENT`). The framing is checked first: the decoder
+ * reads a truncated field as far as the bytes go.
+ */
+function readable(type: string, decode: (buf: Buffer) => unknown): (buf: Buffer) => unknown {
+  return (buf) => {
+    try {
+      checkFraming(buf, type);
+      return decode(buf);
+    } catch (e) {
+      return new Unreadable(undecodable(type, e));
+    }
+  };
+}
+
 /** One unary handler: the call's cancellation becomes the context's signal, a failure its gRPC status. */
 function unary<Req, Res>(fn: Rpc<Req, Res>): grpc.handleUnaryCall<Req, Res> {
   return (call, callback) => {
+    if ((call.request as unknown) instanceof Unreadable) {
+      callback(toGrpcError((call.request as unknown as Unreadable).error));
+      return;
+    }
     const ac = new AbortController();
     // grpc-js also emits "cancelled" once a finished call's stream closes; aborting then changes nothing.
     call.on("cancelled", () => ac.abort());
@@ -142,30 +194,61 @@ function refusal(why: GateRefusal, gate: CallGate): { code: GrpcCode; details: s
     };
 }
 
+/** The RPC whose calls take the inference slots; every other one takes the status slots. */
+const MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer";
+
 /**
- * The interceptor that passes every call through the gate before its message is read, and holds the call's slot
+ * The interceptor that passes every call through its gate before its message is read, and holds the call's slot
  * until nothing of it is left on the server: a call that ends before its handler starts (refused, cancelled, too
- * large, past its deadline) releases it at its end; a call whose handler runs releases it when the handler answers,
- * even when the client has gone (its execution finished and its instance was released).
+ * large, past its deadline, its message late) releases it at its end; a call whose handler runs releases it when the
+ * handler answers, even when the client has gone (its execution finished and its instance was released). An admitted
+ * call whose message has not all arrived within `messageDeadlineMs` ends with `DEADLINE_EXCEEDED`: a client that
+ * sends headers and then nothing cannot hold a slot for ever (ours, as the REST body deadline).
  */
-function gateInterceptor(gate: CallGate): grpc.ServerInterceptor {
-  return (_method, call) => {
+function gateInterceptor(
+  gates: { infer: CallGate; status: CallGate },
+  messageDeadlineMs: number,
+): grpc.ServerInterceptor {
+  return (method, call) => {
+    const gate = method.path === MODEL_INFER_PATH ? gates.infer : gates.status;
     let release = (): void => {};
     let handled = false;
+    let late: ReturnType<typeof setTimeout> | undefined;
+    const onTime = (): void => {
+      if (late !== undefined) clearTimeout(late);
+      late = undefined;
+    };
     const listener = new grpc.ServerListenerBuilder()
       // The handler asks for the message only after it sees the metadata; holding the metadata holds the read.
       .withOnReceiveMetadata((metadata, next) => {
-        release = gate.enter({ admit: () => next(metadata), refuse: (why) => call.sendStatus(refusal(why, gate)) });
+        release = gate.enter({
+          admit: () => {
+            late = setTimeout(() => {
+              late = undefined;
+              if (handled) return;
+              release();
+              call.sendStatus({
+                code: GrpcCode.DEADLINE_EXCEEDED,
+                details: `Cannot read the request: its message did not arrive within ${messageDeadlineMs} ms`,
+              });
+            }, messageDeadlineMs);
+            next(metadata);
+          },
+          refuse: (why) => call.sendStatus(refusal(why, gate)),
+        });
       })
       .withOnReceiveHalfClose((next) => {
         handled = true; // the whole message is in: the handler runs next
+        onTime();
         next();
       })
       .withOnCancel(() => {
+        onTime();
         if (!handled) release();
       })
       .build();
     const end = <T>(value: T, next: (value: T) => void): void => {
+      onTime();
       release();
       next(value);
     };
@@ -200,16 +283,70 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
   const limits = { ...DEFAULT_GRPC_LIMITS, ...options.limits };
   checkLimit("maxReceiveMessageBytes", limits.maxReceiveMessageBytes, 1);
   checkLimit("maxConcurrentCalls", limits.maxConcurrentCalls, 1);
+  checkLimit("maxConcurrentStatusCalls", limits.maxConcurrentStatusCalls, 1);
+  checkLimit("messageDeadlineMs", limits.messageDeadlineMs, 1);
   checkLimit("maxPendingCalls", limits.maxPendingCalls, 0);
   checkLimit("maxConcurrentStreams", limits.maxConcurrentStreams, 1);
   checkLimit("keepaliveTimeMs", limits.keepaliveTimeMs, 1);
   checkLimit("keepaliveTimeoutMs", limits.keepaliveTimeoutMs, 1);
   checkLimit("maxRequestedOutputs", limits.maxRequestedOutputs, 0);
   const service: InferenceService = createInferenceService({ ...options, limits });
-  const gate = new CallGate(limits.maxConcurrentCalls, limits.maxPendingCalls);
+  const gates = {
+    infer: new CallGate(limits.maxConcurrentCalls, limits.maxPendingCalls),
+    status: new CallGate(limits.maxConcurrentStatusCalls, limits.maxPendingCalls),
+  };
   const definition = loadSync(fileURLToPath(GRPC_PREDICT_V2_PROTO), { ...PROTO_LOADER_OPTIONS });
   const loaded = grpc.loadPackageDefinition(definition) as unknown as {
     inference: { GRPCInferenceService: { service: grpc.ServiceDefinition } };
+  };
+  // Every request deserializer answers a malformed message with INVALID_ARGUMENT; ModelInfer's hands over the bytes,
+  // which `inferRequest` checks on the wire against the model they name before decoding them (wire_guard.ts).
+  const methods = loaded.inference.GRPCInferenceService.service;
+  const decodeInfer = methods.ModelInfer.requestDeserialize;
+  const serviceDefinition: grpc.ServiceDefinition = Object.fromEntries(
+    Object.entries(methods).map(([name, m]) => [name, {
+      ...m,
+      requestDeserialize: name === "ModelInfer"
+        ? (buf: Buffer) => buf
+        : readable(`${name}Request`, m.requestDeserialize),
+    }]),
+  );
+  const bounds = new WeakMap<object, InferBounds>();
+  const repository = options.repository;
+  /**
+   * The request a ModelInfer call's bytes stand for. Its model, version and id are read first; when the model is
+   * ready the whole message is checked on the wire against the model's bounds, then decoded. Otherwise the service
+   * gets a stand-in with only those three fields and answers as it answers for that model (not found, not ready). A
+   * message that fails the check becomes a stand-in carrying the error, which the service raises once it has found
+   * the model ready, as it raises the planner's. The service reads the model's state in the same synchronous run.
+   */
+  const inferRequest = (buf: Buffer): ModelInferRequest => {
+    const head = readInferHead(buf);
+    const standIn: ModelInferRequest = {
+      model_name: head.modelName,
+      model_version: head.modelVersion,
+      id: head.id,
+      parameters: {},
+      inputs: [],
+      outputs: [],
+      raw_input_contents: [],
+    };
+    let served;
+    try {
+      const m = repository.lookup(head.modelName, head.modelVersion);
+      if (m.state === "READY") served = m.served;
+    } catch {
+      // The service's own lookup answers.
+    }
+    if (served === undefined) return standIn;
+    let b = bounds.get(served);
+    if (b === undefined) bounds.set(served, b = inferBounds(served, limits.maxRequestedOutputs));
+    try {
+      checkInferRequest(buf, b);
+      return decodeInfer(buf) as ModelInferRequest;
+    } catch (e) {
+      return { ...standIn, [WIRE_REFUSAL]: undecodable("ModelInferRequest", e) } as ModelInferRequest;
+    }
   };
   const server = new grpc.Server({
     "grpc.max_receive_message_length": limits.maxReceiveMessageBytes,
@@ -217,15 +354,15 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
     "grpc.keepalive_time_ms": limits.keepaliveTimeMs,
     "grpc.keepalive_timeout_ms": limits.keepaliveTimeoutMs,
     // Channelz stays on: with it off, grpc-js 1.14.7 does not track the sessions forceShutdown must destroy.
-    interceptors: [gateInterceptor(gate)],
+    interceptors: [gateInterceptor(gates, limits.messageDeadlineMs)],
   });
-  server.addService(loaded.inference.GRPCInferenceService.service, {
+  server.addService(serviceDefinition, {
     ServerLive: unary(service.serverLive),
     ServerReady: unary(service.serverReady),
     ModelReady: unary(service.modelReady),
     ServerMetadata: unary(service.serverMetadata),
     ModelMetadata: unary(service.modelMetadata),
-    ModelInfer: unary(service.modelInfer),
+    ModelInfer: unary(async (buf: Buffer, ctx) => await service.modelInfer(inferRequest(buf), ctx)),
   });
   let draining: Promise<DrainResult> | undefined;
   let closed = false;
@@ -251,7 +388,7 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         return Promise.reject(new RangeError(`Cannot drain: deadline ${deadlineMs} ms is not a non-negative number`));
       }
       return draining ??= (async () => {
-        const idle = gate.close();
+        const idle = Promise.all([gates.infer.close(), gates.status.close()]);
         const shutdown = new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
         let timer: ReturnType<typeof setTimeout> | undefined;
         const deadline = new Promise<"deadline">((
@@ -259,7 +396,7 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         ) => (timer = setTimeout(() => resolve("deadline"), deadlineMs)));
         try {
           const ended = await Promise.race([idle.then(() => shutdown).then(() => "done" as const), deadline]);
-          const unfinished = ended === "done" ? 0 : gate.active;
+          const unfinished = ended === "done" ? 0 : gates.infer.active + gates.status.active;
           if (ended === "deadline") server.forceShutdown();
           return { unfinished };
         } finally {
@@ -273,13 +410,13 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         closed = true;
         server.forceShutdown();
       }
-      return gate.close();
+      return Promise.all([gates.infer.close(), gates.status.close()]).then(() => {});
     },
     get activeCalls(): number {
-      return gate.active;
+      return gates.infer.active + gates.status.active;
     },
     get pendingCalls(): number {
-      return gate.pending;
+      return gates.infer.pending + gates.status.pending;
     },
   };
 }

@@ -87,6 +87,16 @@ export interface InferenceService {
  */
 export const GRPC_SERVER_EXTENSIONS: readonly string[] = [];
 
+/**
+ * Ours: the error of a `ModelInferRequest` the transport refused on the wire before decoding it (`wire_guard.ts`),
+ * carried on the request's undecoded stand-in (its model, version and id). The service raises it once the model is
+ * found ready, where the planner's refusals are raised, so it is answered and counted as they are.
+ */
+export const WIRE_REFUSAL: unique symbol = Symbol("nrt.grpc.wireRefusal");
+
+/** A request with the error {@linkcode WIRE_REFUSAL} carries. */
+type MaybeRefused = ModelInferRequest & { readonly [WIRE_REFUSAL]?: GrpcError };
+
 const micros = (from: number): number => Math.round((performance.now() - from) * 1000);
 
 /** Triton's failure reason of an error, as the REST app counts it (by the HTTP status of the same failure). */
@@ -151,6 +161,8 @@ export function createInferenceService(options: InferenceServiceOptions): Infere
       try {
         const served = m.served;
         if (m.state !== "READY" || served === undefined || served.notReadyReason !== undefined) throw notReadyError(m);
+        const refusal = (req as MaybeRefused)[WIRE_REFUSAL];
+        if (refusal !== undefined) throw refusal;
         const p = planModelInfer(req, served, limits);
         if (ctx.signal.aborted) throw cancelled(m.name, "before the execution");
         // A call cancelled while it waits for an instance leaves the queue unrun (HTTP 499 → CANCELLED).
