@@ -6,6 +6,7 @@
  */
 import { setTimeout } from "node:timers";
 import { HttpError } from "./http_error.ts";
+import { CLIENT_CLOSED_REQUEST } from "./served_model.ts";
 
 /**
  * Reads a request body, refusing it past `limit` bytes.
@@ -15,7 +16,8 @@ import { HttpError } from "./http_error.ts";
  * @returns The body bytes (empty when there is none).
  * @throws {HttpError} 400 when `Content-Length` and `Transfer-Encoding` are both present (RFC 9112 §6.3 — a
  *   smuggling vector) or `Content-Length` is malformed or disagrees with the body; 413 when the declared or the
- *   received length passes `limit`.
+ *   received length passes `limit`; {@linkcode CLIENT_CLOSED_REQUEST} when the runtime cannot read the body (the
+ *   client closed or half-closed its connection, or aborted or broke the framing of a chunked body, mid-body).
  *
  * @example Read a small body
  * ```ts
@@ -58,8 +60,13 @@ export async function readBody(
     // A declared length frames the body (the server's HTTP parser reads exactly that many bytes, at most `limit`), so
     // the runtime reads it whole, natively, without a JavaScript stream and its reader (ours: on Bun the stream's
     // machinery was the largest item of the JSON endpoint's body handling).
-    const whole = req.arrayBuffer();
-    const buf = deadline === undefined ? await whole : await before(whole, deadline, options.deadlineMs!, req);
+    let buf: ArrayBuffer;
+    try {
+      const whole = req.arrayBuffer();
+      buf = deadline === undefined ? await whole : await before(whole, deadline, options.deadlineMs!, req);
+    } catch (e) {
+      throw bodyLost(e);
+    }
     if (buf.byteLength !== declared) {
       throw new HttpError(
         400,
@@ -72,9 +79,15 @@ export async function readBody(
   const chunks: Uint8Array[] = [];
   let total = 0;
   for (;;) {
-    const { done, value } = deadline === undefined
-      ? await reader.read()
-      : await before(reader.read(), deadline, options.deadlineMs!, reader);
+    let read: ReadableStreamReadResult<Uint8Array>;
+    try {
+      read = deadline === undefined
+        ? await reader.read()
+        : await before(reader.read(), deadline, options.deadlineMs!, reader);
+    } catch (e) {
+      throw bodyLost(e);
+    }
+    const { done, value } = read;
     if (done) break;
     total += value.byteLength;
     if (total > limit) {
@@ -91,6 +104,26 @@ export async function readBody(
     o += c.byteLength;
   }
   return out;
+}
+
+/**
+ * The error of a body read that failed: ours (the 408 of the deadline) as it is; the runtime's, which says the body can
+ * no longer arrive, as {@linkcode CLIENT_CLOSED_REQUEST}. Bun reports "The connection was closed." and Deno "Cannot
+ * read (request) body as underlying resource unavailable" alike for a client that closed or half-closed its connection
+ * mid-body, aborted a chunked body or sent an invalid chunk (Bun then answers a 400 itself). The request failed on the
+ * client's side, not the server's, so it is not a 500, not logged as a server error, and counted as a failure of
+ * reason `OTHER`, with the status of a client that left while its request was queued (`served_model.ts`): the same
+ * case one step earlier (ours). Bun has closed the connection, so nobody reads the answer; Deno.serve still sends it
+ * to a client that only half-closed, which reads the 499 and its message with the `Connection: close` Deno adds
+ * itself (one of ours would be sent twice).
+ */
+function bodyLost(e: unknown): HttpError {
+  if (e instanceof HttpError) return e;
+  return new HttpError(
+    CLIENT_CLOSED_REQUEST,
+    "Cannot read the request body: the client's connection ended before all of it arrived",
+    { cause: e },
+  );
 }
 
 /**

@@ -42,8 +42,10 @@ export function newTiming(): InferTiming {
 }
 
 /**
- * The HTTP status of a request whose client left while it waited for an instance (nginx's "client closed request").
- * It is never sent, since nobody is there to read it; metrics count it as a failure of reason `OTHER`.
+ * The HTTP status of a request whose client left while it waited for an instance, or before its body arrived (nginx's
+ * "client closed request"). It is not logged as a server error, and metrics count it as a failure of reason `OTHER`.
+ * It is mostly never sent, since nobody is there to read it; a client that half-closed its connection mid-body may
+ * read it on Deno (`body.ts`).
  */
 export const CLIENT_CLOSED_REQUEST = 499;
 
