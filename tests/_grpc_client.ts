@@ -6,6 +6,7 @@
  */
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
+import { type ClientHttp2Session, connect as h2connect } from "node:http2";
 import { fileURLToPath } from "node:url";
 
 /** The fixture proto. */
@@ -117,4 +118,52 @@ export async function failure(p: Promise<unknown>): Promise<CallFailure> {
 /** Little-endian bytes of a typed array. */
 export function bytesOf(a: ArrayBufferView): Uint8Array {
   return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+}
+
+/** What a raw call ended with: its gRPC status and message (from the trailers, or a Trailers-Only answer). */
+export interface RawStatus {
+  readonly code: number;
+  readonly message: string;
+}
+
+/**
+ * A gRPC call made by hand over HTTP/2 (node:http2, nothing of gRPC's libraries): its headers, then `message`
+ * framed as gRPC frames it (a flag byte and a 4-byte length) and the end of the stream, or, without one, nothing
+ * at all: the stream stays open, as a client that stalls leaves it. `over` shares a connection (streams on one
+ * connection reach the server in the order they were opened); without it the call has its own.
+ */
+export function rawCall(
+  port: number,
+  method: string,
+  message?: Uint8Array,
+  over?: ClientHttp2Session,
+): { status: Promise<RawStatus>; close(): void } {
+  const session = over ?? h2connect(`http://127.0.0.1:${port}`);
+  session.on("error", () => {});
+  const stream = session.request({
+    ":method": "POST",
+    ":path": `/inference.GRPCInferenceService/${method}`,
+    "content-type": "application/grpc",
+    te: "trailers",
+  }, { endStream: false });
+  stream.on("error", () => {});
+  const status = new Promise<RawStatus>((resolve, reject) => {
+    const read = (h: Record<string, unknown>): boolean => {
+      if (h["grpc-status"] === undefined) return false;
+      resolve({ code: Number(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"] ?? "")) });
+      return true;
+    };
+    stream.on("response", (h) => read(h));
+    stream.on("trailers", (h) => read(h));
+    stream.on("close", () => reject(new Error("the stream closed without a gRPC status")));
+    stream.resume();
+  });
+  status.catch(() => {}); // a call closed by the test before its answer is not awaited
+  if (message !== undefined) {
+    const frame = new Uint8Array(5 + message.byteLength);
+    new DataView(frame.buffer).setUint32(1, message.byteLength);
+    frame.set(message, 5);
+    stream.end(frame);
+  }
+  return { status, close: () => (stream.close(), over === undefined && session.close()) };
 }

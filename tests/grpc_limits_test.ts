@@ -9,7 +9,6 @@ import { DEFAULT_LIMITS } from "@nrt/http-api";
 import { VirtualClock } from "@nrt/core";
 import { loadSync } from "@grpc/proto-loader";
 import { connect } from "node:net";
-import { connect as h2connect } from "node:http2";
 import { networkInterfaces } from "node:os";
 import {
   createGrpcInferenceServer,
@@ -18,7 +17,7 @@ import {
   type GrpcInferenceServer,
   type GrpcLimits,
 } from "../packages/grpc-api/mod.ts";
-import { bytesOf, Code, failure, FIXTURE_PROTO, type OipClient, oipClient } from "./_grpc_client.ts";
+import { bytesOf, Code, failure, FIXTURE_PROTO, type OipClient, oipClient, rawCall } from "./_grpc_client.ts";
 import { deviceState, type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
@@ -74,48 +73,6 @@ function settled(p: Promise<unknown>): () => boolean {
   let done = false;
   p.then(() => (done = true), () => (done = true));
   return () => done;
-}
-
-/** What a raw call ended with: its gRPC status and message (from the trailers, or a Trailers-Only answer). */
-interface RawStatus {
-  readonly code: number;
-  readonly message: string;
-}
-
-/**
- * A gRPC call made by hand over HTTP/2 (node:http2, nothing of gRPC's libraries): its headers, then `message`
- * framed as gRPC frames it (a flag byte and a 4-byte length) and the end of the stream, or, without one, nothing
- * at all: the stream stays open, as a client that stalls leaves it.
- */
-function rawCall(port: number, method: string, message?: Uint8Array): { status: Promise<RawStatus>; close(): void } {
-  const session = h2connect(`http://127.0.0.1:${port}`);
-  session.on("error", () => {});
-  const stream = session.request({
-    ":method": "POST",
-    ":path": `/inference.GRPCInferenceService/${method}`,
-    "content-type": "application/grpc",
-    te: "trailers",
-  }, { endStream: false });
-  stream.on("error", () => {});
-  const status = new Promise<RawStatus>((resolve, reject) => {
-    const read = (h: Record<string, unknown>): boolean => {
-      if (h["grpc-status"] === undefined) return false;
-      resolve({ code: Number(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"] ?? "")) });
-      return true;
-    };
-    stream.on("response", (h) => read(h));
-    stream.on("trailers", (h) => read(h));
-    stream.on("close", () => reject(new Error("the stream closed without a gRPC status")));
-    stream.resume();
-  });
-  status.catch(() => {}); // a call closed by the test before its answer is not awaited
-  if (message !== undefined) {
-    const frame = new Uint8Array(5 + message.byteLength);
-    new DataView(frame.buffer).setUint32(1, message.byteLength);
-    frame.set(message, 5);
-    stream.end(frame);
-  }
-  return { status, close: () => (stream.close(), session.close()) };
 }
 
 const spinInflight = (): number => fx.repository.get("spin")?.served?.inflight ?? 0;

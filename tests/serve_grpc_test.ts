@@ -10,7 +10,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
 import { mlpModel, randomInput } from "../packages/onnx/_test_models.ts";
-import { Code, failure, oipClient } from "./_grpc_client.ts";
+import { Code, failure, oipClient, rawCall } from "./_grpc_client.ts";
+import { connect as h2connect } from "node:http2";
 import { oneOpNeff } from "./_kernels.ts";
 import { startDaemon, tempDir } from "./_remote.ts";
 
@@ -221,4 +222,26 @@ describe("nrt serve with gRPC", () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 120_000);
+  test.if(hasServe)("the shutdown report counts a gRPC call still running at the drain deadline", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "nrt-serve-grpc-drain-"));
+    await writeTree(dir, { "relu.neff": reluNeff() });
+    const server = await startServer({ models: dir, port: 0, grpcPort: 0, drainTimeoutSeconds: 2, log: () => {} });
+    const session = h2connect(`http://127.0.0.1:${server.grpcPort}`);
+    session.on("error", () => {});
+    // A ModelInfer whose message never comes holds its slot (up to the 60 s message deadline); the ServerLive after
+    // it on the same connection answers once the server has taken both.
+    const stalled = rawCall(server.grpcPort!, "ModelInfer", undefined, session);
+    try {
+      expect(await rawCall(server.grpcPort!, "ServerLive", new Uint8Array(0), session).status).toEqual({
+        code: Code.OK,
+        message: "OK",
+      });
+      // The REST side is quiet at once; gRPC's drain closes the stalled call at the deadline and reports it.
+      expect(await server.close()).toEqual({ unfinished: 1, refused: 0 });
+    } finally {
+      stalled.close();
+      session.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -548,14 +548,15 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       ]);
       clearTimeout(timer);
       let refused = 0;
-      const unfinished = ended === "done" ? 0 : gate.active + (rpc?.activeCalls ?? 0);
+      // REST's requests still running at the deadline, then gRPC's calls at its own (its drain reports them).
+      let unfinished = ended === "done" ? 0 : gate.active;
       if (ended === "deadline") {
         // Requests still queued are refused; running executions cannot be stopped halfway and finish.
         refused = repo.refuseQueued("the server is shutting down");
         await server.stop(true);
       }
       try {
-        await grpcDrain;
+        unfinished += (await grpcDrain)?.unfinished ?? 0;
         await server.stop();
         await repo.close();
       } finally {
