@@ -314,6 +314,11 @@ describe("GRPCInferenceService over @grpc/grpc-js", () => {
         x({ shape: [-1] }),
         'Cannot read input "x": dimension 0 is -1, expected an integer from 0 to 2^53-1',
       ],
+      [
+        "a dimension past 2^53, named as sent (an int64 read as a number would round it)",
+        x({ shape: ["9223372036854775807"] }),
+        'Cannot read input "x": dimension 0 is "9223372036854775807", expected an integer from 0 to 2^53-1',
+      ],
       ["unknown input", x({ name: "z" }), 'Cannot read input "z": the model has no such input; its inputs are x'],
       ["missing input", { model_name: "relu", inputs: [] }, 'Cannot run the request: input "x" is missing'],
       [

@@ -39,6 +39,12 @@ function invalid(message: string): GrpcError {
   return new GrpcError(GrpcCode.INVALID_ARGUMENT, message, { httpStatus: 400 });
 }
 
+/** A decoded int64 dimension as a number when it is one exactly, else as the decimal string it came as. */
+function dimension(d: string | number): number | string {
+  const n = Number(d);
+  return Number.isSafeInteger(n) ? n : d;
+}
+
 function hasContents(c: InferTensorContents | null): boolean {
   if (c === null) return false;
   for (const v of Object.values(c)) if (Array.isArray(v) && v.length > 0) return true;
@@ -80,7 +86,8 @@ export function planModelInfer(req: ModelInferRequest, sig: TensorSignature, lim
       inputs: req.inputs.map((x, k) => ({
         name: x.name,
         datatype: x.datatype,
-        shape: x.shape.map(Number),
+        // A dimension past 2^53 stays the client's decimal string, which the planner refuses quoting it exactly.
+        shape: x.shape.map(dimension),
         bytes: (where, info, count) => {
           if (!rawIn) return decodeContents(where, info, x.contents, count);
           if (hasContents(x.contents)) {
