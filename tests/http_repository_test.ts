@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { VirtualClock } from "@nrt/core";
+import { parseModelConfig } from "@nrt/http-api";
 import { control, type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
@@ -195,7 +196,7 @@ describe("REST model repository", () => {
     expect(outs).toEqual(Array.from({ length: 8 }, (_, k) => k + 1));
   });
 
-  test("POST /v2/repository/models/{m}/load returns 400 for a bad config and 503 for a core that is not there", async () => {
+  test("POST /v2/repository/models/{m}/load returns 400 for a bad config, a core that is not there included", async () => {
     fx.files["bad.neff"] = fx.files["relu.neff"];
     fx.files["bad.json"] = enc({ instances: 0 });
     await fx.app.request("/v2/repository/index", { method: "POST" });
@@ -204,10 +205,29 @@ describe("REST model repository", () => {
     expect((await bad.json()).error).toBe(
       'Cannot load model "bad": bad.json "instances" must be an integer from 1 to 64 or "per-core"',
     );
-    fx.files["bad.json"] = enc({ vnc: 9 });
-    const far = await fx.app.request("/v2/repository/models/bad/load", control());
-    expect(far.status).toBe(503);
-    expect((await far.json()).error).toMatch(/NRT_LOAD_NOT_ENOUGH_NC/);
+    // A logical core the runtime does not have is the config's mistake, named with the cores there are: not nrt_load's
+    // NRT_LOAD_NOT_ENOUGH_NC (503), which says to retry.
+    const n = fx.runtime.visibleVncCount;
+    const cores = `from 0 to ${n - 1}: the runtime has ${n} visible logical cores`;
+    for (const config of [{ vnc: 99 }, { vnc: n }, { vnc: n, instances: 2 }]) {
+      fx.files["bad.json"] = enc(config);
+      const far = await fx.app.request("/v2/repository/models/bad/load", control());
+      expect([far.status, (await far.json()).error]).toEqual([
+        400,
+        `Cannot load model "bad": bad.json "vnc" must be ${cores}`,
+      ]);
+    }
+    // The last core is there, and instances from it wrap around to the first.
+    fx.files["bad.json"] = enc({ vnc: n - 1, instances: 2 });
+    expect((await fx.app.request("/v2/repository/models/bad/load", control())).status).toBe(200);
+    expect(fx.repository.get("bad")!.served!.vncs).toEqual([n - 1, 0]);
+    await fx.app.request("/v2/repository/models/bad/unload", control());
+    fx.files["bad.json"] = enc({ vnc: 99 });
+    expect((await fx.app.request("/v2/repository/models/bad/load", control())).status).toBe(400);
+    expect(() => parseModelConfig("m", enc({ vnc: 1 }), "m.json", 1)).toThrow(
+      'Cannot load model "m": m.json "vnc" must be 0: the runtime has 1 visible logical core',
+    );
+    expect(parseModelConfig("m", enc({ vnc: 99 }), "m.json")).toEqual({ vnc: 99 }); // no runtime, no core check
     const index = await (await fx.app.request("/v2/repository/index", { method: "POST" })).json();
     expect(index.find((e: { name: string }) => e.name === "bad").reason).toMatch(/^load failed: /);
     expect((await fx.app.request("/v2/repository/models/nope/load", control())).status).toBe(404);

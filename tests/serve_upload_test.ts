@@ -2,7 +2,8 @@
  * Load by upload (`POST /v2/repository/models/{m}/load` with Triton's `file:<version>/model.neff` parameter): only
  * under explicit model control with the admin token; a new model is added and stored; a served model is replaced
  * atomically while requests keep arriving (each answer is the old model's or the new one's, none fails); a bad file,
- * a failed warm-up or malformed parameters change nothing; an oversized file is refused before it is decoded.
+ * a failed warm-up, a bad config (a logical core that is not there included) or malformed parameters change nothing;
+ * an oversized file is refused before it is decoded.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { control, type HttpFixture, httpFixture, post } from "./_http.ts";
@@ -128,6 +129,13 @@ describe("load by upload", () => {
         400,
         'Cannot load model "m": the config parameter "instances" must be an integer from 1 to 64 or "per-core"',
       ]);
+    const n = fx.runtime.visibleVncCount;
+    const cores = `from 0 to ${n - 1}: the runtime has ${n} visible logical cores`;
+    const far = await load("m", uploadBody(reluNeff(), { config: { vnc: 99 } }));
+    expect([far.status, (await far.json()).error]).toEqual([
+      400,
+      `Cannot load model "m": the config parameter "vnc" must be ${cores}`,
+    ]);
     expect(fx.files["m.neff"]).toBe(stored);
     expect(await outputOf("m")).toEqual(softmaxOut);
     expect(fx.repository.get("m")!.state).toBe("READY");

@@ -173,6 +173,8 @@ export function isValidModelVersion(version: string): boolean {
  * @param name The model, for messages.
  * @param bytes The JSON text.
  * @param source Where it came from, for messages (`relu.json`).
+ * @param visibleVncs The runtime's visible logical cores: a `"vnc"` past them is refused (default: not checked).
+ *   `"instances"` needs no such check: instances wrap around the visible cores from `"vnc"`.
  * @returns The config.
  * @throws {HttpError} 400 for anything but an object of the known keys with valid values.
  *
@@ -183,7 +185,12 @@ export function isValidModelVersion(version: string): boolean {
  * console.log(c.instances); // "per-core"
  * ```
  */
-export function parseModelConfig(name: string, bytes: Uint8Array, source: string): ModelConfig {
+export function parseModelConfig(
+  name: string,
+  bytes: Uint8Array,
+  source: string,
+  visibleVncs?: number,
+): ModelConfig {
   let v: unknown;
   try {
     v = JSON.parse(new TextDecoder().decode(bytes));
@@ -196,6 +203,15 @@ export function parseModelConfig(name: string, bytes: Uint8Array, source: string
   for (const k of Object.keys(c)) if (!CONFIG_KEYS.has(k)) throw bad(`has an unknown key "${k.slice(0, 64)}"`);
   if (c.vnc !== undefined && (!Number.isSafeInteger(c.vnc) || (c.vnc as number) < 0)) {
     throw bad(`"vnc" must be a non-negative integer`);
+  }
+  // A core that does not exist is the config's mistake (400 naming the key), not a lack of cores (nrt_load's
+  // NRT_LOAD_NOT_ENOUGH_NC, 503). Ours.
+  if (visibleVncs !== undefined && c.vnc !== undefined && (c.vnc as number) >= visibleVncs) {
+    throw bad(
+      visibleVncs === 1
+        ? `"vnc" must be 0: the runtime has 1 visible logical core`
+        : `"vnc" must be from 0 to ${visibleVncs - 1}: the runtime has ${visibleVncs} visible logical cores`,
+    );
   }
   if (c.instances !== undefined && c.instances !== "per-core") {
     if (!Number.isSafeInteger(c.instances) || (c.instances as number) < 1 || (c.instances as number) > MAX_INSTANCES) {
@@ -289,7 +305,7 @@ export class ModelRepository {
   #add(name: string): Entry {
     let e = this.#entries.get(name);
     if (e === undefined) {
-      e = new Entry(name, this.#nextVnc++ % Math.max(1, this.#rt.visibleVncCount));
+      e = new Entry(name, this.#nextVnc++ % this.#visibleVncs);
       this.#entries.set(name, e);
     }
     return e;
@@ -480,7 +496,9 @@ export class ModelRepository {
       }
       ({ neff, config } = await this.#files.compile(name, upload.bytes, upload.config));
     }
-    const parsed = config === undefined ? {} : parseModelConfig(name, config, "the config parameter");
+    const parsed = config === undefined
+      ? {}
+      : parseModelConfig(name, config, "the config parameter", this.#visibleVncs);
     const created = !this.#entries.has(name);
     const e = this.#add(name);
     try {
@@ -544,18 +562,23 @@ export class ModelRepository {
     if (old !== undefined) await old.close();
   }
 
+  /** The runtime's visible logical cores (at least 1), which a config's `"vnc"` must name one of. */
+  get #visibleVncs(): number {
+    return Math.max(1, this.#rt.visibleVncCount);
+  }
+
   /** The logical cores of a model's instances. */
   #vncsOf(e: Entry, config: ModelConfig): number[] {
-    const count = Math.max(1, this.#rt.visibleVncCount);
+    const count = this.#visibleVncs;
     if (config.instances === "per-core") return Array.from({ length: count }, (_, k) => k);
+    // Instances wrap around the visible cores from the first, which the config check kept among them.
     const first = config.vnc ?? e.defaultVnc;
-    // Instances wrap around the visible cores; a first core past them is passed on for nrt_load to refuse.
-    return Array.from({ length: config.instances ?? 1 }, (_, k) => (first < count ? (first + k) % count : first));
+    return Array.from({ length: config.instances ?? 1 }, (_, k) => (first + k) % count);
   }
 
   async #config(name: string): Promise<ModelConfig> {
     const bytes = await this.#files.read(`${name}.json`);
-    return bytes === undefined ? {} : parseModelConfig(name, bytes, `${name}.json`);
+    return bytes === undefined ? {} : parseModelConfig(name, bytes, `${name}.json`, this.#visibleVncs);
   }
 
   /**
