@@ -168,6 +168,14 @@ const ROWS: Row[] = [
     error: /dimension 0 is 1e\+300/,
   },
   {
+    what: "a dimension of 1e999 (JSON.parse: Infinity), shown as Infinity, not null",
+    method: "POST",
+    path: INFER,
+    init: () => post('{"inputs":[{"name":"x","shape":[1e999],"datatype":"FP32","data":[1,2,3,4,5,6,7,8]}]}'),
+    status: 400,
+    error: /^Cannot read input "x": dimension 0 is Infinity, expected an integer from 0 to 2\^53-1$/,
+  },
+  {
     what: "a shape other than the model's",
     method: "POST",
     path: INFER,

@@ -121,8 +121,11 @@ const EXPECTED: Readonly<Record<string, string>> = {
   FP64: "a finite number",
 };
 
-/** A JSON value as the client wrote it, for messages (`Infinity` where JSON.stringify would say null). */
-function shown(x: unknown): string {
+/**
+ * A JSON value as the client wrote it, for messages (`Infinity` where JSON.stringify would say null): data elements,
+ * and a shape's dimensions (`infer_request.ts`).
+ */
+export function shown(x: unknown): string {
   if (typeof x === "number" && !Number.isFinite(x)) return String(x);
   return JSON.stringify(x) ?? String(x);
 }

@@ -11,7 +11,7 @@
  */
 import type { NeffTensor } from "@nrt/core";
 import { parseJson } from "./body.ts";
-import { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo } from "./datatype.ts";
+import { type DatatypeInfo, datatypeInfo, decodeJsonData, dtypeInfo, shown } from "./datatype.ts";
 import { HttpError } from "./http_error.ts";
 
 /** The limits that bound the work one request can cause. */
@@ -111,9 +111,7 @@ export function checkShape(where: string, shape: unknown, elementBytes: number):
     if (typeof d !== "number" || !Number.isSafeInteger(d) || d < 0) {
       throw new HttpError(
         400,
-        `Cannot read ${where}: dimension ${i} is ${
-          JSON.stringify(d) ?? String(d)
-        }, expected an integer from 0 to 2^53-1`,
+        `Cannot read ${where}: dimension ${i} is ${shown(d)}, expected an integer from 0 to 2^53-1`,
       );
     }
     if (d !== 0 && n > Number.MAX_SAFE_INTEGER / d) {
