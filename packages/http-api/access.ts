@@ -9,8 +9,8 @@
  * - **JSON only**: a state-changing route takes `Content-Type: application/json`, which a page cannot send
  *   cross-site without a CORS preflight (that the server never approves).
  * - **Admin token**: operator actions (dashboard load/unload, fault injection) and explicit model control need
- *   `Authorization: Bearer <token>`; the token is made per start by the composition root. Compared in constant
- *   time.
+ *   `Authorization: Bearer <token>` (the scheme in any case); the token is made per start by the composition root.
+ *   Compared in constant time.
  *
  * @module
  */
@@ -118,7 +118,8 @@ export function accessControl(o: AccessOptions = {}): AccessControl {
       throw new HttpError(403, `Cannot ${what}: operator actions are disabled; start the server with --admin`);
     }
     const header = c.req.header("authorization") ?? "";
-    const m = /^Bearer ([!-~]{1,512})$/.exec(header);
+    // The scheme in any case (RFC 9110 §11.1, as RFC 7235 before it: "bearer" is Bearer), then one or more spaces.
+    const m = /^bearer +([!-~]{1,512})$/i.exec(header);
     if (m === null || !sameSecret(m[1], token)) {
       throw new HttpError(401, `Cannot ${what}: it needs the admin token (Authorization: Bearer <token>)`, {
         headers: { "www-authenticate": 'Bearer realm="nrt"' },

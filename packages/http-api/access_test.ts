@@ -39,6 +39,22 @@ describe("access", () => {
     expect(status(checkRequest, request("POST", host))).toBe(200);
   });
 
+  test("requireAdmin() takes the Bearer scheme in any case (RFC 9110 §11.1), and the token only exactly", () => {
+    const token = "test-admin-token-0123456789";
+    const { requireAdmin } = accessControl({ adminToken: token });
+    const check = (c: Context) => requireAdmin(c, "clear faults");
+    const auth = (authorization: string) => request("POST", { authorization });
+    for (const scheme of ["Bearer", "bearer", "BEARER", "bEaReR"]) {
+      expect({ scheme, status: status(check, auth(`${scheme} ${token}`)) }).toEqual({ scheme, status: 200 });
+    }
+    expect(status(check, auth(`Bearer  ${token}`))).toBe(200); // 1*SP before the credentials (RFC 9110 §11.4)
+    expect(status(check, auth(`bearer ${token.toUpperCase()}`))).toBe(401);
+    expect(status(check, auth(`Basic ${token}`))).toBe(401);
+    expect(status(check, auth(`Bearer${token}`))).toBe(401);
+    expect(status(check, auth(token))).toBe(401);
+    expect(status(check, request("POST", {}))).toBe(401);
+  });
+
   test("checkRequest() follows a host list given as a function each time it returns another list", () => {
     let list: readonly string[] | undefined = ["127.0.0.1:0"];
     const { checkRequest } = accessControl({ allowedHosts: () => list });
