@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import { runNrt as capture } from "./_cli.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
@@ -106,4 +107,42 @@ describe("nrt run", () => {
     expect(r.code).toBe(1);
     expect(r.err).toBe(`nrt run: Cannot run ${neff}: input "x" is int8; ${join(dir, "x.json")} holds 300 at index 1`);
   }, 60_000);
+
+  test(
+    "nrt run and nrt devices refuse a bad NRT_SIM_Q7_WORKERS or NRT_SIM_LOCAL_OP_BYTES with exit code 1",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "nrt-run-"));
+      const neff = join(dir, "relu.neff");
+      writeFileSync(
+        neff,
+        oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [2] }], [{
+          name: "y",
+          dtype: "float32",
+          shape: [2],
+        }]),
+      );
+      writeFileSync(join(dir, "x.json"), "[1, -2]");
+      const cases: Array<[string, string, string]> = [
+        ["NRT_SIM_Q7_WORKERS", "9", 'NRT_SIM_Q7_WORKERS is "9", expected an integer from 1 to 8'],
+        ["NRT_SIM_Q7_WORKERS", "0", 'NRT_SIM_Q7_WORKERS is "0", expected an integer from 1 to 8'],
+        ["NRT_SIM_LOCAL_OP_BYTES", "x", 'NRT_SIM_LOCAL_OP_BYTES is "x", expected an integer ≥ 0'],
+      ];
+      for (const [name, value, why] of cases) {
+        for (const args of [["run", neff, "--input", `x=${join(dir, "x.json")}`], ["devices"]]) {
+          const before = process.env[name];
+          process.env[name] = value;
+          let r;
+          try {
+            r = await capture(args);
+          } finally {
+            if (before === undefined) delete process.env[name];
+            else process.env[name] = before;
+          }
+          expect(r.code).toBe(1);
+          expect(r.err).toBe(`nrt ${args[0]}: Cannot start the simulated device: ${why}`);
+        }
+      }
+    },
+    60_000,
+  );
 });

@@ -44,6 +44,7 @@ import { DeviceMemoryMap, type MappedAllocation } from "./memory.ts";
 import { NcCounter, NcRegisters, NcStatus, NqRegister } from "./nc_registers.ts";
 import type { Q7BootEvent, Q7ClusterFactory } from "./q7_complex.ts";
 import { defaultQ7Factory } from "./q7_factory.ts";
+import { defaultLocalOpBytes, defaultQ7Workers } from "./q7/q7_cluster.ts";
 
 const GiB = 1024 ** 3;
 
@@ -119,6 +120,23 @@ export interface DeviceSimOptions {
 
 /** The default device watchdog: 30 s, libnrt's default `NEURON_RT_EXEC_TIMEOUT` (ours). */
 export const DEFAULT_WATCHDOG_MS = 30_000;
+
+/**
+ * Reads the simulator's own variables (`NRT_SIM_Q7_WORKERS`, and for a device in agent Workers
+ * `NRT_SIM_LOCAL_OP_BYTES`, docs/configuration.md) before any agent starts. Ours: the Q7 clusters read them again
+ * inside the agent, where a bad value would only show as a sequencer fault at the first custom op.
+ *
+ * @throws {NrtError} `NRT_INVALID` naming the variable, its value and the values it accepts.
+ */
+function checkSimulatorEnv(mode: DeviceAgentMode): void {
+  try {
+    defaultQ7Workers();
+    if (mode !== "inline") defaultLocalOpBytes();
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot start the simulated device: ${e.message}`, { cause: e });
+  }
+}
 
 /** The host's side of one device. */
 class HostDevice {
@@ -232,7 +250,12 @@ export class DeviceSimPortal implements Portal {
   #closed = false;
   #closing: Promise<void> | undefined;
 
-  /** Creates the devices in their reset state and starts their agents; nothing is backed and no Q7 Worker runs. */
+  /**
+   * Creates the devices in their reset state and starts their agents; nothing is backed and no Q7 Worker runs.
+   *
+   * @throws {NrtError} `NRT_INVALID` when `NRT_SIM_Q7_WORKERS` or `NRT_SIM_LOCAL_OP_BYTES` is set to a value the
+   * simulator does not accept (without a custom `q7Factory`), before any agent starts.
+   */
   constructor(options: DeviceSimOptions = {}) {
     const spec = options.spec ?? CAYMAN_SPEC;
     const count = options.devices ?? 1;
@@ -249,6 +272,7 @@ export class DeviceSimPortal implements Portal {
         `Cannot use a q7Factory with agents "${this.agents}": a factory runs only with an inline device`,
       );
     }
+    if (options.q7Factory === undefined) checkSimulatorEnv(this.agents);
     let id = 0;
     const faultKinds = new Map<number, FiredFault["kind"]>();
     this.#devices = Array.from({ length: count }, (_, index) =>

@@ -13,6 +13,8 @@ import {
 } from "@nrt/core/isa";
 import type { DeviceMemory } from "@nrt/core/portal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
+import { NrtError, NrtStatus } from "@nrt/core";
+import process from "node:process";
 import { TpbFaultMask } from "./sequencer.ts";
 import { bytesF32, f32Bytes, readBytes, TestHost } from "./_testing.ts";
 import { DeviceSimPortal } from "./device_sim_portal.ts";
@@ -373,5 +375,52 @@ describe("DeviceSimPortal.agentHeapCells (ours, a diagnostic)", () => {
     } finally {
       await inline.close();
     }
+  });
+});
+
+describe("DeviceSimPortal and the simulator's variables (docs/configuration.md)", () => {
+  /** `new DeviceSimPortal(options)` with `name` set to `value` in the process environment, restored at once. */
+  function construct(name: string, value: string, options?: ConstructorParameters<typeof DeviceSimPortal>[0]): unknown {
+    const before = process.env[name];
+    process.env[name] = value;
+    try {
+      return new DeviceSimPortal(options);
+    } catch (e) {
+      return e;
+    } finally {
+      if (before === undefined) delete process.env[name];
+      else process.env[name] = before;
+    }
+  }
+
+  test("a bad NRT_SIM_Q7_WORKERS or NRT_SIM_LOCAL_OP_BYTES refuses the portal, NRT_INVALID naming the variable", async () => {
+    const cases: Array<[string, string, string]> = [
+      ["NRT_SIM_Q7_WORKERS", "9", 'NRT_SIM_Q7_WORKERS is "9", expected an integer from 1 to 8'],
+      ["NRT_SIM_Q7_WORKERS", "0", 'NRT_SIM_Q7_WORKERS is "0", expected an integer from 1 to 8'],
+      ["NRT_SIM_LOCAL_OP_BYTES", "x", 'NRT_SIM_LOCAL_OP_BYTES is "x", expected an integer ≥ 0'],
+      ["NRT_SIM_LOCAL_OP_BYTES", "-1", 'NRT_SIM_LOCAL_OP_BYTES is "-1", expected an integer ≥ 0'],
+    ];
+    for (const [name, value, why] of cases) {
+      for (const agents of ["device", "core"] as const) {
+        const e = construct(name, value, { agents });
+        if (e instanceof DeviceSimPortal) await e.close();
+        expect(e).toBeInstanceOf(NrtError);
+        expect((e as NrtError).status).toBe(NrtStatus.NRT_INVALID);
+        expect((e as NrtError).message).toBe(`Cannot start the simulated device: ${why}`);
+      }
+    }
+    // An inline device runs no op on the agent's thread: only the Workers' count applies to it.
+    const inline = construct("NRT_SIM_LOCAL_OP_BYTES", "x", { agents: "inline" });
+    expect(inline).toBeInstanceOf(DeviceSimPortal);
+    await (inline as DeviceSimPortal).close();
+    const workers = construct("NRT_SIM_Q7_WORKERS", "9", { agents: "inline" });
+    if (workers instanceof DeviceSimPortal) await workers.close();
+    expect((workers as Error).message).toBe(
+      'Cannot start the simulated device: NRT_SIM_Q7_WORKERS is "9", expected an integer from 1 to 8',
+    );
+    // Good values start the device as before.
+    const good = construct("NRT_SIM_Q7_WORKERS", "2");
+    expect(good).toBeInstanceOf(DeviceSimPortal);
+    await (good as DeviceSimPortal).close();
   });
 });
