@@ -108,6 +108,34 @@ describe("nrt run", () => {
     expect(r.err).toBe(`nrt run: Cannot run ${neff}: input "x" is int8; ${join(dir, "x.json")} holds 300 at index 1`);
   }, 60_000);
 
+  test("nrt run refuses a float input value its dtype turns into Infinity, naming the element", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-run-"));
+    const neff = join(dir, "relu.neff");
+    writeFileSync(
+      neff,
+      oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [3] }], [{
+        name: "y",
+        dtype: "float32",
+        shape: [3],
+      }]),
+    );
+    for (
+      const [text, shown] of [["[1, 1e39, 2]", "1e+39"], ["[1, -1e39, 2]", "-1e+39"], ["[1, 1e999, 2]", "Infinity"]]
+    ) {
+      writeFileSync(join(dir, "x.json"), text);
+      const r = await capture(["run", neff, "--input", `x=${join(dir, "x.json")}`]);
+      expect(r.code).toBe(1);
+      expect(r.err).toBe(
+        `nrt run: Cannot run ${neff}: input "x" is float32; ${join(dir, "x.json")} holds ${shown} at index 1`,
+      );
+    }
+    // The largest float32 and a value that rounds to it are accepted, as is one that rounds down to 0.
+    writeFileSync(join(dir, "x.json"), "[3.4028234663852886e38, 3.4028235e38, 1e-50]");
+    const ok = await capture(["run", neff, "--input", `x=${join(dir, "x.json")}`, "--json"]);
+    expect(ok.code).toBe(0);
+    expect(JSON.parse(ok.out).outputs.y).toEqual([3.4028234663852886e38, 3.4028234663852886e38, 0]);
+  }, 60_000);
+
   test(
     "nrt run and nrt devices refuse a bad NRT_SIM_Q7_WORKERS or NRT_SIM_LOCAL_OP_BYTES with exit code 1",
     async () => {

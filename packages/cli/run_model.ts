@@ -1,6 +1,7 @@
 /**
  * `nrt run FILE.neff --input NAME=FILE.json … [--json]` (ours): executes a NEFF on the embedded simulator and prints
- * its outputs. Inputs are JSON arrays (nested arrays are flattened row-major) of the input's dtype.
+ * its outputs. Inputs are JSON arrays (nested arrays are flattened row-major) of the input's dtype; a value the dtype
+ * cannot hold (an integer out of range or with a fraction, a float past the dtype's finite range) is refused.
  *
  * @module
  */
@@ -50,7 +51,12 @@ export function inputFiles(specs: readonly string[], spec: CommandSpec = RUN_COM
   return inputs;
 }
 
-/** The bytes of one input: the numbers of a JSON file, checked against the tensor's element count and dtype. */
+/**
+ * The bytes of one input: the numbers of a JSON file, checked against the tensor's element count and dtype.
+ *
+ * @throws {NrtError} `NRT_INVALID` naming the element the dtype cannot hold: an integer dtype's value that is out of
+ * range or not whole, a float dtype's value that would become ±Infinity (1e39 as float32).
+ */
 export async function inputBytes(
   model: string,
   t: { name: string; dtype: string; size: number },
@@ -73,7 +79,11 @@ export async function inputBytes(
   values.forEach((v, k) => {
     if (typeof v !== "number") throw cannot(`needs numbers; ${file} holds ${JSON.stringify(v)} at index ${k}`);
     arr[k] = v;
-    if (integral && arr[k] !== v) throw cannot(`is ${t.dtype}; ${file} holds ${v} at index ${k}`);
+    // An integer the dtype cannot hold exactly, and a float the dtype turns into ±Infinity (1e39 as float32, 1e999
+    // as any float): refused, as REST refuses them (ours).
+    if (integral ? arr[k] !== v : !Number.isFinite(arr[k])) {
+      throw cannot(`is ${t.dtype}; ${file} holds ${v} at index ${k}`);
+    }
   });
   return new Uint8Array(arr.buffer);
 }
