@@ -157,12 +157,13 @@ function socketEvents(events: LinkEvents, queue: () => WriteQueue | undefined): 
 function linkOf(connection: SocketConnection, queue: WriteQueue): Link {
   return {
     send: (bytes) => queue.push(bytes),
-    close: () => {
-      queue.closed = true;
-      connection.close();
-    },
+    close: () => queue.end(() => connection.close()),
+    queued: () => queue.bytes,
   };
 }
+
+/** How long a closing link waits for its peer to take what was sent before it closes anyway (ours). */
+const CLOSE_FLUSH_MS = 1000;
 
 /** Coalesces the sends of one task into one write; finishes a partial write when the socket drains. */
 class WriteQueue {
@@ -170,15 +171,20 @@ class WriteQueue {
   #queue: Uint8Array[] = [];
   #scheduled = false;
   #busy = false;
+  /** Set by `end`: closes the connection once the queue is written. */
+  #onEmpty: (() => void) | undefined;
   closed = false;
+  /** Bytes queued and not yet taken by the socket. */
+  bytes = 0;
 
   constructor(connection: SocketConnection) {
     this.#connection = connection;
   }
 
   push(bytes: Uint8Array): void {
-    if (this.closed) return;
+    if (this.closed || this.#onEmpty !== undefined) return;
     this.#queue.push(bytes);
+    this.bytes += bytes.byteLength;
     if (!this.#scheduled) {
       this.#scheduled = true;
       queueMicrotask(() => {
@@ -186,6 +192,25 @@ class WriteQueue {
         void this.flush();
       });
     }
+  }
+
+  /**
+   * Takes no more bytes, and closes with `close` once what is queued is written, or after {@linkcode CLOSE_FLUSH_MS}
+   * for a peer that does not read.
+   */
+  end(close: () => void): void {
+    if (this.closed || this.#onEmpty !== undefined) return;
+    let done = false;
+    const once = () => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      this.closed = true;
+      close();
+    };
+    this.#onEmpty = once;
+    const timer = setTimeout(once, CLOSE_FLUSH_MS);
+    if (this.#queue.length === 0 && !this.#busy && !this.#scheduled) once();
   }
 
   /** Writes what is queued; returns when the queue is empty or the socket is full (then `drain` calls again). */
@@ -197,15 +222,20 @@ class WriteQueue {
         const chunk = this.#queue.length === 1 ? this.#queue[0] : concat(this.#queue);
         this.#queue = [chunk];
         const n = await this.#connection.write(chunk);
-        if (n >= chunk.byteLength) this.#queue.shift();
-        else {
-          this.#queue[0] = chunk.subarray(Math.max(0, n));
+        if (n >= chunk.byteLength) {
+          this.#queue.shift();
+          this.bytes -= chunk.byteLength;
+        } else {
+          const taken = Math.max(0, n);
+          this.#queue[0] = chunk.subarray(taken);
+          this.bytes -= taken;
           return;
         }
       }
     } finally {
       this.#busy = false;
     }
+    if (this.#queue.length === 0) this.#onEmpty?.();
   }
 }
 

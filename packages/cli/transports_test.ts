@@ -132,4 +132,48 @@ describe("socket transports", () => {
       await listener.close();
     }
   });
+  test("close() writes what was sent before it, then closes: an answer sent just before is not lost", async () => {
+    const { listener, accepted } = await echoServer({ port: 0 });
+    try {
+      const client = recorder();
+      await socketDialer({ port: listener.port! })(client);
+      const server = await accepted;
+      const last = pattern(1 << 20); // more than one socket write takes at once
+      server.send(last);
+      server.close();
+      await client.closedWith;
+      const got = client.received();
+      expect(got.byteLength).toBe(last.byteLength);
+      expect(got.every((b, i) => b === last[i])).toBe(true);
+    } finally {
+      await listener.close();
+    }
+  });
+
+  test(
+    "queued() counts the bytes a peer that does not read leaves behind, and drops them as they are taken",
+    async () => {
+      const { createConnection } = await import("node:net");
+      let onAccept: (link: Link) => void = () => {};
+      const accepted = new Promise<Link>((r) => (onAccept = r));
+      const listener = await listenSocket({ port: 0 }, (link) => (onAccept(link), { data() {}, closed() {} }));
+      const socket = createConnection({ port: listener.port!, host: "127.0.0.1" });
+      try {
+        socket.pause(); // reads nothing
+        const server = await accepted;
+        expect(server.queued?.()).toBe(0);
+        for (let i = 0; i < 16; i++) server.send(pattern(4 << 20)); // 64 MiB: more than the socket buffers take
+        await new Promise((r) => setTimeout(r, 50));
+        // What the socket has not taken stays counted (Deno counts a write's bytes as taken when the write ends).
+        expect(server.queued!()).toBeGreaterThan(0);
+        socket.resume();
+        for (let i = 0; i < 2000 && server.queued!() > 0; i++) await new Promise((r) => setTimeout(r, 5));
+        expect(server.queued!()).toBe(0);
+      } finally {
+        socket.destroy();
+        await listener.close();
+      }
+    },
+    30_000,
+  );
 });

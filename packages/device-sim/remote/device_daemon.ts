@@ -45,6 +45,8 @@ import {
   type Frame,
   FrameBuilder,
   FrameDecoder,
+  MAX_NAME_BYTES,
+  MAX_TRANSFER_BYTES,
   Op,
   POSTED,
   PROTOCOL_VERSION,
@@ -95,8 +97,19 @@ interface Session {
   /** Per `device:nc`, where the NQ ring and the stdio write indices live (what a wake snapshot reads). */
   readonly layouts: Map<string, { readonly read: Promise<CoreLayout>; value?: CoreLayout }>;
   readonly waits: Map<number, AbortController>;
+  /** Bytes of MEM_READ answers started and not yet handed to the link. */
+  reading: number;
   reclaimed?: Promise<void>;
 }
+
+/** Notification waits one session may have pending (ours; a runtime has a few per NeuronCore it runs). */
+export const MAX_WAITS_PER_SESSION = 1024;
+
+/**
+ * Answer bytes a session may leave untaken, queued on its link or being read, before the daemon closes its
+ * connection (ours: four of the largest transfers, and 1 MiB for their headers and the small answers around them).
+ */
+export const MAX_UNREAD_BYTES: number = 4 * MAX_TRANSFER_BYTES + (1 << 20);
 
 /**
  * Where a NeuronCore's NQ ring and stdio write indices live in a session's allocations, as the NQ base and capacity
@@ -117,6 +130,13 @@ interface CoreLayout {
 }
 
 const EMPTY = new Uint8Array(0);
+
+function overTransfer(what: "read" | "write", bytes: number): NrtError {
+  return new NrtError(
+    NrtStatus.NRT_INVALID,
+    `Cannot ${what} device memory: ${bytes} bytes in one request, over ${MAX_TRANSFER_BYTES} (split the copy)`,
+  );
+}
 
 /**
  * Serves a portal to many clients with per-client ownership and reclamation.
@@ -166,6 +186,7 @@ export class DeviceDaemon {
       started: 0,
       layouts: new Map(),
       waits: new Map(),
+      reading: 0,
     };
     this.#sessions.set(s.id, s);
     const decoder = new FrameDecoder();
@@ -180,7 +201,18 @@ export class DeviceDaemon {
           link.close();
           return;
         }
-        for (const f of frames) this.#dispatch(s, f);
+        for (const f of frames) {
+          if (s.closed) return; // after BYE, or a connection closed below: nothing more starts
+          if ((link.queued?.() ?? 0) > MAX_UNREAD_BYTES) {
+            this.#log(
+              `${describeOwner(s)}: over ${MAX_UNREAD_BYTES} bytes of answers not taken; closing the connection`,
+            );
+            link.close();
+            void this.#end(s, "stopped reading its answers");
+            return;
+          }
+          this.#dispatch(s, f);
+        }
       },
       closed: () => void this.#end(s, "disconnected"),
     };
@@ -268,7 +300,13 @@ export class DeviceDaemon {
       s.layouts.clear(); // a body too short to name what it writes: the request itself reports that
     }
     if (f.op === Op.CANCEL) {
-      const target = new BodyReader(f.body).u32();
+      let target: number;
+      try {
+        target = new BodyReader(f.body).u32();
+      } catch (e) {
+        s.link.send(errorFrame(f, e)); // CANCEL is otherwise never answered
+        return;
+      }
       s.waits.get(target)?.abort();
       return;
     }
@@ -300,8 +338,15 @@ export class DeviceDaemon {
           `Cannot start a session: the client speaks protocol ${version}, this daemon speaks ${PROTOCOL_VERSION}`,
         );
       }
-      s.pid = r.u32();
-      s.name = r.text();
+      const pid = r.u32(), name = r.rest();
+      if (name.byteLength > MAX_NAME_BYTES) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot start a session: the client's name is ${name.byteLength} bytes, over ${MAX_NAME_BYTES}`,
+        );
+      }
+      s.pid = pid;
+      s.name = new TextDecoder().decode(name);
       s.hello = true;
       this.#log(`${describeOwner(s)} connected (session ${s.id})`);
       return Promise.resolve(
@@ -323,8 +368,11 @@ export class DeviceDaemon {
           for (const d of ds) b.u32(d.index).u32(d.arch).u32(d.ncCount).f64(d.hbmBytes);
           return b.finish();
         });
-      case Op.BAR_READ32:
-        return p.barRead32(r.u32(), r.u32(), r.u32()).then((v) => ok(4).word(v).finish());
+      case Op.BAR_READ32: {
+        const [device, bar, offset] = [r.u32(), r.u32(), r.u32()];
+        this.#checkBar(s, device, bar, offset, "read a CSR");
+        return p.barRead32(device, bar, offset).then((v) => ok(4).word(v).finish());
+      }
       case Op.BAR_WRITE32: {
         const [device, bar, offset, value] = [r.u32(), r.u32(), r.u32(), r.u32()];
         this.#checkBar(s, device, bar, offset, "write a CSR");
@@ -337,6 +385,12 @@ export class DeviceDaemon {
       }
       case Op.MEM_ALLOC: {
         const [device, nc, bytes, align, loc] = [r.u32(), r.u32(), r.f64(), r.f64(), r.u8()];
+        if (loc > 1) {
+          throw new NrtError(
+            NrtStatus.NRT_INVALID,
+            `Cannot allocate device memory: location ${loc} is neither 0 (HBM) nor 1 (host)`,
+          );
+        }
         this.#checkNc(s, device, nc, "allocate device memory");
         return p.memAlloc({
           device,
@@ -360,11 +414,25 @@ export class DeviceDaemon {
       }
       case Op.MEM_WRITE: {
         const m = this.#allocation(s, r.u32(), "write");
-        return p.memWrite(m, r.f64(), r.rest()).then(done);
+        const offset = r.f64(), data = r.rest();
+        if (data.byteLength > MAX_TRANSFER_BYTES) throw overTransfer("write", data.byteLength);
+        return p.memWrite(m, offset, data).then(done);
       }
       case Op.MEM_READ: {
         const m = this.#allocation(s, r.u32(), "read");
-        return p.memRead(m, r.f64(), r.f64()).then((data) => ok(0, data.byteLength).finish(data));
+        const offset = r.f64(), length = r.f64();
+        if (length > MAX_TRANSFER_BYTES) throw overTransfer("read", length);
+        const bytes = Number.isFinite(length) && length > 0 ? length : 0;
+        if (s.reading + bytes + (s.link.queued?.() ?? 0) > MAX_UNREAD_BYTES) {
+          this.#log(`${describeOwner(s)}: over ${MAX_UNREAD_BYTES} bytes of answers not taken; closing the connection`);
+          s.link.close();
+          void this.#end(s, "stopped reading its answers");
+          return Promise.resolve(EMPTY);
+        }
+        s.reading += bytes;
+        return p.memRead(m, offset, length).then(
+          (data) => ok(0, data.byteLength).finish(data),
+        ).finally(() => (s.reading -= bytes));
       }
       case Op.MEM_USAGE:
         return p.memUsage(r.u32()).then((u) => ok(20).f64(u.hbm).f64(u.host).u32(u.allocations).finish());
@@ -373,8 +441,11 @@ export class DeviceDaemon {
         this.#checkNc(s, device, nc, "increment a semaphore");
         return p.semaphoreIncrement(device, nc, sem, value).then(done);
       }
-      case Op.SEM_READ:
-        return p.semaphoreRead(r.u32(), r.u32(), r.u32()).then((v) => ok(4).word(v).finish());
+      case Op.SEM_READ: {
+        const [device, nc, sem] = [r.u32(), r.u32(), r.u32()];
+        this.#checkNc(s, device, nc, "read a semaphore");
+        return p.semaphoreRead(device, nc, sem).then((v) => ok(4).word(v).finish());
+      }
       case Op.SEM_SET: {
         const [device, nc, sem, value] = [r.u32(), r.u32(), r.u32(), r.u32()];
         this.#checkNc(s, device, nc, "set a semaphore");
@@ -382,6 +453,17 @@ export class DeviceDaemon {
       }
       case Op.NOTIFICATION_WAIT: {
         const [device, nc, head] = [r.u32(), r.u32(), r.u32()];
+        this.#checkNc(s, device, nc, "wait for a notification");
+        // Each wait is found, cancelled and reclaimed by its request id: one id, one wait.
+        if (s.waits.has(f.id)) {
+          throw new NrtError(NrtStatus.NRT_INVALID, `Cannot wait for a notification: request ${f.id} already waits`);
+        }
+        if (s.waits.size >= MAX_WAITS_PER_SESSION) {
+          throw new NrtError(
+            NrtStatus.NRT_RESOURCE,
+            `Cannot wait for a notification: ${MAX_WAITS_PER_SESSION} waits of this session are pending`,
+          );
+        }
         const ac = new AbortController();
         s.waits.set(f.id, ac);
         return p.notificationWait(device, nc, head, ac.signal).finally(() => s.waits.delete(f.id)).then(async () => {
@@ -404,6 +486,8 @@ export class DeviceDaemon {
               `Cannot acquire NeuronCore nc${bad} of device ${device}: the device has ${d.ncCount}`,
             );
           }
+          // The session may have ended while the device list was read: a core is never granted to a reclaimed one.
+          if (s.closed) throw new NrtError(NrtStatus.NRT_CLOSED, "Cannot acquire NeuronCores: the session has ended");
           this.ownership.acquire(device, cores, { session: s.id, pid: s.pid, name: s.name });
           this.#log(`${describeOwner(s)} acquired ${cores.map((c) => `nc${c}`).join(",")} of device ${device}`);
           return done();

@@ -18,8 +18,16 @@ export interface LinkEvents {
 export interface Link {
   /** Queues bytes for the peer, in order; the transport owns flow control. Ignored after close. */
   send(bytes: Uint8Array): void;
-  /** Closes the link; `LinkEvents.closed` follows. Idempotent. */
+  /**
+   * Closes the link after writing what was sent before (a transport may give up on a peer that does not read);
+   * `LinkEvents.closed` follows. Idempotent.
+   */
   close(): void;
+  /**
+   * Bytes sent and not yet taken by the transport (a peer that does not read its answers makes it grow). A link
+   * without the method reports nothing (the in-memory pair delivers at once).
+   */
+  queued?(): number;
 }
 
 /** Opens a link to a daemon, delivering its events to `events`. */
@@ -38,20 +46,22 @@ export type Dialer = (events: LinkEvents) => Promise<Link>;
  */
 export function linkPair(accept: (link: Link) => LinkEvents): Dialer {
   return (clientEvents: LinkEvents) => {
-    let open = true;
+    let open = true, closing = false;
     // deno-lint-ignore prefer-const -- assigned once the peer is wired; read lazily
     let serverEvents: LinkEvents | undefined;
+    // Queued behind the deliveries already queued (microtasks run in order), so what was sent before arrives first.
     const closeBoth = (reason?: unknown) => {
-      if (!open) return;
-      open = false;
+      if (closing) return;
+      closing = true;
       queueMicrotask(() => {
+        open = false;
         clientEvents.closed(reason);
         serverEvents?.closed(reason);
       });
     };
     const serverLink: Link = {
       send: (bytes) => {
-        if (!open) return;
+        if (closing) return;
         const copy = bytes.slice();
         queueMicrotask(() => open && clientEvents.data(copy));
       },
@@ -60,7 +70,7 @@ export function linkPair(accept: (link: Link) => LinkEvents): Dialer {
     serverEvents = accept(serverLink);
     const clientLink: Link = {
       send: (bytes) => {
-        if (!open) return;
+        if (closing) return;
         const copy = bytes.slice();
         queueMicrotask(() => open && serverEvents!.data(copy));
       },

@@ -23,7 +23,13 @@
  * @module
  */
 export { type CoreGrant, type CoreOwner, CoreOwnership, describeOwner } from "./core_ownership.ts";
-export { type DaemonSessionInfo, DeviceDaemon, type DeviceDaemonOptions } from "./device_daemon.ts";
+export {
+  type DaemonSessionInfo,
+  DeviceDaemon,
+  type DeviceDaemonOptions,
+  MAX_UNREAD_BYTES,
+  MAX_WAITS_PER_SESSION,
+} from "./device_daemon.ts";
 export { type Dialer, type Link, type LinkEvents, linkPair } from "./link.ts";
 export {
   BodyReader,
@@ -35,6 +41,8 @@ export {
   FrameDecoder,
   HEADER_BYTES,
   MAX_FRAME_BYTES,
+  MAX_NAME_BYTES,
+  MAX_TRANSFER_BYTES,
   Op,
   type Opcode,
   POSTED,

@@ -39,6 +39,15 @@ export const HEADER_BYTES = 12;
 /** Largest frame either side accepts (1 GiB): a corrupt length prefix cannot make the reader buffer forever. */
 export const MAX_FRAME_BYTES: number = 1 << 30;
 
+/**
+ * Most bytes one MEM_READ or MEM_WRITE moves (64 MiB, ours): the client splits a larger copy into several, so no
+ * frame nears {@linkcode MAX_FRAME_BYTES} and the answers a client has not taken yet stay bounded.
+ */
+export const MAX_TRANSFER_BYTES: number = 64 * 1024 * 1024;
+
+/** Longest client name HELLO accepts, in UTF-8 bytes (ours; `STATS` reports at most 255 of them). */
+export const MAX_NAME_BYTES = 1024;
+
 /** Bit 7 of the opcode byte marks a response. */
 export const RESPONSE = 0x80;
 

@@ -58,6 +58,7 @@ import {
   FrameBuilder,
   FrameDecoder,
   LOCATION_CODE,
+  MAX_TRANSFER_BYTES,
   Op,
   POSTED,
   PROTOCOL_VERSION,
@@ -308,8 +309,17 @@ export class RemotePortal implements Portal {
     this.#mine.delete(memory.id);
   }
 
-  /** Copies host bytes into device memory (raw bytes on the wire; posted into this client's own allocation). */
+  /**
+   * Copies host bytes into device memory (raw bytes on the wire; posted into this client's own allocation), in
+   * requests of at most {@linkcode MAX_TRANSFER_BYTES}.
+   */
   async memWrite(memory: DeviceMemory, offset: number, data: Uint8Array): Promise<void> {
+    if (data.byteLength > MAX_TRANSFER_BYTES && Number.isSafeInteger(offset)) {
+      for (let at = 0; at < data.byteLength; at += MAX_TRANSFER_BYTES) {
+        await this.memWrite(memory, offset + at, data.subarray(at, at + MAX_TRANSFER_BYTES));
+      }
+      return;
+    }
     this.#useMemory(memory);
     const frame = this.#frame(Op.MEM_WRITE, 12, data.byteLength).u32(memory.id).f64(offset).finish(data);
     // Posted only when the daemon cannot refuse it for a reason the caller must see at once: an allocation of this
@@ -320,8 +330,15 @@ export class RemotePortal implements Portal {
     await this.#write("write device memory", inside, frame);
   }
 
-  /** Copies device memory out (raw bytes on the wire). */
+  /** Copies device memory out (raw bytes on the wire), in requests of at most {@linkcode MAX_TRANSFER_BYTES}. */
   async memRead(memory: DeviceMemory, offset: number, length: number): Promise<Uint8Array> {
+    if (length > MAX_TRANSFER_BYTES && Number.isSafeInteger(offset) && Number.isSafeInteger(length)) {
+      const out = new Uint8Array(length);
+      for (let at = 0; at < length; at += MAX_TRANSFER_BYTES) {
+        out.set(await this.memRead(memory, offset + at, Math.min(MAX_TRANSFER_BYTES, length - at)), at);
+      }
+      return out;
+    }
     if (this.#snapshots.size > 0 && this.#state === "open") {
       for (const snap of this.#snapshots.values()) {
         for (const [i, r] of snap.ranges.entries()) {
