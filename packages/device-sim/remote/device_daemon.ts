@@ -203,14 +203,7 @@ export class DeviceDaemon {
         }
         for (const f of frames) {
           if (s.closed) return; // after BYE, or a connection closed below: nothing more starts
-          if ((link.queued?.() ?? 0) > MAX_UNREAD_BYTES) {
-            this.#log(
-              `${describeOwner(s)}: over ${MAX_UNREAD_BYTES} bytes of answers not taken; closing the connection`,
-            );
-            link.close();
-            void this.#end(s, "stopped reading its answers");
-            return;
-          }
+          if ((link.queued?.() ?? 0) > MAX_UNREAD_BYTES) return this.#dropUnread(s);
           this.#dispatch(s, f);
         }
       },
@@ -240,6 +233,13 @@ export class DeviceDaemon {
     const all = [...this.#sessions.values()];
     for (const s of all) s.link.close();
     await Promise.all(all.map((s) => this.#end(s, "daemon stopping")));
+  }
+
+  /** Closes the connection of a session that leaves too many answers untaken, and reclaims it. */
+  #dropUnread(s: Session): void {
+    this.#log(`${describeOwner(s)}: over ${MAX_UNREAD_BYTES} bytes of answers not taken; closing the connection`);
+    s.link.close();
+    void this.#end(s, "stopped reading its answers");
   }
 
   #end(s: Session, why: string): Promise<void> {
@@ -424,9 +424,7 @@ export class DeviceDaemon {
         if (length > MAX_TRANSFER_BYTES) throw overTransfer("read", length);
         const bytes = Number.isFinite(length) && length > 0 ? length : 0;
         if (s.reading + bytes + (s.link.queued?.() ?? 0) > MAX_UNREAD_BYTES) {
-          this.#log(`${describeOwner(s)}: over ${MAX_UNREAD_BYTES} bytes of answers not taken; closing the connection`);
-          s.link.close();
-          void this.#end(s, "stopped reading its answers");
+          this.#dropUnread(s);
           return Promise.resolve(EMPTY);
         }
         s.reading += bytes;
