@@ -12,6 +12,39 @@ describe("the nrt command", () => {
     });
   }
 
+  test("every command's --help lists its options, nrt serve's and nrt compile's too", async () => {
+    const options: Record<string, string[]> = {
+      serve: [
+        "--models DIR",
+        "--model-name NAME",
+        "--arch A",
+        "--device ADDRESS",
+        "--host H",
+        "--port P",
+        "--grpc-port P",
+        "--max-body BYTES",
+        "--drain-timeout S",
+        "--demo",
+        "--admin",
+        "--admin-token-file FILE",
+        "--model-control MODE",
+        "--allowed-host NAME",
+      ],
+      compile: ["-o, --out MODEL.neff", "--target T", "--input-shape NAME=DIMS"],
+    };
+    for (const cmd of [...COMMANDS, "compile", "ls", "monitor", "profile"]) {
+      for (const args of [[cmd, "--help"], ["help", cmd]]) {
+        const r = await capture(args);
+        expect(r.code).toBe(0);
+        const [, listing] = r.out.split("\nOptions:\n");
+        expect(listing).toContain("-h, --help");
+        for (const o of options[cmd] ?? []) {
+          expect(listing).toMatch(new RegExp(`^ +${o.replaceAll(/[.-]/g, "\\$&")} `, "m"));
+        }
+      }
+    }
+  });
+
   test("nrt with no command prints the command list on stderr and exits 2; an unknown one too", async () => {
     const none = await capture([]);
     expect(none.code).toBe(2);

@@ -125,14 +125,7 @@ export function parseCommandArgs<const O extends OptionTable>(
   args: readonly string[],
 ): ParsedCommand<O> {
   const table: Record<string, OptionSpec> = { ...spec.options, help: HELP };
-  const config: Record<string, { type: "string" | "boolean"; short?: string; multiple?: boolean }> = {};
-  for (const [name, o] of Object.entries(table)) {
-    config[name] = {
-      type: o.type,
-      ...(o.short === undefined ? {} : { short: o.short }),
-      ...(o.type === "string" && o.multiple ? { multiple: true } : {}),
-    };
-  }
+  const config = parseArgsOptions(table);
   // Not strict: the tokens let the messages below name the argument exactly as the user typed it, on both runtimes.
   const { values, positionals, tokens } = parseArgs({
     args: [...args],
@@ -162,6 +155,36 @@ export function parseCommandArgs<const O extends OptionTable>(
     );
   }
   return { help: false, values: values as OptionValues<O>, positionals };
+}
+
+/** One option as `node:util` `parseArgs` takes it. */
+export interface ParseArgsOption {
+  /** `string` or `boolean`. */
+  readonly type: "string" | "boolean";
+  /** The one-letter alias. */
+  readonly short?: string;
+  /** Whether the values are collected. */
+  readonly multiple?: boolean;
+}
+
+/**
+ * The `node:util` `parseArgs` options of an option table: for a command that parses with `parseArgs` on its own
+ * terms (`nrt serve`, `nrt compile`: strict, with their own messages) but writes its `--help` from the same table
+ * with {@linkcode formatHelp}, so the help cannot miss an option the parser takes.
+ *
+ * @param options The command's options (without `help`).
+ * @returns The `options` argument of `parseArgs`.
+ */
+export function parseArgsOptions(options: OptionTable): Record<string, ParseArgsOption> {
+  const config: Record<string, ParseArgsOption> = {};
+  for (const [name, o] of Object.entries(options)) {
+    config[name] = {
+      type: o.type,
+      ...(o.short === undefined ? {} : { short: o.short }),
+      ...(o.type === "string" && o.multiple ? { multiple: true } : {}),
+    };
+  }
+  return config;
 }
 
 /**

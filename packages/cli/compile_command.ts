@@ -10,30 +10,16 @@ import { buildOnnxNeff, type CompiledOnnxModel, compileOnnx, type CompileOptions
 import { OP_LIBRARY_WASM_DIR } from "@nrt/ops";
 import { readFile, writeFile } from "node:fs/promises";
 import { basename } from "node:path";
-import { parseArgs } from "node:util";
-import { UsageError } from "./serve.ts";
+import { type CompileTarget, parseCompileArgs } from "./compile_args.ts";
 
-/** The usage line of `nrt compile`. */
-export const COMPILE_USAGE =
-  "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]";
-
-/** The generations a NEFF may target. */
-export const COMPILE_TARGETS: readonly ["sunda", "cayman", "mariana"] = ["sunda", "cayman", "mariana"];
-
-/** One NeuronCore generation `nrt compile` targets. */
-export type CompileTarget = typeof COMPILE_TARGETS[number];
-
-/** The parsed command line. */
-export interface CompileArgs {
-  /** The `.onnx` file. */
-  readonly model: string;
-  /** Where the NEFF goes. */
-  readonly out: string;
-  /** The target generation (default `cayman`). */
-  readonly target: CompileTarget;
-  /** The whole shape of each input with dynamic dims, by input name. */
-  readonly inputShapes: Readonly<Record<string, readonly number[]>>;
-}
+export {
+  COMPILE_COMMAND,
+  COMPILE_TARGETS,
+  COMPILE_USAGE,
+  type CompileArgs,
+  type CompileTarget,
+  parseCompileArgs,
+} from "./compile_args.ts";
 
 /** What {@linkcode compileOnnxToNeff} takes. */
 export interface OnnxToNeffOptions {
@@ -80,57 +66,6 @@ export async function compileOnnxToNeff(
   const compiled = compileOnnx(bytes, { target: options.target ?? "cayman", inputShapes: options.inputShapes });
   const libraries = options.libraries ?? await readOpLibraries(compiled.libraries);
   return { neff: buildOnnxNeff(compiled, { libraries, name: options.name }), compiled };
-}
-
-/**
- * Parses `nrt compile` arguments (`node:util` `parseArgs`).
- *
- * @throws {UsageError} For a missing model or `-o`, an unknown flag or target, or a malformed `--input-shape`.
- */
-export function parseCompileArgs(args: readonly string[]): CompileArgs {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...args],
-      strict: true,
-      allowPositionals: true,
-      options: {
-        out: { type: "string", short: "o" },
-        target: { type: "string" },
-        "input-shape": { type: "string", multiple: true },
-      },
-    });
-  } catch (e) {
-    throw new UsageError(`Cannot parse nrt compile arguments: ${e instanceof Error ? e.message : String(e)}`);
-  }
-  const { values: v, positionals } = parsed;
-  if (positionals.length !== 1) {
-    throw new UsageError(`Cannot parse nrt compile arguments: give exactly one MODEL.onnx\nUsage: ${COMPILE_USAGE}`);
-  }
-  if (v.out === undefined) {
-    throw new UsageError(`Cannot parse nrt compile arguments: -o MODEL.neff is required\nUsage: ${COMPILE_USAGE}`);
-  }
-  const target = v.target ?? "cayman";
-  if (!(COMPILE_TARGETS as readonly string[]).includes(target)) {
-    throw new UsageError(
-      `Cannot parse nrt compile arguments: --target ${target} is not one of ${COMPILE_TARGETS.join(", ")}`,
-    );
-  }
-  const inputShapes: Record<string, number[]> = {};
-  for (const spec of v["input-shape"] ?? []) {
-    const m = /^([^=]+)=([0-9]+(?:,[0-9]+)*)?$/.exec(spec);
-    const dims = m?.[2] === undefined ? [] : m[2].split(",").map(Number);
-    if (m === null || dims.some((d) => !Number.isSafeInteger(d) || d < 1)) {
-      throw new UsageError(
-        `Cannot parse nrt compile arguments: --input-shape ${spec} is not NAME=DIMS (positive integers separated by commas, e.g. x=8,3,224,224)`,
-      );
-    }
-    if (Object.hasOwn(inputShapes, m[1])) {
-      throw new UsageError(`Cannot parse nrt compile arguments: --input-shape names "${m[1]}" twice`);
-    }
-    inputShapes[m[1]] = dims;
-  }
-  return { model: positionals[0], out: v.out, target: target as CompileTarget, inputShapes };
 }
 
 /**

@@ -7,6 +7,7 @@
  */
 import { readFile } from "node:fs/promises";
 import { BENCH_COMMAND, runBench } from "./bench_command.ts";
+import { COMPILE_COMMAND } from "./compile_args.ts";
 import { type CommandSpec, formatHelp, helpRequested, UsageError } from "./command_args.ts";
 import { DEMO_COMMAND, runDemo } from "./demo.ts";
 import { DEVICE_SIM_COMMAND, runDeviceDaemon } from "./device_daemon.ts";
@@ -18,20 +19,30 @@ import { PROFILE_COMMAND, runProfile } from "./profile_command.ts";
 import { PACK_COMMAND, runPack } from "./pack.ts";
 import { commandLineArgs, exit } from "./platform.ts";
 import { RUN_COMMAND, runModel } from "./run_model.ts";
-import { runServe, SERVE_SUMMARY, SERVE_USAGE, UsageError as ServeUsageError } from "./serve.ts";
+import { runServe, SERVE_COMMAND, UsageError as ServeUsageError } from "./serve.ts";
 
 /** One command of the `nrt` tool. */
 interface Command {
   readonly usage: string;
   readonly summary: string;
-  /** The whole `--help` text of a command with a {@linkcode CommandSpec}; such a command answers `--help` itself. */
-  readonly help?: string;
+  /** The whole `--help` text: the usage, the summary and the options of the command's {@linkcode CommandSpec}. */
+  readonly help: string;
+  /** Whether the command answers `--help` itself (its parser is `parseCommandArgs`); otherwise `nrt` answers it. */
+  readonly answersHelp: boolean;
   readonly run: (args: string[]) => Promise<number>;
 }
 
 /** A command whose arguments are parsed by its {@linkcode CommandSpec}. */
 function specified(spec: CommandSpec, run: (args: string[]) => Promise<number>): Command {
-  return { usage: spec.usage, summary: spec.summary, help: formatHelp(spec), run };
+  return { usage: spec.usage, summary: spec.summary, help: formatHelp(spec), answersHelp: true, run };
+}
+
+/**
+ * A command that parses its arguments on its own terms (strict `parseArgs`, its own messages) from the option table
+ * of its {@linkcode CommandSpec}: `nrt` answers its `--help` from the same table.
+ */
+function selfParsed(spec: CommandSpec, run: (args: string[]) => Promise<number>): Command {
+  return { usage: spec.usage, summary: spec.summary, help: formatHelp(spec), answersHelp: false, run };
 }
 
 const io = {
@@ -41,19 +52,12 @@ const io = {
 };
 
 const COMMANDS: Readonly<Record<string, Command>> = {
-  serve: {
-    usage: SERVE_USAGE,
-    summary: SERVE_SUMMARY,
-    run: (a) => runServe(a),
-  },
+  serve: selfParsed(SERVE_COMMAND, (a) => runServe(a)),
   demo: specified(DEMO_COMMAND, (a) => runDemo(a)),
   inspect: specified(INSPECT_COMMAND, (a) => runInspect(a, io)),
   run: specified(RUN_COMMAND, (a) => runModel(a)),
-  compile: {
-    usage: "nrt compile MODEL.onnx -o MODEL.neff [--target sunda|cayman|mariana] [--input-shape NAME=DIMS ...]",
-    summary: "Compile an ONNX model into a custom-op NEFF of op-library kernels (docs/onnx.md)",
-    run: async (a) => (await import("./compile_command.ts")).runCompile(a),
-  },
+  // The compiler (@nrt/onnx) is loaded only to compile.
+  compile: selfParsed(COMPILE_COMMAND, async (a) => (await import("./compile_command.ts")).runCompile(a)),
   pack: specified(PACK_COMMAND, (a) => runPack(a)),
   devices: specified(DEVICES_COMMAND, (a) => runDevices(a)),
   bench: specified(BENCH_COMMAND, (a) => runBench(a)),
@@ -81,7 +85,7 @@ export async function main(args: string[]): Promise<number> {
     const which = cmd === "help" ? rest[0] : undefined;
     if (which !== undefined) {
       if (Object.hasOwn(COMMANDS, which)) {
-        console.log(helpText(COMMANDS[which]));
+        console.log(COMMANDS[which].help);
         return 0;
       }
       console.error(`nrt: unknown command "${which}"\n${usage()}`);
@@ -95,9 +99,9 @@ export async function main(args: string[]): Promise<number> {
     console.error(`nrt: unknown command "${cmd}"\n${usage()}`);
     return 2;
   }
-  // A command with a spec answers --help from its own parser; the others are answered here.
-  if (command.help === undefined && helpRequested(rest)) {
-    console.log(helpText(command));
+  // A command parsed by parseCommandArgs answers --help itself; the others are answered here, from the same table.
+  if (!command.answersHelp && helpRequested(rest)) {
+    console.log(command.help);
     return 0;
   }
   try {
@@ -110,10 +114,6 @@ export async function main(args: string[]): Promise<number> {
     console.error(`nrt ${cmd}: ${e instanceof Error ? e.message : String(e)}`);
     return 1;
   }
-}
-
-function helpText(command: Command): string {
-  return command.help ?? `Usage: ${command.usage}\n\n${command.summary}`;
 }
 
 if (import.meta.main) {

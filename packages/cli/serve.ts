@@ -42,6 +42,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
 import { adminToken, defaultAdminTokenFile, newAdminToken, writeAdminToken } from "./admin_token.ts";
+import { type CommandSpec, type OptionValues, parseArgsOptions } from "./command_args.ts";
 import type { CompileTarget } from "./compile_command.ts";
 import { createNrtContainer, nrtPlugins, PortalToken, simulatedSpec } from "./container.ts";
 import { DrainGate } from "./http_listener.ts";
@@ -76,6 +77,84 @@ export const SERVE_SUMMARY: string =
 
 /** Seconds a shutdown lets the requests in flight finish, by default (within Kubernetes' 30-second grace period). */
 export const DEFAULT_DRAIN_SECONDS = 25;
+
+/**
+ * How `nrt serve` is called: its usage, summary and option table. {@linkcode parseServeArgs} parses by the table (with
+ * its own strict messages) and `nrt serve --help` lists it.
+ */
+export const SERVE_COMMAND = {
+  name: "serve",
+  usage: SERVE_USAGE,
+  summary: SERVE_SUMMARY,
+  options: {
+    models: {
+      type: "string",
+      value: "DIR",
+      description: "the model repository folder (default with --demo: a private cache folder per generation)",
+    },
+    "model-name": {
+      type: "string",
+      value: "NAME",
+      description: "serve DIR as the one model NAME: DIR holds <version>/model.neff, model.neff, config.json (KServe)",
+    },
+    arch: {
+      type: "string",
+      value: "A",
+      description:
+        "the generation to simulate: sunda, cayman, mariana or trn1/inf2/trn2 (default: NRT_ARCH, else cayman)",
+    },
+    device: {
+      type: "string",
+      value: "ADDRESS",
+      description: "a device daemon's device (nrt device-sim): unix:PATH, a path, HOST:PORT on loopback, or PORT; " +
+        "sim: the embedded simulator (default)",
+    },
+    host: {
+      type: "string",
+      value: "H",
+      description: "the interface REST and gRPC bind (default 127.0.0.1; 0.0.0.0 for every interface)",
+    },
+    port: { type: "string", value: "P", description: "the REST port (default 8000; 0: the OS picks one)" },
+    "grpc-port": { type: "string", value: "P", description: "the gRPC port (default 8001; 0: no gRPC server)" },
+    "max-body": {
+      type: "string",
+      value: "BYTES",
+      description: "the largest request body, and the largest gRPC message (default 67108864, 64 MiB)",
+    },
+    "drain-timeout": {
+      type: "string",
+      value: "S",
+      description:
+        `seconds SIGINT/SIGTERM lets requests in flight finish before refusing queued ones (0 to 3600, default ${DEFAULT_DRAIN_SECONDS})`,
+    },
+    demo: { type: "boolean", description: "write the demo models into the repository first (what npm start runs)" },
+    admin: {
+      type: "boolean",
+      description: "turn on the dashboard's operator actions behind a per-start token (a non-loopback --host needs " +
+        "--admin-token-file)",
+    },
+    "admin-token-file": {
+      type: "string",
+      value: "FILE",
+      description: "with --admin: the token's file, read when it exists (private to this user), else created with a " +
+        "new token (default: a new token each start in $XDG_RUNTIME_DIR/nrt/admin-token-<port>, else ~/.nrt/…)",
+    },
+    "model-control": {
+      type: "string",
+      value: "MODE",
+      description:
+        "none (default) or explicit: repository load, unload and upload with the admin token (needs --admin)",
+    },
+    "allowed-host": {
+      type: "string",
+      multiple: true,
+      value: "NAME",
+      description: "a Host the server also answers, NAME or NAME:PORT (without it a loopback bind answers only " +
+        "loopback names, another bind any Host)",
+    },
+  },
+  positionals: { min: 0, max: 0, name: "arguments" },
+} as const satisfies CommandSpec;
 
 /**
  * How long the HTTP gate must see no request before the listener stops, once the requests in flight are done (ours,
@@ -598,27 +677,12 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
       args: [...args],
       strict: true,
       allowPositionals: false,
-      options: {
-        models: { type: "string" },
-        "model-name": { type: "string" },
-        arch: { type: "string" },
-        device: { type: "string" },
-        port: { type: "string" },
-        "grpc-port": { type: "string" },
-        host: { type: "string" },
-        "max-body": { type: "string" },
-        "drain-timeout": { type: "string" },
-        demo: { type: "boolean" },
-        admin: { type: "boolean" },
-        "admin-token-file": { type: "string" },
-        "model-control": { type: "string" },
-        "allowed-host": { type: "string", multiple: true },
-      },
+      options: parseArgsOptions(SERVE_COMMAND.options),
     });
   } catch (e) {
     throw new UsageError(`Cannot parse nrt serve arguments: ${e instanceof Error ? e.message : String(e)}`);
   }
-  const v = parsed.values;
+  const v = parsed.values as OptionValues<typeof SERVE_COMMAND.options>;
   const int = (flag: string, text: string, lo: number, hi: number): number => {
     const n = /^[0-9]{1,16}$/.test(text) ? Number(text) : NaN;
     if (!Number.isSafeInteger(n) || n < lo || n > hi) {
