@@ -77,8 +77,6 @@ function error(f: Frame | undefined): { status: number; message: string } | unde
   return { status, message: new TextDecoder().decode(r.rest()) };
 }
 
-const answerTo = (answers: Frame[], id: number) => answers.find((f) => f.id === id);
-
 const waitersOn = (sim: DeviceSimPortal) =>
   Array.from({ length: sim.spec.ncPerDevice }, (_, nc) => sim.notificationWaiters(0, nc)).reduce((a, b) => a + b);
 
