@@ -77,10 +77,10 @@ export function parseCompileArgs(args: readonly string[]): CompileArgs {
   const v = parsed.values as OptionValues<typeof COMPILE_COMMAND.options>;
   const positionals = parsed.positionals;
   if (positionals.length !== 1) {
-    throw new UsageError(`Cannot parse nrt compile arguments: give exactly one MODEL.onnx\nUsage: ${COMPILE_USAGE}`);
+    throw new UsageError("Cannot parse nrt compile arguments: give exactly one MODEL.onnx");
   }
   if (v.out === undefined) {
-    throw new UsageError(`Cannot parse nrt compile arguments: -o MODEL.neff is required\nUsage: ${COMPILE_USAGE}`);
+    throw new UsageError("Cannot parse nrt compile arguments: -o MODEL.neff is required");
   }
   const target = v.target ?? "cayman";
   if (!(COMPILE_TARGETS as readonly string[]).includes(target)) {

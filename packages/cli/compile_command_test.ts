@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main } from "./main.ts";
-import { parseCompileArgs } from "./compile_command.ts";
+import { COMPILE_USAGE, parseCompileArgs } from "./compile_command.ts";
 import { mlpModel, randomInput, unsupportedOpModel } from "../onnx/_test_models.ts";
 import { maxRelError, runOrt } from "../../tests/onnx_testing.ts";
 
@@ -65,6 +65,14 @@ describe("nrt compile", () => {
       'names "x" twice',
     );
     expect(() => parseCompileArgs(["m.onnx", "-o", "m.neff", "--verbose"])).toThrow("Unknown option '--verbose'");
+  });
+
+  test("a usage mistake prints its message and one usage line, and exits 2", async () => {
+    for (const [args, why] of [[[], "give exactly one MODEL.onnx"], [["m.onnx"], "-o MODEL.neff is required"]]) {
+      const r = await nrt(["compile", ...args]);
+      expect(r.code).toBe(2);
+      expect(r.err).toBe(`Cannot parse nrt compile arguments: ${why}\nUsage: ${COMPILE_USAGE}`);
+    }
   });
 
   test(
