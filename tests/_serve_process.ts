@@ -32,22 +32,33 @@ export interface ServeProcess {
   kill(signal?: NodeJS.Signals): void;
 }
 
+/** The npm bin shim, `npx nrt`. */
+export const BIN_NRT: string = `${ROOT}packages/cli/bin/nrt.mjs`;
+
 /**
- * Starts `nrt serve ARGS`: with the runtime running the tests (`how: "runtime"`), or as the image does it, through
- * `deploy/container/nrt` with the workspace's Bun and sources in place of `/usr/local/bin/bun` and `/app`.
+ * Starts `nrt serve ARGS`: with the runtime running the tests (`how: "runtime"`); as the image does it, through
+ * `deploy/container/nrt` with the workspace's Bun and sources in place of `/usr/local/bin/bun` and `/app`; through
+ * the npm bin shim as `npx nrt` runs it (`"bin"`, on Node); or as a user types `bun packages/cli/main.ts serve` in
+ * the checkout (`"shell"`, the workspace's Bun first on the PATH).
  */
 export function spawnServe(
   args: readonly string[],
-  how: "runtime" | "container" = "runtime",
+  how: "runtime" | "container" | "bin" | "shell" = "runtime",
   env: Record<string, string> = {},
 ): ServeProcess {
   const [file, argv] = how === "container"
     ? ["sh", [CONTAINER_NRT, "serve", ...args]]
+    : how === "bin"
+    ? ["node", [BIN_NRT, "serve", ...args]]
+    : how === "shell"
+    ? ["sh", ["-c", 'exec bun packages/cli/main.ts serve "$@"', "sh", ...args]]
     : isDeno
     ? [process.execPath, ["run", "-A", MAIN, "serve", ...args]]
     : [process.execPath, [MAIN, "serve", ...args]];
+  const shell = how === "shell" ? { PATH: `${ROOT}node_modules/.bin:${process.env.PATH ?? ""}` } : {};
   const child = spawn(file, argv, {
-    env: { ...process.env, NRT_BUN: BUN, NRT_HOME: ROOT.replace(/\/$/, ""), ...env },
+    ...(how === "shell" ? { cwd: ROOT } : {}),
+    env: { ...process.env, NRT_BUN: BUN, NRT_HOME: ROOT.replace(/\/$/, ""), ...shell, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const lines: string[] = [], stderr: string[] = [];

@@ -5,7 +5,7 @@
 // format", "Metric Groups"), and SIGTERM removes the announcement.
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -73,6 +73,45 @@ describe("nrt ls and nrt monitor find a running nrt serve", () => {
         expect(none.neuron_runtime_data).toEqual([]);
       } finally {
         server.kill();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
+
+  test(
+    "the announced command is the one typed: bun packages/cli/main.ts serve …, or nrt serve … through the npm bin",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "nrt-tools-"));
+      try {
+        for (const [how, typed] of [["shell", "bun packages/cli/main.ts serve"], ["bin", "nrt serve"]] as const) {
+          const env = { NRT_RUNTIME_DIR: join(dir, `run-${how}`), NRT_ARCH: "cayman" };
+          const args = ["--models", dir, "--port", "0", "--grpc-port", "0"];
+          const server = spawnServe(args, how, env);
+          let pid: number | undefined;
+          try {
+            await server.line(/listening on /, 60_000);
+            const [file] = readdirSync(env.NRT_RUNTIME_DIR);
+            const announced = JSON.parse(readFileSync(join(env.NRT_RUNTIME_DIR, file), "utf8"));
+            pid = announced.pid;
+            expect(announced.command).toBe(`${typed} ${args.join(" ")}`);
+            const ls = nrt(["ls", "--output-format", "json", "-w"], env);
+            // nrt ls shows it, cut at 80 characters with -w as neuron-ls cuts it.
+            const shown = announced.command.length <= 80 ? announced.command : `${announced.command.slice(0, 77)}...`;
+            expect(JSON.parse(ls.out).neuron_devices[0].neuron_processes[0].command).toBe(shown);
+            server.kill("SIGTERM"); // the bin shim forwards it to the server
+            expect(await server.exited(30_000)).toBe(0);
+          } finally {
+            server.kill();
+            // The server under the shim is its child: never left behind.
+            if (pid !== undefined && pid !== server.child.pid) {
+              try {
+                process.kill(pid, "SIGKILL");
+              } catch { /* already gone */ }
+            }
+          }
+        }
+      } finally {
         rmSync(dir, { recursive: true, force: true });
       }
     },

@@ -17,7 +17,7 @@
  */
 import { lstat, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, isAbsolute, join, relative } from "node:path";
 import process from "node:process";
 
 /** An `nrt serve` process. */
@@ -193,7 +193,38 @@ export async function discover(env: Env = process.env): Promise<Announcement[]> 
   return found.sort((a, b) => rank(a) - rank(b) || a.pid - b.pid);
 }
 
-/** This process's command line, as announcements record it. */
+/** What {@linkcode commandLineOf} reads: the process's `argv0`, `argv` and working folder. */
+export interface CommandLineParts {
+  /** The program as it was invoked (`process.argv0`: `bun`, `deno`, or `nrt` from the npm bin shim). */
+  readonly argv0?: string;
+  /** `process.argv`: the runtime's executable path, the script's path, then the arguments. */
+  readonly argv: readonly string[];
+  /** The working folder. */
+  readonly cwd: string;
+}
+
+/**
+ * A command line as the user typed it, for announcements and so for the COMMAND cell of `nrt ls` (ours; neuron-ls
+ * shows `/proc/<pid>/cmdline`): the program as invoked, the script relative to the working folder when it is inside
+ * it, and the arguments — `bun packages/cli/main.ts serve --demo`. Bun and Deno put the runtime's absolute executable
+ * path in `argv[0]`, which filled the 40-character cell on its own. The npm bin shim (`npx nrt`, `bin/nrt.mjs`) runs
+ * the script with `argv0` `nrt`, so the line is `nrt serve --demo`. Deno's own flags (`run -A`) are not in `argv`
+ * and are not shown.
+ *
+ * @param parts The process's `argv0`, `argv` and working folder.
+ * @returns The command line.
+ */
+export function commandLineOf(parts: CommandLineParts): string {
+  const [exe = "", script, ...args] = parts.argv;
+  const program = parts.argv0 !== undefined && parts.argv0 !== "" ? parts.argv0 : basename(exe);
+  if (program === "nrt") return ["nrt", ...args].join(" ");
+  if (script === undefined) return program;
+  const rel = relative(parts.cwd, script);
+  const shown = rel !== "" && !rel.startsWith("..") && !isAbsolute(rel) ? rel : script;
+  return [program, shown, ...args].join(" ");
+}
+
+/** This process's command line, as announcements record it ({@linkcode commandLineOf}). */
 export function ownCommandLine(): string {
-  return process.argv.join(" ");
+  return commandLineOf({ argv0: process.argv0, argv: process.argv, cwd: process.cwd() });
 }

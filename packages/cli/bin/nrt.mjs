@@ -18,7 +18,8 @@ for (let i = 0; i < 8; i++) {
   }
   dir = dirname(dir);
 }
-const child = spawn(bun, [main, ...process.argv.slice(2)], { stdio: "inherit" });
+// argv0 "nrt": the server announces its command line as the user typed it, `nrt serve …` (neuron_discovery.ts).
+const child = spawn(bun, [main, ...process.argv.slice(2)], { stdio: "inherit", argv0: "nrt" });
 // Forward termination signals so `npx nrt serve` shuts down gracefully on SIGTERM/SIGINT as `bun … serve` does.
 for (const sig of ["SIGINT", "SIGTERM"]) process.on(sig, () => child.kill(sig));
 child.on("exit", (code, signal) => process.exit(signal ? 1 : code ?? 1));
