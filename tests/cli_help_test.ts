@@ -68,7 +68,12 @@ describe("the nrt command", () => {
     expect(sunda).toMatchObject({ arch: "sunda", neuronCores: 2, virtualCoreSize: 1 });
     const text = await capture(["devices", "--arch", "mariana"]);
     expect(text.code).toBe(0);
-    expect(text.out).toContain("mariana (NC-v4");
+    // Mariana has no instance family: the generation alone, no empty one after a comma.
+    expect(text.out.startsWith("nd0  mariana (NC-v4)  8 NeuronCores × 8 Q7  ")).toBe(true);
+    expect((await capture(["devices", "--arch", "sunda"])).out.startsWith("nd0  sunda (NC-v2, trn1/inf2)  ")).toBe(
+      true,
+    );
+    expect((await capture(["devices"])).out.startsWith("nd0  cayman (NC-v3, trn2)  ")).toBe(true);
   });
 
   test("a failing command exits 1 with its message on stderr; a usage error exits 2", async () => {

@@ -99,10 +99,10 @@ export async function runDevices(args: readonly string[], log: (s: string) => vo
     return 0;
   }
   for (const r of rows) {
+    // A generation without an instance family (Mariana: the seeds name none) shows the generation alone.
+    const kind = [r.generation, r.instances.join("/")].filter((s) => s !== "").join(", ");
     log(
-      `nd${r.device}  ${r.arch} (${r.generation}, ${
-        r.instances.join("/")
-      })  ${r.neuronCores} NeuronCores × ${r.q7CoresPerNc} Q7  ` +
+      `nd${r.device}  ${r.arch} (${kind})  ${r.neuronCores} NeuronCores × ${r.q7CoresPerNc} Q7  ` +
         `HBM ${(r.hbmBytes / GiB).toFixed(0)} GiB  SBUF ${
           (r.sbufBytesPerCore / 2 ** 20).toFixed(0)
         } MiB/core  LNC ${r.virtualCoreSize}  [${r.portal}]`,
