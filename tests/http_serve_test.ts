@@ -5,9 +5,10 @@
 import { describe, expect, test } from "bun:test";
 import { parseServeArgs, startServer } from "@nrt/cli";
 import { execFile } from "node:child_process";
-import { mkdtemp, readdir, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { oneOpNeff } from "./_kernels.ts";
 
 const hasServe = typeof (globalThis as { Bun?: unknown }).Bun !== "undefined" ||
   typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
@@ -109,6 +110,29 @@ describe("nrt serve", () => {
         const out = await curl(server.curl);
         if (out !== undefined) expect(JSON.parse(out).outputs[0].data).toEqual([0, 0, 0, 0, 1, 2, 3, 0]);
         expect((await fetch(`${server.url}/v2/health/ready`)).status).toBe(200);
+      } finally {
+        await server.close();
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  test.if(hasServe)(
+    "startServer() names a Triton-style model's config.json as its path in the load error",
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), "nrt-serve-test-"));
+      const f32 = (name: string) => ({ name, dtype: "float32", shape: [8] });
+      await mkdir(join(dir, "bad", "1"), { recursive: true });
+      await writeFile(join(dir, "bad", "1", "model.neff"), oneOpNeff("relu", "relu", [f32("x")], [f32("y")]));
+      await writeFile(join(dir, "bad", "config.json"), '{"vnc": 99}');
+      const server = await startServer({ models: dir, port: 0, log: () => {} });
+      try {
+        const ready = await fetch(`${server.url}/v2/models/bad/ready`);
+        expect(ready.status).toBe(503);
+        expect((await ready.json()).error).toBe(
+          'Model "bad" is not ready: load failed: Cannot load model "bad": bad/config.json "vnc" must be from 0 to 3: ' +
+            "the runtime has 4 visible logical cores",
+        );
       } finally {
         await server.close();
         await rm(dir, { recursive: true, force: true });

@@ -95,6 +95,27 @@ describe("layoutFiles()", () => {
     expect(() => layoutFiles("/tmp", { modelName: "../etc" })).toThrow(TypeError);
   });
 
+  test("pathOf() names the file a repository name reads, for messages (relu.json of a Triton model is relu/config.json)", async () => {
+    await withRepo({
+      "flat.neff": "f",
+      "flat.json": "{}",
+      "bad/1/model.neff": "v1",
+      "bad/3/model.onnx": "v3",
+      "bad/config.json": '{"vnc":9}',
+    }, async (dir) => {
+      const files = layoutFiles(dir, { warn: () => {} });
+      expect(await files.pathOf!("bad.json")).toBe(join("bad", "config.json"));
+      expect(await files.pathOf!("bad.onnx")).toBe(join("bad", "3", "model.onnx"));
+      expect(await files.pathOf!("flat.json")).toBe("flat.json");
+      expect(await files.pathOf!("nope.json")).toBe("nope.json");
+    });
+    await withRepo({ "2/model.neff": "relu v2", "config.json": "{}" }, async (dir) => {
+      const files = layoutFiles(dir, { modelName: "relu", warn: () => {} });
+      expect(await files.pathOf!("relu.json")).toBe("config.json");
+      expect(await files.pathOf!("relu.neff")).toBe(join("2", "model.neff"));
+    });
+  });
+
   test("layoutFiles() serves a flat file over a folder of the same model, and skips folders that link outside", async () => {
     const outside = await mkdtemp(join(tmpdir(), "nrt-layout-outside-"));
     try {

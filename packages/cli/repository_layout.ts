@@ -8,8 +8,8 @@
  * - with `modelName` (`--model-name NAME`), one model at the top of the folder, as KServe's storage initializer
  *   writes a single model's folder: `<version>/model.neff` or `model.neff` (version 1), and `config.json`.
  *
- * The repository sees every model as `<name>.neff` / `<name>.onnx` / `<name>.json` and asks {@linkcode version}
- * which version that is. An upload is written in the model's layout (a flat model stays flat and has version 1 only;
+ * The repository sees every model as `<name>.neff` / `<name>.onnx` / `<name>.json`, asks `version` which version
+ * that is and `pathOf` where a file is (its messages name `relu/config.json`, not `relu.json`). An upload is written in the model's layout (a flat model stays flat and has version 1 only;
  * anything else goes to `<name>/<version>/`), each file through a new temporary file and a rename, so a reader sees
  * the old file or the new one. Nothing is written outside the folder: names and versions are checked
  * (`isValidModelName`, `isValidModelVersion`), the file names are fixed, a folder that is a link must resolve inside
@@ -29,7 +29,7 @@ import {
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { lstat, mkdir, open, readdir, realpath, rename, stat, unlink } from "node:fs/promises";
-import { join, sep } from "node:path";
+import { join, relative, sep } from "node:path";
 import process from "node:process";
 import { directoryFiles, type DirectoryFilesOptions } from "./repository_dir.ts";
 
@@ -223,6 +223,15 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
     version: async (model) => {
       const tree = (await scan()).trees.get(model);
       return tree === undefined ? undefined : highest(tree);
+    },
+    pathOf: async (name) => {
+      const p = parse(name);
+      const tree = p === undefined ? undefined : (await scan()).trees.get(p.model);
+      if (p === undefined || tree === undefined) return name;
+      const base = relative(dir, tree.base); // "" for the single model of --model-name
+      if (p.kind === "config") return join(base, "config.json");
+      const v = highest(tree)!;
+      return join(base, v, tree.versions.get(v)!);
     },
     write: async (model: string, upload: ModelUpload) => {
       if (

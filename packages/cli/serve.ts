@@ -417,6 +417,7 @@ async function repositoryFiles(
     list: served.list,
     read: served.read,
     version: disk.version,
+    pathOf: disk.pathOf,
     write: disk.write,
     compile: async (model, bytes, config) => {
       const one = onnxFiles(

@@ -44,6 +44,11 @@ export interface RepositoryFiles {
    */
   version?(model: string): Promise<string | undefined>;
   /**
+   * Where a file the repository names lives, relative to the repository, for messages: a Triton-style model's
+   * `relu.json` is `relu/config.json`. Absent or `undefined`: the name itself. Ours.
+   */
+  pathOf?(name: string): Promise<string | undefined>;
+  /**
    * Stores an upload so that later scans and loads find it, each file replaced atomically, never outside the
    * repository. Absent: uploads are refused (403).
    */
@@ -577,8 +582,10 @@ export class ModelRepository {
   }
 
   async #config(name: string): Promise<ModelConfig> {
-    const bytes = await this.#files.read(`${name}.json`);
-    return bytes === undefined ? {} : parseModelConfig(name, bytes, `${name}.json`, this.#visibleVncs);
+    const file = `${name}.json`;
+    const bytes = await this.#files.read(file);
+    if (bytes === undefined) return {};
+    return parseModelConfig(name, bytes, (await this.#files.pathOf?.(file)) ?? file, this.#visibleVncs);
   }
 
   /**
