@@ -118,15 +118,34 @@ describe("nrt serve", () => {
   );
 
   test.if(hasServe)(
-    "startServer() names a Triton-style model's config.json as its path in the load error",
+    "startServer() names a Triton-style model's config.json as its path in the load error, and logs each error once",
     async () => {
       const dir = await mkdtemp(join(tmpdir(), "nrt-serve-test-"));
       const f32 = (name: string) => ({ name, dtype: "float32", shape: [8] });
       await mkdir(join(dir, "bad", "1"), { recursive: true });
       await writeFile(join(dir, "bad", "1", "model.neff"), oneOpNeff("relu", "relu", [f32("x")], [f32("y")]));
       await writeFile(join(dir, "bad", "config.json"), '{"vnc": 99}');
-      const server = await startServer({ models: dir, port: 0, log: () => {} });
+      await writeFile(join(dir, "junk.neff"), "not a NEFF");
+      // The runtime's console logger writes errors with console.error.
+      const logged: string[] = [];
+      const error = console.error;
+      console.error = (...a: unknown[]) => void logged.push(a.join(" "));
+      let server;
       try {
+        server = await startServer({ models: dir, port: 0, log: () => {} });
+      } finally {
+        console.error = error;
+      }
+      try {
+        // Each load error once, with the model named once: the repository's own message already names it, the
+        // runtime's (nrt_load) gets the prefix.
+        const loads = logged.filter((l) => l.includes("Cannot load model"));
+        expect(loads.length).toBe(2);
+        for (const l of loads) expect(l.split("Cannot load model").length).toBe(2);
+        expect(loads[0]).toContain(
+          'Cannot load model "bad": bad/config.json "vnc" must be from 0 to 3: the runtime has 4 visible logical cores',
+        );
+        expect(loads[1]).toContain('Cannot load model "junk": ');
         const ready = await fetch(`${server.url}/v2/models/bad/ready`);
         expect(ready.status).toBe(503);
         expect((await ready.json()).error).toBe(

@@ -352,7 +352,9 @@ export class ModelRepository {
         await this.load(name);
       } catch (e) {
         failed.set(name, e instanceof Error ? e : new Error(String(e)));
-        this.#log.error(`Cannot load model "${name}": ${e instanceof Error ? e.message : String(e)}`);
+        // The repository's own errors already say which model they are about; the runtime's (nrt_load) do not.
+        const why = e instanceof Error ? e.message : String(e), about = `Cannot load model "${name}": `;
+        this.#log.error(why.startsWith(about) ? why : about + why);
       }
     }
     return failed;
