@@ -276,12 +276,15 @@ class Folder {
     this.stats.inlinedIfs++;
     // Branch-local names may repeat names of the enclosing graph or of the other branch: rename them.
     const rename = new Map<string, string>();
+    // The names `rename` maps to, as a set: searching its values for every name made inlining quadratic.
+    const renamedTo = new Set<string>();
     const local = (name: string) => {
       let fresh = name;
-      while (this.values.has(fresh) || this.reserved.has(fresh) || [...rename.values()].includes(fresh)) {
+      while (this.values.has(fresh) || this.reserved.has(fresh) || renamedTo.has(fresh)) {
         fresh = `${n.name}/${name}_${this.#fresh++}`;
       }
       rename.set(name, fresh);
+      renamedTo.add(fresh);
       return fresh;
     };
     for (const [name, t] of branch.initializers) {

@@ -66,6 +66,26 @@ describe("foldGraph()", () => {
     expect(g.stats.inlinedIfs).toBe(2);
   });
 
+  test("foldGraph() inlines a branch of 25k nodes (renaming searched the names taken for every name: quadratic)", () => {
+    const b = new OnnxBuilder("big_if");
+    const x = b.input("x", "float32", [1]);
+    const yes = b.constant(ConstTensor.fromNumbers("bool", [], [1]), "yes");
+    const branch = (name: string, size: number) =>
+      b.subgraph(name, (s) => {
+        let last = "";
+        for (let i = 0; i < size; i++) last = s.constant(ConstTensor.fromNumbers("float32", [1], [i]));
+        s.output(s.node("Add", [x, last]), "float32", [1]);
+      });
+    b.output(
+      b.node("If", [yes], { then_branch: branch("t", 25_000), else_branch: branch("e", 1) }, { outputs: ["y"] }),
+      "float32",
+      [1],
+    );
+    const g = fold(b.toBytes());
+    expect(ops(g)).toEqual(["Add", "Identity"]);
+    expect(g.stats.folded).toBe(25_001); // the branch's Constants and the condition
+  });
+
   test("foldGraph() refuses an If on a runtime condition", () => {
     const b = new OnnxBuilder("if_runtime");
     const c = b.input("c", "bool", []);
