@@ -494,7 +494,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       await ensurePrivateDir(dir, cache);
     }
     if (options.demo) await writeModels(dir, { ...await buildDemoModels(arch), ...demoModelConfigs() });
-    repository = new ModelRepository({ runtime, files: await repositoryFiles(dir, options, arch, runtime) });
+    repository = new ModelRepository({
+      runtime,
+      files: await repositoryFiles(dir, options, arch, runtime),
+      maxTensorBytes: maxBodyBytes,
+    });
     const names = await repository.scan();
     const failed = await repository.loadAll();
     const metrics = new InferenceMetrics(); // one set for both protocols

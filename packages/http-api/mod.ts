@@ -127,6 +127,7 @@ export {
   filesFromMap,
   isValidModelName,
   isValidModelVersion,
+  DEFAULT_MAX_TENSOR_BYTES,
   MAX_INSTANCES,
   MODEL_VERSION,
   type ModelConfig,

@@ -127,7 +127,16 @@ export interface ModelRepositoryOptions {
   readonly maxQueue?: number;
   /** Warm each instance up with one execution before the model is ready (default true; a model config may say otherwise). */
   readonly warmup?: boolean;
+  /**
+   * Largest input or output tensor a served model may have, in bytes (default 64 MiB, the REST body limit: no request
+   * could carry a larger input, and a larger output would be held whole in the server's memory at every request).
+   * Ours.
+   */
+  readonly maxTensorBytes?: number;
 }
+
+/** The default {@linkcode ModelRepositoryOptions.maxTensorBytes}: 64 MiB, the REST body limit. */
+export const DEFAULT_MAX_TENSOR_BYTES: number = 64 * 1024 * 1024;
 
 /** The version of a model without version folders. */
 export const MODEL_VERSION = "1";
@@ -288,6 +297,7 @@ export class ModelRepository {
   readonly #log: Logger;
   readonly #maxQueue: number;
   readonly #warmup: boolean;
+  readonly #maxTensorBytes: number;
   readonly #coreLoad = new CoreLoad();
   readonly #entries = new Map<string, Entry>();
   #nextVnc = 0;
@@ -300,6 +310,7 @@ export class ModelRepository {
     this.#log = options.logger ?? options.runtime.log;
     this.#maxQueue = options.maxQueue ?? 256;
     this.#warmup = options.warmup ?? true;
+    this.#maxTensorBytes = options.maxTensorBytes ?? DEFAULT_MAX_TENSOR_BYTES;
   }
 
   /** Whether models can be uploaded: the files can be written. */
@@ -543,6 +554,7 @@ export class ModelRepository {
         maxQueue: config.maxQueue ?? this.#maxQueue,
         warmup: config.warmup ?? this.#warmup,
         coreLoad: this.#coreLoad,
+        maxTensorBytes: this.#maxTensorBytes,
       });
       await source?.commit?.();
       // The swap: requests from here on go to the new instances; the old ones finish theirs, then unload.

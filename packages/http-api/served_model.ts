@@ -91,6 +91,11 @@ export interface ServedModelOptions {
   readonly warmup?: boolean;
   /** The repository's per-core execution counts (default: this model's own). */
   readonly coreLoad?: CoreLoad;
+  /**
+   * Largest input or output tensor, in bytes; a model with a larger one is refused with 400 before any tensor is
+   * allocated or run (default: no bound). Ours.
+   */
+  readonly maxTensorBytes?: number;
 }
 
 /** One instance as metadata, metrics and the dashboard show it. */
@@ -196,6 +201,7 @@ export class ServedModel {
           lastDispatch: 0,
         };
         instances.push(inst);
+        if (index === 0) checkTensorSizes(name, model, options.maxTensorBytes);
         for (const [set, list] of [[inst.ins, model.inputs], [inst.outs, model.outputs]] as const) {
           for (const t of list) {
             // In device memory (ours): a request's input goes to the device in one copy and its output comes back in
@@ -445,6 +451,28 @@ async function warmUp(name: string, inst: Instance): Promise<void> {
     throw new NrtError(status, `Warm-up of model "${name}" on logical core ${inst.model.vnc} failed: ${why}`, {
       cause: e,
     });
+  }
+}
+
+/**
+ * Refuses a model with an input or output over `max` bytes: an 11 KB NEFF can declare a 2 GiB output, which the
+ * warm-up would fill and every request would read back whole.
+ */
+function checkTensorSizes(
+  name: string,
+  model: { readonly inputs: readonly NeffTensor[]; readonly outputs: readonly NeffTensor[] },
+  max: number | undefined,
+): void {
+  if (max === undefined) return;
+  for (const [kind, list] of [["input", model.inputs], ["output", model.outputs]] as const) {
+    const t = list.find((x) => x.size > max);
+    if (t !== undefined) {
+      throw new HttpError(
+        400,
+        `Cannot load model "${name}": ${kind} "${t.name}" is ${t.size} bytes, over the server's ${max}-byte tensor ` +
+          `limit (the body limit, --max-body)`,
+      );
+    }
   }
 }
 
