@@ -5,6 +5,7 @@ import { join } from "node:path";
 import process from "node:process";
 import { runNrt as capture } from "./_cli.ts";
 import { oneOpNeff } from "./_kernels.ts";
+import { checkPrintable, inputBytes, MAX_PRINTED_OUTPUT_BYTES } from "../packages/cli/run_model.ts";
 
 describe("nrt run", () => {
   test("nrt run FILE --input NAME=FILE.json --json executes a custom-op NEFF and prints its outputs", async () => {
@@ -173,4 +174,18 @@ describe("nrt run", () => {
     },
     60_000,
   );
+  test("nrt run refuses an output too large to print, and counts a huge input's numbers before allocating it", async () => {
+    // A custom-op NEFF this large does not fit SBUF; a NEFF whose call reads a view of its output does, so the
+    // bound is checked on the model's outputs as loaded.
+    expect(MAX_PRINTED_OUTPUT_BYTES).toBe(64 * 1024 * 1024);
+    expect(() => checkPrintable("m.neff", [{ name: "y", size: 64 * 1024 * 1024 }])).not.toThrow();
+    expect(() => checkPrintable("m.neff", [{ name: "a", size: 4 }, { name: "y", size: 2 ** 31 }])).toThrow(
+      'Cannot run m.neff: output "y" is 2147483648 bytes; nrt run prints outputs of at most 67108864 bytes',
+    );
+    const dir = mkdtempSync(join(tmpdir(), "nrt-run-"));
+    writeFileSync(join(dir, "x.json"), JSON.stringify([1, 2, 3, 4]));
+    // 4 TiB of float32: compared with the file's 4 numbers first, so no 4 TiB array is asked for.
+    await expect(inputBytes("m.neff", { name: "x", dtype: "float32", size: 2 ** 42 }, join(dir, "x.json"))).rejects
+      .toThrow(`Cannot run m.neff: input "x" needs 1099511627776 numbers; ${join(dir, "x.json")} holds 4`);
+  });
 });

@@ -28,7 +28,9 @@ type NumberArray = ArrayLike<number> & {
   readonly buffer: ArrayBufferLike;
   readonly BYTES_PER_ELEMENT: number;
 };
-const DTYPE_ARRAYS: Readonly<Record<string, { new (b: ArrayBuffer): NumberArray } | undefined>> = {
+const DTYPE_ARRAYS: Readonly<
+  Record<string, { new (b: ArrayBuffer): NumberArray; readonly BYTES_PER_ELEMENT: number } | undefined>
+> = {
   float32: Float32Array,
   float64: Float64Array,
   int32: Int32Array,
@@ -73,8 +75,10 @@ export async function inputBytes(
     throw cannot(`cannot be read from ${file}: ${e instanceof Error ? e.message : String(e)}`, e);
   }
   const values = Array.isArray(parsed) ? parsed.flat(Infinity) : [parsed];
+  // Counted before anything is allocated: a NEFF may declare an input larger than this process can hold.
+  const count = t.size / Ctor.BYTES_PER_ELEMENT;
+  if (values.length !== count) throw cannot(`needs ${count} numbers; ${file} holds ${values.length}`);
   const arr = new Ctor(new ArrayBuffer(t.size));
-  if (values.length !== arr.length) throw cannot(`needs ${arr.length} numbers; ${file} holds ${values.length}`);
   const integral = !(arr instanceof Float32Array || arr instanceof Float64Array);
   values.forEach((v, k) => {
     if (typeof v !== "number") throw cannot(`needs numbers; ${file} holds ${JSON.stringify(v)} at index ${k}`);
@@ -86,6 +90,27 @@ export async function inputBytes(
     }
   });
   return new Uint8Array(arr.buffer);
+}
+
+/** Largest output `nrt run` prints (64 MiB, ours). */
+export const MAX_PRINTED_OUTPUT_BYTES: number = 64 * 1024 * 1024;
+
+/**
+ * Refuses an output over {@linkcode MAX_PRINTED_OUTPUT_BYTES} before anything runs: every output is printed as text,
+ * and a NEFF of a few KB can declare a 2 GiB output (gigabytes of text, held in memory first). Ours.
+ *
+ * @param file The NEFF, for the message.
+ * @param outputs The model's outputs.
+ * @throws {NrtError} `NRT_INVALID` naming the first output over the bound.
+ */
+export function checkPrintable(file: string, outputs: readonly { name: string; size: number }[]): void {
+  const big = outputs.find((t) => t.size > MAX_PRINTED_OUTPUT_BYTES);
+  if (big === undefined) return;
+  throw new NrtError(
+    NrtStatus.NRT_INVALID,
+    `Cannot run ${file}: output "${big.name}" is ${big.size} bytes; nrt run prints outputs of at most ` +
+      `${MAX_PRINTED_OUTPUT_BYTES} bytes`,
+  );
 }
 
 /**
@@ -125,6 +150,7 @@ export async function runModel(args: readonly string[], log: (s: string) => void
         );
       }
     }
+    checkPrintable(file, model.outputs);
     const ins = new TensorSet(), outs = new TensorSet();
     for (const t of model.inputs) {
       const src = inputs.get(t.name);
