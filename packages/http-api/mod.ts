@@ -124,10 +124,10 @@ export type {
 export { DASHBOARD_HTML } from "./dashboard/dashboard_page.ts";
 export { DASHBOARD_SCRIPT } from "./dashboard/dashboard_script.ts";
 export {
+  DEFAULT_MAX_TENSOR_BYTES,
   filesFromMap,
   isValidModelName,
   isValidModelVersion,
-  DEFAULT_MAX_TENSOR_BYTES,
   MAX_INSTANCES,
   MODEL_VERSION,
   type ModelConfig,
