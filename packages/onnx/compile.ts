@@ -67,8 +67,10 @@ function fixOutputs(g: FoldedGraph): void {
     }
     const v = g.values.get(o)!;
     if (v.constant === undefined || v.constant.size === 0) continue; // an empty output needs no writing
-    // A constant output: the runtime must still fill the caller's tensor, so copy it from a weight.
-    const src = `${o}/value`;
+    // A constant output: the runtime must still fill the caller's tensor, so copy it from a weight, named apart from
+    // every value (an input may already be called "y/value").
+    let src = `${o}/value`;
+    for (let k = 1; g.values.has(src); k++) src = `${o}/value#${k}`;
     g.values.set(src, v);
     g.values.set(o, { dtype: v.dtype, shape: v.shape });
     g.nodes.push({ name: `${o}/copy`, domain: "", opType: "Identity", attributes: {}, inputs: [src], outputs: [o] });

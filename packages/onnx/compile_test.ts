@@ -4,6 +4,7 @@ import { mlpModel, shapeChainModel, unsupportedOpModel } from "./_test_models.ts
 import { compileOnnx } from "./compile.ts";
 import { OnnxCompileError } from "./error.ts";
 import { OnnxBuilder } from "./onnx_builder.ts";
+import { buildOnnxNeff } from "./onnx_neff.ts";
 
 const SUPPORTED = SUPPORTED_OPS.map((op) => (op.domain === "" ? op.opType : `${op.domain}.${op.opType}`)).join(", ");
 
@@ -131,6 +132,34 @@ describe("compileOnnx()", () => {
     const m = compileOnnx(b.toBytes());
     expect(m.calls.map((c) => c.outputs)).toEqual([["y", "inv"]]);
     expect(m.calls[0].ints.slice(-2)).toEqual([0n, 1n]); // no Mean, an InvStdDev
+  });
+
+  test("compileOnnx() and buildOnnxNeff() refuse or avoid a name used twice, never leaving it to the NEFF builder", () => {
+    const twice = new OnnxBuilder("input_twice");
+    const x = twice.input("x", "float32", [2]);
+    twice.input("x", "float32", [2]);
+    twice.output(twice.node("Relu", [x], {}, { outputs: ["y"] }), "float32", [2]);
+    expect(refusal(twice.toBytes()).why).toBe('graph input "x" is declared twice');
+
+    // The weight a constant output "y" is copied from is named apart from an input called "y/value".
+    const b = new OnnxBuilder("collide_value");
+    b.output(b.node("Relu", [b.input("y/value", "float32", [2])], {}, { outputs: ["z"] }), "float32", [2]);
+    b.output(b.node("Shape", ["y/value"], {}, { outputs: ["y"] }), "int64", [1]);
+    const m = compileOnnx(b.toBytes());
+    expect(m.weights.map((w) => w.name)).toEqual(["y/value#1"]);
+    const libraries = new Map(m.libraries.map((l) => [l, new Uint8Array([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0])]));
+    expect(buildOnnxNeff(m, { libraries }).byteLength).toBeGreaterThan(0);
+
+    // Whatever else the builder refuses is still the model's fault: an OnnxCompileError naming the name.
+    const clash = { ...m, weights: m.weights.map((w) => ({ ...w, name: "z" })) };
+    let e: unknown;
+    try {
+      buildOnnxNeff(clash, { libraries });
+    } catch (err) {
+      e = err;
+    }
+    expect(e).toBeInstanceOf(OnnxCompileError);
+    expect((e as OnnxCompileError).why).toBe('Cannot build NEFF "collide_value.neff": the name "z" is used twice');
   });
 
   test("compileOnnx() never throws anything but OnnxCompileError for a model, and a TypeError for non-bytes", () => {

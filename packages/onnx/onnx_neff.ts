@@ -68,7 +68,8 @@ const sameShape = (a: readonly number[], b: readonly number[]): boolean =>
  * @param options The library binaries and the header name.
  * @returns The NEFF bytes.
  * @throws {OnnxCompileError} When the model has an input, output or weight with no elements (the runtime has no
- * empty tensors) or a call names a library that `options.libraries` lacks.
+ * empty tensors), a call names a library that `options.libraries` lacks, or the NEFF builder refuses the model
+ * (a name used twice).
  */
 export function buildOnnxNeff(model: CompiledOnnxModel, options: OnnxNeffOptions): Uint8Array {
   const io = (t: { name: string; dtype: string; shape: readonly number[] }): CustomOpTensorSpec => {
@@ -143,15 +144,22 @@ export function buildOnnxNeff(model: CompiledOnnxModel, options: OnnxNeffOptions
     totalCpus: l.totalCpus,
     functions: [...l.functions].map(([name, opcode]) => ({ opcode, name })),
   }));
-  return buildCustomOpNeff({
-    name: options.name ?? `${model.name || "model"}.neff`,
-    target: model.target,
-    inputs,
-    outputs,
-    weights,
-    buffers,
-    views,
-    libraries: libs,
-    calls,
-  });
+  try {
+    return buildCustomOpNeff({
+      name: options.name ?? `${model.name || "model"}.neff`,
+      target: model.target,
+      inputs,
+      outputs,
+      weights,
+      buffers,
+      views,
+      libraries: libs,
+      calls,
+    });
+  } catch (e) {
+    // The builder refuses a spec it cannot encode (a name used twice) with a RangeError; for a model that is the
+    // model's fault, so it is reported like every other refusal.
+    if (e instanceof RangeError) throw new OnnxCompileError({}, e.message, e);
+    throw e;
+  }
 }

@@ -210,6 +210,11 @@ class Parser {
     }
     // An input that is also an initializer is a default value (IR < 4 style): we compile it as a constant.
     const inputs = (g.input ?? []).filter((v) => !initializers.has(v.name ?? "")).map((v) => this.declared(v, "input"));
+    const inputNames = new Set<string>();
+    for (const v of inputs) {
+      if (inputNames.has(v.name)) this.fail({}, `graph input "${v.name}" is declared twice`);
+      inputNames.add(v.name);
+    }
     const outputs = (g.output ?? []).map((v) => this.declared(v, "output"));
     const nodes: IrNode[] = [];
     const names = new Set<string>();
