@@ -100,7 +100,8 @@ export function parseCompileArgs(args: readonly string[]): CompileArgs {
     if (Object.hasOwn(inputShapes, m[1])) {
       throw new UsageError(`Cannot parse nrt compile arguments: --input-shape names "${m[1]}" twice`);
     }
-    inputShapes[m[1]] = dims;
+    // Defined, not assigned: `inputShapes["__proto__"] = dims` would set the prototype, not name an input.
+    Object.defineProperty(inputShapes, m[1], { value: dims, enumerable: true, writable: true, configurable: true });
   }
   return { model: positionals[0], out: v.out, target: target as CompileTarget, inputShapes };
 }

@@ -47,6 +47,16 @@ describe("nrt compile", () => {
     expect(parseCompileArgs(["m.onnx", "-o", "m.neff", "--input-shape", "scalar="]).inputShapes).toEqual({
       scalar: [],
     });
+    const proto = parseCompileArgs([
+      "m.onnx",
+      "-o",
+      "m.neff",
+      "--input-shape",
+      "__proto__=2",
+      "--input-shape",
+      "constructor=3",
+    ]);
+    expect(Object.entries(proto.inputShapes)).toEqual([["__proto__", [2]], ["constructor", [3]]]);
   });
 
   test("parseCompileArgs() refuses what it cannot read, as a usage error", () => {

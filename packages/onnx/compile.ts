@@ -157,7 +157,8 @@ export function compileOnnx(bytes: Uint8Array, options: CompileOptions = {}): Co
   }
   const plan = planMemory([...lifetimes].map(([name, l]): PlanValue => ({ name, ...l })));
 
-  const values: Record<string, ValuePlacement> = {};
+  // Keyed by value name, so without a prototype (a value may be called "__proto__").
+  const values: Record<string, ValuePlacement> = Object.create(null);
   for (const call of lowered.calls) {
     for (const name of [...call.inputs, ...call.outputs]) {
       if (Object.hasOwn(values, name)) continue;

@@ -4,6 +4,7 @@ import { mlpModel, shapeChainModel, unsupportedOpModel } from "./_test_models.ts
 import { compileOnnx } from "./compile.ts";
 import { OnnxCompileError } from "./error.ts";
 import { OnnxBuilder } from "./onnx_builder.ts";
+import { readNeff } from "../core/neff/neff_file.ts";
 import { buildOnnxNeff } from "./onnx_neff.ts";
 
 const SUPPORTED = SUPPORTED_OPS.map((op) => (op.domain === "" ? op.opType : `${op.domain}.${op.opType}`)).join(", ");
@@ -160,6 +161,27 @@ describe("compileOnnx()", () => {
     }
     expect(e).toBeInstanceOf(OnnxCompileError);
     expect((e as OnnxCompileError).why).toBe('Cannot build NEFF "collide_value.neff": the name "z" is used twice');
+  });
+
+  test("compileOnnx() keys values and attributes by own name: __proto__ and constructor are plain names", () => {
+    const model = (attributes: Record<string, number | number[]>) => {
+      const b = new OnnxBuilder("proto_names");
+      const x = b.input("constructor", "float32", [2]);
+      const p = b.node("LeakyRelu", [x], attributes, { outputs: ["__proto__"], name: "leaky" });
+      b.output(p, "float32", [2]);
+      b.output(b.node("Neg", [p], {}, { outputs: ["toString"] }), "float32", [2]);
+      return b.toBytes();
+    };
+    // An attribute "__proto__" is an attribute like any other (it used to become the table's prototype, unseen).
+    expect(refusal(model({ ["__proto__"]: [1, 2], alpha: 0.25 })).why).toMatch(
+      /^attribute "__proto__" is not supported/,
+    );
+    const m = compileOnnx(model({ alpha: 0.25 }));
+    expect(Object.keys(m.values).sort()).toEqual(["__proto__", "constructor", "toString"]);
+    expect(Object.hasOwn(m.values, "__proto__") && m.values.__proto__.storage).toBe("output");
+    const libraries = new Map(m.libraries.map((l) => [l, new Uint8Array([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0])]));
+    const file = readNeff(buildOnnxNeff(m, { libraries }));
+    expect(file.outputs.map((t) => t.name)).toEqual(["__proto__", "toString"]);
   });
 
   test("compileOnnx() never throws anything but OnnxCompileError for a model, and a TypeError for non-bytes", () => {

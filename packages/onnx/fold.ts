@@ -359,7 +359,10 @@ export function foldGraph(model: IrModel, options: FoldOptions): FoldedGraph {
   }
   const folder = new Folder(model.opset, options);
   for (const [name, t] of g.initializers) folder.values.set(name, { dtype: t.dtype, shape: t.shape, constant: t });
-  const inputs = g.inputs.map((v) => resolveInput(v, options.inputShapes[v.name]));
+  // Own properties only: an input called "constructor" must not find Object.prototype's.
+  const inputs = g.inputs.map((v) =>
+    resolveInput(v, Object.hasOwn(options.inputShapes, v.name) ? options.inputShapes[v.name] : undefined)
+  );
   for (const v of inputs) folder.values.set(v.name, { dtype: v.dtype, shape: v.shape });
   for (const n of g.nodes) for (const o of n.outputs) folder.reserved.add(o);
   folder.run(g.nodes);

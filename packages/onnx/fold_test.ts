@@ -209,6 +209,17 @@ describe("foldGraph()", () => {
     expect(() => fold(b.toBytes())).toThrow('input "x" has a dynamic dim 1: give its size with --input-shape x=2,N');
   });
 
+  test("foldGraph() reads --input-shape by own name only: inputs called constructor or __proto__", () => {
+    for (const name of ["constructor", "__proto__"]) {
+      const b = new OnnxBuilder("proto_input");
+      b.output(b.node("Relu", [b.input(name, "float32", ["N", 2])], {}, { outputs: ["y"] }), "float32", ["N", 2]);
+      expect(() => fold(b.toBytes())).toThrow(
+        `input "${name}" has a dynamic dim 0 ("N"): give its size with --input-shape ${name}=N,2`,
+      );
+      expect(fold(b.toBytes(), Object.fromEntries([[name, [3, 2]]])).values.get("y")!.shape).toEqual([3, 2]);
+    }
+  });
+
   test("foldGraph() checks the given input shapes against the model", () => {
     expect(() => fold(shapeChainModel(), { x: [2, 3] })).toThrow(
       'input "x" has rank 3, but the given shape [2,3] has rank 2',

@@ -228,7 +228,8 @@ class Parser {
       names.add(name);
       const site = { node: name, opType: domain === "" ? opType : `${domain}.${opType}` };
       if (opType === "") this.fail(site, "the node has no op type");
-      const attributes: Record<string, IrAttribute> = {};
+      // Keyed by attribute name, so without a prototype (an attribute may be called "__proto__").
+      const attributes: Record<string, IrAttribute> = Object.create(null);
       for (const a of n.attribute ?? []) {
         if (!a.name) this.fail(site, "an attribute has no name");
         attributes[a.name] = this.attribute(a, depth, site);

@@ -180,14 +180,16 @@ export function buildCustomOpNeff(spec: CustomOpModelSpec): Uint8Array {
       );
     }
   }
-  const vars: Record<string, unknown> = {};
+  // Keyed by tensor name, so without a prototype: `vars["__proto__"] = …` on a plain object sets its prototype
+  // instead of adding a var, and the NEFF is then refused at load.
+  const vars: Record<string, unknown> = Object.create(null);
   all.forEach((t, i) => {
     vars[t.name] = { type: i < inputs.length ? "input" : "output", var_id: i, size: tensorSpecBytes(t), ops: [] };
   });
   (spec.buffers ?? []).forEach((b, i) => {
     vars[b.name] = { type: "virtual", var_id: all.length + i, size: b.size, ops: [] };
   });
-  const tensorMap: Record<string, unknown> = {};
+  const tensorMap: Record<string, unknown> = Object.create(null);
   all.forEach((t, i) => {
     tensorMap[t.name] = {
       dtype: t.dtype,
