@@ -184,6 +184,18 @@ describe("compileOnnx()", () => {
     expect(file.outputs.map((t) => t.name)).toEqual(["__proto__", "toString"]);
   });
 
+  test("compileOnnx() quotes at most a few values of a long attribute, and bounds every message", () => {
+    const b = new OnnxBuilder("long_perm");
+    const x = b.input("x", "float32", [2, 3]);
+    b.output(
+      b.node("Transpose", [x], { perm: new Array(100_000).fill(0) }, { outputs: ["y"], name: "t" }),
+      "float32",
+      [3, 2],
+    );
+    expect(refusal(b.toBytes()).why).toBe("perm [0,0,0,0,0,0,0,0,… (100000 values)] is not a permutation of rank 2");
+    expect(new OnnxCompileError({}, "x".repeat(100_000)).why).toBe(`${"x".repeat(4096)}… (100000 characters)`);
+  });
+
   test("compileOnnx() never throws anything but OnnxCompileError for a model, and a TypeError for non-bytes", () => {
     expect(() => compileOnnx("model.onnx" as unknown as Uint8Array)).toThrow(TypeError);
     expect(refusal(new Uint8Array([8, 1, 18, 0])).why).toBe("the model has no graph");

@@ -43,6 +43,7 @@ export class OnnxCompileError extends Error {
    * @param cause The underlying error, if any (a protobuf decode failure, an {@linkcode UnsupportedOpError}).
    */
   constructor(site: OnnxErrorSite, why: string, cause?: unknown) {
+    why = boundedWhy(why);
     const where = site.node === undefined
       ? "ONNX model"
       : `node "${site.node}"${site.opType === undefined ? "" : ` (${site.opType})`}`;
@@ -52,4 +53,24 @@ export class OnnxCompileError extends Error {
     this.opType = site.opType;
     this.why = why;
   }
+}
+
+/** Values of a quoted list kept in a message; the rest are counted. */
+const MAX_LIST_VALUES = 8;
+/** Longest reason kept in a message, in UTF-16 units. */
+const MAX_WHY_LENGTH = 4096;
+
+/**
+ * A reason of bounded length: a model's attribute or dims may hold millions of values, and a message quoting them
+ * all (`perm [0,0,…]`) reached megabytes in a REST 400 body. Each `[…]` list keeps its first
+ * {@linkcode MAX_LIST_VALUES} values and counts the rest; anything still longer is cut.
+ */
+function boundedWhy(why: string): string {
+  const lists = why.replace(/\[([^[\]]*)\]/g, (all, inner: string) => {
+    const values = inner.split(",");
+    return values.length <= MAX_LIST_VALUES
+      ? all
+      : `[${values.slice(0, MAX_LIST_VALUES).join(",")},… (${values.length} values)]`;
+  });
+  return lists.length <= MAX_WHY_LENGTH ? lists : `${lists.slice(0, MAX_WHY_LENGTH)}… (${lists.length} characters)`;
 }
