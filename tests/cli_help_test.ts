@@ -23,6 +23,7 @@ describe("the nrt command", () => {
         "--port P",
         "--grpc-port P",
         "--max-body BYTES",
+        "--body-timeout S",
         "--drain-timeout S",
         "--demo",
         "--admin",

@@ -61,7 +61,7 @@ export { buildDemoModels } from "./serve_demo.ts";
 /** The usage line of `nrt serve`. */
 export const SERVE_USAGE: string =
   "nrt serve --models DIR [--model-name NAME] [--arch A | --device ADDRESS] [--host H] [--port P] [--grpc-port P]\n" +
-  "          [--max-body BYTES] [--drain-timeout S] [--demo] [--admin [--admin-token-file FILE]]\n" +
+  "          [--max-body BYTES] [--body-timeout S] [--drain-timeout S] [--demo] [--admin [--admin-token-file FILE]]\n" +
   "          [--model-control none|explicit] [--allowed-host NAME ...]";
 
 /** What `nrt serve` does, under its usage line. */
@@ -120,6 +120,12 @@ export const SERVE_COMMAND = {
       type: "string",
       value: "BYTES",
       description: "the largest request body, and the largest gRPC message (default 67108864, 64 MiB)",
+    },
+    "body-timeout": {
+      type: "string",
+      value: "S",
+      description: `seconds a request body, or a gRPC message, may take to arrive: then 408 (gRPC DEADLINE_EXCEEDED) ` +
+        `(1 to 3600, default ${DEFAULT_LIMITS.bodyDeadlineMs / 1000})`,
     },
     "drain-timeout": {
       type: "string",
@@ -214,6 +220,8 @@ export interface ServeOptions {
   readonly maxBodyBytes?: number;
   /** Seconds a shutdown lets in-flight requests finish before it refuses the queued ones (default 25). */
   readonly drainTimeoutSeconds?: number;
+  /** Seconds a request body (a gRPC message) may take to arrive (default 60, the app's `bodyDeadlineMs`). */
+  readonly bodyTimeoutSeconds?: number;
   /**
    * Enable the dashboard's operator actions (load/unload models, inject and clear faults) behind a per-start bearer
    * token (`--admin`). Refused on a non-loopback host unless {@linkcode ServeOptions.adminTokenFile} is given.
@@ -520,7 +528,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       return list;
     };
     // One set of limits for the app and the listener's timeout, which must outlast the body deadline.
-    const limits = { maxBodyBytes, bodyDeadlineMs: DEFAULT_LIMITS.bodyDeadlineMs };
+    const bodyDeadlineMs = (options.bodyTimeoutSeconds ?? DEFAULT_LIMITS.bodyDeadlineMs / 1000) * 1000;
+    const limits = { maxBodyBytes, bodyDeadlineMs };
     const app = createInferenceApp({
       runtime,
       repository,
@@ -546,7 +555,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         runtime,
         repository,
         metrics,
-        limits: { maxReceiveMessageBytes: maxBodyBytes },
+        limits: { maxReceiveMessageBytes: maxBodyBytes, messageDeadlineMs: bodyDeadlineMs },
       });
       try {
         grpcPort = (await grpc.listen(host, options.grpcPort)).port;
@@ -717,6 +726,7 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
   if (v.host !== undefined) o.host = v.host;
   if (v["max-body"] !== undefined) o.maxBodyBytes = int("max-body", v["max-body"], 1, Number.MAX_SAFE_INTEGER);
   if (v["drain-timeout"] !== undefined) o.drainTimeoutSeconds = int("drain-timeout", v["drain-timeout"], 0, 3600);
+  if (v["body-timeout"] !== undefined) o.bodyTimeoutSeconds = int("body-timeout", v["body-timeout"], 1, 3600);
   if (v.demo === true) o.demo = true;
   if (v.admin === true) o.admin = true;
   if (v["admin-token-file"] !== undefined) o.adminTokenFile = v["admin-token-file"];
