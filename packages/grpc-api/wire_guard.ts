@@ -126,7 +126,7 @@ class Cursor {
   }
 
   /** Skips `n` bytes. */
-  skip(n: number, what: string): void {
+  advance(n: number, what: string): void {
     if (n > this.end - this.pos) throw malformed(`${what} runs past the end of its message`);
     this.pos += n;
   }
@@ -135,7 +135,7 @@ class Cursor {
   delimited(what: string): { start: number; end: number } {
     const n = this.varint();
     const start = this.pos;
-    this.skip(n, what);
+    this.advance(n, what);
     return { start, end: start + n };
   }
 
@@ -146,12 +146,12 @@ class Cursor {
         this.varint();
         return;
       case I64:
-        return this.skip(8, `field ${field}`);
+        return this.advance(8, `field ${field}`);
       case LEN:
         this.delimited(`field ${field}`);
         return;
       case I32:
-        return this.skip(4, `field ${field}`);
+        return this.advance(4, `field ${field}`);
       default:
         throw malformed(`field ${field} has wire type ${wire}`);
     }
@@ -235,12 +235,12 @@ function contentsElements(c: Cursor): number {
         else throw malformed(`contents field ${field} has wire type ${wire}`);
         break;
       case 6: // float
-        if (wire === I32) (c.skip(4, "an fp32 element"), n++);
+        if (wire === I32) (c.advance(4, "an fp32 element"), n++);
         else if (wire === LEN) n += packedFixed(c, "fp32_contents", 4);
         else throw malformed(`fp32_contents has wire type ${wire}`);
         break;
       case 7: // double
-        if (wire === I64) (c.skip(8, "an fp64 element"), n++);
+        if (wire === I64) (c.advance(8, "an fp64 element"), n++);
         else if (wire === LEN) n += packedFixed(c, "fp64_contents", 8);
         else throw malformed(`fp64_contents has wire type ${wire}`);
         break;
