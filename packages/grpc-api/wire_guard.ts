@@ -125,7 +125,7 @@ class Cursor {
     return { field, wire };
   }
 
-  /** Skips `n` bytes. */
+  /** Moves past `n` bytes. */
   advance(n: number, what: string): void {
     if (n > this.end - this.pos) throw malformed(`${what} runs past the end of its message`);
     this.pos += n;
