@@ -10,6 +10,7 @@ import process from "node:process";
 import type { NeuronStatus } from "@nrt/http-api";
 import { type RunningServer, startServer } from "../packages/cli/serve.ts";
 import { deviceMemoryBreakdown } from "../packages/cli/neuron/memory_categories.ts";
+import { ownCommandLine } from "../packages/cli/neuron_discovery.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
 const f32 = (name: string, shape: number[]) => ({ name, dtype: "float32", shape });
@@ -71,6 +72,10 @@ describe("/metrics: neuron-monitor-prometheus.py's names beside nrt's", () => {
     const { samples, types } = parseExposition(await (await fetch(`${server.url}/metrics`)).text());
     const after = await (await fetch(`${server.url}/v2/neuron/status`)).json() as NeuronStatus;
     const tag = String(process.pid);
+
+    // The status document's command is the line as typed (as `nrt ls` shows it), not the runtime's absolute path.
+    expect(before.command).toBe(ownCommandLine());
+    expect(before.command.startsWith(process.execPath)).toBe(false);
     const instance = {
       instance_name: "",
       instance_id: "",

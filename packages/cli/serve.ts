@@ -356,7 +356,10 @@ async function openDevice(
     // The Neuron tools' view (nrt monitor, /metrics): the simulator's own busy counters when it is embedded.
     const sim = portal instanceof DeviceSimPortal ? portal : undefined;
     let device = 0;
-    const activity = new NeuronActivity(sim === undefined ? {} : { busyMs: (nc) => sim.busyMs(device, nc) });
+    const activity = new NeuronActivity({
+      command: ownCommandLine(),
+      ...(sim === undefined ? {} : { busyMs: (nc: number) => sim.busyMs(device, nc) }),
+    });
     if (options.inspect === true && sim === undefined) {
       throw new UsageError(
         "Cannot serve: NEURON_RT_INSPECT_ENABLE traces the embedded simulator's timeline, which a device daemon does not share",

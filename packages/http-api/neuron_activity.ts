@@ -43,6 +43,11 @@ export interface NeuronActivityOptions {
   readonly now?: () => number;
   /** Latency samples kept (default 4096). */
   readonly latencyCapacity?: number;
+  /**
+   * The process's command line as the status document shows it (default `process.argv` joined, which starts with the
+   * runtime's absolute executable path; `nrt serve` passes the line as typed, as `nrt ls` shows it).
+   */
+  readonly command?: string;
 }
 
 interface Running {
@@ -135,6 +140,8 @@ export class NeuronActivity {
   #seq = 0;
   /** When the activity was made, ms of its clock. */
   readonly since: number;
+  /** The process's command line, as the status document shows it. */
+  readonly command: string;
   /** Whether busy time is the device's own (`busyMs` given) or the host's view. */
   readonly deviceBusy: boolean;
 
@@ -154,6 +161,7 @@ export class NeuronActivity {
     this.deviceBusy = options.busyMs !== undefined;
     this.#now = options.now ?? (() => performance.timeOrigin + performance.now());
     this.since = this.#now();
+    this.command = options.command ?? process.argv.join(" ");
   }
 
   /** The `Runtime` option `onExecution` (chain it with others'): counts, latencies and host busy time. */
@@ -333,7 +341,7 @@ export function neuronStatus(rt: Runtime, activity: NeuronActivity, after = 0): 
   return {
     schema: "nrt-neuron-status/1",
     pid: process.pid,
-    command: process.argv.join(" "),
+    command: activity.command,
     ...(tag === undefined || tag === "" ? {} : { tag }),
     runtime_version: "0.1.0", // what nrt_get_version reports
     time: { epoch_ms: Date.now(), clock_ms: activity.now(), since_ms: activity.since },
