@@ -1,7 +1,9 @@
 /**
  * Parsing: ONNX model bytes → the compiler's graph IR, through `onnx-proto` (protobufjs). The bytes are untrusted:
- * size, node-count, subgraph-nesting and rank caps apply, every tensor's data length is checked against its dims,
- * and every failure is an {@linkcode OnnxCompileError}. External data, sparse tensors and strings are refused.
+ * the file-size cap applies first, then the message is walked on the wire (`wire_scan.ts`: framing, node count,
+ * subgraph nesting and decoded entries) before it is decoded; rank and tensor-size caps apply while reading, every
+ * tensor's data length is checked against its dims, and every failure is an {@linkcode OnnxCompileError}. External
+ * data, sparse tensors and strings are refused.
  * Ours: the seeds say nothing about ONNX; the caps' values are our choice.
  *
  * @module
@@ -13,6 +15,7 @@ import { DTYPE_BYTES, dtypeFromOnnx, onnxDataTypeName } from "./dtype.ts";
 import { OnnxCompileError, type OnnxErrorSite } from "./error.ts";
 import type { DeclaredDim, DeclaredValue, IrAttribute, IrGraph, IrModel, IrNode } from "./graph.ts";
 import { ConstTensor, shapeSize, typedView } from "./tensor.ts";
+import { scanModel } from "./wire_scan.ts";
 
 const { onnx: O } = onnxProto;
 
@@ -28,6 +31,13 @@ export interface OnnxLimits {
   readonly maxRank: number;
   /** Largest single tensor (a constant or an inferred value), in bytes. Default 1 GiB. */
   readonly maxTensorBytes: number;
+  /**
+   * Most entries the decoded file may hold, counted on the wire before decoding (`wire_scan.ts`): 1 for each
+   * message and each array its decoder makes, each string, each 64-bit integer; 5 for each `bytes` value. Default
+   * 8 000 000: 80 per node at `maxNodes` (a 100 000-node graph with a `value_info` for every value holds 2.5 M), and
+   * at most about 0.7 GB decoded, less than parsing a file at `maxModelBytes` costs.
+   */
+  readonly maxEntries: number;
 }
 
 /** The default {@linkcode OnnxLimits}. */
@@ -37,6 +47,7 @@ export const DEFAULT_LIMITS: OnnxLimits = {
   maxGraphDepth: 8,
   maxRank: 8,
   maxTensorBytes: 1 << 30,
+  maxEntries: 8_000_000,
 };
 
 /** Lowest and highest default-domain opset the compiler knows the semantics of. Ours. */
@@ -294,6 +305,8 @@ export function parseModel(bytes: Uint8Array, limits: OnnxLimits = DEFAULT_LIMIT
     );
   }
   if (bytes.byteLength === 0) throw new OnnxCompileError({}, "the file is empty");
+  // The counts first: a decoded message costs up to 300 times its bytes.
+  scanModel(bytes, limits);
   let model: Onnx.ModelProto;
   try {
     model = O.ModelProto.decode(bytes);
