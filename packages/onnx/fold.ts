@@ -5,6 +5,9 @@
  *   (shapes are static) and every node whose inputs are all constants are evaluated in TypeScript;
  * - every other node gets its outputs' dtypes and shapes from its shape rule;
  * - nodes nothing needs are dropped.
+ * Folding is bounded twice: a result larger than `maxFoldBytes` stays a runtime op, and the results kept in all may
+ * not pass `limits.maxFoldedBytes` (checked from the inferred shapes before a node is evaluated: 16 `ConstantOfShape`
+ * nodes of 64 MiB each, an 877-byte file, made 4 GB before there was a total).
  * Ours.
  *
  * @module
@@ -178,6 +181,8 @@ class Folder {
   readonly reserved = new Set<string>();
   readonly opset: number;
   readonly options: FoldOptions;
+  /** Bytes of new storage the folded results kept so far hold (a result sharing an input's bytes adds none). */
+  keptBytes = 0;
   #fresh = 0;
 
   constructor(opset: number, options: FoldOptions) {
@@ -230,10 +235,23 @@ class Folder {
       const allConst = ins.every((v) => v === undefined || v.constant !== undefined);
       const small = outs.every((o) => shapeSize(o.shape) * DTYPE_BYTES[o.dtype] <= this.options.maxFoldBytes);
       if ((shapeOnly || allConst) && small) {
+        const bytes = outs.reduce((a, o) => a + shapeSize(o.shape) * DTYPE_BYTES[o.dtype], 0);
+        const most = this.options.limits.maxFoldedBytes;
+        if (this.keptBytes + bytes > most) {
+          throw new OnnxCompileError(
+            site,
+            `folding it would keep ${this.keptBytes + bytes} bytes of folded constants in all, more than the limit ` +
+              `of ${most} (maxFoldedBytes)`,
+          );
+        }
         const folded = shapeOnly
           ? [evaluateShape(n, ins[0]!.shape, outs[0])]
           : evaluateNode(n, ins.map((v) => v?.constant), outs);
-        if (folded !== undefined) return this.define(n, folded);
+        if (folded !== undefined) {
+          const inputStorage = new Set(ins.map((v) => v?.constant?.bytes.buffer));
+          for (const t of folded) if (!inputStorage.has(t.bytes.buffer)) this.keptBytes += t.bytes.byteLength;
+          return this.define(n, folded);
+        }
       }
       n.outputs.forEach((name, i) => {
         if (name !== "" && outs[i] !== undefined) this.values.set(name, { dtype: outs[i].dtype, shape: outs[i].shape });

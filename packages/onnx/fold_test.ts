@@ -4,6 +4,7 @@ import { ortSession } from "../../kernels/ops/_onnx_model.ts";
 import { fakeLowering } from "./_fake_lowering.ts";
 import { ifModel, shapeChainModel, transformerModel } from "./_test_models.ts";
 import { compileOnnx } from "./compile.ts";
+import { OnnxCompileError } from "./error.ts";
 import { type FoldedGraph, foldGraph } from "./fold.ts";
 import { OnnxBuilder } from "./onnx_builder.ts";
 import { DEFAULT_LIMITS, parseModel } from "./parse.ts";
@@ -177,6 +178,52 @@ describe("foldGraph()", () => {
     const w = m.weight("w", [512, 512], new Float32Array(512 * 512).fill(0.5));
     m.output(m.node("Add", [y, m.node("MatMul", [w, w])], {}, { outputs: ["z"] }), "float32", [512, 512]);
     expect(ops(fold(m.toBytes()))).toEqual(["MatMul", "Add"]); // 2^27 multiply-adds: past MAX_FOLD_MACS
+  });
+
+  test("foldGraph() refuses 16 ConstantOfShape nodes of 64 MiB each at the total budget, before the 5th result", () => {
+    // Each result is within maxFoldBytes, and every one was kept: this file took 4 GB and 15 s.
+    const b = new OnnxBuilder("zeros");
+    const shape = b.ints("shape", [16 << 20]);
+    const x = b.input("x", "float32", [2]);
+    for (let i = 0; i < 16; i++) b.node("ConstantOfShape", [shape], {}, { name: `zeros_${i}` });
+    b.output(b.node("Relu", [x], {}, { outputs: ["y"] }), "float32", [2]);
+    let error: unknown;
+    try {
+      fold(b.toBytes());
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(OnnxCompileError);
+    const e = error as OnnxCompileError;
+    expect(e.node).toBe("zeros_4");
+    expect(e.why).toBe(
+      `folding it would keep ${5 * (64 << 20)} bytes of folded constants in all, more than the limit of ` +
+        `${DEFAULT_LIMITS.maxFoldedBytes} (maxFoldedBytes)`,
+    );
+  });
+
+  test("foldGraph() counts the new storage folded results keep: a Reshape of a folded constant adds none", () => {
+    const b = new OnnxBuilder("budget");
+    const x = b.input("x", "float32", [10, 10]);
+    const c = b.node("ConstantOfShape", [b.ints("shape", [100])], {}, { name: "zeros" }); // 400 bytes
+    const r = b.node("Reshape", [c, b.ints("square", [10, 10])], {}, { name: "square" }); // a view: 0
+    const twice = b.node("Add", [r, r], {}, { name: "twice" }); // 400 more
+    const sq = b.node("Mul", [twice, twice], {}, { name: "sq" }); // 400 more
+    b.output(b.node("Add", [x, sq], {}, { outputs: ["y"] }), "float32", [10, 10]);
+    const at = (maxFoldedBytes: number) =>
+      foldGraph(parseModel(b.toBytes()), {
+        inputShapes: {},
+        limits: { ...DEFAULT_LIMITS, maxFoldedBytes },
+        supportedOps: ["Add"],
+        maxFoldBytes: 1 << 26,
+      });
+    expect(at(1200).stats.folded).toBe(4);
+    expect(() => at(1199)).toThrow(
+      'Cannot compile node "sq" (Mul): folding it would keep 1200 bytes of folded constants in all, more than the ' +
+        "limit of 1199 (maxFoldedBytes)",
+    );
+    // The Reshape is checked at its size before it runs (400 + 400 > 799), though it then keeps nothing new.
+    expect(() => at(799)).toThrow('Cannot compile node "square" (Reshape)');
   });
 
   test("foldGraph() folds empty results and drops empty pieces of a Concat (kernels refuse empty tensors)", () => {

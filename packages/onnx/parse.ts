@@ -38,6 +38,12 @@ export interface OnnxLimits {
    * at most about 0.7 GB decoded, less than parsing a file at `maxModelBytes` costs.
    */
   readonly maxEntries: number;
+  /**
+   * Most bytes constant folding may keep in all, over every folded result (a result sharing its input's storage,
+   * such as a Reshape, adds none). Default 256 MiB: 4 results of the largest size folded by default (64 MiB), 12
+   * times the largest NEFF `nrt serve` loads by default (20 MiB); the test models fold a few hundred bytes.
+   */
+  readonly maxFoldedBytes: number;
 }
 
 /** The default {@linkcode OnnxLimits}. */
@@ -48,6 +54,7 @@ export const DEFAULT_LIMITS: OnnxLimits = {
   maxRank: 8,
   maxTensorBytes: 1 << 30,
   maxEntries: 8_000_000,
+  maxFoldedBytes: 256 << 20,
 };
 
 /** Lowest and highest default-domain opset the compiler knows the semantics of. Ours. */
