@@ -4,7 +4,8 @@
  * knowing about ONNX. Ours (docs/onnx.md): the seeds describe no repository.
  *
  * - `list()` adds `x.neff` for every `x.onnx`; a real `x.neff` beside it wins and the ONNX file is not compiled.
- * - `read("x.neff")` compiles `x.onnx` (`nrt compile` for the served generation) when no real `x.neff` exists.
+ * - `read("x.neff")` compiles `x.onnx` (`nrt compile` for the served generation) when no real `x.neff` exists, off
+ *   the server's thread: in a Worker, one model at a time, within a time limit (`OnnxCompiler`, onnx_compiler.ts).
  *   Compiled NEFFs are cached by content hash in a private folder (`<cache>/onnx/<sha256>.neff`, see
  *   `privateCacheDir`): the key covers the ONNX bytes, the target, the input shapes, the op library binaries and
  *   the NEFF layout version, so a changed model or kernel never reuses a stale NEFF. Concurrent reads of one model
@@ -14,24 +15,19 @@
  *
  * A model the compiler refuses fails its load with `NrtError(NRT_INVALID)` carrying the `OnnxCompileError` message
  * (the repository index shows it as the model's reason; an explicit load answers 400, as for an invalid NEFF); a
- * malformed `onnx` key in the config is an `HttpError` 400, as the repository's own config errors are.
+ * malformed `onnx` key in the config is an `HttpError` 400, as the repository's own config errors are. A compile
+ * past the time limit fails with `NRT_TIMEOUT`, one stopped by the source's `signal` with `NRT_CLOSED`.
  *
  * @module
  */
-import { NrtError, NrtStatus } from "@nrt/core";
 import { HttpError, type RepositoryFiles } from "@nrt/http-api";
 import { createHash } from "node:crypto";
 import { readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import process from "node:process";
-import type { CompileTarget } from "./compile_command.ts";
+import type { CompileTarget } from "./compile_args.ts";
+import { OnnxCompiler } from "./onnx_compiler.ts";
 import { ensurePrivateDir } from "./repository_dir.ts";
-
-/**
- * The compiler, loaded on the first `.onnx` the source compiles: `nrt serve` over a folder of NEFFs (and every
- * importer of `@nrt/cli`) never loads it.
- */
-const compiler = () => import("./compile_command.ts");
 
 /** Options of {@linkcode onnxFiles}. */
 export interface OnnxFilesOptions {
@@ -41,7 +37,17 @@ export interface OnnxFilesOptions {
   readonly cache?: string;
   /** Where progress and refusals are reported. */
   readonly log?: (message: string) => void;
+  /**
+   * What compiles: its Workers, its queue, its time limit (default: one compiler shared by every source made
+   * without one, with the default time limit). Sources that share one compile one model at a time between them.
+   */
+  readonly compiler?: OnnxCompiler;
+  /** Stops this source's compiles, the running one and the waiting ones (the server shuts down). */
+  readonly signal?: AbortSignal;
 }
+
+/** The compiler of the sources made without one. */
+let sharedCompiler: OnnxCompiler | undefined;
 
 /** Bumped whenever the NEFF the compiler writes changes for the same inputs; part of the cache key. */
 export const ONNX_NEFF_LAYOUT = "nrt-onnx-neff/1";
@@ -51,12 +57,24 @@ const OP_LIBRARIES = ["activation", "conv", "elementwise", "linalg", "norm", "re
 
 const enc = new TextEncoder();
 
+/**
+ * Every op library binary (`kernels/ops/wasm/<name>.wasm`), read here rather than by `readOpLibraries` of
+ * compile_command.ts: that module loads the compiler, which stays in the compile Workers, off the server's thread.
+ */
+async function readOpLibraries(): Promise<Map<string, Uint8Array>> {
+  const { OP_LIBRARY_WASM_DIR } = await import("@nrt/ops");
+  const out = new Map<string, Uint8Array>();
+  for (const n of OP_LIBRARIES) out.set(n, new Uint8Array(await readFile(new URL(`${n}.wasm`, OP_LIBRARY_WASM_DIR))));
+  return out;
+}
+
 /** A `RepositoryFiles` over `files` in which `x.onnx` reads as the compiled `x.neff`. */
 export function onnxFiles(files: RepositoryFiles, options: OnnxFilesOptions): RepositoryFiles {
   const log = options.log ?? ((m: string) => console.log(m));
+  const compiler = options.compiler ?? (sharedCompiler ??= new OnnxCompiler());
   let libraries: Promise<{ binaries: Map<string, Uint8Array>; digest: string }> | undefined;
   const opLibraries = () =>
-    libraries ??= compiler().then((c) => c.readOpLibraries(OP_LIBRARIES)).then((binaries) => {
+    libraries ??= readOpLibraries().then((binaries) => {
       const h = createHash("sha256");
       for (const [name, bytes] of binaries) h.update(name).update(bytes);
       return { binaries, digest: h.digest("hex") };
@@ -117,19 +135,16 @@ export function onnxFiles(files: RepositoryFiles, options: OnnxFilesOptions): Re
         if (cached !== undefined) return new Uint8Array(cached);
       }
       const started = performance.now();
-      const { compileOnnxToNeff } = await compiler();
-      const { OnnxCompileError } = await import("@nrt/onnx");
-      const { neff, compiled } = await compileOnnxToNeff(onnx, {
+      const { neff, calls } = await compiler.compile({
+        file: `${model}.onnx`,
+        onnx,
         target: options.target,
         inputShapes,
         name: `${model}.neff`,
         libraries: libs.binaries,
-      })
-        .catch((e: unknown) => {
-          throw e instanceof OnnxCompileError ? new NrtError(NrtStatus.NRT_INVALID, e.message, { cause: e }) : e;
-        });
+      }, options.signal);
       log(
-        `Compiled ${model}.onnx for ${options.target}: ${compiled.calls.length} kernel calls, ${neff.byteLength} bytes (${
+        `Compiled ${model}.onnx for ${options.target}: ${calls} kernel calls, ${neff.byteLength} bytes (${
           Math.round(performance.now() - started)
         } ms)`,
       );
