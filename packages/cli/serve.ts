@@ -49,6 +49,7 @@ import { DrainGate } from "./http_listener.ts";
 import { announce, type Announced, NRT_RUNTIME_VERSION, ownCommandLine } from "./neuron_discovery.ts";
 import { InspectRecorder } from "./inspect_recorder.ts";
 import { serveHttp } from "./platform.ts";
+import { DEFAULT_COMPILE_TIMEOUT_MS, OnnxCompiler } from "./onnx_compiler.ts";
 import { onnxFiles, type OnnxFilesOptions } from "./onnx_source.ts";
 import { ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
 import { layoutFiles } from "./repository_layout.ts";
@@ -61,8 +62,8 @@ export { buildDemoModels } from "./serve_demo.ts";
 /** The usage line of `nrt serve`. */
 export const SERVE_USAGE: string =
   "nrt serve --models DIR [--model-name NAME] [--arch A | --device ADDRESS] [--host H] [--port P] [--grpc-port P]\n" +
-  "          [--max-body BYTES] [--body-timeout S] [--drain-timeout S] [--demo] [--admin [--admin-token-file FILE]]\n" +
-  "          [--model-control none|explicit] [--allowed-host NAME ...]";
+  "          [--max-body BYTES] [--body-timeout S] [--drain-timeout S] [--compile-timeout S] [--demo]\n" +
+  "          [--admin [--admin-token-file FILE]] [--model-control none|explicit] [--allowed-host NAME ...]";
 
 /** What `nrt serve` does, under its usage line. */
 export const SERVE_SUMMARY: string =
@@ -132,6 +133,12 @@ export const SERVE_COMMAND = {
       value: "S",
       description:
         `seconds SIGINT/SIGTERM lets requests in flight finish before refusing queued ones (0 to 3600, default ${DEFAULT_DRAIN_SECONDS})`,
+    },
+    "compile-timeout": {
+      type: "string",
+      value: "S",
+      description: "seconds one ONNX model may take to compile: then it is stopped and its load fails " +
+        `(1 to 86400, default ${DEFAULT_COMPILE_TIMEOUT_MS / 1000})`,
     },
     demo: { type: "boolean", description: "write the demo models into the repository first (what npm start runs)" },
     admin: {
@@ -222,6 +229,8 @@ export interface ServeOptions {
   readonly drainTimeoutSeconds?: number;
   /** Seconds a request body (a gRPC message) may take to arrive (default 60, the app's `bodyDeadlineMs`). */
   readonly bodyTimeoutSeconds?: number;
+  /** Seconds one ONNX model may take to compile before it is stopped and its load fails (default 600). */
+  readonly compileTimeoutSeconds?: number;
   /**
    * Enable the dashboard's operator actions (load/unload models, inject and clear faults) behind a per-start bearer
    * token (`--admin`). Refused on a non-loopback host unless {@linkcode ServeOptions.adminTokenFile} is given.
@@ -409,20 +418,27 @@ async function onnxCache(runtime: Runtime): Promise<string | undefined> {
 
 /**
  * The repository's files: the folder's layouts, `.onnx` served as the NEFF it compiles to (cached by content hash,
- * docs/onnx.md), uploads written in the model's layout and ONNX uploads compiled the same way.
+ * docs/onnx.md), uploads written in the model's layout and ONNX uploads compiled the same way, by `compiles`: its
+ * compiler (one model at a time, off the server's thread) and the signal that stops them at shutdown.
  */
 async function repositoryFiles(
   dir: string,
   options: ServeOptions,
   target: CompileTarget,
   runtime: Runtime,
+  compiles: Pick<OnnxFilesOptions, "compiler" | "signal">,
 ): Promise<RepositoryFiles> {
   const disk = layoutFiles(dir, {
     modelName: options.modelName,
     maxFileBytes: runtime.config.maxNeffBytes + (1 << 20),
     warn: (m) => runtime.log.warn(m),
   });
-  const onnx: OnnxFilesOptions = { target, cache: await onnxCache(runtime), log: (m) => runtime.log.info(m) };
+  const onnx: OnnxFilesOptions = {
+    target,
+    cache: await onnxCache(runtime),
+    log: (m) => runtime.log.info(m),
+    ...compiles,
+  };
   const served = onnxFiles(disk, onnx);
   return {
     list: served.list,
@@ -482,6 +498,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     throw new UsageError("Cannot serve: --models DIR is required (or --demo)");
   }
   const drainMs = (options.drainTimeoutSeconds ?? DEFAULT_DRAIN_SECONDS) * 1000;
+  // ONNX models compile in Workers, one at a time; the shutdown stops a compile still running.
+  const compiler = new OnnxCompiler({
+    timeoutMs: (options.compileTimeoutSeconds ?? DEFAULT_COMPILE_TIMEOUT_MS / 1000) * 1000,
+  });
+  const compiles = new AbortController();
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_LIMITS.maxBodyBytes;
   // The admin token: made (or read from --admin-token-file) before anything listens.
   let token: string | undefined;
@@ -507,7 +528,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     if (options.demo) await writeModels(dir, { ...await buildDemoModels(arch), ...demoModelConfigs() });
     repository = new ModelRepository({
       runtime,
-      files: await repositoryFiles(dir, options, arch, runtime),
+      files: await repositoryFiles(dir, options, arch, runtime, { compiler, signal: compiles.signal }),
       maxTensorBytes: maxBodyBytes,
     });
     const names = await repository.scan();
@@ -643,6 +664,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         deadline,
       ]);
       clearTimeout(timer);
+      // A compile still running (an upload, or a load asked for over REST or gRPC) is stopped: its Worker ends.
+      compiles.abort("the server is shutting down");
       let refused = 0;
       // REST's requests still running at the deadline, then gRPC's calls at its own (its drain reports them).
       let unfinished = ended === "done" ? 0 : gate.active;
@@ -657,6 +680,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         await repo.close();
       } finally {
         await rpc?.close();
+        await compiler.idle();
         await runtime.close();
         await portal.close();
       }
@@ -672,7 +696,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       close: () => closing ??= shutdown(),
     };
   } catch (e) {
+    compiles.abort("the server failed to start");
     await grpc?.close().catch(() => {});
+    await compiler.idle();
     await repository?.close().catch(() => {});
     await runtime.close().catch(() => {});
     await portal.close();
@@ -730,6 +756,9 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
   if (v["max-body"] !== undefined) o.maxBodyBytes = int("max-body", v["max-body"], 1, Number.MAX_SAFE_INTEGER);
   if (v["drain-timeout"] !== undefined) o.drainTimeoutSeconds = int("drain-timeout", v["drain-timeout"], 0, 3600);
   if (v["body-timeout"] !== undefined) o.bodyTimeoutSeconds = int("body-timeout", v["body-timeout"], 1, 3600);
+  if (v["compile-timeout"] !== undefined) {
+    o.compileTimeoutSeconds = int("compile-timeout", v["compile-timeout"], 1, 86400);
+  }
   if (v.demo === true) o.demo = true;
   if (v.admin === true) o.admin = true;
   if (v["admin-token-file"] !== undefined) o.adminTokenFile = v["admin-token-file"];
