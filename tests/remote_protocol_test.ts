@@ -80,6 +80,26 @@ describe("FrameDecoder()", () => {
     }
   });
 
+  test("FrameDecoder() keeps a frame whole when the chunk that completes it also starts the next one", () => {
+    // Three chunks cut anywhere: the second may complete a frame held in the decoder's buffer and leave the start of
+    // the next one, which moves to the buffer's front. Before, it overwrote the completed frame's body first (a Deno
+    // client's 1 MiB MEM_WRITE reached the daemon with the next write's memory id).
+    const frames = [
+      new FrameBuilder(1, Op.MEM_WRITE, 12, 24).u32(2).f64(0).finish(new Uint8Array(24).fill(0xaa)),
+      new FrameBuilder(2, Op.MEM_WRITE, 12, 40).u32(1).f64(0).finish(new Uint8Array(40).fill(0xbb)),
+      new FrameBuilder(3, Op.DEVICES, 0).finish(),
+    ];
+    const all = Uint8Array.from(frames.flatMap((f) => [...f]));
+    const want = frames.map((f) => Array.from(f.subarray(12)));
+    for (let i = 0; i <= all.byteLength; i++) {
+      for (let j = i; j <= all.byteLength; j++) {
+        const d = new FrameDecoder();
+        const got = [...d.push(all.subarray(0, i)), ...d.push(all.subarray(i, j)), ...d.push(all.subarray(j))];
+        expect(got.map((f) => Array.from(f.body))).toEqual(want);
+      }
+    }
+  });
+
   test("FrameDecoder() rejects a length prefix shorter than a header", () => {
     expect(() => new FrameDecoder().push(new Uint8Array([3, 0, 0, 0, 0, 0, 0, 0]))).toThrow(RangeError);
   });

@@ -325,6 +325,9 @@ export class FrameDecoder {
       });
       start += 4 + len;
     }
+    // Bodies parsed from the internal buffer are copied now: the leftover moved to its front below, and the next push,
+    // would overwrite them (a frame completed by a chunk that also starts the next one lost its first bytes to it).
+    const frames = data === chunk ? out : out.map((f) => ({ ...f, body: f.body.slice() }));
     const left = data.byteLength - start;
     if (left === 0) {
       this.#len = 0;
@@ -336,8 +339,7 @@ export class FrameDecoder {
       this.#buf.copyWithin(0, start, this.#len);
       this.#len = left;
     }
-    // Bodies of frames parsed from the internal buffer must not be overwritten by the next push: copy them.
-    return data === chunk ? out : out.map((f) => ({ ...f, body: f.body.slice() }));
+    return frames;
   }
 
   /** Bytes held for an incomplete frame. */
