@@ -17,7 +17,8 @@
  * two different single-library images on one core are two cached sets (the seed keeps one
  * `ulib_set_info_extisa_only` per core and reuses it whatever the image); a multi-op model's intermediate buffers (`virtual` vars) are allocated here, in the
  * MODEL allocator, and a call's operand may be a view into an I/O tensor or a buffer (docs/onnx.md, "What the NEFF
- * holds").
+ * holds"); the core's notification queue grows, before `add_model`, when one clean run of the model pushes more
+ * records than it holds with room to spare, and shrinks back at the unstage (`nq_ring.ts`).
  *
  * @module
  */
@@ -48,6 +49,7 @@ import type { HalTarget, Khal } from "../khal.ts";
 import { KBIN_DMA_RING_TYPE_CUSTOM_OP } from "../silicon_spec.ts";
 import { collectCustomOpQueues as collectQueues } from "./dma_queue_bundle.ts";
 import { NrtStatus } from "../status.ts";
+import { nqRelease, nqReserve, runRecords } from "./nq_ring.ts";
 import { type EventSink, type StagedLibrary, takeId, type Tpb } from "./tpb.ts";
 
 /** Maximum GPSIMD libraries per model (seed: runtime-synthesis §4.4). */
@@ -367,6 +369,11 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     await target.portal.memWrite(meta.memory, 0, metaBytes);
     s.event(`dma_ring_setup_queue_bundles nc=${nc} model=${deviceModel}`);
 
+    // The notification queue holds every record one clean run pushes (ours, `nq_ring.ts`): a long stream grows the
+    // core's ring, in the core's turn, before it is registered; the unwind gives the room back.
+    await nqReserve(s, tpb, deviceModel, runRecords(program), model.name);
+    undo.defer(() => nqRelease(s, tpb, deviceModel));
+
     // (6) add_model: the stream is registered with the core's sequencer. It cannot run before the load returns
     // (nothing rings its doorbell), so the libraries staged next are in place before its first run.
     const slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot");
@@ -530,9 +537,15 @@ export async function kmgrUnstage(s: InstallServices, m: InstalledModel): Promis
     tpb.streamSlots.delete(m.streamSlot);
     tpb.semaphores.delete(m.doorbell);
     tpb.semaphores.delete(m.completion);
+    // The ring's registration goes with the id (synchronously: a load may take the id again at once).
+    const ring = nqRelease(s, tpb, m.deviceModel);
     tpb.modelIds.delete(m.deviceModel);
     if (m.sharedLib !== undefined) releaseShared(tpb, m.sharedLib);
-    await m.allocator.destroy();
+    try {
+      await m.allocator.destroy();
+    } finally {
+      await ring;
+    }
   }
 }
 

@@ -23,6 +23,7 @@
 import { CoreQueue } from "./core_queue.ts";
 import { DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES } from "../config.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
+import { NOTIFICATION_BYTES } from "../isa.ts";
 import {
   type HalTarget,
   type Khal,
@@ -73,8 +74,10 @@ export interface Tpb {
   nx: UcodeCore[];
   /** The 8 Q7 pool cores (`tpb+0x9940`). */
   q7: UcodeCore[];
-  /** Notification queue. */
+  /** Notification queue (re-pointed at a larger or smaller ring by `nq_ring.ts`, in the core's turn). */
   nq?: NotificationQueue & { dmem: Dmem };
+  /** Records one clean run pushes, per device model id of the models installed here that registered (`nq_ring.ts`). */
+  readonly nqRecords: Map<number, number>;
   /** `pool_stdio_block_t`: the 0x440-byte stdio HBM block and its stdout/stderr rings (seed: spmd-teardown §5). */
   stdio?: PoolStdioBlock;
   /** Single ext-ISA library sets, staged once per core and shared (keyed by the image's digest). */
@@ -117,7 +120,10 @@ export interface TpbServices {
   readonly gpsimdStdoutQueueSizeBytes?: number;
 }
 
-/** Notification-queue capacity in records (power of two). */
+/**
+ * Notification-queue capacity in records at bring-up (power of two; ours, the seeds give none). A load whose runs push
+ * more records than this ring holds with room to spare grows it (`nq_ring.ts`).
+ */
 export const NQ_CAPACITY = 1024;
 
 /**
@@ -134,6 +140,7 @@ export async function tpbInit(s: TpbServices, nc: number, custom: PoolUcodeOverr
     streamSlots: new Set(),
     semaphores: new Set([0]),
     modelIds: new Set([0]),
+    nqRecords: new Map(),
     queue: new CoreQueue(),
     stagingInFlight: new Map(),
     runningModel: -1,
@@ -155,7 +162,13 @@ export async function tpbInit(s: TpbServices, nc: number, custom: PoolUcodeOverr
     await s.khal.q7HoldRunStall(s.target, nc);
     await s.khal.q7UcodeEngInit(s.target, nc, image);
     // Notification queue (host DRAM ring of 16-byte records).
-    const nqMem = await s.ledger.alloc(tpb.device, nc, NQ_CAPACITY * 16, DmaMemUsageType.NOTIFICATIONS, "host");
+    const nqMem = await s.ledger.alloc(
+      tpb.device,
+      nc,
+      NQ_CAPACITY * NOTIFICATION_BYTES,
+      DmaMemUsageType.NOTIFICATIONS,
+      "host",
+    );
     tpb.nq = { ring: nqMem.memory, dmem: nqMem, capacity: NQ_CAPACITY, tail: 0 };
     await s.khal.nqInit(s.target, nc, tpb.nq);
     s.event(`notification_init nc=${nc}`);
