@@ -24,6 +24,7 @@ describe("the nrt command", () => {
         "--grpc-port P",
         "--max-body BYTES",
         "--body-timeout S",
+        "--compile-timeout S",
         "--drain-timeout S",
         "--demo",
         "--admin",
