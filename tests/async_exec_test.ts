@@ -264,3 +264,76 @@ describe("async execution (NRT_2.0.0, KMGR_EXEC_MODE_ASYNC)", () => {
     }
   }, 30_000);
 });
+
+describe("misuse of the async and flat APIs (ours: typed refusals, nothing left waiting)", () => {
+  test("a completion listener that throws is logged, and the drain still settles", async () => {
+    const logger = new MemoryLogger();
+    const rt = await Runtime.init({
+      ...nrtPlugins(container()),
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      asyncExecMaxInflightRequests: 4,
+      logger,
+    });
+    try {
+      const model = await rt.load(ADD);
+      const { ins, outs } = await addIo(rt, model);
+      rt.setAsyncListener(() => {
+        throw new Error("listener boom");
+      });
+      rt.submit(model, ins, outs);
+      const settled = await Promise.race([
+        rt.drainAsync(0).then(() => "drained"),
+        new Promise((res) => setTimeout(() => res("stuck"), 10_000)),
+      ]);
+      expect(settled).toBe("drained");
+      expect(logger.entries.some((e) => e.message.includes("listener boom"))).toBe(true);
+    } finally {
+      await rt.close();
+    }
+  }, 30_000);
+
+  test("nrt_tensor_write and nrta_tensor_write refuse a size that is negative, NaN or fractional", async () => {
+    const api = new NrtApi();
+    expect(
+      await api.nrt_init({
+        ...nrtPlugins(container()),
+        visibleCores: [0, 1],
+        virtualCoreSize: 1,
+        logger: new MemoryLogger(),
+      }),
+    )
+      .toBe(NrtStatus.NRT_SUCCESS);
+    try {
+      const t = await api.runtime!.allocateTensor({ vnc: 0, size: 16 });
+      const buf = new Uint8Array(16).fill(7);
+      for (const size of [-1, NaN, 1.5]) {
+        expect({ size, status: await api.nrt_tensor_write(t, buf, 0, size) }).toEqual({ size, status: 2 });
+        const seq: Ref<bigint> = {};
+        expect({ size, status: api.nrta_tensor_write(t, buf, 0, size, 0, null, seq) }).toEqual({ size, status: 2 });
+      }
+      const back = new Uint8Array(16);
+      expect(await api.nrt_tensor_read(t, back, 0, 16)).toBe(NrtStatus.NRT_SUCCESS);
+      expect([...back]).toEqual(new Array(16).fill(0)); // nothing was written
+      // nrta_is_completed of a sequence never scheduled is NRT_INVALID (2), a negative one too.
+      const done: Ref<boolean> = {};
+      expect(api.nrta_is_completed(-1n, done)).toBe(2);
+    } finally {
+      await api.nrt_close();
+    }
+  }, 30_000);
+
+  test("a refused configuration closes the portal the runtime was given to own", async () => {
+    let closed = 0;
+    const plugins = nrtPlugins(container());
+    const portal = plugins.portal;
+    const close = portal.close.bind(portal);
+    portal.close = async () => {
+      closed++;
+      await close();
+    };
+    await expect(Runtime.init({ ...plugins, env: { NEURON_RT_EXEC_TIMEOUT: "-1" }, logger: new MemoryLogger() }))
+      .rejects.toMatchObject({ status: 2 });
+    expect(closed).toBe(1);
+  }, 30_000);
+});

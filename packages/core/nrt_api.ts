@@ -302,8 +302,9 @@ export class NrtApi {
     seq: Ref<bigint>,
   ): NrtStatus {
     return this.#sync(() => {
-      if (size > buf.byteLength) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes holds fewer than ${size}`);
+      this.#guard();
+      if (!Number.isSafeInteger(size) || size < 0 || size > buf.byteLength) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot supply ${size}`);
       }
       seq.value =
         this.#guard().nrta.tensorWrite(tensor, buf.subarray(0, size), offset, { queue, errors: err ?? undefined }).seq;
@@ -464,8 +465,8 @@ export class NrtApi {
   async nrt_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
-      if (size > buf.byteLength) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes holds fewer than ${size}`);
+      if (!Number.isSafeInteger(size) || size < 0 || size > buf.byteLength) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot supply ${size}`);
       }
       await tensor.write(buf.subarray(0, size), offset);
     });

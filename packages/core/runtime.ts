@@ -318,7 +318,14 @@ export class Runtime {
     this.execMode = depth > 0 ? KmgrExecMode.KMGR_EXEC_MODE_ASYNC : undefined;
     if (depth > 0) {
       for (let v = 0; v < this.#vnc.visibleCount; v++) {
-        this.#async.push(new AsyncExecWorker(v, depth, () => ++this.#jobId));
+        this.#async.push(
+          new AsyncExecWorker(
+            v,
+            depth,
+            () => ++this.#jobId,
+            (e) => log.error(`The async execution listener threw: ${e instanceof Error ? e.message : String(e)}`),
+          ),
+        );
       }
     }
     this.nrta = new Nrta({
@@ -346,10 +353,17 @@ export class Runtime {
 
   /** `nrt_init`: resolves the portal and the matching arch pack, brings up every visible NeuronCore. */
   static async init(options: RuntimeInitOptions): Promise<Runtime> {
-    const config = resolveRuntimeConfig(options, options.env ?? {});
-    const log = options.logger ?? createConsoleLogger(config.logLevel);
     const portal = options.portal;
     const owns = options.ownsPortal ?? true;
+    let config: RuntimeConfig;
+    try {
+      config = resolveRuntimeConfig(options, options.env ?? {});
+    } catch (e) {
+      // The runtime owns the portal from this call on: a refused configuration closes it as a failed bring-up does.
+      if (owns) await portal.close().catch(() => {});
+      throw e;
+    }
+    const log = options.logger ?? createConsoleLogger(config.logLevel);
     let rt: Runtime;
     try {
       if (options.poolUcode !== undefined) {

@@ -48,18 +48,25 @@ export class AsyncExecWorker {
   readonly #done: AsyncExecCompletion[] = [];
   readonly #idle: Array<() => void> = [];
   readonly #nextId: () => number;
+  readonly #onListenerError: (e: unknown) => void;
   #inflight = 0;
   /** The registered completion listener; completions queue for {@linkcode AsyncExecWorker.poll} while unset. */
   listener: AsyncExecListener | undefined;
 
   /** A worker of `depth` in-flight jobs; `nextId` mints job ids (process-wide, so ids never repeat across cores). */
-  constructor(vnc: number, depth: number, nextId: () => number) {
+  constructor(
+    vnc: number,
+    depth: number,
+    nextId: () => number,
+    onListenerError: (e: unknown) => void = (e) => console.error("Async execution listener failed:", e),
+  ) {
     if (!Number.isInteger(depth) || depth < 1) {
       throw new RangeError(`Async queue depth ${depth} is not a positive integer`);
     }
     this.vnc = vnc;
     this.depth = depth;
     this.#nextId = nextId;
+    this.#onListenerError = onListenerError;
   }
 
   /** Jobs submitted and not yet completed. */
@@ -81,9 +88,16 @@ export class AsyncExecWorker {
       const c: AsyncExecCompletion = error === undefined
         ? { id, model, vnc: this.vnc, status }
         : { id, model, vnc: this.vnc, status, error };
-      if (this.listener !== undefined) this.listener(c);
-      else this.#done.push(c);
-      if (this.#inflight === 0) { for (const wake of this.#idle.splice(0)) wake(); }
+      try {
+        if (this.listener !== undefined) this.listener(c);
+        else this.#done.push(c);
+      } catch (e) {
+        // Ours: a listener that throws must not leave a drain waiting for ever, nor end the process (an unhandled
+        // rejection on Deno): its error is logged.
+        this.#onListenerError(e);
+      } finally {
+        if (this.#inflight === 0) { for (const wake of this.#idle.splice(0)) wake(); }
+      }
     };
     run().then(
       () => finish(NrtStatus.NRT_SUCCESS),

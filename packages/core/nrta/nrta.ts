@@ -265,7 +265,7 @@ export class Nrta {
    */
   isCompleted(seq: bigint): boolean {
     const xu = nrtaSeqXu(seq), num = nrtaSeqNum(seq);
-    if (xu >= NrtaXu.NRTA_XU_TYPE_NUM || num === 0n || num > this.#issued[xu]) {
+    if (seq < 0n || xu < 0 || xu >= NrtaXu.NRTA_XU_TYPE_NUM || num <= 0n || !(num <= this.#issued[xu])) {
       throw new NrtError(NrtStatus.NRT_INVALID, `Sequence 0x${seq.toString(16)} was never scheduled`);
     }
     for (const q of this.#queues.values()) if (q.xu === xu && queueHolds(q, num)) return false;
