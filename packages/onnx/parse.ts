@@ -39,6 +39,13 @@ export interface OnnxLimits {
    */
   readonly maxEntries: number;
   /**
+   * Most values the decoded file may hold in repeated fields of 32-bit integers, floats and doubles (`int32_data`,
+   * `float_data`, `double_data`, attribute `floats`), counted on the wire before decoding. Default 32 000 000: a
+   * 128 MB tensor given as `float_data`, and at most about 0.55 GB decoded (one-byte `int32_data` values, 15–17
+   * bytes each on Bun and Deno). Exporters write large tensors as `raw_data`, which this does not count.
+   */
+  readonly maxNumbers: number;
+  /**
    * Most bytes constant folding may keep in all, over every folded result (a result sharing its input's storage,
    * such as a Reshape, adds none). Default 256 MiB: 4 results of the largest size folded by default (64 MiB), 12
    * times the largest NEFF `nrt serve` loads by default (20 MiB); the test models fold a few hundred bytes.
@@ -54,6 +61,7 @@ export const DEFAULT_LIMITS: OnnxLimits = {
   maxRank: 8,
   maxTensorBytes: 1 << 30,
   maxEntries: 8_000_000,
+  maxNumbers: 32_000_000,
   maxFoldedBytes: 256 << 20,
 };
 

@@ -140,9 +140,11 @@ describe("scanModel()", () => {
       attribute: [{ name: "axis", type: 2, i: 1 }],
     };
     expect(scanModel(encodeModel({ graph: { node: [node] } }), DEFAULT_LIMITS).entries).toBe(5 + 8 + 4 + 4 + 8 + 2);
-    // Floats and 32-bit integers are array slots, not objects: not counted.
+    // Floats and 32-bit integers are array slots, not objects: not entries, but numbers.
     const floats = { name: "f", dataType: 1, dims: [4], floatData: [1, 2, 3, 4], int32Data: [5, 6] };
-    expect(scanModel(encodeModel({ graph: { initializer: [floats] } }), DEFAULT_LIMITS).entries).toBe(5 + 8 + 9 + 2);
+    const counted = scanModel(encodeModel({ graph: { initializer: [floats] } }), DEFAULT_LIMITS);
+    expect(counted.entries).toBe(5 + 8 + 9 + 2);
+    expect(counted.numbers).toBe(4 + 2);
     expect(
       refused(() => scanModel(encodeModel({ graph: { initializer: [{}] } }), { ...DEFAULT_LIMITS, maxEntries: 21 }))
         .why,
@@ -161,6 +163,37 @@ describe("scanModel()", () => {
         "strings, bytes and 64-bit integers)",
     );
     expect(grown).toBeLessThan(500 * MiB);
+  });
+
+  test("scanModel() counts repeated 32-bit numbers, packed or not, and refuses past maxNumbers", () => {
+    // TensorProto (initializer, field 5 of the graph): float_data (4), int32_data (5), double_data (10), packed.
+    const tensor = (...fields: Uint8Array[]) => bytesOf(field(7, field(5, ...fields)), OPSET);
+    const packed = tensor(field(4, new Uint8Array(12)), field(5, [1, 0x80, 0x01, 3]), field(10, new Uint8Array(16)));
+    expect(scanModel(packed, DEFAULT_LIMITS).numbers).toBe(3 + 3 + 2);
+    // Not packed: one tag per value (int32_data as varints, wire type 0; float_data as fixed32, wire type 5).
+    const loose = tensor(new Uint8Array([0x28, 7, 0x28, 9, 0x25, 0, 0, 0, 0]));
+    expect(scanModel(loose, DEFAULT_LIMITS).numbers).toBe(3);
+    // An attribute's floats (field 7 of AttributeProto, in a node's attribute 5).
+    const attr = bytesOf(field(7, field(1, field(5, field(7, new Uint8Array(20))))), OPSET);
+    expect(scanModel(attr, DEFAULT_LIMITS).numbers).toBe(5);
+    expect(refused(() => scanModel(packed, { ...DEFAULT_LIMITS, maxNumbers: 7 })).why).toBe(
+      "the file decodes into more than the limit of 7 numbers (maxNumbers: values of int32_data, float_data, " +
+        "double_data and floats; store large tensors in raw_data)",
+    );
+    expect(scanModel(packed, { ...DEFAULT_LIMITS, maxNumbers: 8 }).numbers).toBe(8);
+  });
+
+  test("parseModel() refuses 64 MiB of one-byte int32_data values before decoding them", () => {
+    // Decoded, each value is a slot of a growing array: 15-17 bytes, so this file would take about 1 GB.
+    const values = new Uint8Array(64 * MiB);
+    const bomb = bytesOf(field(7, field(5, [0x10, 6], field(5, values))), OPSET);
+    let e: OnnxCompileError | undefined;
+    const grown = rssGrowth(() => (e = refused(() => parseModel(bomb))));
+    expect(e!.why).toBe(
+      "the file decodes into more than the limit of 32000000 numbers (maxNumbers: values of int32_data, " +
+        "float_data, double_data and floats; store large tensors in raw_data)",
+    );
+    expect(grown).toBeLessThan(200 * MiB);
   });
 
   test("parseModel() refuses 20 MiB of empty nodes on the wire, by the node cap or else the entry cap", () => {
