@@ -134,8 +134,13 @@ export interface HttpServeOptions {
   readonly host: string;
   /** The port (0: the OS picks one; {@linkcode HttpListener.port} names it). */
   readonly port: number;
-  /** Seconds a request may take before Bun drops its connection (0: no limit); Deno sets no such limit. */
-  readonly requestTimeoutSeconds: number;
+  /**
+   * Seconds a request may take before Bun drops its connection (0: no limit), for every request or chosen per
+   * request; Deno sets no such limit.
+   */
+  readonly requestTimeoutSeconds: number | ((req: Request) => number);
+  /** Seconds an idle keep-alive connection stays open on Bun (default 30); Deno keeps its own. */
+  readonly idleTimeoutSeconds?: number;
   /** The answer when the handler throws (default: a JSON 500 that reveals nothing). */
   readonly onError?: (error: unknown) => Response;
 }
@@ -192,6 +197,7 @@ export async function serveHttp(fetch: Fetch, options: HttpServeOptions): Promis
       cause: e,
     });
   if (Bun !== undefined) {
+    const timeout = options.requestTimeoutSeconds, idle = options.idleTimeoutSeconds ?? 30;
     let server: BunServer;
     try {
       server = Bun.serve({
@@ -199,14 +205,20 @@ export async function serveHttp(fetch: Fetch, options: HttpServeOptions): Promis
         port: options.port,
         fetch: (req, s) => {
           // Bun's per-request timeout takes whole seconds up to 255; 0 disables it.
-          s.timeout(req, options.requestTimeoutSeconds > 255 ? 0 : options.requestTimeoutSeconds);
-          return req.url.startsWith("/")
+          const seconds = typeof timeout === "number" ? timeout : timeout(req);
+          const unlimited = seconds > 255 || seconds <= 0;
+          s.timeout(req, unlimited ? 0 : seconds);
+          const answer = req.url.startsWith("/")
             ? fetch(new Request(`http://${authority}:${s.port}${req.url}`, req))
             : fetch(req);
+          if (!unlimited) return answer;
+          // The connection keeps the last timeout set: without this, one unlimited request left its keep-alive
+          // connection open for ever once idle.
+          return Promise.resolve(answer).finally(() => s.timeout(req, idle));
         },
         error: onError,
         maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-        idleTimeout: 30,
+        idleTimeout: idle,
         development: false,
       });
     } catch (e) {

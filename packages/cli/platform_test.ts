@@ -75,6 +75,46 @@ describe("waitForSignal()", () => {
 });
 
 describe("serveHttp()", () => {
+  test("serveHttp() lets a request chosen as unlimited outlast the idle timeout, then idles its connection out", async () => {
+    const server = await serveHttp(async (req) => {
+      if (new URL(req.url).pathname === "/slow") await new Promise((r) => setTimeout(r, 2_500));
+      return new Response("done");
+    }, {
+      host: "127.0.0.1",
+      port: 0,
+      requestTimeoutSeconds: (req) => (new URL(req.url, "http://h").pathname === "/slow" ? 0 : 1),
+      idleTimeoutSeconds: 1,
+    });
+    try {
+      // A keep-alive request: on Bun the server ends the connection once it has idled 1 s after the answer (before,
+      // the unlimited timeout stayed on the connection and it never closed); Deno keeps its own idle timeout.
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = connect(
+          { host: "127.0.0.1", port: server.port },
+          () => socket.write("GET /slow HTTP/1.1\r\nHost: h\r\n\r\n"),
+        );
+        let text = "";
+        const giveUp = setTimeout(() => socket.destroy(new Error("the connection stayed open 20 s")), 20_000);
+        socket.on("data", (d) => {
+          text += String(d);
+          if (!onBun && text.endsWith("done")) socket.end();
+        });
+        socket.on("error", (e) => {
+          clearTimeout(giveUp);
+          reject(e);
+        });
+        socket.on("close", () => {
+          clearTimeout(giveUp);
+          resolve(text);
+        });
+      });
+      expect(answer.startsWith("HTTP/1.1 200")).toBe(true);
+      expect(answer.endsWith("done")).toBe(true);
+    } finally {
+      await server.stop(true);
+    }
+  });
+
   test("serveHttp() serves the handler with absolute URLs until stop()", async () => {
     const seen: string[] = [];
     const server = await serveHttp((req) => {

@@ -199,6 +199,36 @@ export function httpRequestTimeoutSeconds(execTimeoutSeconds: number, bodyDeadli
   return Math.ceil(Math.max(execTimeoutSeconds, bodyDeadlineMs / 1000)) + REQUEST_TIMEOUT_MARGIN_SECONDS;
 }
 
+/**
+ * The REST listener's per-request timeout with model control on: none for a repository load (`POST
+ * /v2/repository/models/NAME/load`, which may carry an ONNX upload), {@linkcode httpRequestTimeoutSeconds} for every
+ * other request. Ours. A load's parts each have their own limit: its body the app's deadline (408), its compile
+ * `--compile-timeout` after the compiles queued before it (one at a time), its warm-up the execution timeout; and
+ * only the admin token reaches it. With one transport timeout for all, Bun dropped an upload compiling past 90 s (the
+ * defaults) unanswered, although the server went on to load the model.
+ *
+ * @param execTimeoutSeconds `NEURON_RT_EXEC_TIMEOUT`.
+ * @param bodyDeadlineMs The app's `bodyDeadlineMs`.
+ * @returns Seconds (0: no limit) for `serveHttp`'s `requestTimeoutSeconds`, chosen per request.
+ */
+export function httpLoadRequestTimeout(execTimeoutSeconds: number, bodyDeadlineMs: number): (req: Request) => number {
+  const base = httpRequestTimeoutSeconds(execTimeoutSeconds, bodyDeadlineMs);
+  return (req) => (req.method === "POST" && isRepositoryLoad(req.url) ? 0 : base);
+}
+
+/** Whether a URL (absolute, or a bare path as Bun gives without a `Host`) names `/v2/repository/models/*\/load`. */
+function isRepositoryLoad(url: string): boolean {
+  const start = url.startsWith("/") ? 0 : url.indexOf("/", url.indexOf("://") + 3);
+  if (start < 0 || !url.startsWith(LOAD_PREFIX, start)) return false;
+  const q = url.indexOf("?", start);
+  const end = q < 0 ? url.length : q;
+  // One path segment between the prefix and "/load": the model's name.
+  const slash = url.indexOf("/", start + LOAD_PREFIX.length);
+  return slash > start + LOAD_PREFIX.length && slash === end - 5 && url.startsWith("/load", slash);
+}
+
+const LOAD_PREFIX = "/v2/repository/models/";
+
 /** Options of {@linkcode startServer}. */
 export interface ServeOptions {
   /** The repository directory (default with `demo`: a private cache folder). */
@@ -570,7 +600,9 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     const server = await serveHttp(gate.fetch, {
       host,
       port,
-      requestTimeoutSeconds: httpRequestTimeoutSeconds(runtime.config.execTimeoutSeconds, limits.bodyDeadlineMs),
+      requestTimeoutSeconds: modelControl === "explicit"
+        ? httpLoadRequestTimeout(runtime.config.execTimeoutSeconds, limits.bodyDeadlineMs)
+        : httpRequestTimeoutSeconds(runtime.config.execTimeoutSeconds, limits.bodyDeadlineMs),
     });
     port = server.port;
     let grpcPort: number | undefined;

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { resolveRuntimeConfig } from "@nrt/core";
 import { DEFAULT_LIMITS } from "@nrt/http-api";
 import { serveHttp } from "../../packages/cli/platform.ts";
-import { httpRequestTimeoutSeconds } from "../../packages/cli/serve.ts";
+import { httpLoadRequestTimeout, httpRequestTimeoutSeconds } from "../../packages/cli/serve.ts";
 import { type HttpFixture, httpFixture } from "../_http.ts";
 import { parseResponses, rawExchange } from "./_raw_http.ts";
 
@@ -94,5 +94,38 @@ describe("nrt serve's listener timeout", () => {
         expect(seconds).toBeGreaterThan(exec);
       }
     }
+  });
+});
+
+describe("nrt serve's listener timeout with model control", () => {
+  const config = resolveRuntimeConfig({}, {});
+  const timeout = httpLoadRequestTimeout(config.execTimeoutSeconds, DEFAULT_LIMITS.bodyDeadlineMs);
+  const base = httpRequestTimeoutSeconds(config.execTimeoutSeconds, DEFAULT_LIMITS.bodyDeadlineMs);
+  const post = (url: string) => new Request(url, { method: "POST" });
+
+  test("a repository load (it may compile an upload for minutes) has no transport timeout", () => {
+    for (
+      const url of [
+        "http://127.0.0.1:8000/v2/repository/models/m/load",
+        "http://[::1]:8000/v2/repository/models/resnet-50.v2/load?x=1",
+      ]
+    ) expect(timeout(post(url))).toBe(0);
+    // Bun gives a bare path without a usable Host header.
+    expect(timeout({ method: "POST", url: "/v2/repository/models/m/load" } as Request)).toBe(0);
+  });
+
+  test("every other request keeps the listener's timeout", () => {
+    for (
+      const url of [
+        "http://h/v2/repository/models/m/unload",
+        "http://h/v2/repository/models//load",
+        "http://h/v2/repository/models/a/b/load",
+        "http://h/x/v2/repository/models/m/load",
+        "http://h/v2/models/m/infer",
+        "http://h/v2/repository/models/m/loader",
+      ]
+    ) expect(timeout(post(url))).toBe(base);
+    expect(timeout(new Request("http://h/v2/repository/models/m/load"))).toBe(base); // GET
+    expect(base).toBeGreaterThan(0);
   });
 });
