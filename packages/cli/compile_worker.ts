@@ -33,9 +33,10 @@ export interface CompileRequest {
   readonly hold?: Int32Array;
   /**
    * Tests only: instead of compiling, throw an error (`"throw"`), throw one outside the compile, which ends the
-   * Worker with an `error` event (`"uncaught"`), or exit with code 3 (`"exit"`).
+   * Worker with an `error` event (`"uncaught"`), exit with code 3 (`"exit"`), or keep allocating memory, 16 MiB
+   * of JavaScript objects at a time, until it is stopped (`"grow"`).
    */
-  readonly fail?: "throw" | "uncaught" | "exit";
+  readonly fail?: "throw" | "uncaught" | "exit" | "grow";
 }
 
 /** What the Worker answers. */
@@ -73,6 +74,14 @@ port.on("message", async (r: CompileRequest) => {
       return;
     }
     if (r.fail === "exit") process.exit(3);
+    if (r.fail === "grow") {
+      const kept: unknown[] = [];
+      for (;;) {
+        // Objects on the heap (as the compiler's graph is), in steps that let the event loop turn.
+        for (let i = 0; i < 262_144; i++) kept.push({ i, at: [i, i] });
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    }
     const { neff, compiled } = await compileOnnxToNeff(r.onnx, {
       target: r.target,
       inputShapes: r.inputShapes,

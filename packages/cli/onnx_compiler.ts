@@ -14,16 +14,23 @@
  *   failure (an error thrown by the compiler, a Worker that fails or exits): `NRT_FAILURE`, or the `NrtError`'s own
  *   status, with what went wrong.
  *
+ * - A compile that uses more than `maxMemoryBytes` (4 GiB by default) is stopped: `NRT_FAIL_HOST_MEM_ALLOC`. Two
+ *   guards, because the runtimes differ: the Worker's `resourceLimits` caps its JavaScript heap (Deno honours it and
+ *   ends the Worker with `ERR_WORKER_OUT_OF_MEMORY`; without it, a compile that exhausted the heap aborted the whole
+ *   process), and the process's resident memory, sampled every 100 ms while the compile runs, may not grow by more
+ *   than the cap (Bun ignores `resourceLimits`: a Worker limited to a 64 MB heap made 30 million objects). The
+ *   second counts the whole process, so memory the server takes meanwhile counts against the compile.
+ *
  * Measured (Bun 1.4.5, Deno 2.9.6): the Workers are `node:worker_threads` ones because a web `Worker`'s `terminate()`
  * does not stop a Worker running JavaScript on Deno (a compile stopped after 2 s ran on to its end at 13 s, its
  * thread at 100% of a CPU, and kept the process alive); `node:worker_threads`' `terminate()` stops it on both
- * (its `exit` within 0.3 s). `resourceLimits` is not set: Bun ignores it (a Worker limited to a 64 MB heap made 30
- * million objects), while Deno honours it. Starting a Worker and loading the compiler in it costs about 0.2–0.5 s
- * per compile; a NEFF found in the cache starts none.
+ * (its `exit` within 0.3 s). Starting a Worker and loading the compiler in it costs about 0.2–0.5 s per compile; a
+ * NEFF found in the cache starts none.
  *
  * @module
  */
 import { NrtError, NrtStatus } from "@nrt/core";
+import process from "node:process";
 import { Worker } from "node:worker_threads";
 import type { CompileTarget } from "./compile_args.ts";
 import type { CompileReply, CompileRequest } from "./compile_worker.ts";
@@ -31,10 +38,25 @@ import type { CompileReply, CompileRequest } from "./compile_worker.ts";
 /** How long one compile may run by default, in ms: 10 minutes. */
 export const DEFAULT_COMPILE_TIMEOUT_MS = 600_000;
 
+/**
+ * The most memory one compile may take by default: 4 GiB, four times the largest model file the compiler reads
+ * (`maxModelBytes`), and past what the compiler's caps let a file cost decoded (about 0.7 GB for `maxEntries`,
+ * 0.55 GB for `maxNumbers`, 256 MiB folded).
+ */
+export const DEFAULT_COMPILE_MAX_MEMORY_BYTES = 4 * 2 ** 30;
+
+/** How often the process's resident memory is sampled while a compile runs, in ms. */
+const MEMORY_SAMPLE_MS = 100;
+
 /** Options of {@linkcode OnnxCompiler}. */
 export interface OnnxCompilerOptions {
   /** How long one compile may run, in ms, from its Worker's start (default {@linkcode DEFAULT_COMPILE_TIMEOUT_MS}). */
   readonly timeoutMs?: number;
+  /**
+   * The most memory one compile may take, in bytes (default {@linkcode DEFAULT_COMPILE_MAX_MEMORY_BYTES}): the
+   * Worker's heap limit, and the most the process's resident memory may grow while it runs.
+   */
+  readonly maxMemoryBytes?: number;
 }
 
 /** One compile. */
@@ -80,14 +102,15 @@ const WORKER_URL = new URL("./compile_worker.ts", import.meta.url);
 /** Compiles ONNX models in Workers, one at a time, each within a time limit. */
 export class OnnxCompiler {
   readonly #timeoutMs: number;
+  readonly #maxMemoryBytes: number;
   /** Settles once the Worker of the last compile queued has exited. */
   #tail: Promise<void> = Promise.resolve();
 
   /**
    * A compiler.
    *
-   * @param options The time limit.
-   * @throws {RangeError} For a time limit that is not a positive number of ms.
+   * @param options The time and memory limits.
+   * @throws {RangeError} For a time limit that is not a positive number of ms, a memory limit under 16 MiB.
    */
   constructor(options: OnnxCompilerOptions = {}) {
     const ms = options.timeoutMs ?? DEFAULT_COMPILE_TIMEOUT_MS;
@@ -95,6 +118,11 @@ export class OnnxCompiler {
       throw new RangeError(`Cannot make an ONNX compiler: a time limit of ${ms} ms is not from 1 ms to 24.8 days`);
     }
     this.#timeoutMs = ms;
+    const bytes = options.maxMemoryBytes ?? DEFAULT_COMPILE_MAX_MEMORY_BYTES;
+    if (!(bytes >= 16 * 2 ** 20 && bytes <= Number.MAX_SAFE_INTEGER)) {
+      throw new RangeError(`Cannot make an ONNX compiler: a memory limit of ${bytes} bytes is under 16 MiB`);
+    }
+    this.#maxMemoryBytes = bytes;
   }
 
   /**
@@ -104,7 +132,8 @@ export class OnnxCompiler {
    * @param signal Stops the compile (or drops it before it starts) when it aborts; a string reason is the message.
    * @returns The NEFF.
    * @throws {NrtError} `NRT_INVALID` for a model the compiler refuses (its message), `NRT_TIMEOUT` past the time
-   *   limit, `NRT_CLOSED` once `signal` aborted, `NRT_FAILURE` (or the status thrown) for any other failure.
+   *   limit, `NRT_FAIL_HOST_MEM_ALLOC` past the memory limit, `NRT_CLOSED` once `signal` aborted, `NRT_FAILURE` (or
+   *   the status thrown) for any other failure.
    */
   compile(job: OnnxCompileJob, signal?: AbortSignal): Promise<OnnxCompileResult> {
     return new Promise((resolve, reject) => {
@@ -133,7 +162,9 @@ export class OnnxCompiler {
     }
     let worker: Worker;
     try {
-      worker = new Worker(WORKER_URL);
+      worker = new Worker(WORKER_URL, {
+        resourceLimits: { maxOldGenerationSizeMb: Math.max(16, Math.floor(this.#maxMemoryBytes / 2 ** 20)) },
+      });
     } catch (e) {
       reject(
         failed(NrtStatus.NRT_FAILURE, `cannot start the compiler's Worker: ${e instanceof Error ? e.message : e}`),
@@ -152,6 +183,7 @@ export class OnnxCompiler {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearInterval(sampler);
       signal?.removeEventListener("abort", abort);
       worker.terminate().catch(() => {});
       if (e === undefined) resolve(result!);
@@ -163,6 +195,14 @@ export class OnnxCompiler {
       const s = this.#timeoutMs / 1000;
       finish(failed(NrtStatus.NRT_TIMEOUT, `the compiler ran past its time limit (${s} s) and was stopped`));
     }, this.#timeoutMs);
+    const tooBig = () => {
+      const mib = Math.round(this.#maxMemoryBytes / 2 ** 20);
+      return failed(NrtStatus.NRT_FAIL_HOST_MEM_ALLOC, `the compiler used more than its memory limit (${mib} MiB)`);
+    };
+    const rss0 = process.memoryUsage().rss;
+    const sampler = setInterval(() => {
+      if (process.memoryUsage().rss - rss0 > this.#maxMemoryBytes) finish(tooBig());
+    }, MEMORY_SAMPLE_MS);
     worker.on("message", (r: CompileReply) => {
       if (r.ok) finish(undefined, { neff: r.neff, calls: r.calls });
       else if ("refused" in r) finish(new NrtError(NrtStatus.NRT_INVALID, r.refused));
@@ -171,7 +211,12 @@ export class OnnxCompiler {
     });
     worker.on(
       "error",
-      (e: Error) => finish(failed(NrtStatus.NRT_FAILURE, `the compiler's Worker failed: ${e.message}`)),
+      (e: Error) =>
+        finish(
+          (e as { code?: unknown }).code === "ERR_WORKER_OUT_OF_MEMORY"
+            ? tooBig()
+            : failed(NrtStatus.NRT_FAILURE, `the compiler's Worker failed: ${e.message}`),
+        ),
     );
     worker.on("messageerror", (e: Error) => {
       finish(failed(NrtStatus.NRT_FAILURE, `the compiler's answer could not be read: ${e.message}`));

@@ -169,6 +169,25 @@ describe("OnnxCompiler", () => {
     await compiler.idle();
   });
 
+  test("past the memory limit the Worker is stopped and the compile fails with 11 (NRT_FAIL_HOST_MEM_ALLOC)", async () => {
+    // 256 MiB: the heap limit on Deno, the resident memory's growth on Bun (which ignores the heap limit).
+    const compiler = new OnnxCompiler({ maxMemoryBytes: 256 * 2 ** 20 });
+    compileTestHooks.fail = "grow";
+    let outcome: unknown;
+    try {
+      outcome = statusOf(await compiler.compile(await job()).catch((e: unknown) => e));
+    } finally {
+      delete compileTestHooks.fail;
+    }
+    expect(outcome).toEqual([11, "Cannot compile m.onnx: the compiler used more than its memory limit (256 MiB)"]);
+    await compiler.idle();
+    expect(liveCompileWorkers()).toBe(0);
+    // The compiler goes on, and a real compile fits the limit.
+    expect((await compiler.compile(await job())).calls).toBeGreaterThan(0);
+    await compiler.idle();
+    expect(() => new OnnxCompiler({ maxMemoryBytes: 2 ** 20 })).toThrow(RangeError);
+  });
+
   test("past the time limit the Worker is terminated and the compile fails with NRT_TIMEOUT; the next one runs", async () => {
     const compiler = new OnnxCompiler({ timeoutMs: 1 });
     await held(async () => {
