@@ -1,8 +1,18 @@
 /**
  * The flat libnrt-compatible facade: functions named after the C ABI (`nrt_init`, `nrt_load`, `nrt_execute`, …),
  * each returning an `NrtStatus` exactly where libnrt does, with out-parameters as `{ value }` boxes. It is an
- * adapter over {@linkcode Runtime}: no runtime logic lives here, only the process-global state machine and the
- * status translation.
+ * adapter over {@linkcode Runtime}: no runtime logic lives here, only the process-global state machine, the check
+ * that each argument is of the kind its entry takes, and the status translation.
+ *
+ * Every entry reads the state first: 13 before `nrt_init`, 14 after `nrt_close`, whatever its arguments. Only then
+ * come the argument checks: a handle that is not of its kind (`null`, `undefined`, a plain object where a `Model`,
+ * `Tensor`, `TensorSet`, `NrtaErrorTracker` or `Collective` goes) and an out-parameter that cannot take a `value`
+ * are `NRT_INVALID` (2), before anything is done, so a refused call leaves nothing behind; a handle of the right
+ * kind that is no longer valid (an unloaded model, a freed tensor) is the runtime's answer, `NRT_INVALID_HANDLE`
+ * (3). No entry throws. The exceptions to the guard: `nrt_init`, which leaves the START state (and, ours, starts
+ * over after `nrt_close`); `nrt_set_pool_eng_ucode`, whose window is the START state (runtime-synthesis §2.1); and
+ * the three entries without a status to return (ours): `nrt_tensor_get_size` answers 0, `nrt_destroy_tensor_set`
+ * and `nrta_error_tracker_destroy` do nothing.
  *
  * Seed: lifecycle-error-model §1.1 (`NRT_INIT_STATE` read at the top of every public entry: 13 before init, 14
  * after close), runtime-synthesis §2.1 (`nrt_set_pool_eng_ucode` stores the image only in the START state; INIT →
@@ -16,11 +26,12 @@ import { guardInitState, NrtError, statusOfError } from "./error.ts";
 import { checkPoolUcodeOverride, type PoolUcodeOverride } from "./khal.ts";
 import type { MetaNeff } from "./kelf/metaneff.ts";
 import { type NrtaError, NrtaErrorTracker } from "./nrta/nrta.ts";
-import type { Collective } from "./collectives/collectives.ts";
-import { type Model, Runtime, type RuntimeInitOptions } from "./runtime.ts";
+import { Collective } from "./collectives/collectives.ts";
+import type { Portal } from "./portal.ts";
+import { Model, Runtime, type RuntimeInitOptions } from "./runtime.ts";
 import { NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
-import { type Tensor, tensorLocationOf, type TensorPlacement } from "./tensor.ts";
+import { Tensor, tensorLocationOf, type TensorPlacement } from "./tensor.ts";
 import { TensorSet } from "./tensor.ts";
 
 /** An out-parameter: the callee fills `value` on success. */
@@ -139,6 +150,12 @@ export class NrtApi {
   #state: NrtInitState = NrtInitState.NRT_STATE_START;
   #ucode: PoolUcodeOverride | undefined;
   #rt: Runtime | undefined;
+  /** The portal of the runtime, or of the `nrt_init` in flight: a refused `nrt_init` never closes it. */
+  #portal: Portal | undefined;
+  /** Settles when the `nrt_init` in flight did (success or failure). */
+  #initing: Promise<void> | undefined;
+  /** The teardown of the `nrt_close` in flight (never rejects). */
+  #closing: Promise<unknown> | undefined;
 
   /** `nrt_init_state`. */
   get state(): NrtInitState {
@@ -160,13 +177,15 @@ export class NrtApi {
   }
 
   /**
-   * `nrt_set_pool_eng_ucode`: only in the START state; INIT → 13 (0xd), CLOSED → 14 (0xe). No signature check. Either
-   * half may be absent (`undefined` or `null`): at init it keeps the stock half. Neither half, or a half that is not a
-   * `Uint8Array`, → `NRT_INVALID` (ours).
+   * `nrt_set_pool_eng_ucode`: only in the START state; INIT → 13 (0xd), CLOSED → 14 (0xe); while an `nrt_init` is in
+   * flight also 13 (ours: that init has taken the image it runs with). No signature check. Either half may be absent
+   * (`undefined` or `null`): at init it keeps the stock half. Neither half, or a half that is not a `Uint8Array`, →
+   * `NRT_INVALID` (ours).
    */
   nrt_set_pool_eng_ucode(info: NrtUcodeInfo): NrtStatus {
     if (this.#state === NrtInitState.NRT_STATE_INIT) return NrtStatus.NRT_UNINITIALIZED; // seed: "==INIT -> reject 0xd"
     if (this.#state === NrtInitState.NRT_STATE_CLOSED) return NrtStatus.NRT_CLOSED; // seed: "==CLOSED -> reject 0xe"
+    if (this.#initing !== undefined) return NrtStatus.NRT_UNINITIALIZED;
     if (checkPoolUcodeOverride(info) !== undefined) return NrtStatus.NRT_INVALID;
     this.#ucode = {
       ...(info.iram instanceof Uint8Array ? { iram: info.iram.slice() } : {}),
@@ -175,23 +194,66 @@ export class NrtApi {
     return NrtStatus.NRT_SUCCESS;
   }
 
-  /** `nrt_init`. A second init while initialised fails; after `nrt_close` a new init starts over. */
+  /**
+   * `nrt_init`. A second init while initialised fails with `NRT_FAILURE` (1), and so does one while another
+   * `nrt_init` is in flight (ours: only the first brings a runtime up); a refused init creates nothing, and closes
+   * the portal it was given to own unless that portal is the one in use. Options that are not an object with a
+   * portal → `NRT_INVALID`. After `nrt_close` a new init starts over (ours), once the close's teardown finished.
+   */
   async nrt_init(options: NrtInitOptions): Promise<NrtStatus> {
-    if (this.#state === NrtInitState.NRT_STATE_INIT) return NrtStatus.NRT_FAILURE;
-    return await status(async () => {
-      this.#rt = await Runtime.init({ ...options, poolUcode: this.#ucode });
-      this.#state = NrtInitState.NRT_STATE_INIT;
-    });
+    if (this.#state === NrtInitState.NRT_STATE_INIT || this.#initing !== undefined) {
+      const o = options as Partial<NrtInitOptions> | null | undefined;
+      const portal = o?.portal;
+      // The refused call was given its portal to own, as Runtime.init is: close it, unless it is the one in use.
+      if ((o?.ownsPortal ?? true) && portal !== this.#portal && typeof portal?.close === "function") {
+        await portal.close().catch(() => {});
+      }
+      return NrtStatus.NRT_FAILURE;
+    }
+    if (typeof options !== "object" || options === null || typeof options.portal !== "object") {
+      return NrtStatus.NRT_INVALID;
+    }
+    let settled!: () => void;
+    this.#initing = new Promise<void>((resolve) => (settled = resolve));
+    this.#portal = options.portal;
+    const closing = this.#closing;
+    try {
+      return await status(async () => {
+        await closing;
+        const rt = await Runtime.init({ ...options, poolUcode: this.#ucode });
+        this.#rt = rt;
+        this.#state = NrtInitState.NRT_STATE_INIT;
+      });
+    } finally {
+      if (this.#rt === undefined) this.#portal = undefined;
+      this.#initing = undefined;
+      settled();
+    }
   }
 
-  /** `nrt_close`. */
+  /**
+   * `nrt_close`. While an `nrt_init` is in flight it waits for it (ours): an init that succeeds is then closed (the
+   * init returns 0, the close 0), one that fails leaves nothing to close (13, or 14 after an earlier close). From
+   * the moment the close starts every call returns 14.
+   */
   async nrt_close(): Promise<NrtStatus> {
-    return await status(async () => {
-      const rt = this.#guard();
-      this.#state = NrtInitState.NRT_STATE_CLOSED;
-      this.#rt = undefined;
-      await rt.close();
-    });
+    if (this.#initing !== undefined) await this.#initing;
+    let rt: Runtime;
+    try {
+      rt = this.#guard();
+    } catch (e) {
+      return statusOfError(e);
+    }
+    this.#state = NrtInitState.NRT_STATE_CLOSED;
+    this.#rt = undefined;
+    this.#portal = undefined;
+    const closing = status(() => rt.close());
+    this.#closing = closing;
+    try {
+      return await closing;
+    } finally {
+      if (this.#closing === closing) this.#closing = undefined;
+    }
   }
 
   /** `nrt_load(neff, size, start_nc, nc_count, &model)`: `start_nc` is the logical core (-1 = 0). */
@@ -205,6 +267,7 @@ export class NrtApi {
   ): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
+      checkRef(model, "Cannot load NEFF", "model");
       checkLoadArgs(neff, ncCount);
       model.value = await rt.load(neff, { vnc: startNc < 0 ? 0 : startNc, metaneff, checkpoint });
     });
@@ -213,7 +276,9 @@ export class NrtApi {
   /** `nrt_unload`. */
   async nrt_unload(model: Model): Promise<NrtStatus> {
     return await status(async () => {
-      await this.#guard().unload(model);
+      const rt = this.#guard();
+      checkModel(model, "Cannot unload");
+      await rt.unload(model);
     });
   }
 
@@ -224,20 +289,25 @@ export class NrtApi {
   async nrt_execute(model: Model, input: TensorSet, output: TensorSet): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
+      checkExecArgs(model, input, output);
       if (rt.execMode !== undefined) rt.submit(model, input, output);
       else await rt.execute(model, input, output);
     });
   }
 
-  /** `nrt_register_async_exec_callback(callback, params)`: replaces the previous callback; `undefined` restores the default. */
+  /**
+   * `nrt_register_async_exec_callback(callback, params)`: replaces the previous callback; `undefined` (or `null`, the
+   * C `NULL`) restores the default. A callback that is not a function → `NRT_INVALID`.
+   */
   nrt_register_async_exec_callback(callback: NrtAsyncExecStatusCallback | undefined, params?: unknown): NrtStatus {
-    try {
+    return this.#sync(() => {
       const rt = this.#guard();
-      rt.setAsyncListener(callback === undefined ? undefined : (c) => callback(params, c.model, c.vnc, c.id, c.status));
-      return NrtStatus.NRT_SUCCESS;
-    } catch (e) {
-      return e instanceof NrtError ? e.status : NrtStatus.NRT_FAILURE;
-    }
+      if (callback === undefined || callback === null) return rt.setAsyncListener(undefined);
+      if (typeof callback !== "function") {
+        throw new NrtError(NrtStatus.NRT_INVALID, "Cannot register the async callback: it is not a function");
+      }
+      rt.setAsyncListener((c) => callback(params, c.model, c.vnc, c.id, c.status));
+    });
   }
 
   /** `nrt_async_drain_queued_execs(vnc)`: returns once every queued execution of the logical core completed. */
@@ -249,11 +319,14 @@ export class NrtApi {
    * `kmgr_async_exec_poll` for one logical core (the C name is ours: the seed names only the internal poll). Fills
    * `completion` with the oldest unharvested completion and returns `NRT_SUCCESS`; with nothing ready it returns
    * `NRT_QUEUE_EMPTY` (15) at once and leaves `completion` untouched (seed: runtime-synthesis §6, lifecycle-error-model
-   * §5.1). `NRT_INVALID` in synchronous mode or for a logical core that is not visible.
+   * §5.1). `NRT_INVALID` in synchronous mode, for a logical core that is not visible, or for a `completion` that
+   * cannot take a value (nothing is harvested then).
    */
   nrt_async_exec_poll(vnc: number, completion: Ref<NrtAsyncExecCompletion>): NrtStatus {
     try {
-      const polled = this.#guard().tryPoll(vnc);
+      const rt = this.#guard();
+      checkRef(completion, "Cannot poll", "completion");
+      const polled = rt.tryPoll(vnc);
       if (polled.status === NrtStatus.NRT_QUEUE_EMPTY) return polled.status;
       const c = polled.completion;
       completion.value = { model_id: c.model, vnc: c.vnc, job_id: c.id, status: c.status };
@@ -286,7 +359,9 @@ export class NrtApi {
   /** `nrt_get_vnc_memory_stats(vnc, &stats)`: `{bytes_used, bytes_limit}` of a logical core. */
   nrt_get_vnc_memory_stats(vnc: number, stats: Ref<NrtVncMemoryStats>): NrtStatus {
     return this.#sync(() => {
-      const m = this.#guard().memoryStats(vnc);
+      const rt = this.#guard();
+      checkRef(stats, "Cannot read memory stats", "stats");
+      const m = rt.memoryStats(vnc);
       stats.value = { bytes_used: m.bytesUsed, bytes_limit: m.bytesLimit };
     });
   }
@@ -302,12 +377,16 @@ export class NrtApi {
     seq: Ref<bigint>,
   ): NrtStatus {
     return this.#sync(() => {
-      this.#guard();
+      const rt = this.#guard();
+      const what = "Cannot schedule tensor write";
+      checkTensor(tensor, what);
+      checkBuffer(buf, what);
+      checkTracker(err, what);
+      checkRef(seq, what, "seq");
       if (!Number.isSafeInteger(size) || size < 0 || size > buf.byteLength) {
         throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot supply ${size}`);
       }
-      seq.value =
-        this.#guard().nrta.tensorWrite(tensor, buf.subarray(0, size), offset, { queue, errors: err ?? undefined }).seq;
+      seq.value = rt.nrta.tensorWrite(tensor, buf.subarray(0, size), offset, { queue, errors: err ?? undefined }).seq;
     });
   }
 
@@ -321,10 +400,15 @@ export class NrtApi {
     err: NrtaErrorTracker | null,
     seq: Ref<bigint>,
   ): NrtStatus {
-    return this.#sync(
-      () => (seq.value =
-        this.#guard().nrta.tensorRead(buf, tensor, offset, size, { queue, errors: err ?? undefined }).seq),
-    );
+    return this.#sync(() => {
+      const rt = this.#guard();
+      const what = "Cannot schedule tensor read";
+      checkBuffer(buf, what);
+      checkTensor(tensor, what);
+      checkTracker(err, what);
+      checkRef(seq, what, "seq");
+      seq.value = rt.nrta.tensorRead(buf, tensor, offset, size, { queue, errors: err ?? undefined }).seq;
+    });
   }
 
   /** `nrta_tensor_copy(src, src_offset, dst, dst_offset, size, queue, err, &seq)`. */
@@ -338,10 +422,15 @@ export class NrtApi {
     err: NrtaErrorTracker | null,
     seq: Ref<bigint>,
   ): NrtStatus {
-    return this.#sync(
-      () => (seq.value =
-        this.#guard().nrta.tensorCopy(src, srcOffset, dst, dstOffset, size, { queue, errors: err ?? undefined }).seq),
-    );
+    return this.#sync(() => {
+      const rt = this.#guard();
+      const what = "Cannot schedule tensor copy";
+      checkTensor(src, what);
+      checkTensor(dst, what);
+      checkTracker(err, what);
+      checkRef(seq, what, "seq");
+      seq.value = rt.nrta.tensorCopy(src, srcOffset, dst, dstOffset, size, { queue, errors: err ?? undefined }).seq;
+    });
   }
 
   /** `nrta_execute_schedule(model, input, output, queue, err, &seq)`: queue must be 0. */
@@ -355,6 +444,10 @@ export class NrtApi {
   ): NrtStatus {
     return this.#sync(() => {
       const rt = this.#guard();
+      const what = "Cannot schedule execution";
+      checkExecArgs(model, input, output);
+      checkTracker(err, what);
+      checkRef(seq, what, "seq");
       seq.value =
         rt.nrta.executeSchedule(rt.prepareExecution(model, input, output), { queue, errors: err ?? undefined }).seq;
     });
@@ -362,18 +455,27 @@ export class NrtApi {
 
   /** `nrta_is_completed(seq, &done)`: `NRT_INVALID` for a sequence never scheduled. */
   nrta_is_completed(seq: bigint, done: Ref<boolean>): NrtStatus {
-    return this.#sync(() => (done.value = this.#guard().nrta.isCompleted(seq)));
+    return this.#sync(() => {
+      const rt = this.#guard();
+      checkRef(done, "Cannot query completion", "done");
+      done.value = rt.nrta.isCompleted(seq);
+    });
   }
 
   /** `nrta_get_sequence(lnc, xu, queue, &seq)`: the last completed request of one queue. */
   nrta_get_sequence(lnc: number, xu: number, queue: number, seq: Ref<bigint>): NrtStatus {
-    return this.#sync(() => (seq.value = this.#guard().nrta.getSequence(lnc, xu, queue)));
+    return this.#sync(() => {
+      const rt = this.#guard();
+      checkRef(seq, "Cannot read the sequence", "seq");
+      seq.value = rt.nrta.getSequence(lnc, xu, queue);
+    });
   }
 
   /** `nrta_error_tracker_create(lnc, &tracker)`. */
   nrta_error_tracker_create(lnc: number, tracker: Ref<NrtaErrorTracker>): NrtStatus {
     return this.#sync(() => {
       const rt = this.#guard();
+      checkRef(tracker, "Cannot create an error tracker", "tracker");
       if (!Number.isInteger(lnc) || lnc < 0 || lnc >= rt.visibleVncCount) {
         throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${lnc} is not visible`);
       }
@@ -381,7 +483,7 @@ export class NrtApi {
     });
   }
 
-  /** `nrta_error_tracker_destroy(tracker)`: nothing to free in a garbage-collected runtime. */
+  /** `nrta_error_tracker_destroy(tracker)`: nothing to free in a garbage-collected runtime (no status: it is `void`). */
   nrta_error_tracker_destroy(_tracker: NrtaErrorTracker): void {}
 
   /** `nrta_error_tracker_get_list(tracker, &list, &count)`. */
@@ -390,14 +492,26 @@ export class NrtApi {
     list: Ref<readonly NrtaError[]>,
     count: Ref<number>,
   ): NrtStatus {
-    const errors = tracker.list();
-    list.value = errors;
-    count.value = errors.length;
-    return NrtStatus.NRT_SUCCESS;
+    return this.#sync(() => {
+      this.#guard();
+      const what = "Cannot list the tracked errors";
+      if (!(tracker instanceof NrtaErrorTracker)) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the tracker is not an error tracker`);
+      }
+      checkRef(list, what, "list");
+      checkRef(count, what, "count");
+      const errors = tracker.list();
+      list.value = errors;
+      count.value = errors.length;
+    });
   }
 
   #count(count: Ref<number>, f: (rt: Runtime) => number): NrtStatus {
-    return this.#sync(() => (count.value = f(this.#guard())));
+    return this.#sync(() => {
+      const rt = this.#guard();
+      checkRef(count, "Cannot count NeuronCores", "count");
+      count.value = f(rt);
+    });
   }
 
   /** Runs a synchronous call and turns its outcome into a status. */
@@ -414,6 +528,7 @@ export class NrtApi {
   async nrt_execute_repeat(model: Model, input: TensorSet, output: TensorSet, repeat: number): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
+      checkExecArgs(model, input, output);
       if (!Number.isInteger(repeat) || repeat < 1) {
         throw new NrtError(NrtStatus.NRT_INVALID, `repeat ${repeat} is not a positive integer`);
       }
@@ -430,6 +545,8 @@ export class NrtApi {
     tensor: Ref<Tensor>,
   ): Promise<NrtStatus> {
     return await status(async () => {
+      const rt = this.#guard();
+      checkRef(tensor, `Cannot allocate tensor "${name}"`, "tensor");
       const location = tensorLocationOf(placement);
       if (location === undefined) {
         throw new NrtError(
@@ -437,14 +554,16 @@ export class NrtApi {
           `Cannot allocate tensor "${name}": unknown placement ${String(placement)}`,
         );
       }
-      tensor.value = await this.#guard().allocateTensor({ location, vnc: logicalNc, size, name });
+      tensor.value = await rt.allocateTensor({ location, vnc: logicalNc, size, name });
     });
   }
 
-  /** `nrt_tensor_free(&tensor)`: frees and clears the reference. */
+  /** `nrt_tensor_free(&tensor)`: frees and clears the reference; an empty reference is nothing to free. */
   async nrt_tensor_free(tensor: Ref<Tensor>): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
+      checkRef(tensor, "Cannot free tensor", "tensor");
+      if (tensor.value !== undefined && tensor.value !== null) checkTensor(tensor.value, "Cannot free tensor");
       await tensor.value?.free();
       tensor.value = undefined;
     });
@@ -454,6 +573,8 @@ export class NrtApi {
   async nrt_tensor_read(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
+      checkTensor(tensor, "Cannot read tensor");
+      checkBuffer(buf, "Cannot read tensor");
       if (!Number.isSafeInteger(size) || size < 0 || size > buf.byteLength) {
         throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot hold ${size}`);
       }
@@ -465,6 +586,8 @@ export class NrtApi {
   async nrt_tensor_write(tensor: Tensor, buf: Uint8Array, offset: number, size: number): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
+      checkTensor(tensor, "Cannot write tensor");
+      checkBuffer(buf, "Cannot write tensor");
       if (!Number.isSafeInteger(size) || size < 0 || size > buf.byteLength) {
         throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buf.byteLength} bytes cannot supply ${size}`);
       }
@@ -482,6 +605,8 @@ export class NrtApi {
   ): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
+      checkTensor(src, "Cannot copy tensor");
+      checkTensor(dst, "Cannot copy tensor");
       await dst.copyFrom(src, srcOffset, dstOffset, size);
     });
   }
@@ -490,13 +615,18 @@ export class NrtApi {
   async nrt_tensor_memset(tensor: Tensor, offset: number, value: number, size: number): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
+      checkTensor(tensor, "Cannot memset tensor");
       await tensor.memset(value, offset, size);
     });
   }
 
-  /** `nrt_tensor_get_size`. */
+  /**
+   * `nrt_tensor_get_size`: a `size_t`, not a status (ours: 0 for anything that is not a tensor, and before init or
+   * after close, where the guard has no status to return).
+   */
   nrt_tensor_get_size(tensor: Tensor): number {
-    return tensor.size;
+    if (this.#state !== NrtInitState.NRT_STATE_INIT || this.#rt === undefined) return 0;
+    return tensor instanceof Tensor ? tensor.size : 0;
   }
 
   /** `nrt_tensor_allocate_slice(source, offset, size, name, &slice)`. */
@@ -509,6 +639,8 @@ export class NrtApi {
   ): Promise<NrtStatus> {
     return await status(() => {
       this.#guard();
+      checkTensor(source, "Cannot slice tensor");
+      checkRef(slice, "Cannot slice tensor", "slice");
       slice.value = source.slice(offset, size, name);
     });
   }
@@ -517,8 +649,10 @@ export class NrtApi {
   async nrt_tensor_attach_buffer(tensor: Tensor, buffer: Uint8Array, size: number): Promise<NrtStatus> {
     return await status(() => {
       this.#guard();
-      if (size > buffer.byteLength) {
-        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buffer.byteLength} bytes is smaller than ${size}`);
+      checkTensor(tensor, "Cannot attach buffer");
+      checkBuffer(buffer, "Cannot attach buffer");
+      if (!Number.isSafeInteger(size) || size < 0 || size > buffer.byteLength) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Buffer of ${buffer.byteLength} bytes cannot supply ${size}`);
       }
       tensor.attachBuffer(buffer);
     });
@@ -526,75 +660,99 @@ export class NrtApi {
 
   /** `nrt_allocate_tensor_set(&set)`. */
   nrt_allocate_tensor_set(set: Ref<TensorSet>): NrtStatus {
-    if (this.#state === NrtInitState.NRT_STATE_CLOSED) return NrtStatus.NRT_CLOSED;
-    if (this.#state !== NrtInitState.NRT_STATE_INIT) return NrtStatus.NRT_UNINITIALIZED;
-    set.value = new TensorSet();
-    return NrtStatus.NRT_SUCCESS;
+    return this.#sync(() => {
+      this.#guard();
+      checkRef(set, "Cannot allocate tensor set", "set");
+      set.value = new TensorSet();
+    });
   }
 
-  /** `nrt_destroy_tensor_set(&set)`: the tensors stay owned by the caller. */
+  /**
+   * `nrt_destroy_tensor_set(&set)`: clears the reference; the tensors stay owned by the caller. It is `void`: before
+   * init, after close, or for a reference that cannot take a value it does nothing.
+   */
   nrt_destroy_tensor_set(set: Ref<TensorSet>): void {
+    if (this.#state !== NrtInitState.NRT_STATE_INIT || this.#rt === undefined || !isRef(set)) return;
     set.value = undefined;
   }
 
-  /** `nrt_add_tensor_to_tensor_set(set, name, tensor)`. */
+  /** `nrt_add_tensor_to_tensor_set(set, name, tensor)`: an empty or non-string name → `NRT_INVALID`. */
   nrt_add_tensor_to_tensor_set(set: TensorSet, name: string, tensor: Tensor): NrtStatus {
-    if (typeof name !== "string" || name === "") return NrtStatus.NRT_INVALID;
-    set.add(name, tensor);
-    return NrtStatus.NRT_SUCCESS;
+    return this.#sync(() => {
+      this.#guard();
+      const what = "Cannot add to tensor set";
+      checkTensorSet(set, what);
+      if (typeof name !== "string" || name === "") {
+        throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the name is not a non-empty string`);
+      }
+      checkTensor(tensor, what);
+      set.add(name, tensor);
+    });
   }
 
-  /** `nrt_get_tensor_from_tensor_set(set, name, &tensor)`. */
+  /** `nrt_get_tensor_from_tensor_set(set, name, &tensor)`: `NRT_INVALID` for a name the set does not hold. */
   nrt_get_tensor_from_tensor_set(set: TensorSet, name: string, tensor: Ref<Tensor>): NrtStatus {
-    if (!set.has(name)) return NrtStatus.NRT_INVALID;
-    tensor.value = set.get(name);
-    return NrtStatus.NRT_SUCCESS;
+    return this.#sync(() => {
+      this.#guard();
+      const what = "Cannot get from tensor set";
+      checkTensorSet(set, what);
+      checkRef(tensor, what, "tensor");
+      if (typeof name !== "string" || !set.has(name)) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `${what}: it holds no tensor named ${JSON.stringify(name)}`);
+      }
+      tensor.value = set.get(name);
+    });
   }
 
   /** `nrt_get_model_tensor_info(model, &info)`. */
   nrt_get_model_tensor_info(model: Model, info: Ref<NrtTensorInfoArray>): NrtStatus {
-    try {
+    return this.#sync(() => {
       this.#guard();
-    } catch (e) {
-      return (e as NrtError).status;
-    }
-    const arr: NrtTensorInfo[] = [
-      ...model.inputs.map((t) => ({
-        name: t.name,
-        usage: NrtTensorUsage.NRT_TENSOR_USAGE_INPUT,
-        size: t.size,
-        dtype: t.dtype,
-        shape: t.shape,
-      })),
-      ...model.outputs.map((t) => ({
-        name: t.name,
-        usage: NrtTensorUsage.NRT_TENSOR_USAGE_OUTPUT,
-        size: t.size,
-        dtype: t.dtype,
-        shape: t.shape,
-      })),
-    ];
-    info.value = { tensor_count: arr.length, tensor_array: arr };
-    return NrtStatus.NRT_SUCCESS;
+      checkModel(model, "Cannot read tensor info");
+      checkRef(info, "Cannot read tensor info", "info");
+      const arr: NrtTensorInfo[] = [
+        ...model.inputs.map((t) => ({
+          name: t.name,
+          usage: NrtTensorUsage.NRT_TENSOR_USAGE_INPUT,
+          size: t.size,
+          dtype: t.dtype,
+          shape: t.shape,
+        })),
+        ...model.outputs.map((t) => ({
+          name: t.name,
+          usage: NrtTensorUsage.NRT_TENSOR_USAGE_OUTPUT,
+          size: t.size,
+          dtype: t.dtype,
+          shape: t.shape,
+        })),
+      ];
+      info.value = { tensor_count: arr.length, tensor_array: arr };
+    });
   }
 
   /** `nrt_free_model_tensor_info(&info)`. */
   nrt_free_model_tensor_info(info: Ref<NrtTensorInfoArray>): NrtStatus {
-    info.value = undefined;
-    return NrtStatus.NRT_SUCCESS;
+    return this.#sync(() => {
+      this.#guard();
+      checkRef(info, "Cannot free tensor info", "info");
+      info.value = undefined;
+    });
   }
 
   /** `nrt_get_version(&ver)`: the version of this runtime (0.1.0), not libnrt's. */
   nrt_get_version(ver: Ref<NrtVersion>): NrtStatus {
-    ver.value = {
-      rt_major: 0,
-      rt_minor: 1,
-      rt_patch: 0,
-      rt_maintenance: 0,
-      rt_detail: "nrt (TypeScript) 0.1.0",
-      git_hash: "",
-    };
-    return NrtStatus.NRT_SUCCESS;
+    return this.#sync(() => {
+      this.#guard();
+      checkRef(ver, "Cannot read the version", "ver");
+      ver.value = {
+        rt_major: 0,
+        rt_minor: 1,
+        rt_patch: 0,
+        rt_maintenance: 0,
+        rt_detail: "nrt (TypeScript) 0.1.0",
+        git_hash: "",
+      };
+    });
   }
 
   /**
@@ -613,6 +771,7 @@ export class NrtApi {
   ): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
+      checkRef(model, "Cannot load NEFF", "model");
       checkLoadArgs(neff, ncCount);
       model.value = await rt.loadCollectives(neff, {
         vnc: startNc < 0 ? 0 : startNc,
@@ -638,12 +797,18 @@ export class NrtApi {
   ): Promise<NrtStatus> {
     return await status(async () => {
       const rt = this.#guard();
+      const what = "Cannot prepare collective";
+      checkRef(cc, what, "cc");
+      for (const ts of [inputs, outputs]) {
+        if (!Array.isArray(ts)) throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the tensors are not an array`);
+        for (const t of ts) checkTensor(t, what);
+      }
       const opName = (["all-reduce", "all-gather", "reduce-scatter"] as const)[op];
       const red = (["sum", "max"] as const)[redop], type = (["float32", "bfloat16"] as const)[dtype];
       if (opName === undefined || red === undefined || type === undefined) {
         throw new NrtError(
           NrtStatus.NRT_INVALID,
-          `Cannot prepare collective: op ${op}, redop ${redop} or dtype ${dtype} is unknown`,
+          `${what}: op ${op}, redop ${redop} or dtype ${dtype} is unknown`,
         );
       }
       cc.value = await rt.collectives.prepare({ op: opName, reduce: red, dtype: type, count, inputs, outputs });
@@ -654,6 +819,10 @@ export class NrtApi {
   nrta_cc_schedule(cc: Collective, queue: number, err: NrtaErrorTracker | null, seq: Ref<bigint>): NrtStatus {
     return this.#sync(() => {
       this.#guard();
+      const what = "Cannot schedule collective";
+      checkCollective(cc, what);
+      checkTracker(err, what);
+      checkRef(seq, what, "seq");
       seq.value = cc.schedule({ queue, errors: err ?? undefined }).seq;
     });
   }
@@ -662,6 +831,7 @@ export class NrtApi {
   async nrta_cc_release(cc: Collective): Promise<NrtStatus> {
     return await status(async () => {
       this.#guard();
+      checkCollective(cc, "Cannot release collective");
       await cc.release();
     });
   }
@@ -976,4 +1146,55 @@ function checkLoadArgs(neff: unknown, ncCount: number): void {
   if (ncCount !== -1 && ncCount !== 1) {
     throw new NrtError(NrtStatus.NRT_INVALID, `Cannot load NEFF: nc_count ${ncCount} is not supported (use 1 or -1)`);
   }
+}
+
+/** Whether `x` can take a result: an object whose `value` can be written. */
+function isRef(x: unknown): x is Ref<unknown> {
+  if (typeof x !== "object" || x === null) return false;
+  const d = Object.getOwnPropertyDescriptor(x, "value");
+  return d === undefined ? Object.isExtensible(x) : d.writable === true || d.set !== undefined;
+}
+
+/** Refuses an out-parameter that cannot take a result (`NRT_INVALID`), before the call does anything. */
+function checkRef(x: unknown, what: string, name: string): void {
+  if (!isRef(x)) throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the out-parameter ${name} cannot take a value`);
+}
+
+/** Refuses a model handle that is not a `Model` (`NRT_INVALID`). */
+function checkModel(x: unknown, what: string): void {
+  if (!(x instanceof Model)) throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the model is not a model handle`);
+}
+
+/** Refuses a tensor handle that is not a `Tensor` (`NRT_INVALID`). */
+function checkTensor(x: unknown, what: string): void {
+  if (!(x instanceof Tensor)) throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the tensor is not a tensor handle`);
+}
+
+/** Refuses a tensor set that is not a `TensorSet` (`NRT_INVALID`). */
+function checkTensorSet(x: unknown, what: string): void {
+  if (!(x instanceof TensorSet)) throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the tensor set is not one`);
+}
+
+/** Refuses a host buffer that is not a `Uint8Array` (`NRT_INVALID`). */
+function checkBuffer(x: unknown, what: string): void {
+  if (!(x instanceof Uint8Array)) throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the buffer is not bytes`);
+}
+
+/** Refuses an error tracker that is neither absent (`null`) nor an `NrtaErrorTracker` (`NRT_INVALID`). */
+function checkTracker(x: unknown, what: string): void {
+  if (x !== null && x !== undefined && !(x instanceof NrtaErrorTracker)) {
+    throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the error tracker is not one`);
+  }
+}
+
+/** Refuses a collective handle that is not a `Collective` (`NRT_INVALID`). */
+function checkCollective(x: unknown, what: string): void {
+  if (!(x instanceof Collective)) throw new NrtError(NrtStatus.NRT_INVALID, `${what}: the collective is not one`);
+}
+
+/** The handles `nrt_execute`, `nrt_execute_repeat` and `nrta_execute_schedule` take. */
+function checkExecArgs(model: unknown, input: unknown, output: unknown): void {
+  checkModel(model, "Cannot execute");
+  checkTensorSet(input, "Cannot execute");
+  checkTensorSet(output, "Cannot execute");
 }
