@@ -12,6 +12,14 @@
  * NeuronCore's FIFO at submission (so the queue is the core's FIFO), and the worker only counts the in-flight jobs
  * and routes their completions.
  *
+ * Completions nobody harvested are bounded (ours: the seed gives the backpressure status, not what happens to
+ * completed results a client has not polled). Without a listener, a finished job's completion waits in the worker
+ * until {@linkcode AsyncExecWorker.poll} takes it; once {@linkcode AsyncExecWorker.maxUnpolled} of them wait
+ * (`NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS` by default), a submission is refused with the seed's backpressure
+ * status `NRT_QUEUE_FULL` (7), exactly as when `depth` jobs are in flight, until a poll makes room. No completion is
+ * ever dropped: a client that polls sees every job it submitted, in completion order, and one that never polls holds
+ * at most `maxUnpolled + depth − 1` completions instead of one per job it ever submitted.
+ *
  * @module
  */
 import { NrtError } from "../error.ts";
@@ -45,6 +53,11 @@ export class AsyncExecWorker {
   readonly vnc: number;
   /** `NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS`. */
   readonly depth: number;
+  /**
+   * Completions waiting for {@linkcode AsyncExecWorker.poll} at which submissions are refused with `NRT_QUEUE_FULL`
+   * (ours; `depth` unless given).
+   */
+  readonly maxUnpolled: number;
   readonly #done: AsyncExecCompletion[] = [];
   readonly #idle: Array<() => void> = [];
   readonly #nextId: () => number;
@@ -53,18 +66,26 @@ export class AsyncExecWorker {
   /** The registered completion listener; completions queue for {@linkcode AsyncExecWorker.poll} while unset. */
   listener: AsyncExecListener | undefined;
 
-  /** A worker of `depth` in-flight jobs; `nextId` mints job ids (process-wide, so ids never repeat across cores). */
+  /**
+   * A worker of `depth` in-flight jobs; `nextId` mints job ids (process-wide, so ids never repeat across cores);
+   * submissions are refused once `maxUnpolled` completions wait to be polled.
+   */
   constructor(
     vnc: number,
     depth: number,
     nextId: () => number,
     onListenerError: (e: unknown) => void = (e) => console.error("Async execution listener failed:", e),
+    maxUnpolled: number = depth,
   ) {
     if (!Number.isInteger(depth) || depth < 1) {
       throw new RangeError(`Async queue depth ${depth} is not a positive integer`);
     }
+    if (!Number.isInteger(maxUnpolled) || maxUnpolled < 1) {
+      throw new RangeError(`Async unpolled completion cap ${maxUnpolled} is not a positive integer`);
+    }
     this.vnc = vnc;
     this.depth = depth;
+    this.maxUnpolled = maxUnpolled;
     this.#nextId = nextId;
     this.#onListenerError = onListenerError;
   }
@@ -74,10 +95,16 @@ export class AsyncExecWorker {
     return this.#inflight;
   }
 
+  /** Completions waiting for {@linkcode AsyncExecWorker.poll}. */
+  get unpolled(): number {
+    return this.#done.length;
+  }
+
   /**
    * `kmgr_async_exec_add_work`: starts `run` as one job and returns its id.
    *
-   * @throws {NrtError} `NRT_QUEUE_FULL` when `depth` jobs are in flight (nothing is started then).
+   * @throws {NrtError} `NRT_QUEUE_FULL` when `depth` jobs are in flight or `maxUnpolled` completions wait to be
+   * polled (nothing is started then).
    */
   submit(model: number, run: () => Promise<void>): number {
     this.checkCapacity();
@@ -114,7 +141,8 @@ export class AsyncExecWorker {
   /**
    * Throws what {@linkcode AsyncExecWorker.submit} would for a full queue.
    *
-   * @throws {NrtError} `NRT_QUEUE_FULL` when `depth` jobs are in flight.
+   * @throws {NrtError} `NRT_QUEUE_FULL` when `depth` jobs are in flight or `maxUnpolled` completions wait to be
+   * polled.
    */
   checkCapacity(): void {
     if (this.#inflight >= this.depth) {
@@ -123,9 +151,19 @@ export class AsyncExecWorker {
         `Cannot queue an execution on logical core ${this.vnc}: ${this.depth} requests are in flight (NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS)`,
       );
     }
+    if (this.#done.length >= this.maxUnpolled) {
+      throw new NrtError(
+        NrtStatus.NRT_QUEUE_FULL,
+        `Cannot queue an execution on logical core ${this.vnc}: ${this.#done.length} completed executions wait ` +
+          "to be polled; poll them (nrt_async_exec_poll), or register a completion callback to take later ones",
+      );
+    }
   }
 
-  /** `kmgr_async_exec_poll`: the oldest unharvested completion, or `undefined` (`NRT_QUEUE_EMPTY`) at once. */
+  /**
+   * `kmgr_async_exec_poll`: the oldest unharvested completion, or `undefined` (`NRT_QUEUE_EMPTY`) at once. Taking one
+   * makes room for a submission refused for {@linkcode AsyncExecWorker.maxUnpolled}.
+   */
   poll(): AsyncExecCompletion | undefined {
     return this.#done.shift();
   }
