@@ -12,8 +12,14 @@
  * class the classifier (`exec_request_process_errors`, `exec_request.ts`) already tells apart, in its order
  * ({@linkcode InferErrorFlag}). A host-side NQ overflow (1204) is not an error of the inference and has no flag; it
  * is counted by its status. The two `int`s of `kmetric_update_nds_exec_stats` are read as (model, NeuronCore); the
- * statistics live in the runtime (not in an NDS shared-memory segment) and outlive the model's unload, as
- * neuron-monitor's counters count since the runtime started.
+ * statistics live in the runtime (not in an NDS shared-memory segment).
+ *
+ * A model's entry lives from its load to its unload. `kmgr_unload_nn` calls `kmetric_unload_model_update_agg_neff_id`
+ * (seed: lifecycle-error-model §3.2, right after `DMSTATE_STOPPING`): {@linkcode Kmetric.forget} folds the model's
+ * counts into the runtime's per-NeuronCore aggregate of unloaded models ({@linkcode Kmetric.retired}) and releases the
+ * entry, so a server that loads and unloads models for ever keeps one entry per loaded model and one aggregate per
+ * NeuronCore. Ours: the aggregate is per NeuronCore (the seed names it, not its key), and the fold runs once the
+ * model's executions have drained, so every execution the unload waits for is counted first.
  *
  * @module
  */
@@ -90,7 +96,11 @@ export interface ModelExecutionStats {
   readonly name: string;
   /** Logical NeuronCore. */
   readonly vnc: number;
-  /** Whether the model is still loaded (statistics outlive the unload). */
+  /**
+   * Whether the model is still loaded. A model's entry is released at its unload ({@linkcode Kmetric.forget}); an
+   * entry that is not loaded is one the runtime did not unload (it closed with the model loaded), or the final
+   * snapshot `forget` returns.
+   */
   readonly loaded: boolean;
   /** Successful executions (final status `NRT_SUCCESS`), summed over the model's NeuronCores. */
   readonly succeeded: number;
@@ -113,9 +123,21 @@ interface ModelCounters {
   readonly cores: Map<number, NcCounters>;
 }
 
+/** One NeuronCore's counters as a read-only snapshot. */
+function ncSnapshot(nc: number, c: NcCounters): NcExecutionStats {
+  return {
+    nc,
+    executions: c.executions,
+    byStatus: Object.fromEntries([...c.byStatus].sort(([a], [b]) => a - b)),
+    errors: Object.fromEntries(INFER_ERROR_NAMES.map((n, i) => [n, c.errors[i]])) as Record<InferErrorName, number>,
+  };
+}
+
 /** The per-model, per-NeuronCore execution statistics of one runtime (the NDS "nds_*_stats" of the seed, ours). */
 export class Kmetric {
   readonly #models = new Map<number, ModelCounters>();
+  /** The counts of the models forgotten at their unload, per physical NeuronCore (ours: the aggregate's key). */
+  readonly #retired = new Map<number, NcCounters>();
 
   /**
    * Registers a model before its first execution, so it is listed with zeros (ours; the seed's NDS entry is
@@ -171,35 +193,63 @@ export class Kmetric {
   }
 
   /**
+   * `kmetric_unload_model_update_agg_neff_id` (seed: lifecycle-error-model §3.2, `kmgr_unload_nn`): adds the model's
+   * counts to the per-NeuronCore aggregate of unloaded models ({@linkcode Kmetric.retired}) and releases its entry.
+   * Call it once the model's executions have drained (nothing can count for it afterwards: an update for a forgotten
+   * model throws `RangeError`, as for any model not registered).
+   *
+   * @param handle `H_MODEL`.
+   * @returns The model's final statistics (`loaded: false`), or `undefined` when it is not registered.
+   */
+  forget(handle: number): ModelExecutionStats | undefined {
+    const m = this.#models.get(handle);
+    if (m === undefined) return undefined;
+    const last = modelSnapshot(m, false);
+    this.#models.delete(handle);
+    for (const [nc, c] of m.cores) {
+      let agg = this.#retired.get(nc);
+      if (agg === undefined) this.#retired.set(nc, agg = new NcCounters());
+      agg.executions += c.executions;
+      for (const [status, n] of c.byStatus) agg.byStatus.set(status, (agg.byStatus.get(status) ?? 0) + n);
+      for (let i = 0; i < KBL_INFER_ERRORS_SIZE; i++) agg.errors[i] += c.errors[i];
+    }
+    return last;
+  }
+
+  /** Models registered and not forgotten. */
+  get size(): number {
+    return this.#models.size;
+  }
+
+  /**
+   * The summed statistics of every model forgotten so far, per physical NeuronCore in NeuronCore order (only cores a
+   * forgotten model had).
+   *
+   * @returns Snapshots (copies).
+   */
+  retired(): NcExecutionStats[] {
+    return [...this.#retired].sort(([a], [b]) => a - b).map(([nc, c]) => ncSnapshot(nc, c));
+  }
+
+  /**
    * Every registered model's statistics, in handle order.
    *
    * @param loaded Whether a handle is still loaded.
    * @returns Snapshots (copies: later executions do not change them).
    */
   snapshot(loaded: (handle: number) => boolean): ModelExecutionStats[] {
-    return [...this.#models.values()].sort((a, b) => a.handle - b.handle).map((m) => {
-      const cores = [...m.cores].sort(([a], [b]) => a - b).map(([nc, c]): NcExecutionStats => ({
-        nc,
-        executions: c.executions,
-        byStatus: Object.fromEntries([...c.byStatus].sort(([a], [b]) => a - b)),
-        errors: Object.fromEntries(INFER_ERROR_NAMES.map((n, i) => [n, c.errors[i]])) as Record<
-          InferErrorName,
-          number
-        >,
-      }));
-      const ok = cores.reduce((a, c) => a + (c.byStatus[NrtStatus.NRT_SUCCESS] ?? 0), 0);
-      const all = cores.reduce((a, c) => a + c.executions, 0);
-      return {
-        handle: m.handle,
-        name: m.name,
-        vnc: m.vnc,
-        loaded: loaded(m.handle),
-        succeeded: ok,
-        failed: all - ok,
-        cores,
-      };
-    });
+    return [...this.#models.values()].sort((a, b) => a.handle - b.handle).map((m) =>
+      modelSnapshot(m, loaded(m.handle))
+    );
   }
+}
+
+/** One model's counters as a read-only snapshot. */
+function modelSnapshot(m: ModelCounters, loaded: boolean): ModelExecutionStats {
+  const cores = [...m.cores].sort(([a], [b]) => a - b).map(([nc, c]) => ncSnapshot(nc, c));
+  const ok = cores.reduce((a, c) => a + (c.byStatus[NrtStatus.NRT_SUCCESS] ?? 0), 0);
+  const all = cores.reduce((a, c) => a + c.executions, 0);
+  return { handle: m.handle, name: m.name, vnc: m.vnc, loaded, succeeded: ok, failed: all - ok, cores };
 }
 
 /** Where the sync execute path reports one execution (`ExecServices.kmetric`). */

@@ -76,4 +76,48 @@ describe("kmetric (seed lifecycle-error-model §5.2)", () => {
     expect(() => k.updateNdsErrorStats(7, 2, { inferErrorFlags: new Uint8Array(8) })).toThrow(RangeError);
     expect(() => k.updateNdsExecStats(8, 2, 0)).toThrow(RangeError);
   });
+
+  test("forget (seed §3.2 kmetric_unload_model_update_agg) drops the entry, keeps its counts per NeuronCore", () => {
+    const k = new Kmetric();
+    k.addModel(1, "a", 0, [0]);
+    k.addModel(2, "b", 1, [1, 2]);
+    const oob = kblInferErrorsInit();
+    oob.inferErrorFlags[InferErrorFlag.OOB] = 1;
+    kmetricUpdate({ sink: k, model: 1 }, 0, kblInferErrorsInit(), NrtStatus.NRT_SUCCESS);
+    kmetricUpdate({ sink: k, model: 1 }, 0, oob, NrtStatus.NRT_EXEC_OOB);
+    kmetricUpdate({ sink: k, model: 2 }, 2, kblInferErrorsInit(), NrtStatus.NRT_SUCCESS);
+    const last = k.forget(1);
+    expect(last).toMatchObject({ handle: 1, name: "a", loaded: false, succeeded: 1, failed: 1 });
+    expect(last?.cores.map((c) => [c.nc, c.executions, c.byStatus, c.errors.OOB])).toEqual([
+      [0, 2, { 0: 1, 1006: 1 }, 1],
+    ]);
+    // Listed no more; the other model untouched.
+    expect(k.snapshot(() => true).map((m) => m.handle)).toEqual([2]);
+    expect(k.size).toBe(1);
+    expect(k.retired().map((c) => [c.nc, c.executions, c.byStatus, c.errors.OOB])).toEqual([
+      [0, 2, { 0: 1, 1006: 1 }, 1],
+    ]);
+    // Nothing counts for a forgotten model; forgetting it again is a no-op.
+    expect(() => k.updateNdsExecStats(1, 0, 0)).toThrow(RangeError);
+    expect(k.forget(1)).toBeUndefined();
+    k.forget(2);
+    expect(k.snapshot(() => true)).toEqual([]);
+    expect(k.retired().map((c) => [c.nc, c.executions])).toEqual([[0, 2], [1, 0], [2, 1]]);
+  });
+
+  test("loading and unloading for ever keeps one entry per loaded model, not one per model ever loaded", () => {
+    const k = new Kmetric();
+    for (let h = 1; h <= 20_000; h++) {
+      k.addModel(h, `m${h}`, h % 2, [h % 2]);
+      kmetricUpdate({ sink: k, model: h }, h % 2, kblInferErrorsInit(), NrtStatus.NRT_SUCCESS);
+      if (h > 3) k.forget(h - 3); // three loaded at a time
+    }
+    expect(k.size).toBe(3);
+    expect(k.snapshot(() => true).map((m) => m.handle)).toEqual([19_998, 19_999, 20_000]);
+    // The counts of the unloaded ones are all there, per NeuronCore.
+    expect(k.retired().map((c) => [c.nc, c.executions, c.byStatus[0]])).toEqual([
+      [0, 9_998, 9_998],
+      [1, 9_999, 9_999],
+    ]);
+  });
 });
