@@ -17,6 +17,21 @@
  * name requests it runs `after` (the idiomatic API's way to chain write → execute → read without a host round trip)
  * and fails with the first failed dependency's status.
  *
+ * Close drains, then closes. `nrt_close` stops the async worker the way `kmgr_unload_nn` does — signal it to stop,
+ * wait out the drain of the work posted to it, then tear down (seed: lifecycle-error-model §3.2,
+ * `kmgr_async_exec_model_stop` → `kmgr_async_exec_poll` before `kmgr_unstage_kelf_model`; the `nrta_*` family runs
+ * on that worker pool, runtime-synthesis §6) — and only calls made after `nrt_close` get `NRT_CLOSED` (14)
+ * (lifecycle-error-model §1.1). {@linkcode Nrta.close} is that stop: from then on every schedule call is refused with
+ * 14, and it resolves once every request scheduled before it has run, writes, reads, copies and executions alike,
+ * each queue in its order. The host calls it before its state becomes `NRT_STATE_CLOSED`, while the requests can
+ * still reach their tensors through the host's state guard.
+ *
+ * Ours, for a host that closes without {@linkcode Nrta.close} first: a request whose turn comes when the host's state
+ * guard refuses (14 after close) does not start. It fails with the guard's status, whatever its kind, and an
+ * execution drops its model reference unrun; so every request of a queue after the first one refused is refused the
+ * same way, and a request already running finishes. Either way every `done` settles, and nothing a request held is
+ * left behind.
+ *
  * @module
  */
 import { NrtError } from "../error.ts";
@@ -176,6 +191,8 @@ export class Nrta {
    */
   #unsettled = 0;
   #drained: PromiseWithResolvers<void> | undefined;
+  /** Set by {@linkcode Nrta.close}: schedule calls are refused with `NRT_CLOSED`. */
+  #closed = false;
 
   /** A scheduler over `host`. */
   constructor(host: NrtaHost) {
@@ -283,6 +300,22 @@ export class Nrta {
     while (this.#unsettled > 0) await (this.#drained ??= Promise.withResolvers<void>()).promise;
   }
 
+  /**
+   * The async worker's stop at `nrt_close` (seed: lifecycle-error-model §3.2, stop → drain → teardown): from now on
+   * every schedule call is refused with `NRT_CLOSED` (14) — an execution's model reference is dropped then — and
+   * the returned promise resolves once every request scheduled before has completed, successfully or not. Every
+   * request scheduled before runs, in its queue's order. Calling it again returns the same drain.
+   */
+  close(): Promise<void> {
+    this.#closed = true;
+    return this.drain();
+  }
+
+  /** Whether {@linkcode Nrta.close} was called. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
   #checkQueue(xu: number, vnc: number, queue: number): void {
     if (!Number.isInteger(xu) || xu < 0 || xu >= NrtaXu.NRTA_XU_TYPE_NUM) {
       throw new NrtError(NrtStatus.NRT_INVALID, `Execution unit ${xu} does not exist`);
@@ -307,6 +340,9 @@ export class Nrta {
     cancel?: () => void,
   ): NrtaRequest {
     this.#host.guard();
+    if (this.#closed) {
+      throw new NrtError(NrtStatus.NRT_CLOSED, "Cannot schedule a request: the runtime is closing");
+    }
     const queue = options.queue ?? 0;
     this.#checkQueue(xu, vnc, queue);
     const key = `${vnc}:${xu}:${queue}`;
@@ -330,10 +366,21 @@ export class Nrta {
     const queueRef = q;
     const prev = q.tail;
     const deps = (options.after ?? []).map((r) => r.done);
+    const host = this.#host;
     const done = (async () => {
       await prev;
       try {
         const settled = await Promise.allSettled(deps);
+        try {
+          // Its turn came: a request does not start on a host that closed meanwhile (ours, see the module comment).
+          host.guard();
+        } catch (e) {
+          cancel?.();
+          const status = e instanceof NrtError ? e.status : NrtStatus.NRT_FAILURE;
+          throw new NrtError(status, `Request 0x${seq.toString(16)} did not run: ${(e as Error)?.message ?? e}`, {
+            cause: e,
+          });
+        }
         const failed = settled.find((s) => s.status === "rejected");
         if (failed !== undefined) {
           cancel?.();
