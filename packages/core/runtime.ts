@@ -36,7 +36,7 @@ import { checkNeffTarget } from "./kelf/target_check.ts";
 import type { NeffTensor } from "./neff/neff_signature.ts";
 import type { Portal, PortalDeviceInfo } from "./portal.ts";
 import type { SiliconSpec } from "./silicon_spec.ts";
-import { Nrta, type PreparedExecution } from "./nrta/nrta.ts";
+import { Nrta, type NrtaHost, type PreparedExecution } from "./nrta/nrta.ts";
 import { Collectives, encValidateGlobalComm, kmgrValidateReplicaGroups } from "./collectives/collectives.ts";
 import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
@@ -48,6 +48,10 @@ import { type Tpb, tpbDestroy, tpbInit } from "./tdrv/tpb.ts";
 import { ucodeInitModule } from "./tdrv/ucode_module.ts";
 import {
   allocateTensor,
+  bytesOf,
+  describeValue,
+  releaseTensor,
+  releaseTensors,
   Tensor,
   type TensorContext,
   type TensorLocation,
@@ -55,6 +59,114 @@ import {
   TensorSet,
 } from "./tensor.ts";
 import { resolveVirtualCoreSize, type VncChoice, type VncLoad, VncTable } from "./vnc/vnc.ts";
+
+/**
+ * The NeuronCores claimed by the live runtimes of this process, per portal, as `device:nc` (ours: the seeds describe
+ * one runtime per process). A backend's `acquireCores` arbitrates between processes and lets a client take its own
+ * cores again, and the embedded simulator has none: without this, two runtimes on one portal would both bring up the
+ * same cores, and the first would then fail every execution. A runtime claims its visible cores at init, before
+ * bringing them up, and gives them back at close or when its init fails.
+ */
+const claimedCores = new WeakMap<Portal, Set<string>>();
+
+/**
+ * Claims `cores` of `device` on `portal` for one runtime, all or none.
+ *
+ * @throws {NrtError} `NRT_RESOURCE` naming the cores a live runtime on the same portal holds.
+ */
+function claimCores(portal: Portal, device: number, cores: readonly number[]): readonly string[] {
+  let held = claimedCores.get(portal);
+  if (held === undefined) claimedCores.set(portal, held = new Set());
+  const keys = cores.map((nc) => `${device}:${nc}`);
+  const taken = cores.filter((_, i) => held.has(keys[i]));
+  if (taken.length > 0) {
+    const one = taken.length === 1;
+    throw new NrtError(
+      NrtStatus.NRT_RESOURCE,
+      `Cannot initialize: NeuronCore${one ? "" : "s"} ${taken.map((nc) => `nc${nc}`).join(", ")} of device ` +
+        `${device} ${one ? "is" : "are"} held by another runtime on the same portal; close it, or give each runtime ` +
+        `its own cores (visibleCores)`,
+    );
+  }
+  for (const k of keys) held.add(k);
+  return keys;
+}
+
+/** Gives back what {@linkcode claimCores} took. */
+function unclaimCores(portal: Portal, keys: readonly string[]): void {
+  const held = claimedCores.get(portal);
+  for (const k of keys) held?.delete(k);
+}
+
+/**
+ * The runtime's `nrta_*` scheduler: every entry takes the runtime's state guard first (13 before init, 14 after
+ * close), the queries `nrta_is_completed` and `nrta_get_sequence` included (seed: lifecycle-error-model §1.1).
+ */
+class RuntimeNrta extends Nrta {
+  readonly #guard: () => void;
+
+  constructor(host: NrtaHost) {
+    super(host);
+    this.#guard = () => host.guard();
+  }
+
+  override tensorWrite(...args: Parameters<Nrta["tensorWrite"]>): ReturnType<Nrta["tensorWrite"]> {
+    this.#guard();
+    return super.tensorWrite(...args);
+  }
+
+  override tensorRead(...args: Parameters<Nrta["tensorRead"]>): ReturnType<Nrta["tensorRead"]> {
+    this.#guard();
+    return super.tensorRead(...args);
+  }
+
+  override tensorCopy(...args: Parameters<Nrta["tensorCopy"]>): ReturnType<Nrta["tensorCopy"]> {
+    this.#guard();
+    return super.tensorCopy(...args);
+  }
+
+  override executeSchedule(...args: Parameters<Nrta["executeSchedule"]>): ReturnType<Nrta["executeSchedule"]> {
+    try {
+      this.#guard();
+    } catch (e) {
+      args[0]?.cancel?.(); // the prepared execution holds a model reference
+      throw e;
+    }
+    return super.executeSchedule(...args);
+  }
+
+  override ccSchedule(...args: Parameters<Nrta["ccSchedule"]>): ReturnType<Nrta["ccSchedule"]> {
+    this.#guard();
+    return super.ccSchedule(...args);
+  }
+
+  override isCompleted(...args: Parameters<Nrta["isCompleted"]>): ReturnType<Nrta["isCompleted"]> {
+    this.#guard();
+    return super.isCompleted(...args);
+  }
+
+  override getSequence(...args: Parameters<Nrta["getSequence"]>): ReturnType<Nrta["getSequence"]> {
+    this.#guard();
+    return super.getSequence(...args);
+  }
+}
+
+/** `NRT_INVALID` unless `v` is a non-null object (not an array). */
+function checkObject<T>(action: string, what: string, v: T): asserts v is NonNullable<T> {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw new NrtError(NrtStatus.NRT_INVALID, `${action}: ${what} must be an object, got ${describeValue(v)}`);
+  }
+}
+
+/** `NRT_INVALID` unless `v` is a logical core index (a non-negative integer). */
+function checkVnc(action: string, v: unknown): asserts v is number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `${action}: logical core ${describeValue(v)} is not a non-negative integer`,
+    );
+  }
+}
 
 /** Options of {@linkcode Runtime.init}. */
 export interface RuntimeInitOptions extends RuntimeOptions {
@@ -254,6 +366,8 @@ export class Runtime {
   readonly #deps = new WeakMap<ModelRecord, KmgrExecDeps>();
   #services: (InstallServices & { readonly log: Logger }) | undefined;
   readonly #ownsPortal: boolean;
+  /** The `device:nc` this runtime claimed on its portal (`claimCores`), given back at close. */
+  #claim: readonly string[] = [];
   /** The generations this runtime was given (NEFF targets are resolved against their names). */
   readonly archPacks: readonly ArchPack[];
   #execSeq = 0;
@@ -328,10 +442,15 @@ export class Runtime {
         );
       }
     }
-    this.nrta = new Nrta({
+    this.nrta = new RuntimeNrta({
       vncCount: this.#vnc.visibleCount,
       guard: () => this.guard(),
-      vncOf: (t) => this.#vncOfNc(t.nc),
+      vncOf: (t) => {
+        if (!(t instanceof Tensor)) {
+          throw new NrtError(NrtStatus.NRT_INVALID, `Cannot schedule: ${describeValue(t)} is not a Tensor`);
+        }
+        return this.#vncOfNc(t.nc);
+      },
     });
     this.collectives = new Collectives({
       guard: () => this.guard(),
@@ -351,9 +470,23 @@ export class Runtime {
     });
   }
 
-  /** `nrt_init`: resolves the portal and the matching arch pack, brings up every visible NeuronCore. */
+  /**
+   * `nrt_init`: resolves the portal and the matching arch pack, brings up every visible NeuronCore.
+   *
+   * Several runtimes may share one portal (`ownsPortal: false`) on disjoint NeuronCores; a runtime whose visible
+   * cores overlap those of a live runtime on the same portal is refused (ours: the seeds describe one runtime per
+   * process, and a backend's `acquireCores` lets one client take its own cores twice).
+   *
+   * @throws {NrtError} `NRT_INVALID` for options that are not an object, a portal that is not one, or a bad
+   * configuration; `NRT_RESOURCE` naming the cores a live runtime on the same portal holds; `NRT_HW_ERROR` when the
+   * device is missing or of a generation none of `archPacks` drives; the bring-up's errors.
+   */
   static async init(options: RuntimeInitOptions): Promise<Runtime> {
+    checkObject("Cannot initialize", "the options", options);
     const portal = options.portal;
+    if (typeof portal !== "object" || portal === null || typeof portal.devices !== "function") {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot initialize: portal ${describeValue(portal)} is not a Portal`);
+    }
     const owns = options.ownsPortal ?? true;
     let config: RuntimeConfig;
     try {
@@ -366,6 +499,12 @@ export class Runtime {
     const log = options.logger ?? createConsoleLogger(config.logLevel);
     let rt: Runtime;
     try {
+      if (!Array.isArray(options.archPacks)) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot initialize: archPacks must be an array of arch packs, got ${describeValue(options.archPacks)}`,
+        );
+      }
       if (options.poolUcode !== undefined) {
         const bad = checkPoolUcodeOverride(options.poolUcode);
         if (bad !== undefined) {
@@ -418,13 +557,22 @@ export class Runtime {
       gpsimdStdoutQueueSizeBytes: config.gpsimdStdoutQueueSizeBytes,
     };
     const cores = rt.#vnc.physical;
-    // The driver's per-process core ownership: a core another process holds fails here, naming the owner.
-    await portal.acquireCores?.(device.index, cores);
+    // This process's runtimes on this portal: a core another live runtime brought up is refused here (ours). The
+    // portal is left open: the runtime holding the cores uses it.
+    rt.#claim = claimCores(portal, device.index, cores);
+    try {
+      // The driver's per-process core ownership: a core another process holds fails here, naming the owner.
+      await portal.acquireCores?.(device.index, cores);
+    } catch (e) {
+      unclaimCores(portal, rt.#claim);
+      throw e;
+    }
     try {
       for (const nc of cores) rt.#tpbs.push(await tpbInit(services, nc, options.poolUcode));
     } catch (e) {
       for (const tpb of rt.#tpbs.splice(0).reverse()) await tpbDestroy(services, tpb).catch(() => {});
       await portal.releaseCores?.(device.index, cores).catch(() => {});
+      unclaimCores(portal, rt.#claim);
       if (owns) await portal.close().catch(() => {});
       throw e;
     }
@@ -488,8 +636,9 @@ export class Runtime {
    *
    * @throws {NrtError} `NRT_INVALID` for a bad global comm or replica groups; every `nrt_load` error.
    */
-  async loadCollectives(neff: Uint8Array, options: LoadCollectivesOptions): Promise<Model> {
+  async loadCollectives(neff: Uint8Array | ArrayBuffer, options: LoadCollectivesOptions): Promise<Model> {
     this.guard();
+    checkObject("Cannot load NEFF", "the options", options);
     const { globalDeviceId = 0, globalDeviceCount = 1, replicaGroups, ...load } = options;
     encValidateGlobalComm(globalDeviceId, globalDeviceCount);
     const model = await this.load(neff, load);
@@ -503,10 +652,30 @@ export class Runtime {
     return model;
   }
 
-  /** `nrt_load`: NEFF bytes → a RUNNING model on a logical core (default 0), optionally with a metaneff. */
-  async load(neff: Uint8Array, options: number | LoadOptions = {}): Promise<Model> {
+  /**
+   * `nrt_load`: NEFF bytes → a RUNNING model on a logical core (default 0), optionally with a metaneff.
+   *
+   * The NEFF is a `Uint8Array` or an `ArrayBuffer` (its whole content; ours: read in place, not copied; any other
+   * `ArrayBufferView` is read as its bytes too). `options` is the logical core or a {@linkcode LoadOptions}.
+   *
+   * @throws {NrtError} 13/14 by state, then `NRT_INVALID` for a NEFF that is not bytes, options that are not a
+   * logical core or an object, a logical core that is neither a non-negative integer nor `"auto"`; then the
+   * `nrt_load` errors (`NRT_LOAD_NOT_ENOUGH_NC` for a logical core past the visible ones, a bad NEFF, …).
+   */
+  async load(source: Uint8Array | ArrayBuffer, options: number | LoadOptions = {}): Promise<Model> {
     this.guard();
+    const neff = bytesOf(source);
+    if (neff === undefined) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot load NEFF: expected its bytes (a Uint8Array or an ArrayBuffer), got ${describeValue(source)}`,
+      );
+    }
+    if (typeof options !== "number") checkObject("Cannot load NEFF", "the options", options);
     const opts: LoadOptions = typeof options === "number" ? { vnc: options } : options;
+    if (opts.vnc !== undefined && opts.vnc !== "auto") checkVnc("Cannot load NEFF", opts.vnc);
+    if (opts.metaneff !== undefined) checkObject("Cannot load NEFF", "the metaneff", opts.metaneff);
+    if (opts.checkpoint !== undefined) checkObject("Cannot load NEFF", "the checkpoint", opts.checkpoint);
     // neff_get_header_from_buffer: the header says how many physical cores the model spans (lnc_size). The version
     // gate is neff_parse's, after the vNC is reserved (seed: lifecycle-error-model §2.3, §2.7).
     const header = readNeffHeader(neff, { checkVersion: false });
@@ -540,7 +709,7 @@ export class Runtime {
 
   /** How busy a logical core is: resident models and booked bytes (for `vnc: "auto"`). */
   #vncLoad(vnc: number): VncLoad {
-    return { models: this.#vnc.usage(vnc), bytes: this.memoryStats(vnc).bytesUsed };
+    return { models: this.#vnc.usage(vnc), bytes: this.#memoryStats(vnc).bytesUsed };
   }
 
   /** `kmgr_load_nn_nc` on a reserved logical core: parse, then one `kbl_model_add` per physical core of the span. */
@@ -654,6 +823,13 @@ export class Runtime {
     };
   }
 
+  /** `NRT_INVALID` unless `model` is a {@linkcode Model} (of any runtime: the lookup says whether it is ours). */
+  #checkModel(action: string, model: unknown): asserts model is Model {
+    if (!(model instanceof Model)) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `${action}: ${describeValue(model)} is not a Model`);
+    }
+  }
+
   #record(model: Model): ModelRecord {
     const r = this.#models.get(model.handle);
     if (r === undefined || !r.holders.has(model)) {
@@ -662,8 +838,9 @@ export class Runtime {
     return r;
   }
 
-  /** Whether `model` is still loaded in this runtime (and the runtime is open). */
+  /** Whether `model` is still loaded in this runtime (and the runtime is open); `NRT_INVALID` for a non-model. */
   isLoaded(model: Model): boolean {
+    this.#checkModel("Cannot look up a model", model);
     return this.#state === NrtInitState.NRT_STATE_INIT && this.#models.get(model.handle)?.holders.has(model) === true;
   }
 
@@ -672,6 +849,7 @@ export class Runtime {
    * §4.1, §5.5), and with which status. Band A/B verdicts never poison.
    */
   poisonedStatus(model: Model): number | undefined {
+    this.#checkModel("Cannot look up a model", model);
     return this.#models.get(model.handle)?.poisoned;
   }
 
@@ -705,7 +883,10 @@ export class Runtime {
       vnc: x.r.vnc,
       run: async () => {
         if (state !== "ready") {
-          throw new RangeError(`Execution of model "${x.r.name}" was already ${state === "ran" ? "run" : "cancelled"}`);
+          throw new NrtError(
+            NrtStatus.NRT_INVALID,
+            `Execution of model "${x.r.name}" was already ${state === "ran" ? "run" : "cancelled"}`,
+          );
         }
         state = "ran";
         throwUnlessSuccess(await this.#run(x), x.r.name);
@@ -729,6 +910,14 @@ export class Runtime {
     outputs: TensorSet,
   ): { r: ModelRecord; tensors: Array<Tensor | undefined> } {
     this.guard();
+    this.#checkModel("Cannot execute", model);
+    if (!(inputs instanceof TensorSet) || !(outputs instanceof TensorSet)) {
+      const [what, v] = inputs instanceof TensorSet ? ["outputs", outputs] : ["inputs", inputs];
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot execute model "${model.name}": the ${what} must be a TensorSet, got ${describeValue(v)}`,
+      );
+    }
     const r = this.#record(model);
     if (r.state !== DlrModelState.DMSTATE_RUNNING) {
       throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Model ${model.handle} is not running`);
@@ -883,10 +1072,12 @@ export class Runtime {
    * The drain waits for the executions' references to drop, as the synthesis seed's `remove_model` busy-waits
    * (§4.2); an execution's reference never makes the unload return early (`docs/multi-model.md`).
    *
-   * @throws {NrtError} `NRT_INVALID_HANDLE` for a handle already unloaded; 13/14 by state.
+   * @throws {NrtError} 13/14 by state; `NRT_INVALID` for a value that is not a {@linkcode Model};
+   * `NRT_INVALID_HANDLE` for a handle already unloaded.
    */
   async unload(model: Model): Promise<void> {
     this.guard();
+    this.#checkModel("Cannot unload", model);
     const r = this.#record(model);
     r.holders.delete(model); // nn_ref_decrement
     if (r.holders.size > 0) {
@@ -930,7 +1121,7 @@ export class Runtime {
     r.staging.clear();
     r.resident.clear();
     let first: unknown;
-    for (const t of tensors) await t.free().catch((e) => (first ??= e));
+    for (const t of tensors) await releaseTensor(t).catch((e) => (first ??= e));
     const services = this.#installServices();
     for (const p of r.parts) await kmgrUnstage(services, p).catch((e) => (first ??= e));
     if (first !== undefined) throw first;
@@ -939,7 +1130,8 @@ export class Runtime {
   /**
    * Allocates a tensor (`nrt_tensor_allocate`): `size` bytes in the device memory of logical core `vnc` (the
    * default), in host memory, or virtual (a buffer attached later). Every failure, a bad logical core included, is
-   * a rejected promise.
+   * a rejected promise: 13/14 by state, then `NRT_INVALID` for options that are not an object, a size that is not a
+   * positive integer, a name that is not a string, an unknown location, a logical core that is not visible.
    *
    * @example A device tensor on logical core 0
    * ```ts ignore
@@ -948,7 +1140,12 @@ export class Runtime {
    */
   async allocateTensor(options: AllocateTensorOptions): Promise<Tensor> {
     this.guard();
+    checkObject("Cannot allocate tensor", "the options", options);
     const { size, vnc = 0, location = "device", name = "tensor" } = options;
+    if (typeof name !== "string") {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor: name ${describeValue(name)} is not a string`);
+    }
+    checkVnc(`Cannot allocate tensor "${name}"`, vnc);
     if (!this.#vnc.has(vnc)) {
       throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor "${name}": logical core ${vnc} is not visible`);
     }
@@ -956,9 +1153,20 @@ export class Runtime {
     return await allocateTensor(this.#tensorCtx, location, this.device.index, tpb.nc, size, name, vnc);
   }
 
-  /** Bytes booked on a logical core's physical cores, and the device's HBM size (`nrt_get_vnc_memory_stats`). */
+  /**
+   * Bytes booked on a logical core's physical cores, and the device's HBM size (`nrt_get_vnc_memory_stats`).
+   *
+   * @throws {NrtError} 13/14 by state; `NRT_INVALID` for a logical core that is not visible.
+   */
   memoryStats(vnc: number): VncMemoryStats {
-    if (!this.#vnc.has(vnc)) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
+    this.guard();
+    return this.#memoryStats(vnc);
+  }
+
+  #memoryStats(vnc: number): VncMemoryStats {
+    if (!this.#vnc.has(vnc)) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${describeValue(vnc)} is not visible`);
+    }
     const used = this.#vnc.slots(vnc).reduce(
       (a, i) => a + this.#ledger.coreTotal(this.device.index, this.#vnc.physical[i]),
       0,
@@ -969,6 +1177,8 @@ export class Runtime {
   /**
    * The device memory this runtime has booked, read-only: per visible NeuronCore its total, its HBM and host-DRAM
    * shares and the bytes of each `dma_mem_usage_type` category (the dmem ledger's rows), and the device's HBM.
+   * Like the other read-only views (`cores`, `executionStats`, `events`), it stays readable after close, to check
+   * what the teardown gave back (ours).
    */
   memory(): RuntimeMemory {
     const device = this.device.index;
@@ -1025,7 +1235,7 @@ export class Runtime {
         name: m.name,
         ncs: m.parts.map((p) => p.tpb.nc),
       })),
-      memory: this.memoryStats(vnc),
+      memory: this.#memoryStats(vnc),
     }));
   }
 
@@ -1038,6 +1248,7 @@ export class Runtime {
    */
   submit(model: Model, inputs: TensorSet, outputs: TensorSet): number {
     this.guard();
+    this.#checkModel("Cannot execute", model);
     const worker = this.#worker(model.vnc);
     worker.checkCapacity(); // before the model reference is taken
     const x = this.prepareExecution(model, inputs, outputs);
@@ -1074,6 +1285,13 @@ export class Runtime {
    * one); `undefined` restores the default (completions queue for {@linkcode Runtime.poll}).
    */
   setAsyncListener(listener: AsyncExecListener | undefined): void {
+    this.guard();
+    if (listener !== undefined && typeof listener !== "function") {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot set the async listener: ${describeValue(listener)} is not a function or undefined`,
+      );
+    }
     for (const w of this.#async) w.listener = listener;
   }
 
@@ -1084,15 +1302,32 @@ export class Runtime {
         "Async execution is off: set NEURON_RT_ASYNC_EXEC_MAX_INFLIGHT_REQUESTS (asyncExecMaxInflightRequests) above 0",
       );
     }
-    const w = this.#async[vnc];
-    if (w === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${vnc} is not visible`);
+    // An integer first: `this.#async["0"]` would find core 0's worker.
+    const w = typeof vnc === "number" && Number.isSafeInteger(vnc) ? this.#async[vnc] : undefined;
+    if (w === undefined) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Logical core ${describeValue(vnc)} is not visible`);
+    }
     return w;
   }
 
-  /** `nrt_close`: tears every NeuronCore down in the seed's order; afterwards every call returns 14. */
+  /**
+   * `nrt_close`: tears every NeuronCore down in the seed's order; afterwards every call returns 14. The device memory
+   * of the tensors the application did not free goes back too, whether or not the runtime owns the portal (ours: a
+   * shared portal outlives the runtime, and nothing else would ever free it); so do the NeuronCores the runtime
+   * claimed on the portal (`Runtime.init`).
+   */
   async close(): Promise<void> {
     this.guard();
     this.#state = NrtInitState.NRT_STATE_CLOSED;
+    try {
+      await this.#teardown();
+    } finally {
+      unclaimCores(this.#portal, this.#claim);
+      this.#claim = [];
+    }
+  }
+
+  async #teardown(): Promise<void> {
     // Loads and unloads in flight finish (a load that sees CLOSED undoes itself), and queued async work drains,
     // before the cores go.
     while (this.#loading.size > 0) await Promise.allSettled([...this.#loading]);
@@ -1124,6 +1359,12 @@ export class Runtime {
       } catch (e) {
         first ??= e;
       }
+    }
+    try {
+      const left = await releaseTensors(this.#tensorCtx);
+      if (left.count > 0) this.log.debug(`nrt_close freed ${left.count} tensor(s) left allocated (${left.bytes} B)`);
+    } catch (e) {
+      first ??= e;
     }
     await this.#portal.releaseCores?.(this.device.index, this.#vnc.physical).catch((e: unknown) => (first ??= e));
     if (this.#ownsPortal) await this.#portal.close().catch((e: unknown) => (first ??= e));

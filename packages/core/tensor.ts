@@ -3,7 +3,12 @@
  * through the portal, HOST tensors in host memory, VIRTUAL tensors have no backing until a buffer is attached.
  *
  * Seed: runtime-synthesis §2.3 (tensor-set ordinal i == var_id i == mem_ref[i]; the name is the lookup key),
- * lifecycle-error-model §5.1 (execute clones the tensor sets to device memory).
+ * lifecycle-error-model §5.1 (execute clones the tensor sets to device memory), §1.1 (every entry checks the runtime's
+ * state first: 13 before init, 14 after close; then its arguments: `NRT_INVALID`).
+ *
+ * Bytes in and out (ours): `write`, `readInto` and `attachBuffer` take any `ArrayBuffer` or `ArrayBufferView` (a
+ * typed array of any element type, a `DataView`, a Node `Buffer`) and move its bytes, as the C calls' `void*` does:
+ * `write(new Float32Array([1.5]))` writes the four bytes of 1.5. Anything else is refused with `NRT_INVALID`.
  *
  * @module
  */
@@ -53,7 +58,69 @@ export interface TensorContext {
   readonly owner?: object;
 }
 
-/** An `nrt_tensor`. */
+/**
+ * A value as an error message shows it (ours): strings quoted as JSON, so the string `"8"` and the number `8` read
+ * differently; objects by their kind (`null`, `an array of 3`, `a Float32Array`).
+ *
+ * @internal
+ */
+export function describeValue(v: unknown): string {
+  switch (typeof v) {
+    case "string":
+      return JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v);
+    case "number":
+    case "boolean":
+      return String(v);
+    case "bigint":
+      return `${v}n`;
+    case "undefined":
+      return "undefined";
+    case "symbol":
+      return v.toString();
+    case "function":
+      return "a function";
+  }
+  if (v === null) return "null";
+  if (Array.isArray(v)) return `an array of ${v.length}`;
+  const name = (Object.getPrototypeOf(v) as { constructor?: { name?: unknown } } | null)?.constructor?.name;
+  if (typeof name !== "string" || name === "" || name === "Object") return "an object";
+  return `${/^[AEIOU]/.test(name) ? "an" : "a"} ${name}`;
+}
+
+/**
+ * The bytes of `data` as a `Uint8Array` over the same memory (no copy): a `Uint8Array` itself, the byte range of any
+ * other `ArrayBufferView`, or a whole `ArrayBuffer` / `SharedArrayBuffer`; `undefined` for anything else (ours).
+ *
+ * @internal
+ */
+export function bytesOf(data: unknown): Uint8Array | undefined {
+  if (data instanceof Uint8Array) return data;
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  // By tag, not instanceof: a buffer made in another realm (a Worker, a vm context) is still a buffer.
+  const tag = Object.prototype.toString.call(data);
+  if (tag === "[object ArrayBuffer]" || tag === "[object SharedArrayBuffer]") {
+    return new Uint8Array(data as ArrayBufferLike);
+  }
+  return undefined;
+}
+
+/** `NRT_INVALID` unless `v` is a non-negative safe integer. */
+function checkCount(action: string, what: string, v: unknown): asserts v is number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new NrtError(NrtStatus.NRT_INVALID, `${action}: ${what} ${describeValue(v)} is not a non-negative integer`);
+  }
+}
+
+/** Device backings not yet freed, per runtime: `nrt_close` frees what the application left (`releaseTensors`). */
+const liveDeviceBackings = new WeakMap<TensorContext, Set<Backing>>();
+
+/** Frees a tensor without the state guard (set in the class's static block; the runtime's own teardown uses it). */
+let freeUnguarded: (t: Tensor) => Promise<void>;
+
+/**
+ * An `nrt_tensor`. Every method checks the runtime's state first (13 before init, 14 after close), then that the
+ * tensor was not freed (`NRT_INVALID_HANDLE`), then its arguments (`NRT_INVALID`).
+ */
 export class Tensor {
   readonly #ctx: TensorContext;
   readonly #backing: Backing;
@@ -63,7 +130,6 @@ export class Tensor {
   readonly name: string;
   /** Bytes. */
   readonly size: number;
-  /** Placement. */
   /** Where the bytes live. */
   readonly location: TensorLocation;
   /** Physical NeuronCore whose memory holds the tensor (device tensors). */
@@ -72,6 +138,10 @@ export class Tensor {
   readonly device: number;
   /** Logical NeuronCore the tensor was allocated for. */
   readonly vnc: number;
+
+  static {
+    freeUnguarded = (t) => t.#release();
+  }
 
   /** @internal Use {@linkcode allocateTensor}. */
   constructor(
@@ -117,91 +187,148 @@ export class Tensor {
     return this.#backing.dmem === undefined ? undefined : { dmem: this.#backing.dmem, offset: this.#offset };
   }
 
-  #check(offset: number, length: number): void {
+  /** The state guard, then the handle: 13/14, then `NRT_INVALID_HANDLE` for a freed tensor. */
+  #usable(action: string): void {
     this.#ctx.guard();
-    if (this.#freed) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `Cannot use tensor "${this.name}": it was freed`);
-    if (
-      !Number.isSafeInteger(offset) || !Number.isSafeInteger(length) || offset < 0 || length < 0 ||
-      offset + length > this.size
-    ) {
+    if (this.#freed) throw new NrtError(NrtStatus.NRT_INVALID_HANDLE, `${action}: it was freed`);
+  }
+
+  /** The byte range `[offset, offset + length)` must lie in the tensor, whose bytes must exist. */
+  #range(action: string, offset: unknown, length: unknown): asserts offset is number {
+    checkCount(action, "offset", offset);
+    checkCount(action, "length", length);
+    if (offset + length > this.size) {
       throw new NrtError(
         NrtStatus.NRT_INVALID,
-        `Cannot access tensor "${this.name}": range [${offset}, ${offset}+${length}) is outside its ${this.size} bytes`,
+        `${action}: range [${offset}, ${offset + length}) is outside its ${this.size} bytes`,
       );
     }
     if (this.#backing.kind === "virtual" && this.#backing.host === undefined) {
-      throw new NrtError(
-        NrtStatus.NRT_INVALID,
-        `Cannot access tensor "${this.name}": a virtual tensor has no buffer attached`,
-      );
+      throw new NrtError(NrtStatus.NRT_INVALID, `${action}: a virtual tensor has no buffer attached`);
     }
   }
 
-  /** `nrt_tensor_write`. */
-  async write(data: Uint8Array, offset = 0): Promise<void> {
-    this.#check(offset, data.byteLength);
-    const b = this.#backing;
-    if (b.dmem !== undefined) await this.#ctx.portal.memWrite(b.dmem.memory, this.#offset + offset, data);
-    else b.host!.set(data, this.#offset + offset);
-  }
-
-  /** `nrt_tensor_read`. */
-  async read(offset = 0, length: number = this.size - offset): Promise<Uint8Array> {
-    this.#check(offset, length);
-    const b = this.#backing;
-    if (b.dmem !== undefined) return await this.#ctx.portal.memRead(b.dmem.memory, this.#offset + offset, length);
-    return b.host!.slice(this.#offset + offset, this.#offset + offset + length);
+  /** `NRT_INVALID` unless `data` is a byte source; its bytes. */
+  #bytes(action: string, what: string, data: unknown): Uint8Array {
+    const bytes = bytesOf(data);
+    if (bytes === undefined) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `${action}: ${what} must be an ArrayBuffer or an ArrayBufferView (such as a Uint8Array), got ${
+          describeValue(data)
+        }`,
+      );
+    }
+    return bytes;
   }
 
   /**
-   * `nrt_tensor_read` as the C call has it: `into.byteLength` bytes at `offset` into the caller's buffer. Reading
-   * into a buffer the caller keeps costs one copy and no allocation ({@linkcode Tensor.read} makes a new buffer per
-   * call: a fresh 1 MiB costs 4–20× the copy itself, docs/architecture.md §7).
+   * `nrt_tensor_write`: the bytes of `data` (any `ArrayBuffer` or `ArrayBufferView`: a `Float32Array` writes the
+   * bytes of its floats) at `offset`.
    */
-  async readInto(into: Uint8Array, offset = 0): Promise<void> {
-    this.#check(offset, into.byteLength);
+  async write(data: ArrayBufferLike | ArrayBufferView, offset = 0): Promise<void> {
+    const action = `Cannot write tensor "${this.name}"`;
+    this.#usable(action);
+    const bytes = this.#bytes(action, "data", data);
+    this.#range(action, offset, bytes.byteLength);
+    await this.#put(bytes, offset);
+  }
+
+  async #put(bytes: Uint8Array, offset: number): Promise<void> {
+    const b = this.#backing;
+    if (b.dmem !== undefined) await this.#ctx.portal.memWrite(b.dmem.memory, this.#offset + offset, bytes);
+    else b.host!.set(bytes, this.#offset + offset);
+  }
+
+  /** `nrt_tensor_read`: `length` bytes at `offset` (default: to the end), in a new buffer. */
+  async read(offset = 0, length?: number): Promise<Uint8Array> {
+    const action = `Cannot read tensor "${this.name}"`;
+    this.#usable(action);
+    checkCount(action, "offset", offset);
+    const n = length === undefined ? Math.max(0, this.size - offset) : length;
+    this.#range(action, offset, n);
+    const b = this.#backing;
+    if (b.dmem !== undefined) return await this.#ctx.portal.memRead(b.dmem.memory, this.#offset + offset, n);
+    return b.host!.slice(this.#offset + offset, this.#offset + offset + n);
+  }
+
+  /**
+   * `nrt_tensor_read` as the C call has it: `into.byteLength` bytes at `offset` into the caller's buffer, any
+   * `ArrayBuffer` or `ArrayBufferView` (a `Float32Array` receives the bytes, not converted values). Reading into a
+   * buffer the caller keeps costs one copy and no allocation ({@linkcode Tensor.read} makes a new buffer per call: a
+   * fresh 1 MiB costs 4–20× the copy itself, docs/architecture.md §7).
+   */
+  async readInto(into: ArrayBufferLike | ArrayBufferView, offset = 0): Promise<void> {
+    const action = `Cannot read tensor "${this.name}"`;
+    this.#usable(action);
+    const bytes = this.#bytes(action, "the destination", into);
+    this.#range(action, offset, bytes.byteLength);
     const b = this.#backing;
     if (b.dmem === undefined) {
-      into.set(b.host!.subarray(this.#offset + offset, this.#offset + offset + into.byteLength));
+      bytes.set(b.host!.subarray(this.#offset + offset, this.#offset + offset + bytes.byteLength));
       return;
     }
-    await portalReadInto(this.#ctx.portal, b.dmem.memory, this.#offset + offset, into);
+    await portalReadInto(this.#ctx.portal, b.dmem.memory, this.#offset + offset, bytes);
   }
 
-  /** `nrt_tensor_memset`. */
-  async memset(value: number, offset = 0, length: number = this.size - offset): Promise<void> {
-    this.#check(offset, length);
-    await this.write(new Uint8Array(length).fill(value & 0xff), offset);
-  }
-
-  /** `nrt_tensor_copy`: copies `length` bytes from `src` at `srcOffset` into this tensor at `dstOffset`. */
-  async copyFrom(src: Tensor, srcOffset = 0, dstOffset = 0, length: number = src.size - srcOffset): Promise<void> {
-    this.#check(dstOffset, length);
-    await this.write(await src.read(srcOffset, length), dstOffset);
-  }
-
-  /** `nrt_tensor_attach_buffer`: gives a VIRTUAL tensor its host buffer (it must be at least `size` bytes). */
-  attachBuffer(buffer: Uint8Array): void {
-    if (this.#backing.kind !== "virtual") {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot attach a buffer to tensor "${this.name}": it is not virtual`);
+  /** `nrt_tensor_memset`: `length` bytes at `offset` (default: to the end) set to `value & 0xff`. */
+  async memset(value: number, offset = 0, length?: number): Promise<void> {
+    const action = `Cannot memset tensor "${this.name}"`;
+    this.#usable(action);
+    if (typeof value !== "number" || !Number.isInteger(value)) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `${action}: value ${describeValue(value)} is not an integer`);
     }
-    if (buffer.byteLength < this.size + this.#offset) {
+    checkCount(action, "offset", offset);
+    const n = length === undefined ? Math.max(0, this.size - offset) : length;
+    this.#range(action, offset, n);
+    await this.#put(new Uint8Array(n).fill(value & 0xff), offset);
+  }
+
+  /**
+   * `nrt_tensor_copy`: copies `length` bytes (default: the rest of `src`) from `src` at `srcOffset` into this tensor
+   * at `dstOffset`.
+   */
+  async copyFrom(src: Tensor, srcOffset = 0, dstOffset = 0, length?: number): Promise<void> {
+    const action = `Cannot copy into tensor "${this.name}"`;
+    this.#usable(action);
+    if (!(src instanceof Tensor)) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `${action}: the source must be a Tensor, got ${describeValue(src)}`);
+    }
+    checkCount(action, "source offset", srcOffset);
+    const n = length === undefined ? Math.max(0, src.size - srcOffset) : length;
+    this.#range(action, dstOffset, n);
+    await this.#put(await src.read(srcOffset, n), dstOffset);
+  }
+
+  /**
+   * `nrt_tensor_attach_buffer`: gives a VIRTUAL tensor its host buffer — any `ArrayBuffer` or `ArrayBufferView` of at
+   * least `size` bytes. The tensor then reads and writes the buffer's bytes in place (the caller keeps it alive and
+   * sees every write).
+   */
+  attachBuffer(buffer: ArrayBufferLike | ArrayBufferView): void {
+    const action = `Cannot attach a buffer to tensor "${this.name}"`;
+    this.#usable(action);
+    if (this.#backing.kind !== "virtual") throw new NrtError(NrtStatus.NRT_INVALID, `${action}: it is not virtual`);
+    const bytes = this.#bytes(action, "the buffer", buffer);
+    if (bytes.byteLength < this.size + this.#offset) {
       throw new NrtError(
         NrtStatus.NRT_INVALID,
-        `Cannot attach a buffer to tensor "${this.name}": ${buffer.byteLength} bytes is smaller than ${this.size}`,
+        `${action}: ${bytes.byteLength} bytes is smaller than ${this.size + this.#offset}`,
       );
     }
-    this.#backing.host = buffer;
+    this.#backing.host = bytes;
   }
 
   /** `nrt_tensor_allocate_slice`: a view of `[offset, offset + size)` sharing this tensor's memory. */
-  slice(offset: number, size: number, name = `${this.name}[${offset}:${offset + size}]`): Tensor {
-    this.#check(offset, 0);
-    if (!Number.isSafeInteger(size) || size <= 0 || offset + size > this.size) {
-      throw new NrtError(
-        NrtStatus.NRT_INVALID,
-        `Cannot slice tensor "${this.name}": [${offset}, ${offset + size}) is outside its ${this.size} bytes`,
-      );
+  slice(offset: number, size: number, name?: string): Tensor {
+    const action = `Cannot slice tensor "${this.name}"`;
+    this.#usable(action);
+    if (typeof size !== "number" || !Number.isSafeInteger(size) || size <= 0) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `${action}: size ${describeValue(size)} is not a positive integer`);
+    }
+    this.#range(action, offset, size);
+    if (name !== undefined && typeof name !== "string") {
+      throw new NrtError(NrtStatus.NRT_INVALID, `${action}: name ${describeValue(name)} is not a string`);
     }
     return new Tensor(
       this.#ctx,
@@ -209,36 +336,76 @@ export class Tensor {
       this.#offset + offset,
       size,
       this.location,
-      name,
+      name ?? `${this.name}[${offset}:${offset + size}]`,
       this.device,
       this.nc,
       this.vnc,
     );
   }
 
-  /** `nrt_tensor_free`: the memory goes back when the last view of it is freed. */
+  /**
+   * `nrt_tensor_free`: the memory goes back when the last view of it is freed; freeing twice does nothing. After the
+   * runtime closed it is 14 (`close` already freed the memory).
+   */
   async free(): Promise<void> {
+    this.#ctx.guard();
+    await this.#release();
+  }
+
+  async #release(): Promise<void> {
     if (this.#freed) return;
     this.#freed = true;
     const b = this.#backing;
     if (--b.refs === 0 && b.dmem !== undefined) {
       const d = b.dmem;
       b.dmem = undefined;
+      liveDeviceBackings.get(this.#ctx)?.delete(b);
       await this.#ctx.ledger.free(d);
     }
   }
 
-  /** `using`-style disposal. */
+  /** `await using`: frees the tensor; nothing once the runtime closed (`close` freed its memory). */
   async [Symbol.asyncDispose](): Promise<void> {
-    await this.free();
+    try {
+      this.#ctx.guard();
+    } catch {
+      return;
+    }
+    await this.#release();
   }
+}
+
+/** @internal Frees a tensor without the state guard: the runtime's own unload and close use it. */
+export function releaseTensor(t: Tensor): Promise<void> {
+  return freeUnguarded(t);
+}
+
+/**
+ * @internal `nrt_close`'s last word on tensors (ours): frees the device memory of every tensor of `ctx` the
+ * application did not free, whether or not the runtime owns the portal (a shared portal outlives the runtime).
+ * Resolves with the count and bytes freed; the first failure is thrown after every other backing was tried.
+ */
+export async function releaseTensors(ctx: TensorContext): Promise<{ count: number; bytes: number }> {
+  const live = liveDeviceBackings.get(ctx);
+  let count = 0, bytes = 0, first: unknown;
+  for (const b of [...(live ?? [])]) {
+    live!.delete(b);
+    const d = b.dmem;
+    if (d === undefined) continue;
+    b.dmem = undefined;
+    count++;
+    bytes += d.memory.bytes;
+    await ctx.ledger.free(d).catch((e: unknown) => (first ??= e));
+  }
+  if (first !== undefined) throw first;
+  return { count, bytes };
 }
 
 /**
  * `nrt_tensor_allocate`.
  *
- * @throws {NrtError} `NRT_INVALID` for a bad size or placement, `NRT_RESOURCE` when the device is full,
- * `NRT_FAIL_HOST_MEM_ALLOC` when host memory for a HOST tensor cannot be had.
+ * @throws {NrtError} 13/14 by state; `NRT_INVALID` for a bad size, name or placement; `NRT_RESOURCE` when the device
+ * is full; `NRT_FAIL_HOST_MEM_ALLOC` when host memory for a HOST tensor cannot be had.
  */
 export async function allocateTensor(
   ctx: TensorContext,
@@ -250,15 +417,29 @@ export async function allocateTensor(
   vnc: number = 0,
 ): Promise<Tensor> {
   ctx.guard();
-  if (!Number.isSafeInteger(size) || size <= 0) {
+  if (typeof name !== "string") {
+    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot allocate tensor: name ${describeValue(name)} is not a string`);
+  }
+  if (typeof size !== "number" || !Number.isSafeInteger(size) || size <= 0) {
     throw new NrtError(
       NrtStatus.NRT_INVALID,
-      `Cannot allocate tensor "${name}": size ${size} is not a positive integer`,
+      `Cannot allocate tensor "${name}": size ${describeValue(size)} is not a positive integer`,
     );
   }
   if (location === "device") {
     const dmem = await ctx.ledger.alloc(device, nc, size, DmaMemUsageType.TENSORS);
-    return new Tensor(ctx, { kind: "device", dmem, refs: 0 }, 0, size, location, name, device, nc, vnc);
+    try {
+      // A close that ran while the device allocated owns the memory now: give it back instead of leaking it.
+      ctx.guard();
+    } catch (e) {
+      await ctx.ledger.free(dmem).catch(() => {});
+      throw e;
+    }
+    const backing: Backing = { kind: "device", dmem, refs: 0 };
+    let live = liveDeviceBackings.get(ctx);
+    if (live === undefined) liveDeviceBackings.set(ctx, live = new Set());
+    live.add(backing);
+    return new Tensor(ctx, backing, 0, size, location, name, device, nc, vnc);
   }
   if (location === "host") {
     let host: Uint8Array;
@@ -279,33 +460,49 @@ export async function allocateTensor(
   }
   throw new NrtError(
     NrtStatus.NRT_INVALID,
-    `Cannot allocate tensor "${name}": unknown placement ${JSON.stringify(location)}`,
+    `Cannot allocate tensor "${name}": unknown placement ${describeValue(location)}`,
   );
 }
 
-/** An `nrt_tensor_set`: tensors by name. */
+/** An `nrt_tensor_set`: tensors by name. Names are non-empty strings; values are {@linkcode Tensor}s. */
 export class TensorSet {
   readonly #tensors = new Map<string, Tensor>();
 
-  /** `nrt_add_tensor_to_tensor_set`. */
+  /** `nrt_add_tensor_to_tensor_set` (a name already present is rebound). */
   add(name: string, tensor: Tensor): void {
+    checkName("Cannot add to tensor set", name);
+    if (!(tensor instanceof Tensor)) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot add to tensor set: the value for "${name}" is ${describeValue(tensor)}, not a Tensor`,
+      );
+    }
     this.#tensors.set(name, tensor);
   }
 
   /** `nrt_get_tensor_from_tensor_set`; `NRT_INVALID` when absent. */
   get(name: string): Tensor {
     const t = this.#tensors.get(name);
-    if (t === undefined) throw new NrtError(NrtStatus.NRT_INVALID, `Tensor set has no tensor named "${name}"`);
+    if (t === undefined) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Tensor set has no tensor named ${describeValue(name)}`);
+    }
     return t;
   }
 
-  /** Whether a name is present. */
+  /** Whether a name is present (`NRT_INVALID` for a name that is not a string). */
   has(name: string): boolean {
+    if (typeof name !== "string") checkName("Cannot look up tensor set", name);
     return this.#tensors.has(name);
   }
 
   /** Names in insertion order. */
   names(): string[] {
     return [...this.#tensors.keys()];
+  }
+}
+
+function checkName(action: string, name: unknown): asserts name is string {
+  if (typeof name !== "string" || name === "") {
+    throw new NrtError(NrtStatus.NRT_INVALID, `${action}: name ${describeValue(name)} is not a non-empty string`);
   }
 }
