@@ -142,8 +142,12 @@ const OUTCOMES = [
 export class InferenceMetrics {
   readonly #models = new Map<string, ModelCounters>();
   readonly #outcomes = new Map<string, number>(OUTCOMES.map((o) => [o, 0]));
-  /** `H_MODEL` → the repository model it was served as (kept after the unload: the runtime's counts outlive it). */
+  /** `H_MODEL` → the repository model it was served as, while the runtime lists the handle. */
   readonly #served = new Map<number, { readonly model: string; readonly version: string }>();
+  /** Each handle's samples at the last scrape. */
+  readonly #lastSeen = new Map<number, ExecSamples>();
+  /** The last samples of the handles the runtime no longer lists (unloaded), summed by label: counters never drop. */
+  readonly #carried: ExecSamples = { status: new Map(), flags: new Map() };
 
   #model(name: string): ModelCounters {
     let m = this.#models.get(name);
@@ -341,7 +345,7 @@ export class InferenceMetrics {
     for (const m of repo.models()) {
       for (const i of m.served?.instances ?? []) this.#served.set(i.handle, { model: m.name, version: m.version });
     }
-    executionStatsFamilies(family, rt.executionStats(), this.#served);
+    executionStatsFamilies(family, rt.executionStats(), this.#served, this.#lastSeen, this.#carried);
     if (activity !== undefined) exporterFamilies(family, rt, activity);
     return lines.join("\n") + "\n";
   }
@@ -389,29 +393,51 @@ function instanceFamilies(family: Family, repo: ModelRepository): void {
 
 // ---- The runtime's execution statistics (Runtime.executionStats; seed lifecycle-error-model §5.2). ----
 
+/** Samples of `nrt_model_execution_status_total` and `nrt_model_execution_error_flags_total`, by label text. */
+interface ExecSamples {
+  readonly status: Map<string, number>;
+  readonly flags: Map<string, number>;
+}
+
 /**
  * `nrt_model_execution_status_total` and `nrt_model_execution_error_flags_total`: the runtime's per-model,
  * per-NeuronCore counts, summed over the handles a repository model was served as (a reload keeps its series
  * growing). A handle no scrape saw served (loaded and unloaded between two scrapes) is labelled with the runtime's
- * model name and an empty version. Warm-up executions are executions and are counted.
+ * model name and an empty version. Warm-up executions are executions and are counted. The runtime lists a model
+ * until 256 more were unloaded after it (`Runtime.executionStats`); a handle it no longer lists keeps the counts the
+ * last scrape saw in its series, so the counters never go down (ours), and only executions after that scrape of a
+ * handle that left the list since (256 unloads between two scrapes) go uncounted.
  */
+
 function executionStatsFamilies(
   family: Family,
   stats: readonly ModelExecutionStats[],
-  served: ReadonlyMap<number, { readonly model: string; readonly version: string }>,
+  served: Map<number, { readonly model: string; readonly version: string }>,
+  lastSeen: Map<number, ExecSamples>,
+  carried: ExecSamples,
 ): void {
-  const byStatus = new Map<string, number>();
-  const byFlag = new Map<string, number>();
   const add = (m: Map<string, number>, k: string, v: number): void => void m.set(k, (m.get(k) ?? 0) + v);
+  const listed = new Set(stats.map((s) => s.handle));
+  // A handle the runtime stopped listing was unloaded: its last counts stay in its series.
+  for (const [handle, last] of lastSeen) {
+    if (listed.has(handle)) continue;
+    for (const [k, v] of last.status) add(carried.status, k, v);
+    for (const [k, v] of last.flags) add(carried.flags, k, v);
+    lastSeen.delete(handle);
+    served.delete(handle);
+  }
+  const byStatus = new Map(carried.status);
+  const byFlag = new Map(carried.flags);
   for (const s of stats) {
     const who = served.get(s.handle) ?? { model: s.name, version: "" };
+    const mine: ExecSamples = { status: new Map(), flags: new Map() };
     for (const c of s.cores) {
       const base = { model: who.model, version: who.version, core: c.nc };
       for (const [code, n] of Object.entries(c.byStatus)) {
         const status = Number(code);
         const kind = executionErrorKind(status);
         add(
-          byStatus,
+          mine.status,
           labelText({
             ...base,
             status: nrtStatusName(status),
@@ -422,9 +448,12 @@ function executionStatsFamilies(
         );
       }
       for (const flag of INFER_ERROR_NAMES) {
-        add(byFlag, labelText({ ...base, flag: flag.toLowerCase() }), c.errors[flag]);
+        add(mine.flags, labelText({ ...base, flag: flag.toLowerCase() }), c.errors[flag]);
       }
     }
+    lastSeen.set(s.handle, mine);
+    for (const [k, v] of mine.status) add(byStatus, k, v);
+    for (const [k, v] of mine.flags) add(byFlag, k, v);
   }
   family(
     "nrt_model_execution_status_total",

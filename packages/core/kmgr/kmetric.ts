@@ -16,10 +16,13 @@
  *
  * A model's entry lives from its load to its unload. `kmgr_unload_nn` calls `kmetric_unload_model_update_agg_neff_id`
  * (seed: lifecycle-error-model §3.2, right after `DMSTATE_STOPPING`): {@linkcode Kmetric.forget} folds the model's
- * counts into the runtime's per-NeuronCore aggregate of unloaded models ({@linkcode Kmetric.retired}) and releases the
- * entry, so a server that loads and unloads models for ever keeps one entry per loaded model and one aggregate per
- * NeuronCore. Ours: the aggregate is per NeuronCore (the seed names it, not its key), and the fold runs once the
- * model's executions have drained, so every execution the unload waits for is counted first.
+ * counts into the runtime's per-NeuronCore aggregate of unloaded models ({@linkcode Kmetric.retired}). Ours: the
+ * aggregate is per NeuronCore (the seed names it, not its key), and the fold runs once the model's executions have
+ * drained, so every execution the unload waits for is counted first. Also ours: the last `keepUnloaded` (256) models
+ * unloaded stay listed, `loaded: false`, with their final counts, before their counts join the aggregate, so a
+ * reader that polls (a Prometheus scrape of `/metrics`) sees each model's last executions before it leaves the list.
+ * A server that loads and unloads models for ever keeps one entry per loaded model, at most 256 more, and one
+ * aggregate per NeuronCore.
  *
  * @module
  */
@@ -97,9 +100,8 @@ export interface ModelExecutionStats {
   /** Logical NeuronCore. */
   readonly vnc: number;
   /**
-   * Whether the model is still loaded. A model's entry is released at its unload ({@linkcode Kmetric.forget}); an
-   * entry that is not loaded is one the runtime did not unload (it closed with the model loaded), or the final
-   * snapshot `forget` returns.
+   * Whether the model is still loaded: `false` for one of the last models unloaded ({@linkcode Kmetric.forget}), for
+   * one the runtime did not unload (it closed with the model loaded), and in the final snapshot `forget` returns.
    */
   readonly loaded: boolean;
   /** Successful executions (final status `NRT_SUCCESS`), summed over the model's NeuronCores. */
@@ -136,8 +138,25 @@ function ncSnapshot(nc: number, c: NcCounters): NcExecutionStats {
 /** The per-model, per-NeuronCore execution statistics of one runtime (the NDS "nds_*_stats" of the seed, ours). */
 export class Kmetric {
   readonly #models = new Map<number, ModelCounters>();
-  /** The counts of the models forgotten at their unload, per physical NeuronCore (ours: the aggregate's key). */
+  /** The last models forgotten, oldest first, still listed. */
+  readonly #unloaded: ModelCounters[] = [];
+  readonly #keepUnloaded: number;
+  /** The counts of the forgotten models no longer listed, per physical NeuronCore (ours: the aggregate's key). */
   readonly #retired = new Map<number, NcCounters>();
+
+  /**
+   * Statistics of one runtime.
+   *
+   * @param options `keepUnloaded`: how many of the last models unloaded stay listed (default 256).
+   * @throws {RangeError} If `keepUnloaded` is not a non-negative integer.
+   */
+  constructor(options: { readonly keepUnloaded?: number } = {}) {
+    const keep = options.keepUnloaded ?? 256;
+    if (!Number.isSafeInteger(keep) || keep < 0) {
+      throw new RangeError(`Cannot keep ${keep} unloaded models' statistics: not a non-negative integer`);
+    }
+    this.#keepUnloaded = keep;
+  }
 
   /**
    * Registers a model before its first execution, so it is listed with zeros (ours; the seed's NDS entry is
@@ -193,10 +212,11 @@ export class Kmetric {
   }
 
   /**
-   * `kmetric_unload_model_update_agg_neff_id` (seed: lifecycle-error-model §3.2, `kmgr_unload_nn`): adds the model's
-   * counts to the per-NeuronCore aggregate of unloaded models ({@linkcode Kmetric.retired}) and releases its entry.
-   * Call it once the model's executions have drained (nothing can count for it afterwards: an update for a forgotten
-   * model throws `RangeError`, as for any model not registered).
+   * `kmetric_unload_model_update_agg_neff_id` (seed: lifecycle-error-model §3.2, `kmgr_unload_nn`): the model's
+   * entry stops counting and joins the last models unloaded, still listed; the oldest one past `keepUnloaded` leaves
+   * the list and its counts join the per-NeuronCore aggregate ({@linkcode Kmetric.retired}). Call it once the model's
+   * executions have drained (nothing can count for it afterwards: an update for a forgotten model throws
+   * `RangeError`, as for any model not registered).
    *
    * @param handle `H_MODEL`.
    * @returns The model's final statistics (`loaded: false`), or `undefined` when it is not registered.
@@ -206,6 +226,13 @@ export class Kmetric {
     if (m === undefined) return undefined;
     const last = modelSnapshot(m, false);
     this.#models.delete(handle);
+    this.#unloaded.push(m);
+    if (this.#unloaded.length > this.#keepUnloaded) this.#retire(this.#unloaded.shift()!);
+    return last;
+  }
+
+  /** Adds a model's counts to the per-NeuronCore aggregate. */
+  #retire(m: ModelCounters): void {
     for (const [nc, c] of m.cores) {
       let agg = this.#retired.get(nc);
       if (agg === undefined) this.#retired.set(nc, agg = new NcCounters());
@@ -213,7 +240,6 @@ export class Kmetric {
       for (const [status, n] of c.byStatus) agg.byStatus.set(status, (agg.byStatus.get(status) ?? 0) + n);
       for (let i = 0; i < KBL_INFER_ERRORS_SIZE; i++) agg.errors[i] += c.errors[i];
     }
-    return last;
   }
 
   /** Models registered and not forgotten. */
@@ -222,8 +248,8 @@ export class Kmetric {
   }
 
   /**
-   * The summed statistics of every model forgotten so far, per physical NeuronCore in NeuronCore order (only cores a
-   * forgotten model had).
+   * The summed statistics of every model forgotten and no longer listed, per physical NeuronCore in NeuronCore order
+   * (only cores such a model had).
    *
    * @returns Snapshots (copies).
    */
@@ -232,15 +258,15 @@ export class Kmetric {
   }
 
   /**
-   * Every registered model's statistics, in handle order.
+   * Every registered model's statistics and the last models forgotten (`loaded: false`), in handle order.
    *
-   * @param loaded Whether a handle is still loaded.
+   * @param loaded Whether a registered handle is still loaded.
    * @returns Snapshots (copies: later executions do not change them).
    */
   snapshot(loaded: (handle: number) => boolean): ModelExecutionStats[] {
-    return [...this.#models.values()].sort((a, b) => a.handle - b.handle).map((m) =>
-      modelSnapshot(m, loaded(m.handle))
-    );
+    const live = [...this.#models.values()].map((m) => modelSnapshot(m, loaded(m.handle)));
+    const gone = this.#unloaded.map((m) => modelSnapshot(m, false));
+    return [...live, ...gone].sort((a, b) => a.handle - b.handle);
   }
 }
 

@@ -78,7 +78,7 @@ describe("kmetric (seed lifecycle-error-model §5.2)", () => {
   });
 
   test("forget (seed §3.2 kmetric_unload_model_update_agg) drops the entry, keeps its counts per NeuronCore", () => {
-    const k = new Kmetric();
+    const k = new Kmetric({ keepUnloaded: 0 });
     k.addModel(1, "a", 0, [0]);
     k.addModel(2, "b", 1, [1, 2]);
     const oob = kblInferErrorsInit();
@@ -105,7 +105,7 @@ describe("kmetric (seed lifecycle-error-model §5.2)", () => {
     expect(k.retired().map((c) => [c.nc, c.executions])).toEqual([[0, 2], [1, 0], [2, 1]]);
   });
 
-  test("loading and unloading for ever keeps one entry per loaded model, not one per model ever loaded", () => {
+  test("loading and unloading for ever keeps one entry per loaded model and the last 256 unloaded, no more", () => {
     const k = new Kmetric();
     for (let h = 1; h <= 20_000; h++) {
       k.addModel(h, `m${h}`, h % 2, [h % 2]);
@@ -113,11 +113,36 @@ describe("kmetric (seed lifecycle-error-model §5.2)", () => {
       if (h > 3) k.forget(h - 3); // three loaded at a time
     }
     expect(k.size).toBe(3);
-    expect(k.snapshot(() => true).map((m) => m.handle)).toEqual([19_998, 19_999, 20_000]);
-    // The counts of the unloaded ones are all there, per NeuronCore.
+    const listed = k.snapshot(() => true);
+    expect(listed.length).toBe(3 + 256);
+    // The last 256 unloaded (19,742 to 19,997, before the three loaded) are listed as not loaded, with their counts.
+    expect(listed[0]).toMatchObject({ handle: 19_742, loaded: false, succeeded: 1 });
+    expect(listed.filter((m) => m.loaded).map((m) => m.handle)).toEqual([19_998, 19_999, 20_000]);
+    expect(listed.filter((m) => !m.loaded).length).toBe(256);
+    // The counts of the others are all there, per NeuronCore: models 1 to 19,741, the odd ones on NeuronCore 1.
     expect(k.retired().map((c) => [c.nc, c.executions, c.byStatus[0]])).toEqual([
-      [0, 9_998, 9_998],
-      [1, 9_999, 9_999],
+      [0, 9_870, 9_870],
+      [1, 9_871, 9_871],
     ]);
+  });
+
+  test("an unloaded model stays listed with its final counts until 256 more were unloaded", () => {
+    const k = new Kmetric({ keepUnloaded: 2 });
+    for (const h of [1, 2, 3]) {
+      k.addModel(h, `m${h}`, 0, [0]);
+      kmetricUpdate({ sink: k, model: h }, 0, kblInferErrorsInit(), NrtStatus.NRT_SUCCESS);
+    }
+    k.forget(1);
+    k.forget(2);
+    expect(k.snapshot(() => true).map((m) => [m.handle, m.loaded, m.succeeded])).toEqual([
+      [1, false, 1],
+      [2, false, 1],
+      [3, true, 1],
+    ]);
+    expect(k.retired()).toEqual([]);
+    k.forget(3); // the oldest leaves the list for the aggregate
+    expect(k.snapshot(() => true).map((m) => m.handle)).toEqual([2, 3]);
+    expect(k.retired().map((c) => [c.nc, c.executions])).toEqual([[0, 1]]);
+    expect(() => new Kmetric({ keepUnloaded: -1 })).toThrow(RangeError);
   });
 });
