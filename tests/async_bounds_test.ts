@@ -246,7 +246,7 @@ describe("close with nrta requests queued (nrta_tensor_write / nrta_execute_sche
       // One answer for all of them: 0 when close drains its queues first, 14 (NRT_CLOSED) for each when it does not —
       // never a read refused with 14 while an execution scheduled before it ran (the reads were 14, the executions 0).
       expect(reqs.map((q, i) => [q.kind, statuses[i]])).toEqual(reqs.map((q) => [q.kind, statuses[0]]));
-      expect([0, 14]).toContain(statuses[0]);
+      expect(statuses[0]).toBe(0);
       const failed = statuses[0] === 14;
       expect(tracker.list().map((e) => e.error_code)).toEqual(failed ? statuses : []);
       expect(tracker.list().map((e) => e.seq_id).sort()).toEqual(failed ? reqs.map((q) => q.seq).sort() : []);
@@ -272,7 +272,7 @@ describe("close with nrta requests queued (nrta_tensor_write / nrta_execute_sche
     const all = await Promise.all([w, ...xs, r].map((q) => status(q.done)));
     await closing;
     expect(new Set(all).size).toBe(1);
-    expect([0, 14]).toContain(all[0]);
+    expect(all[0]).toBe(0);
     await freeAll(tensors);
     expect(await sim.memUsage(0)).toEqual({ hbm: 0, host: 0, allocations: 0 });
   }, 30_000);

@@ -36,7 +36,7 @@ import { checkNeffTarget } from "./kelf/target_check.ts";
 import type { NeffTensor } from "./neff/neff_signature.ts";
 import type { Portal, PortalDeviceInfo } from "./portal.ts";
 import type { SiliconSpec } from "./silicon_spec.ts";
-import { Nrta, type NrtaHost, type PreparedExecution } from "./nrta/nrta.ts";
+import { Nrta, type PreparedExecution } from "./nrta/nrta.ts";
 import { Collectives, encValidateGlobalComm, kmgrValidateReplicaGroups } from "./collectives/collectives.ts";
 import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
@@ -96,59 +96,6 @@ function claimCores(portal: Portal, device: number, cores: readonly number[]): r
 function unclaimCores(portal: Portal, keys: readonly string[]): void {
   const held = claimedCores.get(portal);
   for (const k of keys) held?.delete(k);
-}
-
-/**
- * The runtime's `nrta_*` scheduler: every entry takes the runtime's state guard first (13 before init, 14 after
- * close), the queries `nrta_is_completed` and `nrta_get_sequence` included (seed: lifecycle-error-model §1.1).
- */
-class RuntimeNrta extends Nrta {
-  readonly #guard: () => void;
-
-  constructor(host: NrtaHost) {
-    super(host);
-    this.#guard = () => host.guard();
-  }
-
-  override tensorWrite(...args: Parameters<Nrta["tensorWrite"]>): ReturnType<Nrta["tensorWrite"]> {
-    this.#guard();
-    return super.tensorWrite(...args);
-  }
-
-  override tensorRead(...args: Parameters<Nrta["tensorRead"]>): ReturnType<Nrta["tensorRead"]> {
-    this.#guard();
-    return super.tensorRead(...args);
-  }
-
-  override tensorCopy(...args: Parameters<Nrta["tensorCopy"]>): ReturnType<Nrta["tensorCopy"]> {
-    this.#guard();
-    return super.tensorCopy(...args);
-  }
-
-  override executeSchedule(...args: Parameters<Nrta["executeSchedule"]>): ReturnType<Nrta["executeSchedule"]> {
-    try {
-      this.#guard();
-    } catch (e) {
-      args[0]?.cancel?.(); // the prepared execution holds a model reference
-      throw e;
-    }
-    return super.executeSchedule(...args);
-  }
-
-  override ccSchedule(...args: Parameters<Nrta["ccSchedule"]>): ReturnType<Nrta["ccSchedule"]> {
-    this.#guard();
-    return super.ccSchedule(...args);
-  }
-
-  override isCompleted(...args: Parameters<Nrta["isCompleted"]>): ReturnType<Nrta["isCompleted"]> {
-    this.#guard();
-    return super.isCompleted(...args);
-  }
-
-  override getSequence(...args: Parameters<Nrta["getSequence"]>): ReturnType<Nrta["getSequence"]> {
-    this.#guard();
-    return super.getSequence(...args);
-  }
 }
 
 /** `NRT_INVALID` unless `v` is a non-null object (not an array). */
@@ -442,7 +389,7 @@ export class Runtime {
         );
       }
     }
-    this.nrta = new RuntimeNrta({
+    this.nrta = new Nrta({
       vncCount: this.#vnc.visibleCount,
       guard: () => this.guard(),
       vncOf: (t) => {
@@ -1097,6 +1044,8 @@ export class Runtime {
       // kmgr_async_exec_poll: wait out the drain (libnrt busy-waits on the ref count; the last execution out wakes us).
       if (r.refCount > 0) await new Promise<void>((res) => (r.drained = res));
       this.events.push(`kmgr_async_exec_poll model=${r.handle} drained`);
+      // kmetric_unload_model_update_agg_neff_id (seed §3.2): after the drain, so every execution waited for is counted.
+      this.#kmetric.forget(r.handle);
       try {
         await this.#unstage(r);
         this.events.push(`kmgr_unstage_kelf_model model=${r.handle}`);
@@ -1216,9 +1165,10 @@ export class Runtime {
    * Execution statistics per model, read-only: per physical NeuronCore, executions by final `NRT_STATUS` and, per
    * `kbl_infer_errors` flag, the executions that raised it (`kmetric_update_nds_error_stats` then
    * `kmetric_update_nds_exec_stats` at the end of every synchronous execution; seed: lifecycle-error-model §5.2).
-   * Unloaded models stay listed (`loaded: false`): the counts are the runtime's since init. Requests refused before
-   * they reach the device (bad arguments, a poisoned model) are not executions and are not counted. The meaning of
-   * the nine flags is ours (`InferErrorFlag`, docs/faults.md).
+   * A model is listed from its load until 256 more models were unloaded after it (`loaded: false` once unloaded, with
+   * its final counts); then its counts join a per-NeuronCore total of unloaded models (ours: bounded for a server that
+   * loads and unloads for ever). Requests refused before they reach the device (bad arguments, a poisoned model) are
+   * not executions and are not counted. The meaning of the nine flags is ours (`InferErrorFlag`, docs/faults.md).
    */
   executionStats(): ModelExecutionStats[] {
     return this.#kmetric.snapshot((h) => this.#models.has(h));
@@ -1318,6 +1268,11 @@ export class Runtime {
    */
   async close(): Promise<void> {
     this.guard();
+    // nrt_close stops the async worker first (seed lifecycle-error-model §3.2: stop, drain, then tear down): the nrta
+    // queues refuse new requests with NRT_CLOSED (14) at once, and every request scheduled before close runs, reads
+    // and writes included, while the state still lets them reach their tensors. A second close meanwhile is 14.
+    if (this.nrta.closed) throw new NrtError(NrtStatus.NRT_CLOSED, "Cannot close the runtime: it is closing");
+    await this.nrta.close();
     this.#state = NrtInitState.NRT_STATE_CLOSED;
     try {
       await this.#teardown();
@@ -1374,7 +1329,7 @@ export class Runtime {
 
   /** `await using rt = await Runtime.init(…)`: closes the runtime (and the portal it owns) unless already closed. */
   async [Symbol.asyncDispose](): Promise<void> {
-    if (this.#state === NrtInitState.NRT_STATE_INIT) await this.close();
+    if (this.#state === NrtInitState.NRT_STATE_INIT && !this.nrta.closed) await this.close();
   }
 }
 

@@ -36,7 +36,7 @@
  */
 import { NrtError } from "../error.ts";
 import { NrtStatus } from "../status.ts";
-import type { Tensor } from "../tensor.ts";
+import { bytesOf, describeValue, type Tensor } from "../tensor.ts";
 
 /** `nrta_xu_t`: the execution units. */
 export const NrtaXu = {
@@ -157,6 +157,18 @@ interface Queue {
 }
 
 /** Whether `q` holds `num` among its requests not completed (a binary search: its numbers only grow). */
+/** `buf`'s bytes, or `NRT_INVALID` for something that holds none (ours). */
+function bytesIn(buf: unknown, action: string): Uint8Array {
+  const bytes = bytesOf(buf);
+  if (bytes === undefined) {
+    throw new NrtError(
+      NrtStatus.NRT_INVALID,
+      `${action}: the buffer must be an ArrayBuffer or an ArrayBufferView, got ${describeValue(buf)}`,
+    );
+  }
+  return bytes;
+}
+
 function queueHolds(q: Queue, num: bigint): boolean {
   let lo = q.head, hi = q.nums.length - 1;
   while (lo <= hi) {
@@ -200,7 +212,14 @@ export class Nrta {
   }
 
   /** `nrta_tensor_write`: host `buf` → `tensor` at `offset`, on the TENSOR_WRITE unit of the tensor's core. */
-  tensorWrite(tensor: Tensor, buf: Uint8Array, offset = 0, options: NrtaScheduleOptions = {}): NrtaRequest {
+  tensorWrite(
+    tensor: Tensor,
+    buf: ArrayBufferView | ArrayBuffer,
+    offset = 0,
+    options: NrtaScheduleOptions = {},
+  ): NrtaRequest {
+    this.#host.guard();
+    bytesIn(buf, "Cannot schedule a tensor write");
     // Like the C call, the buffer must stay untouched until the request completes.
     return this.#schedule(
       NrtaXu.NRTA_XU_TENSOR_WRITE,
@@ -212,16 +231,22 @@ export class Nrta {
 
   /** `nrta_tensor_read`: `size` bytes of `tensor` at `offset` → host `buf`, on the TENSOR_READ unit. */
   tensorRead(
-    buf: Uint8Array,
+    buf: ArrayBufferView | ArrayBuffer,
     tensor: Tensor,
     offset = 0,
-    size: number = buf.byteLength,
+    size?: number,
     options: NrtaScheduleOptions = {},
   ): NrtaRequest {
-    if (!Number.isSafeInteger(size) || size < 0 || size > buf.byteLength) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot read ${size} bytes into a buffer of ${buf.byteLength}`);
+    this.#host.guard();
+    const bytes = bytesIn(buf, "Cannot schedule a tensor read");
+    size ??= bytes.byteLength;
+    if (!Number.isSafeInteger(size) || size < 0 || size > bytes.byteLength) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot read ${describeValue(size)} bytes into a buffer of ${bytes.byteLength}`,
+      );
     }
-    const into = size === buf.byteLength ? buf : buf.subarray(0, size);
+    const into = size === bytes.byteLength ? bytes : bytes.subarray(0, size);
     return this.#schedule(
       NrtaXu.NRTA_XU_TENSOR_READ,
       this.#host.vncOf(tensor),
@@ -239,6 +264,7 @@ export class Nrta {
     size: number,
     options: NrtaScheduleOptions = {},
   ): NrtaRequest {
+    this.#host.guard();
     const vnc = this.#host.vncOf(src);
     if (this.#host.vncOf(dst) !== vnc) {
       throw new NrtError(
@@ -254,6 +280,7 @@ export class Nrta {
   /** `nrta_execute_schedule`: runs a prepared execution on the COMPUTE unit of its model's core. */
   executeSchedule(execution: PreparedExecution, options: NrtaScheduleOptions = {}): NrtaRequest {
     try {
+      this.#host.guard();
       return this.#schedule(
         NrtaXu.NRTA_XU_COMPUTE,
         execution.vnc,
@@ -262,7 +289,7 @@ export class Nrta {
         () => execution.cancel(),
       );
     } catch (e) {
-      execution.cancel();
+      execution?.cancel?.(); // the prepared execution holds a model reference
       throw e;
     }
   }
@@ -272,6 +299,7 @@ export class Nrta {
    * collective's rank 0; `collectives/collectives.ts` supplies `run`).
    */
   ccSchedule(vnc: number, run: () => Promise<void>, options: NrtaScheduleOptions = {}): NrtaRequest {
+    this.#host.guard();
     return this.#schedule(NrtaXu.NRTA_XU_COLLECTIVES, vnc, options, run);
   }
 
@@ -281,6 +309,7 @@ export class Nrta {
    * @throws {NrtError} `NRT_INVALID` when `seq` was never issued.
    */
   isCompleted(seq: bigint): boolean {
+    this.#host.guard();
     const xu = nrtaSeqXu(seq), num = nrtaSeqNum(seq);
     if (seq < 0n || xu < 0 || xu >= NrtaXu.NRTA_XU_TYPE_NUM || num <= 0n || !(num <= this.#issued[xu])) {
       throw new NrtError(NrtStatus.NRT_INVALID, `Sequence 0x${seq.toString(16)} was never scheduled`);
@@ -291,6 +320,7 @@ export class Nrta {
 
   /** `nrta_get_sequence`: the last completed request of one queue (sequence number 0 when none completed yet). */
   getSequence(lnc: number, xu: number, queue: number): bigint {
+    this.#host.guard();
     this.#checkQueue(xu, lnc, queue);
     return this.#queues.get(`${lnc}:${xu}:${queue}`)?.last ?? nrtaSeq(xu, 0n);
   }

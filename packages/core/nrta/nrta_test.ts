@@ -122,6 +122,9 @@ describe("nrta at close (seed lifecycle-error-model §3.2, §1.1)", () => {
       expect(nth("write a", k)).toBeLessThan(log.indexOf(`execute x${k}`));
       expect(log.indexOf(`execute x${k}`)).toBeLessThan(nth("read out", k));
     }
+    // After the host's close, the queries take its state guard too (lifecycle-error-model §1.1: 14).
+    expect(thrown(() => nrta.isCompleted(reqs[0].seq))).toBe(14);
+    host.closed = false;
     for (const q of reqs) expect(nrta.isCompleted(q.seq)).toBe(true);
     await nrta.close(); // again: the same, settled drain
   });
