@@ -2,7 +2,7 @@
 // failed and a successful inference through the REST app, the per-model counters by final NRT_STATUS (with
 // neuron-monitor's status_type / error_type) and by kbl_infer_errors flag.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { type HttpFixture, httpFixture, injectOnModel, post } from "./_http.ts";
+import { control, type HttpFixture, httpFixture, injectOnModel, post, testModels } from "./_http.ts";
 
 let fx: HttpFixture;
 
@@ -98,4 +98,43 @@ describe("/metrics: execution statistics per model (Runtime.executionStats)", ()
     expect(sample(text, "nrt_model_execution_status_total", labels)).toBe(1);
     expect(flags(text, "trap").nc_ue).toBe(1);
   });
+
+  test(
+    "a model unloaded, then out of the runtime's list (256 unloads later), keeps its counts: counters never drop",
+    async () => {
+      const nc = fx.runtime.cores()[fx.repository.get("add")!.served!.instances[0].vnc].ncs[0];
+      const ok = `model="add",version="1",core="${nc}",status="NRT_SUCCESS",status_type="completed"`;
+      const a16 = post({
+        inputs: [
+          { name: "a", shape: [16], datatype: "FP32", data: Array(16).fill(1) },
+          { name: "b", shape: [16], datatype: "FP32", data: Array(16).fill(2) },
+        ],
+      });
+      expect((await fx.app.request("/v2/models/add/infer", a16)).status).toBe(200);
+      const seen = sample(await (await fx.app.request("/metrics")).text(), "nrt_model_execution_status_total", ok);
+      expect(seen).toBeGreaterThan(0);
+      const handle = fx.repository.get("add")!.served!.instances[0].handle;
+      expect((await fx.app.request("/v2/repository/models/add/unload", control())).status).toBe(200);
+      // Unloaded: still listed, not loaded, with its counts.
+      expect(fx.runtime.executionStats().find((m) => m.handle === handle)?.loaded).toBe(false);
+      expect(sample(await (await fx.app.request("/metrics")).text(), "nrt_model_execution_status_total", ok)).toBe(
+        seen,
+      );
+      // 256 more models unloaded after it: the runtime lists it no more, and its counts are in the per-core total.
+      const relu = testModels()["relu.neff"];
+      for (let i = 0; i < 256; i++) await (await fx.runtime.load(relu)).unload();
+      expect(fx.runtime.executionStats().find((m) => m.handle === handle)).toBeUndefined();
+      expect(fx.runtime.executionStats().filter((m) => !m.loaded).length).toBe(256);
+      // The series keeps the last count scraped: a Prometheus counter that dropped would read as a reset.
+      expect(sample(await (await fx.app.request("/metrics")).text(), "nrt_model_execution_status_total", ok)).toBe(
+        seen,
+      );
+      // Loaded again, the model's series goes on from there.
+      expect((await fx.app.request("/v2/repository/models/add/load", control())).status).toBe(200);
+      expect((await fx.app.request("/v2/models/add/infer", a16)).status).toBe(200);
+      const again = sample(await (await fx.app.request("/metrics")).text(), "nrt_model_execution_status_total", ok);
+      expect(again).toBeGreaterThan(seen);
+    },
+    120_000,
+  );
 });
