@@ -68,6 +68,9 @@ describe("nrt_* facade (seed lifecycle-error-model §1.1, runtime-synthesis §2.
     expect(api.nrt_get_model_tensor_info(model.value!, info)).toBe(0);
     expect(info.value!.tensor_count).toBe(2);
     expect(info.value!.tensor_array.map((t) => [t.name, t.usage, t.size])).toEqual([["x", 0, 400], ["y", 1, 400]]);
+    // Freed through its own pair (seed lifecycle-error-model §3.2): the out-parameter holds nothing afterwards.
+    expect(api.nrt_free_model_tensor_info(info)).toBe(0);
+    expect(info.value).toBeUndefined();
     const x: Ref<Tensor> = {}, y: Ref<Tensor> = {};
     expect(await api.nrt_tensor_allocate(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, "x", x)).toBe(0);
     expect(await api.nrt_tensor_allocate(TensorPlacement.NRT_TENSOR_PLACEMENT_DEVICE, 0, n * 4, "y", y)).toBe(0);

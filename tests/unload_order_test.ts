@@ -49,7 +49,7 @@ function unloadSteps(events: readonly string[], handle: number): string[] {
   return events
     .filter((e) =>
       e.includes(`model=${handle}`) &&
-      /^(kmgr_unload_nn|kmgr_async_exec_model_stop|kmgr_async_exec_poll|kmgr_unstage_kelf_model|nrt_vnc_usage_dec)/
+      /^(kmgr_unload_nn|kmetric_unload|kmgr_async_exec_model_stop|kmgr_async_exec_poll|kmgr_unstage_kelf_model|nrt_vnc_usage_dec)/
         .test(e)
     )
     .map((e) => e.replace(/ ?(vnc|model)=\d+/g, ""));
@@ -85,6 +85,7 @@ describe("nrt_unload in the seed's order (lifecycle-error-model §3.2)", () => {
         if (done.status === 0) expect([done.completion.id, done.completion.status]).toEqual([job, 0]);
         expect(unloadSteps(rt.events.list().slice(before), model.handle)).toEqual([
           "kmgr_unload_nn DMSTATE_STOPPING",
+          "kmetric_unload_model_update_agg_neff_id",
           "kmgr_async_exec_model_stop",
           "kmgr_async_exec_poll drained",
           "kmgr_unstage_kelf_model",
@@ -115,11 +116,16 @@ describe("nrt_unload in the seed's order (lifecycle-error-model §3.2)", () => {
       await Promise.resolve();
       expect(unloadSteps(rt.events.list().slice(before), model.handle)).toEqual([
         "kmgr_unload_nn DMSTATE_STOPPING",
+        "kmetric_unload_model_update_agg_neff_id",
         "kmgr_async_exec_model_stop",
       ]);
+      const counted = rt.executionStats().find((m) => m.handle === model.handle)!;
+      expect([counted.loaded, counted.succeeded]).toEqual([false, 0]);
       await x.run();
       await unloading;
-      expect(unloadSteps(rt.events.list().slice(before), model.handle).slice(2)).toEqual([
+      // The execution the unload drained still counts for the model, listed as unloaded.
+      expect(rt.executionStats().find((m) => m.handle === model.handle)?.succeeded).toBe(1);
+      expect(unloadSteps(rt.events.list().slice(before), model.handle).slice(3)).toEqual([
         "kmgr_async_exec_poll drained",
         "kmgr_unstage_kelf_model",
         "kmgr_unload_nn DMSTATE_STOPPED",

@@ -1038,14 +1038,16 @@ export class Runtime {
     if (r.cacheKey !== undefined && this.#interned.get(r.cacheKey) === r) this.#interned.delete(r.cacheKey);
     r.state = DlrModelState.DMSTATE_STOPPING; // first: RUNNING → STOPPING
     this.events.push(`kmgr_unload_nn model=${r.handle} DMSTATE_STOPPING`);
+    // kmetric_unload_model_update_agg_neff_id (seed §3.2): the model's statistics leave the loaded ones; the
+    // executions the drain below waits for still count.
+    this.#kmetric.forget(r.handle);
+    this.events.push(`kmetric_unload_model_update_agg_neff_id model=${r.handle}`);
     const unloading = (async () => {
       // kmgr_async_exec_model_stop: queued async jobs already hold their reference and drain below; none is added.
       this.events.push(`kmgr_async_exec_model_stop model=${r.handle}`);
       // kmgr_async_exec_poll: wait out the drain (libnrt busy-waits on the ref count; the last execution out wakes us).
       if (r.refCount > 0) await new Promise<void>((res) => (r.drained = res));
       this.events.push(`kmgr_async_exec_poll model=${r.handle} drained`);
-      // kmetric_unload_model_update_agg_neff_id (seed §3.2): after the drain, so every execution waited for is counted.
-      this.#kmetric.forget(r.handle);
       try {
         await this.#unstage(r);
         this.events.push(`kmgr_unstage_kelf_model model=${r.handle}`);
@@ -1165,9 +1167,9 @@ export class Runtime {
    * Execution statistics per model, read-only: per physical NeuronCore, executions by final `NRT_STATUS` and, per
    * `kbl_infer_errors` flag, the executions that raised it (`kmetric_update_nds_error_stats` then
    * `kmetric_update_nds_exec_stats` at the end of every synchronous execution; seed: lifecycle-error-model §5.2).
-   * A model is listed from its load until 256 more models were unloaded after it (`loaded: false` once unloaded, with
-   * its final counts); then its counts join a per-NeuronCore total of unloaded models (ours: bounded for a server that
-   * loads and unloads for ever). Requests refused before they reach the device (bad arguments, a poisoned model) are
+   * A model is listed from its load until 256 more models were unloaded after it (`loaded: false` once unloaded, still
+   * counting the executions its unload drains); then its counts join a per-NeuronCore total of unloaded models (ours:
+   * bounded for a server that loads and unloads for ever). Requests refused before they reach the device (bad arguments, a poisoned model) are
    * not executions and are not counted. The meaning of the nine flags is ours (`InferErrorFlag`, docs/faults.md).
    */
   executionStats(): ModelExecutionStats[] {

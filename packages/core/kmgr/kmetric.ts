@@ -16,13 +16,14 @@
  *
  * A model's entry lives from its load to its unload. `kmgr_unload_nn` calls `kmetric_unload_model_update_agg_neff_id`
  * (seed: lifecycle-error-model §3.2, right after `DMSTATE_STOPPING`): {@linkcode Kmetric.forget} folds the model's
- * counts into the runtime's per-NeuronCore aggregate of unloaded models ({@linkcode Kmetric.retired}). Ours: the
- * aggregate is per NeuronCore (the seed names it, not its key), and the fold runs once the model's executions have
- * drained, so every execution the unload waits for is counted first. Also ours: the last `keepUnloaded` (256) models
- * unloaded stay listed, `loaded: false`, with their final counts, before their counts join the aggregate, so a
- * reader that polls (a Prometheus scrape of `/metrics`) sees each model's last executions before it leaves the list.
- * A server that loads and unloads models for ever keeps one entry per loaded model, at most 256 more, and one
- * aggregate per NeuronCore.
+ * counts into the runtime's per-NeuronCore aggregate of unloaded models ({@linkcode Kmetric.retired}). It runs where
+ * the seed has it, before the async worker stops and the model's executions drain; those executions still count
+ * (below). Ours: the aggregate is per NeuronCore (the seed names it, not its key); the last `keepUnloaded` (256)
+ * models unloaded stay listed, `loaded: false`, still counting the executions their unload drains, before their
+ * counts join the aggregate, so a reader that polls (a Prometheus scrape of `/metrics`) sees each model's last
+ * executions before it leaves the list; an execution that ends after its model left the list (256 unloads during
+ * its drain) is counted in the aggregate. A server that loads and unloads models for ever keeps one entry per loaded
+ * model, at most 256 more, one aggregate per NeuronCore and the handles of the last 4,096 models that left.
  *
  * @module
  */
@@ -135,11 +136,19 @@ function ncSnapshot(nc: number, c: NcCounters): NcExecutionStats {
   };
 }
 
+/** How many handles of models that left the list are remembered, for executions that end later. Ours. */
+const LEFT_REMEMBERED = 4096;
+
 /** The per-model, per-NeuronCore execution statistics of one runtime (the NDS "nds_*_stats" of the seed, ours). */
 export class Kmetric {
+  /** Models loaded. */
   readonly #models = new Map<number, ModelCounters>();
-  /** The last models forgotten, oldest first, still listed. */
+  /** The last models forgotten, oldest first, still listed and counting. */
   readonly #unloaded: ModelCounters[] = [];
+  /** Every model still counting: those loaded and those in {@linkcode Kmetric.#unloaded}. */
+  readonly #counting = new Map<number, ModelCounters>();
+  /** The handles of the last models that left the list: a late execution of one counts in the aggregate. */
+  readonly #left = new Set<number>();
   readonly #keepUnloaded: number;
   /** The counts of the forgotten models no longer listed, per physical NeuronCore (ours: the aggregate's key). */
   readonly #retired = new Map<number, NcCounters>();
@@ -169,12 +178,18 @@ export class Kmetric {
    */
   addModel(handle: number, name: string, vnc: number, ncs: readonly number[]): void {
     if (this.#models.has(handle)) return;
-    this.#models.set(handle, { handle, name, vnc, cores: new Map(ncs.map((nc) => [nc, new NcCounters()])) });
+    const m = { handle, name, vnc, cores: new Map(ncs.map((nc) => [nc, new NcCounters()])) };
+    this.#models.set(handle, m);
+    this.#counting.set(handle, m);
+    this.#left.delete(handle);
   }
 
   #core(model: number, nc: number): NcCounters {
-    const m = this.#models.get(model);
-    if (m === undefined) throw new RangeError(`Cannot update execution statistics: model ${model} is not registered`);
+    const m = this.#counting.get(model);
+    if (m === undefined) {
+      if (this.#left.has(model)) return this.#aggregate(nc);
+      throw new RangeError(`Cannot update execution statistics: model ${model} is not registered`);
+    }
     let c = m.cores.get(nc);
     if (c === undefined) m.cores.set(nc, c = new NcCounters());
     return c;
@@ -212,14 +227,13 @@ export class Kmetric {
   }
 
   /**
-   * `kmetric_unload_model_update_agg_neff_id` (seed: lifecycle-error-model §3.2, `kmgr_unload_nn`): the model's
-   * entry stops counting and joins the last models unloaded, still listed; the oldest one past `keepUnloaded` leaves
-   * the list and its counts join the per-NeuronCore aggregate ({@linkcode Kmetric.retired}). Call it once the model's
-   * executions have drained (nothing can count for it afterwards: an update for a forgotten model throws
-   * `RangeError`, as for any model not registered).
+   * `kmetric_unload_model_update_agg_neff_id` (seed: lifecycle-error-model §3.2, `kmgr_unload_nn`, right after
+   * `DMSTATE_STOPPING`): the model joins the last models unloaded, listed `loaded: false` and still counting the
+   * executions its unload drains; the oldest one past `keepUnloaded` leaves the list and its counts join the
+   * per-NeuronCore aggregate ({@linkcode Kmetric.retired}), as do executions of a recent one that end later.
    *
    * @param handle `H_MODEL`.
-   * @returns The model's final statistics (`loaded: false`), or `undefined` when it is not registered.
+   * @returns The model's statistics so far (`loaded: false`), or `undefined` when it is not loaded.
    */
   forget(handle: number): ModelExecutionStats | undefined {
     const m = this.#models.get(handle);
@@ -231,15 +245,24 @@ export class Kmetric {
     return last;
   }
 
-  /** Adds a model's counts to the per-NeuronCore aggregate. */
+  /** A model leaves the list: its counts join the per-NeuronCore aggregate, and its handle is remembered a while. */
   #retire(m: ModelCounters): void {
+    this.#counting.delete(m.handle);
+    this.#left.add(m.handle);
+    if (this.#left.size > LEFT_REMEMBERED) this.#left.delete(this.#left.values().next().value!);
     for (const [nc, c] of m.cores) {
-      let agg = this.#retired.get(nc);
-      if (agg === undefined) this.#retired.set(nc, agg = new NcCounters());
+      const agg = this.#aggregate(nc);
       agg.executions += c.executions;
       for (const [status, n] of c.byStatus) agg.byStatus.set(status, (agg.byStatus.get(status) ?? 0) + n);
       for (let i = 0; i < KBL_INFER_ERRORS_SIZE; i++) agg.errors[i] += c.errors[i];
     }
+  }
+
+  /** The aggregate of one NeuronCore. */
+  #aggregate(nc: number): NcCounters {
+    let agg = this.#retired.get(nc);
+    if (agg === undefined) this.#retired.set(nc, agg = new NcCounters());
+    return agg;
   }
 
   /** Models registered and not forgotten. */

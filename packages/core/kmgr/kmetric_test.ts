@@ -97,12 +97,12 @@ describe("kmetric (seed lifecycle-error-model §5.2)", () => {
     expect(k.retired().map((c) => [c.nc, c.executions, c.byStatus, c.errors.OOB])).toEqual([
       [0, 2, { 0: 1, 1006: 1 }, 1],
     ]);
-    // Nothing counts for a forgotten model; forgetting it again is a no-op.
-    expect(() => k.updateNdsExecStats(1, 0, 0)).toThrow(RangeError);
+    // A late execution of a forgotten model counts in the aggregate; forgetting it again is a no-op.
+    k.updateNdsExecStats(1, 0, 0);
     expect(k.forget(1)).toBeUndefined();
     k.forget(2);
     expect(k.snapshot(() => true)).toEqual([]);
-    expect(k.retired().map((c) => [c.nc, c.executions])).toEqual([[0, 2], [1, 0], [2, 1]]);
+    expect(k.retired().map((c) => [c.nc, c.executions])).toEqual([[0, 3], [1, 0], [2, 1]]);
   });
 
   test("loading and unloading for ever keeps one entry per loaded model and the last 256 unloaded, no more", () => {
@@ -144,5 +144,23 @@ describe("kmetric (seed lifecycle-error-model §5.2)", () => {
     expect(k.snapshot(() => true).map((m) => m.handle)).toEqual([2, 3]);
     expect(k.retired().map((c) => [c.nc, c.executions])).toEqual([[0, 1]]);
     expect(() => new Kmetric({ keepUnloaded: -1 })).toThrow(RangeError);
+  });
+
+  test("an execution that ends after its model's forget (the unload drains it) still counts, listed or not", () => {
+    const k = new Kmetric({ keepUnloaded: 1 });
+    k.addModel(1, "a", 0, [0]);
+    k.addModel(2, "b", 0, [0]);
+    k.forget(1); // at STOPPING, before the drain (seed §3.2)
+    kmetricUpdate({ sink: k, model: 1 }, 0, kblInferErrorsInit(), NrtStatus.NRT_SUCCESS);
+    expect(k.snapshot(() => true).map((m) => [m.handle, m.loaded, m.succeeded])).toEqual([[1, false, 1], [2, true, 0]]);
+    k.forget(2); // model 1 leaves the list; one of its executions ends later still
+    const oob = kblInferErrorsInit();
+    oob.inferErrorFlags[InferErrorFlag.OOB] = 1;
+    kmetricUpdate({ sink: k, model: 1 }, 0, oob, NrtStatus.NRT_EXEC_OOB);
+    expect(k.retired().map((c) => [c.nc, c.executions, c.byStatus, c.errors.OOB])).toEqual([
+      [0, 2, { 0: 1, 1006: 1 }, 1],
+    ]);
+    // A model never registered is still a programming error.
+    expect(() => k.updateNdsExecStats(9, 0, 0)).toThrow(RangeError);
   });
 });
