@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { existsSync, unlinkSync } from "node:fs";
+import { lstatSync, type Stats, unlinkSync } from "node:fs";
 import process from "node:process";
 import {
   type Dialer,
@@ -101,22 +101,33 @@ export function socketDialer(address: SocketAddress): Dialer {
 }
 
 /**
- * Listens on `address`; each accepted connection is handed to `accept`. A stale Unix socket file (its daemon
- * died) is replaced; a live one is refused.
+ * Listens on `address`; each accepted connection is handed to `accept`. At a Unix socket path, only a leftover
+ * socket (one nobody accepts on: its daemon died) is replaced; a live daemon's socket is refused, and so is anything
+ * that is not a socket (a file, a folder, a symbolic link), which is never removed.
  *
  * @param address Where to listen (TCP port 0: the OS picks one, reported in the listener).
  * @param accept Wires an accepted connection to the protocol side.
  * @returns The listener.
- * @throws {Error} When another daemon listens on the Unix socket, or the address cannot be bound.
+ * @throws {Error} When another daemon listens on the Unix socket, the path holds something other than a socket, or
+ * the address cannot be bound.
  */
 export async function listenSocket(
   address: SocketAddress,
   accept: (link: Link) => LinkEvents,
 ): Promise<SocketListener> {
-  if ("path" in address && existsSync(address.path)) {
-    const live = await socketDialer(address)({ data() {}, closed() {} }).then((l) => (l.close(), true), () => false);
-    if (live) throw new Error(`Cannot listen on ${formatAddress(address)}: another daemon is listening there`);
-    unlinkSync(address.path);
+  if ("path" in address) {
+    const found = entryAt(address.path, address);
+    if (found !== undefined) {
+      if (!found.isSocket()) {
+        throw new Error(
+          `Cannot listen on ${formatAddress(address)}: ${address.path} is ${kindOf(found)}, not a socket; ` +
+            "remove it or choose another path",
+        );
+      }
+      const live = await socketDialer(address)({ data() {}, closed() {} }).then((l) => (l.close(), true), () => false);
+      if (live) throw new Error(`Cannot listen on ${formatAddress(address)}: another daemon is listening there`);
+      unlinkSync(address.path);
+    }
   }
   let server;
   try {
@@ -135,10 +146,35 @@ export async function listenSocket(
     port,
     close: () => {
       server.close();
-      if ("path" in address && existsSync(address.path)) unlinkSync(address.path);
+      // Our own socket only: whatever replaced it meanwhile stays.
+      if ("path" in address && entryAt(address.path)?.isSocket() === true) unlinkSync(address.path);
       return Promise.resolve();
     },
   };
+}
+
+/**
+ * What is at `path` (the entry itself, not a symbolic link's target), or `undefined` when nothing is.
+ *
+ * @throws {Error} Naming the address when the path cannot be examined (with `address`; otherwise nothing is assumed
+ * there).
+ */
+function entryAt(path: string, address?: SocketAddress): Stats | undefined {
+  try {
+    return lstatSync(path);
+  } catch (e) {
+    if ((e as { code?: string }).code === "ENOENT" || address === undefined) return undefined;
+    throw new Error(`Cannot listen on ${formatAddress(address)}: ${e instanceof Error ? e.message : String(e)}`, {
+      cause: e,
+    });
+  }
+}
+
+function kindOf(s: Stats): string {
+  if (s.isFile()) return "a file";
+  if (s.isDirectory()) return "a folder";
+  if (s.isSymbolicLink()) return "a symbolic link";
+  return "a special file";
 }
 
 /** The socket's events, delivered to the protocol side and to the connection's write queue. */

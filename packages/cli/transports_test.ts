@@ -1,8 +1,19 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Link, LinkEvents } from "../device-sim/remote/mod.ts";
+import { serveSocket } from "./platform.ts";
 import { listenSocket, type SocketAddress, socketDialer } from "./transports.ts";
 
 /** A link end that records what it receives and settles when `bytes` have arrived or it closed. */
@@ -52,6 +63,16 @@ async function echoServer(address: SocketAddress) {
     return { data: (c) => link.send(c.slice()), closed() {} };
   });
   return { listener, accepted };
+}
+
+/**
+ * Leaves a socket at `path` that nobody accepts on, as a daemon killed with SIGKILL does: a listener bound elsewhere
+ * in the folder is moved to `path`, then closed (closing removes only the name it was bound to).
+ */
+function staleSocket(path: string): void {
+  const server = serveSocket({ path: `${path}.bound` }, () => ({ data() {}, drain() {}, closed() {} }));
+  renameSync(`${path}.bound`, path);
+  server.close();
 }
 
 function pattern(n: number): Uint8Array {
@@ -107,7 +128,8 @@ describe("socket transports", () => {
     const dir = mkdtempSync(join(tmpdir(), "nrt-transport-"));
     const path = join(dir, "d.sock");
     try {
-      writeFileSync(path, ""); // what a daemon that died leaves behind: a path nobody accepts on
+      staleSocket(path); // what a daemon that died leaves behind: a socket nobody accepts on
+      expect(lstatSync(path).isSocket()).toBe(true);
       const { listener } = await echoServer({ path });
       await expect(echoServer({ path })).rejects.toThrow(
         `Cannot listen on unix:${path}: another daemon is listening there`,
@@ -117,6 +139,29 @@ describe("socket transports", () => {
       await expect(socketDialer({ path })(recorder())).rejects.toThrow(
         `Cannot connect to the device daemon at unix:${path}: `,
       );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("listenSocket() refuses a path that holds a file, a folder or a symbolic link, and leaves it as it was", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-transport-"));
+    try {
+      const file = join(dir, "notes.txt");
+      writeFileSync(file, "my thesis");
+      const folder = join(dir, "empty");
+      mkdirSync(folder);
+      const link = join(dir, "link.sock");
+      staleSocket(join(dir, "target.sock"));
+      symlinkSync(join(dir, "target.sock"), link);
+      for (const [path, kind] of [[file, "a file"], [folder, "a folder"], [link, "a symbolic link"]]) {
+        await expect(echoServer({ path })).rejects.toThrow(
+          `Cannot listen on unix:${path}: ${path} is ${kind}, not a socket; remove it or choose another path`,
+        );
+      }
+      expect(readFileSync(file, "utf8")).toBe("my thesis");
+      expect(lstatSync(folder).isDirectory()).toBe(true);
+      expect(lstatSync(link).isSymbolicLink()).toBe(true);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
