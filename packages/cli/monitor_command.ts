@@ -333,12 +333,51 @@ function sourceOf(values: { url?: string; socket?: string }): MonitorSource {
   return { kind: "discover" };
 }
 
+/** The longest delay one timer takes (2^31 - 1 ms, about 24.8 days); a longer one fires at once. */
+export const MAX_TIMER_MS = 0x7fff_ffff;
+
+/** The timers {@linkcode runMonitor} waits with (tests pass their own). */
+export interface MonitorTimers {
+  setTimeout(run: () => void, ms: number): unknown;
+  clearTimeout(timer: unknown): void;
+}
+
+const SYSTEM_TIMERS: MonitorTimers = {
+  setTimeout: (run, ms) => setTimeout(run, ms),
+  clearTimeout: (timer) => clearTimeout(timer as ReturnType<typeof setTimeout>),
+};
+
+/**
+ * Waits `ms` (a period of days or weeks included: in timers of at most {@linkcode MAX_TIMER_MS}), or until `signal`
+ * aborts.
+ */
+async function sleep(ms: number, signal: AbortSignal, timers: MonitorTimers): Promise<void> {
+  let left = Math.max(0, ms);
+  do {
+    if (signal.aborted) return;
+    const step = Math.min(left, MAX_TIMER_MS);
+    await new Promise<void>((resolve) => {
+      // deno-lint-ignore prefer-const -- assigned once the timer is set; a timer that fires at once finds it unset
+      let timer: unknown;
+      const done = () => {
+        if (timer !== undefined) timers.clearTimeout(timer);
+        signal.removeEventListener("abort", done);
+        resolve();
+      };
+      signal.addEventListener("abort", done, { once: true });
+      timer = timers.setTimeout(done, step);
+    });
+    left -= step;
+  } while (left > 0);
+}
+
 /**
  * `nrt monitor`: prints reports until SIGINT/SIGTERM or `--count`.
  *
  * @param args The arguments after `monitor`.
  * @param write Where each report line goes (default: stdout).
  * @param signal Stops the loop.
+ * @param timers The timers it waits with between reports (default: the platform's).
  * @returns 0.
  * @throws {UsageError} For a bad option or a configuration file that cannot be used (naming its field).
  */
@@ -346,6 +385,7 @@ export async function runMonitor(
   args: readonly string[],
   write: (line: string) => void = (l) => console.log(l.replace(/\n$/, "")),
   signal?: AbortSignal,
+  timers: MonitorTimers = SYSTEM_TIMERS,
 ): Promise<number> {
   const { help, values } = parseCommandArgs(MONITOR_COMMAND, args);
   if (help) {
@@ -382,10 +422,7 @@ export async function runMonitor(
       const { report, nextInMs } = await collector.collect();
       write(serializeMonitorReport(report));
       if (n + 1 >= count) break;
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, nextInMs);
-        stop.signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
-      });
+      await sleep(nextInMs, stop.signal, timers);
     }
   } finally {
     process.off("SIGINT", onSignal);

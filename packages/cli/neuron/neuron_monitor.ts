@@ -46,7 +46,12 @@ import {
 } from "./execution_outcomes.ts";
 
 export { type LatencyPercentiles, latencyPercentiles };
-import { type MetricGroupPlan, type MonitorConfig, selectRuntime } from "./neuron_monitor_config.ts";
+import {
+  DEFAULT_PERIOD_SECONDS,
+  type MetricGroupPlan,
+  type MonitorConfig,
+  selectRuntime,
+} from "./neuron_monitor_config.ts";
 import {
   type CoreActivity,
   hardwareIdentity,
@@ -604,14 +609,18 @@ export function serializeMonitorReport(report: NeuronMonitorReport): string {
 export interface MonitorSchedule {
   /** Group keys due now. */
   readonly due: ReadonlySet<string>;
-  /** When the next group falls due, in the same clock as `now`. */
+  /**
+   * When the next group falls due, in the same clock as `now`; with no group enabled, one root period after `now`
+   * (always finite).
+   */
   readonly nextAt: number;
 }
 
 /**
  * neuron-monitor's execution model ("Execution model"): wait until at least one group is due, collect the due
  * groups, emit a report. Given when each group was last collected, this says which are due at `now` and when the
- * next one will be.
+ * next one will be. A configuration that enables no group is due once per its root period (ours: otherwise no
+ * report would ever be due, and a caller waiting `nextAt - now` would wait forever or, with a timer, not at all).
  *
  * @param config The monitor configuration.
  * @param lastCollected Last collection time per {@linkcode groupKey}, in seconds; a group never collected is due.
@@ -630,6 +639,7 @@ export function scheduleMonitorGroups(
     ...config.system.map((g) => [groupKey("system", g.type), g] as [string, MetricGroupPlan<string>]),
   ];
   const due = new Set<string>();
+  if (plans.length === 0) return { due, nextAt: now + (config.periodSeconds ?? DEFAULT_PERIOD_SECONDS) };
   let nextAt = Infinity;
   for (const [key, plan] of plans) {
     const last = lastCollected.get(key);

@@ -16,7 +16,8 @@
  * Ours, where the guide is silent: periods are Go duration strings (`"500ms"`, `"1s"`, `"1m30s"`) and must be
  * positive; `tag_filter` is searched unanchored (Go's `MatchString`), with JavaScript regex syntax; an application
  * matched by several `neuron_runtimes` entries takes the first; `metrics` is required on an entry; unknown fields,
- * unknown group types and a group listed twice in one list are errors naming the field.
+ * unknown group types and a group listed twice in one list are errors naming the field; a configuration that enables
+ * no metric group gets one report per root `period`.
  *
  * @module
  */
@@ -62,6 +63,12 @@ export interface MonitorConfig {
   readonly runtimes: readonly RuntimeSelection[];
   /** `system_metrics`, in the order listed. */
   readonly system: readonly MetricGroupPlan<SystemMetricGroup>[];
+  /**
+   * The root `period` in seconds (default {@linkcode DEFAULT_PERIOD_SECONDS}). Ours: a configuration that enables no
+   * metric group still gets one report per this period (the guide is silent; neuron-monitor waits for a group to fall
+   * due, and none ever does).
+   */
+  readonly periodSeconds?: number;
 }
 
 /**
@@ -241,7 +248,7 @@ export function validateMonitorConfig(doc: unknown): MonitorConfig {
   const system = "system_metrics" in doc
     ? groups(list(doc, "system_metrics", ""), "system_metrics", SYSTEM_METRIC_GROUPS, root)
     : [];
-  return { runtimes, system };
+  return { runtimes, system, periodSeconds: root };
 }
 
 /**
@@ -279,6 +286,7 @@ export function defaultMonitorConfig(): MonitorConfig {
       groups: RUNTIME_METRIC_GROUPS.map((type) => ({ type, periodSeconds: DEFAULT_PERIOD_SECONDS })),
     }],
     system: SYSTEM_METRIC_GROUPS.map((type) => ({ type, periodSeconds: DEFAULT_PERIOD_SECONDS })),
+    periodSeconds: DEFAULT_PERIOD_SECONDS,
   };
 }
 

@@ -69,8 +69,10 @@ describe("parseMonitorConfig()", () => {
     expect(c.system).toEqual([{ type: "memory_info", periodSeconds: 5 }]);
   });
 
-  test("parseMonitorConfig() of an empty object collects nothing", () => {
-    expect(parseMonitorConfig("{}")).toEqual({ runtimes: [], system: [] });
+  test("parseMonitorConfig() of an empty object collects nothing, and keeps the root period", () => {
+    expect(parseMonitorConfig("{}")).toEqual({ runtimes: [], system: [], periodSeconds: 5 });
+    expect(parseMonitorConfig('{"period":"1m30s"}')).toEqual({ runtimes: [], system: [], periodSeconds: 90 });
+    expect(defaultMonitorConfig().periodSeconds).toBe(5);
   });
 
   test("parseMonitorConfig() names the field of every kind of mistake", () => {

@@ -335,6 +335,22 @@ describe("scheduleMonitorGroups(): the execution model", () => {
     expect(at101.nextAt).toBe(102);
   });
 
+  test("scheduleMonitorGroups() with no group enabled is due once per root period, never at Infinity", () => {
+    for (
+      const [text, period] of [
+        ['{"neuron_runtimes":[],"system_metrics":[]}', 5],
+        ['{"period":"1s"}', 1],
+        ['{"period":"720h","neuron_runtimes":[{"metrics":[]}]}', 720 * 3600],
+      ] as const
+    ) {
+      const none = parseMonitorConfig(text);
+      expect(scheduleMonitorGroups(none, new Map(), 100)).toEqual({ due: new Set(), nextAt: 100 + period });
+      expect(scheduleMonitorGroups(none, new Map(), 100 + period).nextAt).toBe(100 + 2 * period);
+    }
+    // A configuration built in code without a root period: the default.
+    expect(scheduleMonitorGroups({ runtimes: [], system: [] }, new Map(), 7).nextAt).toBe(12);
+  });
+
   test("buildMonitorReport() copies a group not due from the previous report", () => {
     const first = buildMonitorReport(testSnapshot(), config);
     const snap = testSnapshot();
