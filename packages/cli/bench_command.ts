@@ -3,9 +3,14 @@
  * with a progress line per benchmark, and passes their ratio tables through. Every benchmark measures its two sides
  * in the same run, so the ratios are comparable on a noisy machine; absolute times are not.
  *
+ * SIGINT or SIGTERM stops it: the signal is passed to the benchmark running, `nrt bench` waits for that process to
+ * end, runs no further benchmark and exits 130 (SIGINT) or 143 (SIGTERM); a second signal kills the benchmark
+ * (SIGKILL).
+ *
  * @module
  */
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import process from "node:process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -41,6 +46,12 @@ export const BENCH_COMMAND = {
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
+/** The signals that stop `nrt bench`. */
+type StopSignal = "SIGINT" | "SIGTERM";
+const STOP_SIGNALS: readonly StopSignal[] = ["SIGINT", "SIGTERM"];
+/** Their numbers: a process stopped by signal N exits 128 + N (130, 143), as a shell reports it. */
+const SIGNAL_NUMBERS: Readonly<Record<StopSignal, number>> = { SIGINT: 2, SIGTERM: 15 };
+
 function runtimeBin(deno: boolean): string {
   const bin = join(root, "node_modules", ".bin", deno ? "deno" : "bun");
   return existsSync(bin) ? bin : deno ? "deno" : "bun";
@@ -55,7 +66,7 @@ function runtimeBin(deno: boolean): string {
  * @param args The arguments after `bench`.
  * @param err Where the progress lines go.
  * @param out Where `--help` and the `--json` document go.
- * @returns 0 when every benchmark succeeded, else 1.
+ * @returns 0 when every benchmark succeeded, else 1; 130 or 143 when SIGINT or SIGTERM stopped it.
  * @throws {UsageError} For an unknown benchmark or option.
  */
 export async function runBench(
@@ -79,45 +90,65 @@ export async function runBench(
     { bench: string; ok: boolean; tables: Array<{ title: string; rows: unknown[] }>; text?: string }
   > = [];
   let failed = 0;
-  for (const [i, name] of todo.entries()) {
-    err(`nrt bench: running ${name} (${i + 1}/${todo.length}) on ${deno ? "Deno" : "Bun"}…`);
-    const script = join(root, "bench", `${name}.ts`);
-    const argv = [...(deno ? ["run", "-A", script] : [script]), ...(json ? ["--json"] : [])];
-    const started = performance.now();
-    let captured = "";
-    const code = await new Promise<number>((resolve) => {
-      const child = spawn(runtimeBin(deno), argv, {
-        stdio: ["ignore", json ? "pipe" : "inherit", "inherit"],
-        cwd: root,
-      });
-      child.stdout?.on("data", (d: Uint8Array) => (captured += String(d)));
-      child.on("exit", (c) => resolve(c ?? 1));
-      child.on("error", () => resolve(1));
-    });
-    err(
-      `nrt bench: ${name} ${code === 0 ? "done" : `failed (exit ${code})`} in ${
-        ((performance.now() - started) / 1000).toFixed(1)
-      } s`,
-    );
-    if (code !== 0) failed++;
-    if (json) {
-      const tables: Array<{ title: string; rows: unknown[] }> = [];
-      const text: string[] = [];
-      for (const line of captured.split("\n")) {
-        if (line.trim() === "") continue;
-        try {
-          const t = JSON.parse(line) as { title?: unknown; rows?: unknown };
-          if (typeof t.title === "string" && Array.isArray(t.rows)) {
-            tables.push({ title: t.title, rows: t.rows });
-            continue;
-          }
-        } catch {
-          // not a table line
-        }
-        text.push(line);
-      }
-      report.push({ bench: name, ok: code === 0, tables, ...(text.length > 0 ? { text: text.join("\n") } : {}) });
+  // SIGINT/SIGTERM: passed to the benchmark running, which is waited for; a second signal kills it.
+  let stoppedBy: StopSignal | undefined;
+  let running: ChildProcess | undefined;
+  const onSignal = (signal: StopSignal) => {
+    if (stoppedBy === undefined) {
+      stoppedBy = signal;
+      running?.kill(signal);
+    } else {
+      running?.kill("SIGKILL");
     }
+  };
+  const handlers = STOP_SIGNALS.map((signal) => [signal, () => onSignal(signal)] as const);
+  for (const [signal, handler] of handlers) process.on(signal, handler);
+  try {
+    for (const [i, name] of todo.entries()) {
+      if (stoppedBy !== undefined) break;
+      err(`nrt bench: running ${name} (${i + 1}/${todo.length}) on ${deno ? "Deno" : "Bun"}…`);
+      const script = join(root, "bench", `${name}.ts`);
+      const argv = [...(deno ? ["run", "-A", script] : [script]), ...(json ? ["--json"] : [])];
+      const started = performance.now();
+      let captured = "";
+      const { code, signal } = await new Promise<{ code: number; signal?: string }>((resolve) => {
+        const child = spawn(runtimeBin(deno), argv, {
+          stdio: ["ignore", json ? "pipe" : "inherit", "inherit"],
+          cwd: root,
+        });
+        running = child;
+        child.stdout?.on("data", (d: Uint8Array) => (captured += String(d)));
+        child.on("exit", (c, sig) => resolve(c === null ? { code: 1, signal: sig ?? undefined } : { code: c }));
+        child.on("error", () => resolve({ code: 1 }));
+      }).finally(() => (running = undefined));
+      const outcome = code === 0 ? "done" : signal !== undefined ? `ended by ${signal}` : `failed (exit ${code})`;
+      err(`nrt bench: ${name} ${outcome} in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      if (code !== 0) failed++;
+      if (json) {
+        const tables: Array<{ title: string; rows: unknown[] }> = [];
+        const text: string[] = [];
+        for (const line of captured.split("\n")) {
+          if (line.trim() === "") continue;
+          try {
+            const t = JSON.parse(line) as { title?: unknown; rows?: unknown };
+            if (typeof t.title === "string" && Array.isArray(t.rows)) {
+              tables.push({ title: t.title, rows: t.rows });
+              continue;
+            }
+          } catch {
+            // not a table line
+          }
+          text.push(line);
+        }
+        report.push({ bench: name, ok: code === 0, tables, ...(text.length > 0 ? { text: text.join("\n") } : {}) });
+      }
+    }
+  } finally {
+    for (const [signal, handler] of handlers) process.off(signal, handler);
+  }
+  if (stoppedBy !== undefined) {
+    err(`nrt bench: stopped by ${stoppedBy}`);
+    return 128 + SIGNAL_NUMBERS[stoppedBy];
   }
   if (json) out(JSON.stringify({ runtime: deno ? "deno" : "bun", benchmarks: report }, null, 2));
   return failed === 0 ? 0 : 1;
