@@ -3,10 +3,11 @@
  * holding their NeuronCores, in neuron-ls's table and JSON shapes (Neuron LS User Guide; the shapes are
  * `neuron/neuron_ls.ts`). Where the listing comes from is ours:
  *
- * - with a device daemon (`--device`, or the first `nrt device-sim` announced on this machine,
+ * - with a device daemon (`--device`, or the first `nrt device-sim` announced on this machine that answers,
  *   `neuron_discovery.ts`): the daemon's devices, and every client process holding NeuronCores with the cores it
  *   holds (the daemon's core grants; the command is the name the client gave, which is its command line unless it
- *   chose another);
+ *   chose another). An announced daemon that cannot be reached (a stale announcement, its pid reused) is skipped
+ *   with a line on stderr, as `nrt monitor` skips it; a `--device` that cannot be reached fails;
  * - without one: the devices the embedded simulator makes for `--arch` (else `NRT_ARCH`, else Cayman), and the
  *   `nrt serve` processes announced on this machine that run their own embedded simulator, each holding the cores
  *   it announced on device 0.
@@ -62,6 +63,8 @@ export interface LsOptions {
   readonly arch?: string;
   /** The environment (announcement folder, `NRT_ARCH`). */
   readonly env?: Record<string, string | undefined>;
+  /** Where the line about a skipped announced daemon goes (default: stderr). */
+  readonly warn?: (line: string) => void;
 }
 
 function specOf(arch: number): SiliconSpec | undefined {
@@ -162,7 +165,8 @@ async function fromEmbedded(
  * @param options The daemon or the generation, and the environment.
  * @returns Devices and processes.
  * @throws {UsageError} For a `--device` that is not an address, or `--device` with `--arch`.
- * @throws {Error} When the daemon cannot be reached.
+ * @throws {Error} When the `--device` daemon cannot be reached (an announced one that cannot be reached is skipped:
+ * the next one announced is read, else the embedded simulator).
  */
 export async function collectLs(options: LsOptions = {}): Promise<NeuronLsSnapshot> {
   // The whole environment: the announcement folder's variables are not the runtime's (envFromProcess keeps only those).
@@ -175,8 +179,20 @@ export async function collectLs(options: LsOptions = {}): Promise<NeuronLsSnapsh
   }
   if (options.device !== undefined) return await fromDaemon(options.device);
   if (options.arch === undefined) {
-    const daemon = (await discover(env)).find((a) => a.kind === "device-sim");
-    if (daemon !== undefined && daemon.kind === "device-sim") return await fromDaemon(daemon.address);
+    const warn = options.warn ?? ((line: string) => console.error(line));
+    for (const daemon of await discover(env)) {
+      if (daemon.kind !== "device-sim") continue;
+      try {
+        return await fromDaemon(daemon.address);
+      } catch (e) {
+        // A daemon that stopped after announcing, or a stale announcement whose pid was reused: nrt monitor skips it.
+        warn(
+          `nrt ls: skipping the device daemon announced by process ${daemon.pid} at ${daemon.address}: ${
+            e instanceof Error ? e.message : String(e)
+          }`,
+        );
+      }
+    }
   }
   return await fromEmbedded(options.arch, env);
 }
