@@ -16,6 +16,7 @@ import { mariana } from "@nrt/arch-mariana";
 import { sunda } from "@nrt/arch-sunda";
 import {
   type ArchPack,
+  DEFAULT_EXEC_TIMEOUT_SECONDS,
   NrtError,
   NrtStatus,
   type Portal,
@@ -59,8 +60,16 @@ export interface NrtContainerOptions {
   readonly spec?: SiliconSpec;
   /** The generation the simulator models: a pack name or instance family (`cayman`, `trn2`); wins over `NRT_ARCH`. */
   readonly arch?: string;
-  /** The environment to read `NRT_ARCH` from (pass `envFromProcess()` at an entry point). */
+  /**
+   * The environment to read `NRT_ARCH` and `NEURON_RT_EXEC_TIMEOUT` from (pass `envFromProcess()` at an entry point,
+   * the same record the runtime gets).
+   */
   readonly env?: Record<string, string | undefined>;
+  /**
+   * `NEURON_RT_EXEC_TIMEOUT` as an option (whole seconds), as {@linkcode Runtime.init} takes it; wins over `env`.
+   * The embedded simulator's watchdog gets this budget.
+   */
+  readonly execTimeoutSeconds?: number;
   /** Override of the simulated HBM size (out-of-memory tests). */
   readonly hbmBytes?: number;
   /** Where the simulated device runs: its own agent Worker (default), one per NeuronCore, or inline on the host thread. */
@@ -103,8 +112,30 @@ export function simulatedSpec(options: NrtContainerOptions = {}): SiliconSpec {
 }
 
 /**
+ * The runtime's execution budget in ms, resolved as {@linkcode Runtime.init} resolves it: the `execTimeoutSeconds`
+ * option, else `NEURON_RT_EXEC_TIMEOUT` of `options.env`, else libnrt's default (30 s). The simulated device's
+ * watchdog gets it (docs/faults.md: "Give the watchdog the runtime's budget"), so a run the runtime gave up on is
+ * dropped by the device when the runtime reports `NRT_TIMEOUT`, not 30 s later, and a run within a longer budget is
+ * not dropped at 30 s. A value the runtime would refuse gives the default here: `Runtime.init` reports it.
+ */
+export function resolvedExecTimeoutMs(
+  options: Pick<NrtContainerOptions, "env" | "execTimeoutSeconds"> = {},
+): number {
+  try {
+    return resolveRuntimeConfig(
+      options.execTimeoutSeconds === undefined ? {} : { execTimeoutSeconds: options.execTimeoutSeconds },
+      { NEURON_RT_EXEC_TIMEOUT: options.env?.NEURON_RT_EXEC_TIMEOUT },
+    ).execTimeoutMs;
+  } catch (e) {
+    if (e instanceof NrtError) return DEFAULT_EXEC_TIMEOUT_SECONDS * 1000;
+    throw e;
+  }
+}
+
+/**
  * A child container with every arch pack and a device backend registered: the embedded simulator (modelling
- * {@linkcode simulatedSpec}) unless `options.portal` is given.
+ * {@linkcode simulatedSpec}, its watchdog on the runtime's budget, {@linkcode resolvedExecTimeoutMs}) unless
+ * `options.portal` is given.
  *
  * @example Simulate a Trn1 (Sunda) device
  * ```ts ignore
@@ -125,6 +156,7 @@ export function createNrtContainer(options: NrtContainerOptions = {}): NrtContai
       hbmBytes: options.hbmBytes,
       agents: options.agents,
       q7Factory: options.q7Factory,
+      watchdogMs: resolvedExecTimeoutMs(options),
     });
   c.register(PortalToken, { useValue: portal });
   return c;

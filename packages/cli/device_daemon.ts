@@ -8,10 +8,11 @@
  *
  * @module
  */
+import { envFromProcess, resolveRuntimeConfig } from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import process from "node:process";
 import { DeviceDaemon } from "@nrt/device-sim/remote";
-import { simulatedSpec } from "./container.ts";
+import { resolvedExecTimeoutMs, simulatedSpec } from "./container.ts";
 import {
   type CommandSpec,
   formatHelp,
@@ -24,10 +25,21 @@ import { listenSocket, type SocketAddress, type SocketListener } from "./transpo
 import { commandLineArgs, exit, waitForSignal } from "./platform.ts";
 import { announce, type Announced, ownCommandLine } from "./neuron_discovery.ts";
 
+/**
+ * The most devices `nrt device-sim --devices` simulates: 16, as many as the largest Trn and Inf instances have
+ * (trn1.32xlarge, trn2.48xlarge: 16 Neuron devices). Each simulated device holds about 14 MB of its own, so the cap
+ * also keeps a typo (`--devices 1000`) from taking gigabytes.
+ */
+export const MAX_SIMULATED_DEVICES = 16;
+
+/** `NEURON_RT_EXEC_TIMEOUT`'s largest value (INT_MAX seconds), the bound of `--exec-timeout` too. */
+const MAX_EXEC_TIMEOUT_SECONDS = 0x7fff_ffff;
+
 /** How `nrt device-sim` is called. */
 export const DEVICE_SIM_COMMAND = {
   name: "device-sim",
-  usage: "nrt device-sim (--socket PATH | --port P [--host 127.0.0.1]) [--arch A] [--devices N] [--hbm-bytes B]",
+  usage:
+    "nrt device-sim (--socket PATH | --port P [--host 127.0.0.1]) [--arch A] [--devices N] [--hbm-bytes B] [--exec-timeout S]",
   summary: 'Run the simulated Neuron device as a daemon shared by runtime processes (the "remote" portal backend).',
   options: {
     socket: { type: "string", value: "PATH", description: "listen on a Unix socket" },
@@ -38,8 +50,18 @@ export const DEVICE_SIM_COMMAND = {
     },
     host: { type: "string", value: "H", description: "the loopback address to bind with --port (default 127.0.0.1)" },
     arch: { type: "string", value: "A", description: "sunda (trn1/inf2), cayman (trn2, default) or mariana" },
-    devices: { type: "string", value: "N", description: "simulated devices (default 1)" },
+    devices: {
+      type: "string",
+      value: "N",
+      description: `simulated devices, 1 to ${MAX_SIMULATED_DEVICES} (default 1; 16: trn1.32xlarge, trn2.48xlarge)`,
+    },
     "hbm-bytes": { type: "string", value: "B", description: "HBM per device (default: the generation's)" },
+    "exec-timeout": {
+      type: "string",
+      value: "S",
+      description:
+        "the device watchdog: a run still going after S seconds is dropped (default: NEURON_RT_EXEC_TIMEOUT, else 30)",
+    },
   },
   positionals: { min: 0, max: 0, name: "arguments" },
 } as const satisfies CommandSpec;
@@ -66,6 +88,14 @@ export interface DeviceDaemonCliOptions {
   readonly devices?: number;
   /** HBM bytes per device. */
   readonly hbmBytes?: number;
+  /**
+   * The device watchdog's budget in whole seconds (`--exec-timeout`): a run still in progress this long after its
+   * doorbell is dropped by the device. Give it the `NEURON_RT_EXEC_TIMEOUT` of the runtime processes (docs/faults.md).
+   * Default: `NEURON_RT_EXEC_TIMEOUT` of {@linkcode DeviceDaemonCliOptions.env}, else 30 (libnrt's default).
+   */
+  readonly execTimeoutSeconds?: number;
+  /** The environment to read `NEURON_RT_EXEC_TIMEOUT` from (`nrt device-sim`: its own; default none). */
+  readonly env?: Record<string, string | undefined>;
   /** Log sink (default: stderr). */
   readonly log?: (line: string) => void;
   /**
@@ -81,7 +111,7 @@ export interface DeviceDaemonCliOptions {
  * @param args The arguments after `device-sim`.
  * @returns The options, or `undefined` when `--help` was asked for.
  * @throws {UsageError} On an unknown option, a missing or malformed value, both or neither of `--socket` and
- * `--port`, or a `--host` that is not a loopback address.
+ * `--port`, a `--host` that is not a loopback address, or `--devices` above {@linkcode MAX_SIMULATED_DEVICES}.
  */
 export function parseDeviceDaemonArgs(args: readonly string[]): DeviceDaemonCliOptions | undefined {
   const { help, values: v } = parseCommandArgs(DEVICE_SIM_COMMAND, args);
@@ -102,18 +132,31 @@ export function parseDeviceDaemonArgs(args: readonly string[]): DeviceDaemonCliO
   return {
     address: v.socket !== undefined ? { path: v.socket } : { port: port!, hostname: host },
     arch: v.arch,
-    devices: int("--devices", v.devices, 1, Number.MAX_SAFE_INTEGER),
+    devices: int("--devices", v.devices, 1, MAX_SIMULATED_DEVICES),
     hbmBytes: int("--hbm-bytes", v["hbm-bytes"], 1, Number.MAX_SAFE_INTEGER),
+    execTimeoutSeconds: int("--exec-timeout", v["exec-timeout"], 1, MAX_EXEC_TIMEOUT_SECONDS),
   };
 }
 
-/** Starts the simulator, the daemon and the socket. */
+/**
+ * Starts the simulator, the daemon and the socket.
+ *
+ * @throws {NrtError} `NRT_INVALID` for an unknown `arch`, or a `NEURON_RT_EXEC_TIMEOUT` in `env` that the runtime
+ * would refuse (without `execTimeoutSeconds`).
+ * @throws {Error} When the socket cannot be listened on (see {@linkcode listenSocket}).
+ */
 export async function startDeviceDaemon(options: DeviceDaemonCliOptions): Promise<RunningDeviceDaemon> {
   const log = options.log ?? ((line: string) => console.error(`nrt device-sim: ${line}`));
+  const spec = simulatedSpec({ arch: options.arch });
+  if (options.execTimeoutSeconds === undefined && options.env?.NEURON_RT_EXEC_TIMEOUT !== undefined) {
+    // Refused as the runtime refuses it, rather than a watchdog on a budget nobody asked for.
+    resolveRuntimeConfig({}, { NEURON_RT_EXEC_TIMEOUT: options.env.NEURON_RT_EXEC_TIMEOUT });
+  }
   const sim = new DeviceSimPortal({
-    spec: simulatedSpec({ arch: options.arch }),
+    spec,
     devices: options.devices,
     hbmBytes: options.hbmBytes,
+    watchdogMs: resolvedExecTimeoutMs({ execTimeoutSeconds: options.execTimeoutSeconds, env: options.env }),
   });
   const daemon = new DeviceDaemon({ portal: sim, spec: sim.spec, resetCore: (d, nc) => sim.resetQ7(d, nc), log });
   let listener: SocketListener;
@@ -169,7 +212,7 @@ export async function runDeviceDaemon(
     log(formatHelp(DEVICE_SIM_COMMAND));
     return 0;
   }
-  const running = await startDeviceDaemon({ ...options, announce: process.env });
+  const running = await startDeviceDaemon({ ...options, env: envFromProcess(), announce: process.env });
   const spec = running.sim.spec;
   const stopSignal = waitForSignal(); // handlers in place before the line that tells a supervisor it may signal
   log(
