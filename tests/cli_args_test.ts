@@ -71,7 +71,7 @@ const USAGE_ERRORS: ReadonlyArray<readonly [readonly string[], CommandSpec, stri
   [
     ["device-sim", "--socket", "/tmp/a.sock", "--devices", "0"],
     DEVICE_SIM_COMMAND,
-    "--devices 0 is not an integer from 1 to 9007199254740991",
+    "--devices 0 is not an integer from 1 to 16",
   ],
   [
     ["device-sim", "--socket", "/tmp/a.sock", "--hbm-bytes", "1.5"],
