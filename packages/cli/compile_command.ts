@@ -11,6 +11,7 @@ import { OP_LIBRARY_WASM_DIR } from "@nrt/ops";
 import { readFile, writeFile } from "node:fs/promises";
 import { basename } from "node:path";
 import { type CompileTarget, parseCompileArgs } from "./compile_args.ts";
+import { overwritesInput } from "./inspect.ts";
 
 export {
   COMPILE_COMMAND,
@@ -70,14 +71,25 @@ export async function compileOnnxToNeff(
 
 /**
  * `nrt compile`: exit 0 written; an `OnnxCompileError` or a file error is thrown for `nrt` to report (exit 1), a
- * {@linkcode UsageError} for a usage mistake (exit 2).
+ * {@linkcode UsageError} for a usage mistake (exit 2). An existing `-o` file is replaced, except the model itself:
+ * `-o` naming the model (by any path or link) is refused with exit 2 before anything is compiled.
  *
  * @param args The arguments after `compile`.
  * @param log Where the summary line goes.
- * @returns 0.
+ * @param err Where the refusal of an `-o` that names the model goes.
+ * @returns 0, or 2 when `-o` names the model.
  */
-export async function runCompile(args: readonly string[], log: (s: string) => void = console.log): Promise<number> {
+export async function runCompile(
+  args: readonly string[],
+  log: (s: string) => void = console.log,
+  err: (s: string) => void = console.error,
+): Promise<number> {
   const a = parseCompileArgs(args);
+  const clash = await overwritesInput(a.out, [[a.model, "the model being compiled"]]);
+  if (clash !== undefined) {
+    err(`nrt compile: ${clash}`);
+    return 2;
+  }
   const started = performance.now();
   const bytes = new Uint8Array(await readFile(a.model));
   const { neff, compiled } = await compileOnnxToNeff(bytes, {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { readNeff } from "@nrt/core";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { linkSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main } from "./main.ts";
@@ -136,4 +136,26 @@ describe("nrt compile", () => {
     },
     60_000,
   );
+
+  test("-o naming the model (by its path, a link or a hard link) is refused with exit 2, the model kept", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-compile-"));
+    const model = join(dir, "mlp.onnx");
+    const onnx = mlpModel(8);
+    writeFileSync(model, onnx);
+    symlinkSync(model, join(dir, "link.onnx"));
+    linkSync(model, join(dir, "hard.onnx"));
+    for (const out of [model, join(dir, "link.onnx"), join(dir, "hard.onnx"), `${dir}/./mlp.onnx`]) {
+      const r = await nrt(["compile", model, "-o", out]);
+      const named = out === model ? "" : ` (${model})`;
+      expect([r.code, r.err]).toEqual([
+        2,
+        `nrt compile: -o ${out} is the model being compiled${named}: refusing to overwrite an input`,
+      ]);
+    }
+    expect(new Uint8Array(readFileSync(model))).toEqual(onnx);
+    // Another existing file is replaced without asking, as compilers do.
+    writeFileSync(join(dir, "mlp.neff"), "old");
+    expect((await nrt(["compile", model, "-o", join(dir, "mlp.neff")])).code).toBe(0);
+    expect(readNeff(new Uint8Array(readFileSync(join(dir, "mlp.neff")))).header.name).toBe("mlp.neff");
+  }, 60_000);
 });

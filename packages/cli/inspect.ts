@@ -6,7 +6,155 @@
  */
 import { envFromProcess, NrtError, readNeff, resolveRuntimeConfig } from "@nrt/core";
 import { toHex } from "@nrt/core/neff";
+import { open, stat } from "node:fs/promises";
 import { type CommandSpec, formatHelp, parseCommandArgs, UsageError } from "./command_args.ts";
+
+// deno-lint-ignore no-control-regex
+const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/**
+ * `s` safe to print to a terminal: every C0 control character (ESC, BEL, CR, LF, TAB…), DEL and every C1 control
+ * character written as `\xHH` (ours). A NEFF's header name, tensor names, target and library names are the file's
+ * text: printed raw, `ESC[2J` would clear the user's screen.
+ *
+ * @example An escape sequence in a tensor name
+ * ```ts
+ * import { printable } from "./inspect.ts";
+ * console.log(printable("y\u001b[31m")); // y\x1b[31m
+ * ```
+ */
+export function printable(s: string): string {
+  return s.replace(CONTROLS, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}
+
+const JSON_UNESCAPED_CONTROLS = /[\u007f-\u009f]/g;
+
+/**
+ * `JSON.stringify(value)` with DEL and the C1 control characters written as `\u00HH` too (JSON.stringify escapes
+ * only C0): the same document for a JSON reader, nothing a terminal acts on (ours).
+ */
+export function terminalJson(value: unknown): string {
+  return terminalSafeJson(JSON.stringify(value));
+}
+
+/** JSON text with DEL and the C1 control characters written as `\u00HH` (see {@linkcode terminalJson}). */
+export function terminalSafeJson(text: string): string {
+  return text.replace(JSON_UNESCAPED_CONTROLS, (c) => `\\u00${c.charCodeAt(0).toString(16)}`);
+}
+
+/**
+ * Bytes a NEFF file may hold beyond `NRT_NEFF_MAX_BYTES` (the cap on its decompressed payload): its header and
+ * gzip's overhead on a payload that does not compress. `nrt serve` reads a repository's NEFFs up to
+ * `maxNeffBytes + (1 << 20)` (serve.ts).
+ *
+ * TODO: replace with the constant repository_dir.ts is to export for serve.ts and the commands alike.
+ */
+const NEFF_FILE_SLACK_BYTES = 1 << 20;
+
+/**
+ * The largest NEFF file `nrt run`, `nrt inspect` and `nrt profile` read: `NRT_NEFF_MAX_BYTES` (default 20 MiB) plus
+ * 1 MiB, the cap `nrt serve` reads a repository's NEFFs with (ours).
+ *
+ * @param env The environment (only `NRT_NEFF_MAX_BYTES` is read).
+ * @throws {NrtError} `NRT_INVALID` for a malformed `NRT_NEFF_MAX_BYTES`.
+ */
+export function neffFileCap(env: Record<string, string | undefined> = envFromProcess()): number {
+  return resolveRuntimeConfig({}, { NRT_NEFF_MAX_BYTES: env.NRT_NEFF_MAX_BYTES }).maxNeffBytes + NEFF_FILE_SLACK_BYTES;
+}
+
+/**
+ * Why writing `out` would destroy one of a command's inputs, or `undefined` when it would not: `out` and an input
+ * are the same existing file (same device and inode, so a symbolic link, a hard link or another spelling of the path
+ * is seen through). Ours: `nrt compile`, `nrt pack` and `nrt profile` replace an existing output without asking, as
+ * compilers do, but never one of their inputs.
+ *
+ * @param out The output path (`-o`).
+ * @param inputs Each input's path and what it is, for the message (`"the model being compiled"`).
+ * @returns One line naming the input, for stderr.
+ */
+export async function overwritesInput(
+  out: string,
+  inputs: ReadonlyArray<readonly [path: string, what: string]>,
+): Promise<string | undefined> {
+  let o;
+  try {
+    o = await stat(out, { bigint: true });
+  } catch {
+    return undefined; // no such file yet (or not one we can look at): it is none of the inputs
+  }
+  for (const [path, what] of inputs) {
+    try {
+      const i = await stat(path, { bigint: true });
+      if (i.dev === o.dev && i.ino === o.ino) {
+        const named = path === out ? "" : ` (${printable(path)})`;
+        return `-o ${printable(out)} is ${what}${named}: refusing to overwrite an input`;
+      }
+    } catch {
+      // an input that does not exist is reported by the command when it reads it
+    }
+  }
+  return undefined;
+}
+
+/** What a file that is not a regular file or a pipe is, for messages. */
+function fileKind(st: { isDirectory(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean }): string {
+  if (st.isDirectory()) return "a directory";
+  if (st.isCharacterDevice()) return "a character device";
+  if (st.isBlockDevice()) return "a block device";
+  return "a socket";
+}
+
+/**
+ * Reads a file named on the command line, never more than `maxBytes + 1` bytes of it (ours): a regular file's size
+ * is checked before anything is read, a pipe (`/dev/stdin` of a pipeline, a FIFO, a shell's `<(…)`) is read until
+ * it ends or passes the cap, and anything else (a directory, `/dev/zero`, a terminal) is refused without being read.
+ *
+ * @param path The file.
+ * @param maxBytes The largest size accepted.
+ * @param what What the cap is for, for messages (default: a NEFF file, naming `NRT_NEFF_MAX_BYTES`).
+ * @returns The bytes.
+ * @throws {Error} Naming the file's kind or size and the cap; the platform's error when it cannot be opened.
+ */
+export async function readFileCapped(
+  path: string,
+  maxBytes: number,
+  what = "a NEFF file (NRT_NEFF_MAX_BYTES raises it)",
+): Promise<Uint8Array> {
+  const over = (size: string) => new Error(`it is ${size} bytes, over the ${maxBytes}-byte cap for ${what}`);
+  const refuse = (st: Parameters<typeof fileKind>[0] & { isFile(): boolean; isFIFO(): boolean; size: number }) => {
+    if (!st.isFile() && !st.isFIFO()) throw new Error(`it is ${fileKind(st)}, not a file`);
+    if (st.isFile() && st.size > maxBytes) throw over(String(st.size));
+  };
+  refuse(await stat(path)); // before opening: opening a device may act on it, opening a FIFO waits for a writer
+  const fh = await open(path, "r");
+  try {
+    const st = await fh.stat(); // the file opened, which may not be the file checked
+    refuse(st);
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    // A regular file in one read of its size + 1 (one byte more shows it grew); a pipe in 1 MiB reads.
+    let want = st.isFile() ? st.size + 1 : 1 << 20;
+    for (;;) {
+      const buf = new Uint8Array(Math.min(want, maxBytes + 1 - total));
+      const { bytesRead } = await fh.read(buf, 0, buf.length, null);
+      if (bytesRead === 0) break;
+      chunks.push(buf.subarray(0, bytesRead));
+      total += bytesRead;
+      if (total > maxBytes) throw over(`more than ${maxBytes}`);
+      want = 1 << 20;
+    }
+    if (chunks.length === 1) return chunks[0];
+    const out = new Uint8Array(total);
+    let at = 0;
+    for (const c of chunks) {
+      out.set(c, at);
+      at += c.byteLength;
+    }
+    return out;
+  } finally {
+    await fh.close();
+  }
+}
 
 /** One tensor of the signature. */
 export interface InspectTensor {
@@ -148,7 +296,9 @@ export function inspectNeff(bytes: Uint8Array, options: { maxDecompressedBytes?:
   return report;
 }
 
-function table(rows: string[][]): string {
+/** Rows as aligned columns; every cell goes through {@linkcode printable} (cells hold the file's text). */
+function table(cells: string[][]): string {
+  const rows = cells.map((r) => r.map(printable));
   const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
   return rows.map((r) => r.map((cell, c) => cell.padEnd(widths[c])).join("  ").trimEnd()).join("\n");
 }
@@ -208,8 +358,10 @@ export function formatInspect(report: InspectReport): string {
 
 /** What {@linkcode runInspect} needs from the platform. */
 export interface InspectIo {
-  /** Reads a whole file. */
-  readFile(path: string): Promise<Uint8Array>;
+  /**
+   * Reads a whole file, refusing one over `maxBytes` without reading it all ({@linkcode readFileCapped} does both).
+   */
+  readFile(path: string, maxBytes: number): Promise<Uint8Array>;
   /** Writes to standard output. */
   stdout(s: string): void;
   /** Writes to standard error. */
@@ -236,9 +388,9 @@ export const INSPECT_COMMAND = {
  *
  * @example Run from a Deno entry point
  * ```ts
- * import { runInspect } from "./inspect.ts";
+ * import { readFileCapped, runInspect } from "./inspect.ts";
  * const code = await runInspect(["model.neff", "--json"], {
- *   readFile: (p) => Deno.readFile(p),
+ *   readFile: (p, maxBytes) => readFileCapped(p, maxBytes),
  *   stdout: (s) => console.log(s.trimEnd()),
  *   stderr: (s) => console.error(s.trimEnd()),
  * });
@@ -261,9 +413,12 @@ export async function runInspect(args: readonly string[], io: InspectIo): Promis
   const path = parsed.positionals[0];
   let bytes: Uint8Array;
   try {
-    bytes = await io.readFile(path);
+    // The file is read up to the cap nrt serve reads a NEFF with: a 1.5 GB file or /dev/zero is refused unread.
+    bytes = await io.readFile(path, neffFileCap());
   } catch (e) {
-    io.stderr(`nrt inspect: cannot read ${path}: ${e instanceof Error ? e.message : String(e)}\n`);
+    io.stderr(
+      `nrt inspect: cannot read ${printable(path)}: ${printable(e instanceof Error ? e.message : String(e))}\n`,
+    );
     return 1;
   }
   let report: InspectReport;
@@ -272,9 +427,9 @@ export async function runInspect(args: readonly string[], io: InspectIo): Promis
     report = inspectNeff(bytes, { maxDecompressedBytes: resolveRuntimeConfig({}, envFromProcess()).maxNeffBytes });
   } catch (e) {
     if (!(e instanceof NrtError)) throw e;
-    io.stderr(`nrt inspect: ${path}: ${e.message} (${e.statusName})\n`);
+    io.stderr(`nrt inspect: ${printable(path)}: ${printable(e.message)} (${e.statusName})\n`);
     return 1;
   }
-  io.stdout(json ? `${JSON.stringify(report)}\n` : formatInspect(report));
+  io.stdout(json ? `${terminalJson(report)}\n` : formatInspect(report));
   return 0;
 }

@@ -1,7 +1,20 @@
 import { describe, expect, test } from "bun:test";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, truncateSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { buildNeff, readNeff } from "@nrt/core";
-import { type InspectIo, inspectNeff, runInspect } from "./inspect.ts";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buildCustomOpNeff, buildNeff, readNeff } from "@nrt/core";
+import {
+  formatInspect,
+  type InspectIo,
+  inspectNeff,
+  neffFileCap,
+  printable,
+  readFileCapped,
+  runInspect,
+  terminalJson,
+} from "./inspect.ts";
 
 const FIXTURES = new URL("../../../shared/fixtures/neff/", import.meta.url);
 const SMALL = new URL("matmul_small.neff", FIXTURES).pathname;
@@ -106,5 +119,110 @@ describe("inspectNeff()", () => {
     expect(r.ucode_libs).toEqual([{ graph: "sg00", ...lib }]);
     expect(r.header.feature_bits).toBe("1152921504606846976");
     expect(r.members).toBe(73);
+  });
+});
+
+/** The C0, DEL and C1 control characters of `s`. */
+const controls = (s: string) => [...s].filter((c) => c < " " || (c >= "\u007f" && c <= "\u009f"));
+
+/** A file of `size` bytes that holds none (sparse): a reader that reads it all pays for every byte. */
+function sparseFile(path: string, size: number): string {
+  writeFileSync(path, new Uint8Array(0));
+  truncateSync(path, size);
+  return path;
+}
+
+describe("reading a file named on the command line", () => {
+  test("runInspect() asks for the file with the cap nrt serve reads a NEFF with", async () => {
+    const asked: number[] = [];
+    const sink = io();
+    sink.readFile = (p, maxBytes) => {
+      asked.push(maxBytes);
+      return readFile(p).then((b) => new Uint8Array(b));
+    };
+    expect(await runInspect([SMALL], sink)).toBe(0);
+    expect(asked).toEqual([neffFileCap()]);
+    expect(neffFileCap({})).toBe(21 * 1024 * 1024); // NRT_NEFF_MAX_BYTES's default 20 MiB + 1 MiB
+    expect(neffFileCap({ NRT_NEFF_MAX_BYTES: String(64 * 1024 * 1024) })).toBe(65 * 1024 * 1024);
+  });
+
+  test("readFileCapped() refuses a regular file over the cap by its size, and reads one at the cap", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-inspect-"));
+    const big = sparseFile(join(dir, "big.neff"), 2 ** 33); // 8 GiB, sparse: read whole, it would fill memory
+    await expect(readFileCapped(big, 1000)).rejects.toThrow(
+      "it is 8589934592 bytes, over the 1000-byte cap for a NEFF file (NRT_NEFF_MAX_BYTES raises it)",
+    );
+    const exact = sparseFile(join(dir, "exact.neff"), 1000);
+    expect((await readFileCapped(exact, 1000)).byteLength).toBe(1000);
+    await expect(readFileCapped(exact, 999, "the test")).rejects.toThrow(
+      "it is 1000 bytes, over the 999-byte cap for the test",
+    );
+  });
+
+  test("readFileCapped() refuses a device or a folder without reading it", async () => {
+    await expect(readFileCapped("/dev/zero", 1000)).rejects.toThrow("it is a character device, not a file");
+    await expect(readFileCapped(tmpdir(), 1000)).rejects.toThrow("it is a directory, not a file");
+    await expect(readFileCapped("/nonexistent/x.neff", 1000)).rejects.toThrow("ENOENT");
+  });
+
+  test("readFileCapped() reads a pipe to its end, and stops one that runs past the cap at cap + 1 bytes", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-inspect-"));
+    const fifo = join(dir, "fifo");
+    expect(spawnSync("mkfifo", [fifo]).status).toBe(0);
+    const children: ChildProcess[] = [];
+    const writer = (script: string) => {
+      const child = spawn("sh", ["-c", script], { stdio: "ignore" });
+      children.push(child);
+      return new Promise<void>((resolve) => child.on("exit", () => resolve()));
+    };
+    try {
+      writeFileSync(join(dir, "small"), "hello");
+      let done = writer(`cat '${join(dir, "small")}' > '${fifo}'`);
+      expect(new TextDecoder().decode(await readFileCapped(fifo, 1000))).toBe("hello");
+      await done;
+      // An endless writer: the read stops past the cap and closes the pipe, which ends the writer (SIGPIPE).
+      done = writer(`cat /dev/zero > '${fifo}'`);
+      await expect(readFileCapped(fifo, 3 << 20)).rejects.toThrow(`it is more than ${3 << 20} bytes, over the`);
+      await done;
+    } finally {
+      for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill();
+    }
+  });
+});
+
+describe("names from the file are escaped", () => {
+  const evil = () =>
+    buildCustomOpNeff({
+      name: "evil\u001b[2J\u001b[31mRED\u0007.neff",
+      target: "cayman\u009b",
+      inputs: [{ name: "x\r", dtype: "float32", shape: [4] }],
+      outputs: [{ name: "y\u001b[31m\u007f", dtype: "float32", shape: [4] }],
+      libraries: [{
+        name: "relu",
+        wasm: new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0]),
+        totalCpus: 8,
+        functions: [{ opcode: 1, name: "relu" }],
+      }],
+      calls: [{ opcode: 1, inputs: ["x\r"], outputs: ["y\u001b[31m\u007f"] }],
+    });
+
+  test("printable() writes C0, DEL and C1 control characters as \\xHH and leaves the rest", () => {
+    expect(printable("a\u0000\u001b[2J\u0007\t\n\u007f\u0080\u009b\u00a0é€")).toBe(
+      "a\\x00\\x1b[2J\\x07\\x09\\x0a\\x7f\\x80\\x9b\u00a0é€",
+    );
+  });
+
+  test("formatInspect() prints no control character of the file, and --json none a terminal acts on", async () => {
+    const text = formatInspect(inspectNeff(evil()));
+    expect(controls(text.replaceAll("\n", ""))).toEqual([]); // only the table's own newlines
+    expect(text).toMatch(/^name\s+evil\\x1b\[2J\\x1b\[31mRED\\x07\.neff$/m);
+    expect(text).toMatch(/^target\s+cayman\\x9b$/m);
+    expect(text).toMatch(/^input\s+x\\x0d\s+float32/m);
+    expect(text).toMatch(/^output\s+y\\x1b\[31m\\x7f\s+float32/m);
+    const sink = io({ "evil.neff": evil() });
+    expect(await runInspect(["evil.neff", "--json"], sink)).toBe(0);
+    expect(controls(sink.out[0].trimEnd())).toEqual([]);
+    expect(JSON.parse(sink.out[0]).outputs[0].name).toBe("y\u001b[31m\u007f");
+    expect(terminalJson({ a: "\u009b\u007f" })).toBe('{"a":"\\u009b\\u007f"}');
   });
 });

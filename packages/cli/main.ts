@@ -5,14 +5,13 @@
  *
  * @module
  */
-import { readFile } from "node:fs/promises";
 import { BENCH_COMMAND, runBench } from "./bench_command.ts";
 import { COMPILE_COMMAND } from "./compile_args.ts";
 import { type CommandSpec, formatHelp, helpRequested, UsageError } from "./command_args.ts";
 import { DEMO_COMMAND, runDemo } from "./demo.ts";
 import { DEVICE_SIM_COMMAND, runDeviceDaemon } from "./device_daemon.ts";
 import { DEVICES_COMMAND, runDevices } from "./devices.ts";
-import { INSPECT_COMMAND, runInspect } from "./inspect.ts";
+import { INSPECT_COMMAND, readFileCapped, runInspect } from "./inspect.ts";
 import { LS_COMMAND, runLs } from "./ls_command.ts";
 import { MONITOR_COMMAND, runMonitor } from "./monitor_command.ts";
 import { PROFILE_COMMAND, runProfile } from "./profile_command.ts";
@@ -46,7 +45,8 @@ function selfParsed(spec: CommandSpec, run: (args: string[]) => Promise<number>)
 }
 
 const io = {
-  readFile: async (p: string) => new Uint8Array(await readFile(p)),
+  // Never more than the cap: a 1.5 GB file is refused by its size, /dev/zero by its kind, a pipe after cap + 1 bytes.
+  readFile: (p: string, maxBytes: number) => readFileCapped(p, maxBytes),
   stdout: (s: string) => console.log(s.replace(/\n$/, "")),
   stderr: (s: string) => console.error(s.replace(/\n$/, "")),
 };

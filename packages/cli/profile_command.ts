@@ -20,9 +20,10 @@ import {
   TensorSet,
 } from "@nrt/core";
 import { DeviceSimPortal, type NcTimelineEvent } from "@nrt/device-sim";
-import { readFile, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
 import { createNrtContainer, nrtPlugins, PortalToken } from "./container.ts";
+import { neffFileCap, overwritesInput, printable, readFileCapped, terminalJson } from "./inspect.ts";
 import { buildChromeTrace, type ChromeTrace } from "./neuron/chrome_trace.ts";
 import { inputBytes, inputFiles } from "./run_model.ts";
 
@@ -82,7 +83,9 @@ export async function profileNeff(options: ProfileOptions): Promise<ChromeTrace>
       if (!known.has(name)) {
         throw new NrtError(
           NrtStatus.NRT_INVALID,
-          `Cannot profile ${options.file}: the model has no input "${name}"; its inputs are ${[...known].join(", ")}`,
+          `Cannot profile ${printable(options.file)}: the model has no input "${printable(name)}"; its inputs are ${
+            printable([...known].join(", "))
+          }`,
         );
       }
     }
@@ -142,14 +145,20 @@ async function settledTimeline(
 }
 
 /**
- * `nrt profile`.
+ * `nrt profile`. An existing `-o` file is replaced, except an input: `-o` naming the NEFF or an `--input` file (by
+ * any path or link) is refused with exit 2 before anything runs.
  *
  * @param args The arguments after `profile`.
  * @param log Where the trace (with `-o -`) and the summary line go.
- * @returns 0.
+ * @param err Where the summary line (with `-o FILE`) and the refusal of an `-o` naming an input go.
+ * @returns 0, or 2 when `-o` names an input.
  * @throws {UsageError} For a missing MODEL.neff, an unknown option or an `--input` that is not NAME=FILE.
  */
-export async function runProfile(args: readonly string[], log: (s: string) => void = console.log): Promise<number> {
+export async function runProfile(
+  args: readonly string[],
+  log: (s: string) => void = console.log,
+  err: (s: string) => void = console.error,
+): Promise<number> {
   const { help, values, positionals } = parseCommandArgs(PROFILE_COMMAND, args);
   if (help) {
     log(formatHelp(PROFILE_COMMAND));
@@ -159,21 +168,34 @@ export async function runProfile(args: readonly string[], log: (s: string) => vo
   const inputs = inputFiles(values.input ?? [], PROFILE_COMMAND);
   const out = values.output ?? "-";
   if (out === "") throw usageError(PROFILE_COMMAND, "-o needs a file name or -");
+  if (out !== "-") {
+    const clash = await overwritesInput(out, [
+      [file, "the NEFF being profiled"],
+      ...[...inputs].map(([name, path]) => [path, `the file of input "${printable(name)}"`] as const),
+    ]);
+    if (clash !== undefined) {
+      err(`nrt profile: ${clash}`);
+      return 2;
+    }
+  }
   let neff: Uint8Array;
   try {
-    neff = new Uint8Array(await readFile(file));
+    // Never more than the cap nrt serve reads a NEFF with: a 1.5 GB file is refused by its size, unread.
+    neff = await readFileCapped(file, neffFileCap());
   } catch (e) {
-    throw new Error(`Cannot profile ${file}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+    throw new Error(`Cannot profile ${printable(file)}: ${printable(e instanceof Error ? e.message : String(e))}`, {
+      cause: e,
+    });
   }
   const trace = await profileNeff({ neff, file, inputs, arch: values.arch });
-  const text = JSON.stringify(trace);
+  const text = terminalJson(trace); // names from the NEFF: DEL and C1 escaped too, as JSON.stringify escapes C0
   if (out === "-") log(text);
   else {
     await writeFile(out, text);
-    console.error(
-      `nrt profile: ${
-        trace.traceEvents.filter((e) => e.ph !== "M").length
-      } events of ${trace.otherData.model} in ${out}`,
+    err(
+      `nrt profile: ${trace.traceEvents.filter((e) => e.ph !== "M").length} events of ${
+        printable(trace.otherData.model)
+      } in ${printable(out)}`,
     );
   }
   return 0;
