@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readNeff } from "@nrt/core";
@@ -75,5 +75,127 @@ describe("nrt pack", () => {
       }),
     );
     await expect(packManifest(join(dir, "m.json"))).rejects.toThrow(/Cannot compile kernel .*bad\.ts/);
+  }, 60_000);
+
+  test("a manifest whose NEFF could never load is refused, naming the field and quoting the value", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-pack-"));
+    const relu = join(process.cwd(), "kernels/wasm/relu.wasm");
+    const base = () => ({
+      name: "relu.neff",
+      target: "cayman",
+      inputs: [{ name: "x", dtype: "float32", shape: [4] }] as unknown[],
+      outputs: [{ name: "y", dtype: "float32", shape: [4] }] as unknown[],
+      libraries: [{ name: "relu", wasm: relu, total_cpus: 8, functions: [{ opcode: 7, name: "relu" }] }] as Array<
+        Record<string, unknown>
+      >,
+      calls: [{ opcode: 7, inputs: ["x"], outputs: ["y"], ints: [] }] as Array<Record<string, unknown>>,
+    });
+    // The base manifest packs, and the NEFF runs; a 64-bit scalar may be written as a decimal string, as the loader
+    // reads it.
+    const good = join(dir, "good.json");
+    writeFileSync(
+      good,
+      JSON.stringify({ ...base(), calls: [{ ...base().calls[0], ints: [-1, "9223372036854775807"] }] }),
+    );
+    expect(await runPack([good, "-o", join(dir, "good.neff")], () => {}, () => {})).toBe(0);
+    writeFileSync(join(dir, "x.json"), "[1, -2, 3, -4]");
+    const ran = await capture(["run", join(dir, "good.neff"), "--input", `x=${join(dir, "x.json")}`]);
+    expect([ran.code, ran.out]).toEqual([0, "y: 1 0 3 0"]);
+    writeFileSync(join(dir, "junk.wasm"), "not webassembly");
+    const cases: Array<[(m: ReturnType<typeof base>) => void, string]> = [
+      [
+        (m) => (m.calls[0].inputs = ["zz"]),
+        'calls[0].inputs[0] is "zz", which names no input or output of the manifest',
+      ],
+      [
+        (m) => (m.calls[0].outputs = ["x"]),
+        'calls[0].outputs[0] is "x", an input (inputs[0]); a call writes outputs only',
+      ],
+      [(m) => (m.calls[0].opcode = 99), "calls[0].opcode is 99, which no library's functions bind"],
+      [(m) => (m.calls[0].ints = [1e300]), "calls[0].ints is [1e+300]; expected a list of integers within ±(2^53−1)"],
+      [(m) => (m.calls[0].ints = ["9223372036854775808"]), 'calls[0].ints is ["9223372036854775808"]; expected'],
+      [
+        (m) => (m.target = "bogus"),
+        '"target" is "bogus"; expected one of sunda, trn1, inf2, cayman, trn2, mariana',
+      ],
+      [(m) => (m.libraries[0].total_cpus = "8"), 'libraries[0].total_cpus is "8"; expected the number 1 or 8'],
+      [(m) => (m.libraries[0].total_cpus = 4), "libraries[0].total_cpus is 4; expected the number 1 or 8"],
+      [(m) => m.libraries.push({ ...m.libraries[0] }), 'libraries[1].name "relu" names a library twice'],
+      [
+        (m) => m.libraries.push({ ...m.libraries[0], name: "ext_isa" }),
+        'libraries[1].name "ext_isa" is the base library\'s, which every NEFF carries',
+      ],
+      [
+        (m) => m.libraries.push({ ...m.libraries[0], name: "relu2" }),
+        'libraries[1].functions[0].opcode 7 is already bound by library "relu"',
+      ],
+      [
+        (m) => (m.libraries[0].functions = [{ opcode: 0xff00, name: "relu" }]),
+        "libraries[0].functions[0].opcode is 65280; expected an integer from 0 to 65279 (0xff00 up is reserved)",
+      ],
+      [(m) => (m.libraries[0].wasm = 7), "libraries[0].wasm is 7; expected a path"],
+      [
+        (m) => m.inputs.push({ name: "y", dtype: "float32", shape: [4] }),
+        'outputs[0].name "y" is already the name of inputs[1]',
+      ],
+      [
+        (m) => (m.inputs[0] = { name: "x", dtype: "complex128", shape: [4] }),
+        'inputs[0].dtype is "complex128"; expected one of bool, int8, uint8,',
+      ],
+      [
+        (m) => (m.outputs[0] = { name: "y", dtype: "float32", shape: [4, 0] }),
+        "outputs[0] shape is [4,0] (a tensor needs a name, a dtype and a shape of positive integers)",
+      ],
+      [
+        (m) => (m.libraries[0].wasm = join(dir, "junk.wasm")),
+        `libraries[0] ("relu"): ${join(dir, "junk.wasm")} is not a valid WebAssembly module`,
+      ],
+      [
+        (m) => (m.libraries[0].functions = [{ opcode: 7, name: "sigmoid" }]),
+        `libraries[0] ("relu").functions[0].name "sigmoid" is not a function ${relu} exports`,
+      ],
+    ];
+    for (const [i, [edit, why]] of cases.entries()) {
+      const m = base();
+      edit(m);
+      const file = join(dir, `bad${i}.json`);
+      writeFileSync(file, JSON.stringify(m));
+      const r = await capture(["pack", file, "-o", join(dir, `bad${i}.neff`)]);
+      expect([r.code, r.err.slice(0, `nrt pack: Cannot pack manifest: ${why}`.length)]).toEqual([
+        1,
+        `nrt pack: Cannot pack manifest: ${why}`,
+      ]);
+    }
+  }, 60_000);
+
+  test("-o naming the manifest or a library file is refused with exit 2, before anything is written", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "nrt-pack-"));
+    const relu = join(dir, "relu.wasm");
+    writeFileSync(relu, readFileSync("kernels/wasm/relu.wasm"));
+    const manifest = join(dir, "m.json");
+    const text = JSON.stringify({
+      name: "relu.neff",
+      inputs: [{ name: "x", dtype: "float32", shape: [4] }],
+      outputs: [{ name: "y", dtype: "float32", shape: [4] }],
+      libraries: [{ name: "relu", wasm: "relu.wasm", functions: [{ opcode: 7, name: "relu" }] }],
+      calls: [{ opcode: 7, inputs: ["x"], outputs: ["y"] }],
+    });
+    writeFileSync(manifest, text);
+    symlinkSync(manifest, join(dir, "link.json"));
+    const cases: Array<[string, string]> = [
+      [manifest, `nrt pack: -o ${manifest} is the manifest: refusing to overwrite an input`],
+      [join(dir, "link.json"), `nrt pack: -o ${join(dir, "link.json")} is the manifest (${manifest}): refusing`],
+      [relu, `nrt pack: -o ${relu} is the wasm of library "relu": refusing to overwrite an input`],
+    ];
+    for (const [out, why] of cases) {
+      const r = await capture(["pack", manifest, "-o", out]);
+      expect([r.code, r.err.split("\n").length, r.err.slice(0, why.length)]).toEqual([2, 1, why]);
+    }
+    expect(readFileSync(manifest, "utf8")).toBe(text);
+    expect(readFileSync(relu)).toEqual(readFileSync("kernels/wasm/relu.wasm"));
+    // Another existing file is replaced, as compilers replace their output.
+    writeFileSync(join(dir, "old.neff"), "old");
+    expect((await capture(["pack", manifest, "-o", join(dir, "old.neff")])).code).toBe(0);
+    expect(readNeff(new Uint8Array(readFileSync(join(dir, "old.neff")))).header.name).toBe("relu.neff");
   }, 60_000);
 });
