@@ -62,6 +62,12 @@ const SECURITY_HEADERS: Readonly<Record<string, string>> = {
   "cache-control": "no-cache",
 };
 
+/** The headers of the event stream (`streamSSE`'s), for a HEAD that gets no stream. */
+const SSE_HEADERS: Readonly<Record<string, string>> = {
+  "content-type": "text/event-stream",
+  "cache-control": "no-cache",
+};
+
 const delay = (ms: number, signal: AbortSignal): Promise<void> =>
   new Promise((resolve) => {
     if (signal.aborted) return resolve();
@@ -133,6 +139,10 @@ export function registerDashboard(x: DashboardContext): void {
         `Cannot open a dashboard event stream: ${maxStreams} are open; poll GET /v2/dashboard/state instead`,
       );
     }
+    // A HEAD gets the stream's headers and nothing else: no slot, no stream. Hono answers HEAD with the GET route and
+    // drops the body, so a stream started here would hold its slot until its first write timed out, and a page that
+    // sends HEADs (no-cors, from any origin) could keep the dashboard's own stream out. Ours.
+    if (c.req.method === "HEAD") return c.body(null, 200, SSE_HEADERS);
     streams++;
     let counted = true;
     const done = (): void => {
