@@ -344,18 +344,27 @@ export function dashboardClient(): void {
   }
 
   // The admin token arrives once in the URL fragment (#token=...), which never reaches the server or its logs; it is
-  // kept for this tab only and removed from the address bar (docs/security.md).
+  // kept for this tab only and removed from the address bar (docs/security.md). It is percent-encoded there (as nrt
+  // serve prints it; a browser also encodes some characters itself), and may be any token the server takes, up to
+  // 512 printable ASCII characters, so an operator's token from --admin-token-file works too. Ours.
   function takeToken(): void {
-    const m = /(?:^#|&)token=([A-Za-z0-9_-]+)/.exec(location.hash);
-    if (m) {
-      try {
-        sessionStorage.setItem(TOKEN_KEY, m[1]);
-      } catch {
-        // storage off: the token lives in this page
-      }
-      page.nrtAdminToken = m[1];
-      history.replaceState(null, "", location.pathname + location.search);
+    const m = /(?:^#|&)token=([^&]*)/.exec(location.hash);
+    if (!m) return;
+    let value = m[1];
+    try {
+      value = decodeURIComponent(value);
+    } catch {
+      // not percent-encoded after all (a lone "%"): taken as written
     }
+    history.replaceState(null, "", location.pathname + location.search);
+    // Anything else could not be sent in a header (fetch would throw); the page then stays read-only and says so.
+    if (!/^[!-~]{1,512}$/.test(value)) return;
+    try {
+      sessionStorage.setItem(TOKEN_KEY, value);
+    } catch {
+      // storage off: the token lives in this page
+    }
+    page.nrtAdminToken = value;
   }
   function token(): string {
     try {
@@ -561,7 +570,8 @@ export function dashboardClient(): void {
     } else if (!token()) {
       setText(
         note,
-        "Operator actions need the admin token: open the dashboard URL that nrt serve --admin printed (it ends in #token=...).",
+        "Operator actions need the admin token: open the dashboard URL that nrt serve --admin printed (it ends in " +
+          "#token=...), or this page's address with #token= and the token of --admin-token-file, percent-encoded.",
       );
       form.hidden = true;
     } else if (!s.server.faultApi) {

@@ -20,6 +20,26 @@ const TYPE_SYNTAX: readonly RegExp[] = [
   /\bexport\b/,
 ];
 
+/** What the script did with the token of a fragment, run on stubbed page globals. */
+function takeTokenFrom(hash: string): { stored: string | undefined; global: unknown; replaced: string[] } {
+  const stored = new Map<string, string>();
+  const replaced: string[] = [];
+  const page: Record<string, unknown> & ReturnType<typeof target> = target();
+  const document = { getElementById: () => ({ ...target(), textContent: "" }) };
+  class EventSource {
+    addEventListener(): void {}
+  }
+  new Function("document", "globalThis", "location", "sessionStorage", "history", "EventSource", DASHBOARD_SCRIPT)(
+    document,
+    page,
+    { hash, pathname: "/", search: "" },
+    { setItem: (k: string, v: string) => stored.set(k, v), getItem: (k: string) => stored.get(k) ?? null },
+    { replaceState: (_s: unknown, _t: string, url: string) => replaced.push(url) },
+    EventSource,
+  );
+  return { stored: stored.get("nrt-admin-token"), global: page.nrtAdminToken, replaced };
+}
+
 /** Listeners by event type. */
 type Listeners = Map<string, Array<(ev: unknown) => void>>;
 function target(): { listeners: Listeners; addEventListener(type: string, fn: (ev: unknown) => void): void } {
@@ -109,5 +129,26 @@ describe("DASHBOARD_SCRIPT", () => {
     expect(elements.get("conn")!.textContent).toBe("Live");
     sources[0].listeners.get("error")![0]({});
     expect(elements.get("conn")!.textContent).toBe("Reconnecting…");
+  });
+
+  test("takes any token the server accepts from the fragment, percent-encoded or not", () => {
+    // Printable ASCII beyond base64url, as an --admin-token-file may hold: the server takes 16 to 512 of [!-~].
+    const token = "operator+chosen/secret=token==&#%41~!$'()*,;:@?[]{}|^`\\\"<>";
+    for (const hash of [`#token=${encodeURIComponent(token)}`, `#x=1&token=${encodeURIComponent(token)}&y=2`]) {
+      expect({ hash, ...takeTokenFrom(hash) }).toEqual({ hash, stored: token, global: token, replaced: ["/"] });
+    }
+    // Pasted as it is (nothing to decode in it), a token with + / = works too: + stays a plus.
+    expect(takeTokenFrom("#token=a+b/c=d_e-f~0123456789").stored).toBe("a+b/c=d_e-f~0123456789");
+    // A lone "%" is not an encoding: the text is taken as written.
+    expect(takeTokenFrom("#token=100%-sure-token-0123").stored).toBe("100%-sure-token-0123");
+  });
+
+  test("refuses a fragment token no header could carry, and still clears the address bar", () => {
+    for (
+      const hash of ["#token=", "#token=caf%C3%A9-0123456789abcdef", "#token=with%20space-0123456789", "#token=a%0Ab"]
+    ) {
+      expect({ hash, ...takeTokenFrom(hash) }).toEqual({ hash, stored: undefined, global: undefined, replaced: ["/"] });
+    }
+    expect(takeTokenFrom("#other=1")).toEqual({ stored: undefined, global: undefined, replaced: [] });
   });
 });
