@@ -77,6 +77,16 @@ export interface ModelSummary {
   readonly lastRequestUs: number;
 }
 
+/** Options of {@linkcode InferenceMetrics}. */
+export interface InferenceMetricsOptions {
+  /**
+   * The repository whose models the requests are for: each request is then counted under the version its model was
+   * served as when it was recorded, as Triton counts each version apart. Without it the counters are kept per model
+   * and labelled with the version served when they are read (ours).
+   */
+  readonly repository?: Pick<ModelRepository, "get">;
+}
+
 /** Why a request failed, as Triton's `nv_inference_request_failure{reason}` says it. */
 export type FailureReason = "REJECTED" | "BACKEND" | "OTHER";
 
@@ -90,6 +100,25 @@ class Counter {
 }
 
 class ModelCounters {
+  /** The sum of some counters (one model's versions). */
+  static sum(list: Iterable<ModelCounters>): ModelCounters {
+    const out = new ModelCounters();
+    for (const m of list) {
+      for (const k of ["success", "fail", "queue", "input", "infer", "output"] as const) {
+        out[k].count += m[k].count;
+        out[k].us += m[k].us;
+      }
+      for (const r of ["REJECTED", "BACKEND", "OTHER"] as const) out.failures[r] += m.failures[r];
+      out.executions += m.executions;
+      out.last = Math.max(out.last, m.last);
+      if (m.lastSeq >= out.lastSeq) {
+        out.lastSeq = m.lastSeq;
+        out.lastUs = m.lastUs;
+      }
+    }
+    return out;
+  }
+
   readonly success = new Counter();
   readonly fail = new Counter();
   readonly failures: Record<FailureReason, number> = { REJECTED: 0, BACKEND: 0, OTHER: 0 };
@@ -98,7 +127,11 @@ class ModelCounters {
   readonly infer = new Counter();
   readonly output = new Counter();
   executions = 0;
+  /** When the last execution ended (ms since the epoch), 0 before the first. */
   last = 0;
+  /** The metrics' sequence number of the last request recorded here (which of a model's versions had the last). */
+  lastSeq = 0;
+  /** Request time of the last request, µs. */
   lastUs = 0;
 }
 
@@ -140,7 +173,15 @@ const OUTCOMES = [
 
 /** The server's counters. */
 export class InferenceMetrics {
-  readonly #models = new Map<string, ModelCounters>();
+  /**
+   * Counters by model, then by the version the requests were served as; `""` holds the requests recorded without a
+   * repository to say the version (counted under whichever version is served when they are read).
+   */
+  readonly #models = new Map<string, Map<string, ModelCounters>>();
+  readonly #repository: Pick<ModelRepository, "get"> | undefined;
+  /** The version each model was last shown as (`render`), for counters recorded without a known version. */
+  readonly #shownAs = new Map<string, string>();
+  #seq = 0;
   readonly #outcomes = new Map<string, number>(OUTCOMES.map((o) => [o, 0]));
   /** `H_MODEL` → the repository model it was served as, while the runtime lists the handle. */
   readonly #served = new Map<number, { readonly model: string; readonly version: string }>();
@@ -149,14 +190,37 @@ export class InferenceMetrics {
   /** The last samples of the handles the runtime no longer lists (unloaded), summed by label: counters never drop. */
   readonly #carried: ExecSamples = { status: new Map(), flags: new Map() };
 
-  #model(name: string): ModelCounters {
-    let m = this.#models.get(name);
-    if (m === undefined) this.#models.set(name, m = new ModelCounters());
+  /**
+   * Creates the counters, all zero.
+   *
+   * @param options The repository whose served versions label the counts (`nrt serve` passes it).
+   */
+  constructor(options: InferenceMetricsOptions = {}) {
+    this.#repository = options.repository;
+  }
+
+  #model(name: string, version: string): ModelCounters {
+    let versions = this.#models.get(name);
+    if (versions === undefined) this.#models.set(name, versions = new Map());
+    let m = versions.get(version);
+    if (m === undefined) versions.set(version, m = new ModelCounters());
     return m;
   }
 
   /**
-   * Records one inference request of a known model.
+   * A model's counters of one version: that version's, plus those recorded without a known version when `version`
+   * is the one served now.
+   */
+  #countersOf(name: string, version: string, served: string): ModelCounters {
+    const versions = this.#models.get(name);
+    if (versions === undefined) return new ModelCounters();
+    const own = versions.get(version), unknown = version === served ? versions.get("") : undefined;
+    if (unknown === undefined) return own ?? new ModelCounters();
+    return own === undefined ? unknown : ModelCounters.sum([own, unknown]);
+  }
+
+  /**
+   * Records one inference request of a known model, under the version the repository serves it as now (given one).
    *
    * @param model Model name.
    * @param requestUs Time from the request's arrival to its response, µs.
@@ -164,8 +228,9 @@ export class InferenceMetrics {
    * @param failure Why it failed, or `undefined` on success.
    */
   recordRequest(model: string, requestUs: number, timing: InferTiming, failure?: FailureReason): void {
-    const m = this.#model(model);
+    const m = this.#model(model, this.#repository?.get(model)?.version ?? "");
     m.lastUs = requestUs;
+    m.lastSeq = ++this.#seq;
     if (failure === undefined) {
       m.success.add(requestUs);
       m.queue.add(timing.queueUs);
@@ -185,17 +250,20 @@ export class InferenceMetrics {
   }
 
   /**
-   * Triton's `model_stats` entry of a model.
+   * Triton's `model_stats` entry of one version of a model.
    *
    * @param name Model name.
+   * @param version The version (default: the one the repository serves, else `"1"`).
    * @returns The statistics (zeros for a model without requests).
    */
-  modelStatistics(name: string): ModelStatistics {
-    const m = this.#models.get(name) ?? new ModelCounters();
+  modelStatistics(name: string, version?: string): ModelStatistics {
+    const served = this.#repository?.get(name)?.version ?? version ?? this.#shownAs.get(name) ?? MODEL_VERSION;
+    const v = version ?? served;
+    const m = this.#countersOf(name, v, served);
     const d = (c: Counter): StatDuration => ({ count: c.count, ns: c.us * 1000 });
     return {
       name,
-      version: MODEL_VERSION,
+      version: v,
       last_inference: m.last,
       inference_count: m.success.count,
       execution_count: m.executions,
@@ -214,13 +282,13 @@ export class InferenceMetrics {
   }
 
   /**
-   * A model's counters at a glance.
+   * A model's counters at a glance, over every version it was served as.
    *
    * @param name Model name.
    * @returns Counts and mean/last durations (zeros for a model without requests).
    */
   modelSummary(name: string): ModelSummary {
-    const m = this.#models.get(name) ?? new ModelCounters();
+    const m = ModelCounters.sum(this.#models.get(name)?.values() ?? []);
     const mean = (us: number): number => (m.success.count === 0 ? 0 : Math.round(us / m.success.count));
     return {
       success: m.success.count,
@@ -251,11 +319,29 @@ export class InferenceMetrics {
       lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
       for (const [labels, v] of samples) lines.push(`${name}${labels} ${v}`);
     };
-    const models = repo.models().map((m) => m.name);
-    for (const n of this.#models.keys()) if (!models.includes(n)) models.push(n);
-    const lab = (n: string, extra = ""): string => `{model="${n}",version="${MODEL_VERSION}"${extra}}`;
+    // One series per model and version: the version each model is served as (zeros without requests), then any
+    // other version counted since the server started, then models no longer in the repository.
+    const series: Array<{ readonly name: string; readonly version: string; readonly counters: ModelCounters }> = [];
+    const inRepo = new Set<string>();
+    const served = (name: string): string => repo.get(name)?.version ?? this.#shownAs.get(name) ?? MODEL_VERSION;
+    for (const m of repo.models()) {
+      inRepo.add(m.name);
+      this.#shownAs.set(m.name, m.version);
+      series.push({ name: m.name, version: m.version, counters: this.#countersOf(m.name, m.version, m.version) });
+    }
+    for (const [name, versions] of this.#models) {
+      const now = served(name);
+      for (const v of versions.keys()) {
+        if ((inRepo.has(name) && (v === now || v === "")) || (!inRepo.has(name) && v === "" && versions.has(now))) {
+          continue;
+        }
+        const version = v === "" ? now : v;
+        series.push({ name, version, counters: this.#countersOf(name, version, now) });
+      }
+    }
+    const lab = (n: string, version: string, extra = ""): string => `{model="${n}",version="${version}"${extra}}`;
     const per = (pick: (m: ModelCounters) => number): Array<[string, number]> =>
-      models.map((n) => [lab(n), pick(this.#models.get(n) ?? new ModelCounters())]);
+      series.map((x) => [lab(x.name, x.version), pick(x.counters)]);
     family(
       "nrt_inference_request_success",
       "counter",
@@ -263,10 +349,9 @@ export class InferenceMetrics {
       per((m) => m.success.count),
     );
     const failures: Array<[string, number]> = [];
-    for (const n of models) {
-      const m = this.#models.get(n) ?? new ModelCounters();
+    for (const x of series) {
       for (const r of ["REJECTED", "BACKEND", "OTHER"] as const) {
-        failures.push([lab(n, `,reason="${r}"`), m.failures[r]]);
+        failures.push([lab(x.name, x.version, `,reason="${r}"`), x.counters.failures[r]]);
       }
     }
     family("nrt_inference_request_failure", "counter", "Number of failed inference requests", failures);
@@ -306,13 +391,13 @@ export class InferenceMetrics {
       "nrt_inference_pending_request_count",
       "gauge",
       "Inference requests running or waiting for an instance",
-      repo.models().map((m) => [lab(m.name), m.served?.inflight ?? 0]),
+      repo.models().map((m) => [lab(m.name, m.version), m.served?.inflight ?? 0]),
     );
     family(
       "nrt_model_ready",
       "gauge",
       "Whether the model is loaded and not poisoned (1) or not (0)",
-      repo.models().map((m) => [lab(m.name), m.state === "READY" && m.reason === "" ? 1 : 0]),
+      repo.models().map((m) => [lab(m.name, m.version), m.state === "READY" && m.reason === "" ? 1 : 0]),
     );
     instanceFamilies(family, repo);
     family(
@@ -345,7 +430,12 @@ export class InferenceMetrics {
     for (const m of repo.models()) {
       for (const i of m.served?.instances ?? []) this.#served.set(i.handle, { model: m.name, version: m.version });
     }
-    executionStatsFamilies(family, rt.executionStats(), this.#served, this.#lastSeen, this.#carried);
+    executionStatsFamilies(family, rt.executionStats(), {
+      served: this.#served,
+      loadedFor: (handle) => repo.modelOfHandle(handle),
+      lastSeen: this.#lastSeen,
+      carried: this.#carried,
+    });
     if (activity !== undefined) exporterFamilies(family, rt, activity);
     return lines.join("\n") + "\n";
   }
@@ -399,22 +489,34 @@ interface ExecSamples {
   readonly flags: Map<string, number>;
 }
 
+/** What {@linkcode executionStatsFamilies} keeps between scrapes, and where it learns a handle's model. */
+interface ExecStatsState {
+  /** `H_MODEL` → the repository model and version it was loaded for, once known. */
+  readonly served: Map<number, { readonly model: string; readonly version: string }>;
+  /** The repository's own record of the handles it loaded (`ModelRepository.modelOfHandle`). */
+  readonly loadedFor: (handle: number) => { readonly model: string; readonly version: string } | undefined;
+  /** Each handle's samples at the last scrape. */
+  readonly lastSeen: Map<number, ExecSamples>;
+  /** The last samples of the handles the runtime no longer lists. */
+  readonly carried: ExecSamples;
+}
+
 /**
  * `nrt_model_execution_status_total` and `nrt_model_execution_error_flags_total`: the runtime's per-model,
  * per-NeuronCore counts, summed over the handles a repository model was served as (a reload keeps its series
- * growing). A handle no scrape saw served (loaded and unloaded between two scrapes) is labelled with the runtime's
- * model name and an empty version. Warm-up executions are executions and are counted. The runtime lists a model
- * until 256 more were unloaded after it (`Runtime.executionStats`); a handle it no longer lists keeps the counts the
- * last scrape saw in its series, so the counters never go down (ours), and only executions after that scrape of a
- * handle that left the list since (256 unloads between two scrapes) go uncounted.
+ * growing). Each handle is labelled with the repository model and version it was loaded for from its first
+ * execution: the repository records a handle before its warm-up runs, so a scrape during a load shows the warm-up
+ * under the model it warms up, not under a series of its own that the next scrape would drop (ours). Warm-up
+ * executions are executions and are counted. Only a handle the repository did not load, or forgot (256 handles
+ * unloaded after it), before any scrape saw it is labelled with the runtime's model name and an empty version. The
+ * runtime lists a model until 256 more were unloaded after it (`Runtime.executionStats`); a handle it no longer lists
+ * keeps the counts the last scrape saw in its series, so the counters never go down (ours), and only executions
+ * after that scrape of a handle that left the list since (256 unloads between two scrapes) go uncounted.
  */
-
 function executionStatsFamilies(
   family: Family,
   stats: readonly ModelExecutionStats[],
-  served: Map<number, { readonly model: string; readonly version: string }>,
-  lastSeen: Map<number, ExecSamples>,
-  carried: ExecSamples,
+  { served, loadedFor, lastSeen, carried }: ExecStatsState,
 ): void {
   const add = (m: Map<string, number>, k: string, v: number): void => void m.set(k, (m.get(k) ?? 0) + v);
   const listed = new Set(stats.map((s) => s.handle));
@@ -429,7 +531,12 @@ function executionStatsFamilies(
   const byStatus = new Map(carried.status);
   const byFlag = new Map(carried.flags);
   for (const s of stats) {
-    const who = served.get(s.handle) ?? { model: s.name, version: "" };
+    let who = served.get(s.handle);
+    if (who === undefined) {
+      who = loadedFor(s.handle);
+      if (who !== undefined) served.set(s.handle, who);
+    }
+    who ??= { model: s.name, version: "" };
     const mine: ExecSamples = { status: new Map(), flags: new Map() };
     for (const c of s.cores) {
       const base = { model: who.model, version: who.version, core: c.nc };

@@ -13,7 +13,7 @@
  *
  * @module
  */
-import { type Logger, type NeffTensor, NrtInitState, type Runtime } from "@nrt/core";
+import { type Logger, type Model, type NeffTensor, NrtInitState, type Runtime } from "@nrt/core";
 import { HttpError } from "./http_error.ts";
 import { CoreLoad, ServedModel } from "./served_model.ts";
 
@@ -143,6 +143,42 @@ export const MODEL_VERSION = "1";
 
 /** Most instances one model may ask for by count. */
 export const MAX_INSTANCES = 64;
+
+/**
+ * Unloaded handles whose model the repository still names ({@linkcode ModelRepository.modelOfHandle}): as many as the
+ * runtime keeps listing in `executionStats` after their unload.
+ */
+const FORGOTTEN_AFTER = 256;
+
+/** The model and version a handle was loaded for, and how many of the repository's instances hold it now. */
+interface HandleRecord {
+  readonly model: string;
+  readonly version: string;
+  live: number;
+}
+
+/**
+ * The runtime as `ServedModel.load` uses it for one load, reporting each model it loads before anything runs on it
+ * (the warm-up): everything else is the runtime's own, called on the runtime itself.
+ */
+function reportingLoads(rt: Runtime, loaded: (model: Model) => void): Runtime {
+  const bound = new Map<PropertyKey, unknown>();
+  const load = async (...args: Parameters<Runtime["load"]>): Promise<Model> => {
+    const model = await rt.load(...args);
+    loaded(model);
+    return model;
+  };
+  return new Proxy(rt, {
+    get(target, key) {
+      if (key === "load") return load;
+      const v: unknown = Reflect.get(target, key, target);
+      if (typeof v !== "function") return v;
+      let f = bound.get(key);
+      if (f === undefined) bound.set(key, f = (v as (...a: unknown[]) => unknown).bind(target));
+      return f;
+    },
+  });
+}
 
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 const VERSION = /^[1-9][0-9]{0,8}$/;
@@ -300,6 +336,10 @@ export class ModelRepository {
   readonly #maxTensorBytes: number;
   readonly #coreLoad = new CoreLoad();
   readonly #entries = new Map<string, Entry>();
+  /** The handles this repository loaded, by `H_MODEL`: the live ones and the last unloaded ones. */
+  readonly #handles = new Map<number, HandleRecord>();
+  /** Unloaded handles, oldest first, forgotten past {@linkcode FORGOTTEN_AFTER}. */
+  readonly #unloaded: number[] = [];
   #nextVnc = 0;
   #closed = false;
 
@@ -369,6 +409,38 @@ export class ModelRepository {
       }
     }
     return failed;
+  }
+
+  /**
+   * The model and version a runtime handle (`H_MODEL`) was loaded for by this repository: from the moment `nrt_load`
+   * returned it, before its warm-up, until {@linkcode FORGOTTEN_AFTER} handles were unloaded after it. Ours: what
+   * `/metrics` labels the runtime's per-handle execution statistics with.
+   *
+   * @param handle The handle.
+   * @returns The model's name and version, or `undefined` for a handle this repository did not load (or forgot).
+   */
+  modelOfHandle(handle: number): { readonly model: string; readonly version: string } | undefined {
+    const r = this.#handles.get(handle);
+    return r === undefined ? undefined : { model: r.model, version: r.version };
+  }
+
+  /** Records a handle loaded for `model` at `version` (a shared, interned handle is held once more). */
+  #holdHandle(handle: number, model: string, version: string): void {
+    const r = this.#handles.get(handle);
+    this.#handles.set(handle, { model, version, live: (r?.live ?? 0) + 1 });
+  }
+
+  /** Records that one instance of a handle was unloaded; the last one keeps it named for a while. */
+  #releaseHandles(handles: Iterable<number>): void {
+    for (const h of handles) {
+      const r = this.#handles.get(h);
+      if (r === undefined || r.live === 0) continue;
+      if (--r.live === 0) this.#unloaded.push(h);
+    }
+    while (this.#unloaded.length > FORGOTTEN_AFTER) {
+      const h = this.#unloaded.shift()!;
+      if (this.#handles.get(h)?.live === 0) this.#handles.delete(h);
+    }
   }
 
   /** The model called `name`, or `undefined` when the repository has none. */
@@ -542,6 +614,8 @@ export class ModelRepository {
     const old = e.state === "READY" ? e.served : undefined;
     if (old === undefined) e.state = "LOADING";
     let served: ServedModel | undefined;
+    /** The handles this load loaded, in order. */
+    const loaded: number[] = [];
     try {
       const config = source?.config ?? await this.#config(e.name);
       const version = source?.version ?? (await this.#files.version?.(e.name)) ?? MODEL_VERSION;
@@ -550,7 +624,12 @@ export class ModelRepository {
         throw new HttpError(404, `Cannot load model "${e.name}": ${e.name}.neff is no longer in the repository`);
       }
       const vncs = this.#vncsOf(e, config);
-      served = await ServedModel.load(this.#rt, e.name, neff, vncs, {
+      // Each instance's handle is recorded as soon as it is loaded, before its warm-up runs (modelOfHandle).
+      const rt = reportingLoads(this.#rt, (m) => {
+        this.#holdHandle(m.handle, e.name, version);
+        loaded.push(m.handle);
+      });
+      served = await ServedModel.load(rt, e.name, neff, vncs, {
         maxQueue: config.maxQueue ?? this.#maxQueue,
         warmup: config.warmup ?? this.#warmup,
         coreLoad: this.#coreLoad,
@@ -570,6 +649,8 @@ export class ModelRepository {
       );
     } catch (err) {
       if (served !== undefined && e.served !== served) await served.close().catch(() => {});
+      // ServedModel.load unloads what it loaded when it fails; a model loaded whole was closed just above.
+      if (e.served !== served || served === undefined) this.#releaseHandles(loaded);
       // A failed replacement of a healthy model leaves it serving; a poisoned or absent one becomes UNAVAILABLE.
       if (old === undefined || old.notReadyReason !== undefined) {
         if (old !== undefined) await this.#unload(e).catch(() => {});
@@ -578,7 +659,17 @@ export class ModelRepository {
       }
       throw err;
     }
-    if (old !== undefined) await old.close();
+    if (old !== undefined) await this.#close(old);
+  }
+
+  /** Unloads a served model (after its requests) and records its handles unloaded. */
+  async #close(served: ServedModel): Promise<void> {
+    const handles = served.instances.map((i) => i.handle);
+    try {
+      await served.close();
+    } finally {
+      this.#releaseHandles(handles);
+    }
   }
 
   /** The runtime's visible logical cores (at least 1), which a config's `"vnc"` must name one of. */
@@ -625,7 +716,7 @@ export class ModelRepository {
     e.state = "UNLOADING";
     const served = e.served;
     try {
-      await served.close();
+      await this.#close(served);
     } finally {
       e.served = undefined;
       e.state = "UNAVAILABLE";
