@@ -1,12 +1,13 @@
 /**
  * The per-start admin token of `nrt serve --admin` (docs/security.md): 32 random bytes in base64url, printed once
- * and written to a file only its owner can read (mode 0600). With `--admin-token-file FILE` an operator chooses the
- * file: an existing one (owned by this user, not readable by group or others) supplies the token, a missing one is
- * created with a new token. Ours.
+ * and written to a file only its owner can read (mode 0600), which the server removes at its shutdown. With
+ * `--admin-token-file FILE` an operator chooses the file: an existing one (owned by this user, not readable by group
+ * or others) supplies the token, a missing one is created with a new token; either way the file is the operator's
+ * secret across starts, so the server never prints that token and never removes the file. Ours.
  *
  * @module
  */
-import { chmod, lstat, mkdir, open, readFile, rm } from "node:fs/promises";
+import { chmod, lstat, mkdir, open, readFile, rm, unlink } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import process from "node:process";
@@ -80,4 +81,23 @@ export async function writeAdminToken(file: string, token: string): Promise<void
     await fh.close();
   }
   await chmod(file, 0o600);
+}
+
+/**
+ * Removes the token file a start wrote (the default file of `--admin`), at its shutdown: only when it is still the
+ * regular file holding `token`, so a file someone put there since is left alone. A file already gone is no error.
+ *
+ * @param file The token file.
+ * @param token The token the start wrote there.
+ * @returns Whether the file was removed.
+ */
+export async function removeAdminToken(file: string, token: string): Promise<boolean> {
+  try {
+    if (!(await lstat(file)).isFile() || (await readFile(file, "utf8")).trim() !== token) return false;
+    await unlink(file);
+    return true;
+  } catch (e) {
+    if ((e as { code?: string }).code === "ENOENT") return false;
+    throw e;
+  }
 }

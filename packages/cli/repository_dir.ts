@@ -11,6 +11,8 @@
  * - `--demo` writes into a folder of the user's own (`$XDG_CACHE_HOME/nrt` or `~/.cache/nrt`), created with mode
  *   0700 and checked to be owned by the user and writable by nobody else, never into a shared temporary folder
  *   where another local user could plant a model.
+ * - `--demo --models DIR` never overwrites a model of the user's: a demo model whose name DIR already uses (any of
+ *   its files, or its folder) is not written at all ({@linkcode writeModels}).
  *
  * @module
  */
@@ -126,14 +128,53 @@ export async function ensurePrivateDir(path: string, from: string): Promise<void
   }
 }
 
+/** Options of {@linkcode writeModels}. */
+export interface WriteModelsOptions {
+  /**
+   * Replace the models already in the folder (the private demo folder, rewritten at every start). Default `false`:
+   * a model the folder already has is kept.
+   */
+  readonly replace?: boolean;
+}
+
+/** The files a model of the repository may have in the flat layout, and its folder in Triton's. */
+const MODEL_FILE = /^(.+)\.(?:neff|onnx|json)$/;
+
 /**
- * Writes `files` into `dir` (each through a temporary file and a rename, so a reader never sees half a model),
- * replacing what is there.
+ * Writes the models of `files` (`<name>.neff`, `<name>.json`, …) into `dir`, each file through a temporary file and
+ * a rename, so a reader never sees half a model.
+ *
+ * Unless `replace` is set, a model `dir` already has is kept, whole: a model is there when any of `<name>.neff`,
+ * `<name>.onnx`, `<name>.json` or an entry `<name>` (Triton's folder) exists, and then none of its files in `files`
+ * is written — not even a config beside the user's own model — and a missing `dir` is created. Ours: `nrt serve
+ * --demo --models DIR` adds the demo models to the user's folder and never overwrites a model of the user's (running
+ * it again writes nothing new).
+ *
+ * @param dir The folder.
+ * @param files File bytes by file name.
+ * @param options Whether to replace existing models.
+ * @returns The models written and the models kept (not written because `dir` has one of that name), sorted.
  */
-export async function writeModels(dir: string, files: Record<string, Uint8Array>): Promise<void> {
+export async function writeModels(
+  dir: string,
+  files: Record<string, Uint8Array>,
+  options: WriteModelsOptions = {},
+): Promise<{ written: string[]; kept: string[] }> {
+  const modelOf = (file: string): string => MODEL_FILE.exec(file)?.[1] ?? file;
+  const models = [...new Set(Object.keys(files).map(modelOf))].sort();
+  const kept: string[] = [];
+  if (options.replace !== true) {
+    await mkdir(dir, { recursive: true });
+    const present = new Set(await readdir(dir));
+    for (const m of models) {
+      if ([m, `${m}.neff`, `${m}.onnx`, `${m}.json`].some((f) => present.has(f))) kept.push(m);
+    }
+  }
   for (const [name, bytes] of Object.entries(files)) {
+    if (kept.includes(modelOf(name))) continue;
     const tmp = join(dir, `.${name}.${process.pid}.tmp`);
     await writeFile(tmp, bytes, { mode: 0o600 });
     await rename(tmp, join(dir, name));
   }
+  return { written: models.filter((m) => !kept.includes(m)), kept };
 }

@@ -41,7 +41,7 @@ import {
 import { join } from "node:path";
 import process from "node:process";
 import { parseArgs } from "node:util";
-import { adminToken, defaultAdminTokenFile, newAdminToken, writeAdminToken } from "./admin_token.ts";
+import { adminToken, defaultAdminTokenFile, newAdminToken, removeAdminToken, writeAdminToken } from "./admin_token.ts";
 import { type CommandSpec, type OptionValues, parseArgsOptions } from "./command_args.ts";
 import type { CompileTarget } from "./compile_command.ts";
 import { createNrtContainer, nrtPlugins, PortalToken, simulatedSpec } from "./container.ts";
@@ -71,10 +71,11 @@ export const SERVE_SUMMARY: string =
   "--grpc-port (default 8001, 0: off), on the simulated device (or a device daemon's: --device unix:PATH).\n" +
   "DIR holds <name>.neff / <name>.onnx files or Triton-style <name>/<version>/model.neff folders; --model-name\n" +
   "names the single model of a folder holding <version>/model.neff. --demo writes the demo models first\n" +
-  "(npm start); --admin enables the dashboard's operator actions behind a per-start token (refused on a\n" +
-  "non-loopback host without --admin-token-file); --model-control explicit allows repository load, unload and\n" +
-  "upload with that token (docs/security.md). SIGTERM drains: in-flight requests get --drain-timeout seconds\n" +
-  "(default 25) before the server unloads and exits 0";
+  "(npm start), keeping any model DIR already has under a demo model's name; --admin enables the dashboard's\n" +
+  "operator actions behind a per-start token (refused on a non-loopback host without --admin-token-file);\n" +
+  "--model-control explicit allows repository load, unload and upload with that token (docs/security.md).\n" +
+  "SIGTERM drains: in-flight requests get --drain-timeout seconds (default 25) before the server unloads and\n" +
+  "exits 0";
 
 /** Seconds a shutdown lets the requests in flight finish, by default (within Kubernetes' 30-second grace period). */
 export const DEFAULT_DRAIN_SECONDS = 25;
@@ -140,7 +141,11 @@ export const SERVE_COMMAND = {
       description: "seconds one ONNX model may take to compile: then it is stopped and its load fails " +
         `(1 to 86400, default ${DEFAULT_COMPILE_TIMEOUT_MS / 1000})`,
     },
-    demo: { type: "boolean", description: "write the demo models into the repository first (what npm start runs)" },
+    demo: {
+      type: "boolean",
+      description: "write the demo models into the repository first (what npm start runs); with --models DIR, a " +
+        "model DIR already has under a demo model's name is kept and that demo model is not written",
+    },
     admin: {
       type: "boolean",
       description: "turn on the dashboard's operator actions behind a per-start token (a non-loopback --host needs " +
@@ -150,7 +155,8 @@ export const SERVE_COMMAND = {
       type: "string",
       value: "FILE",
       description: "with --admin: the token's file, read when it exists (private to this user), else created with a " +
-        "new token (default: a new token each start in $XDG_RUNTIME_DIR/nrt/admin-token-<port>, else ~/.nrt/…)",
+        "new token; never printed nor removed (default: a new token each start, printed in the dashboard URL, in " +
+        "$XDG_RUNTIME_DIR/nrt/admin-token-<port>, else ~/.nrt/…, removed at shutdown)",
     },
     "model-control": {
       type: "string",
@@ -251,7 +257,12 @@ export interface ServeOptions {
   readonly grpcPort?: number | "off";
   /** Interface both protocols bind (default `127.0.0.1`). */
   readonly host?: string;
-  /** Write the demo models into the repository first. */
+  /**
+   * Write the demo models into the repository first. Into the private cache folder (no `models`) they are rewritten
+   * at every start; into the user's `models` folder only the demo models it does not have are written: a model of
+   * the same name already there (any of its files or its folder) is the user's, kept as it is and named in the log.
+   * Ours.
+   */
   readonly demo?: boolean;
   /** Body size limit in bytes (default 64 MiB); also the largest gRPC message. */
   readonly maxBodyBytes?: number;
@@ -266,7 +277,12 @@ export interface ServeOptions {
    * token (`--admin`). Refused on a non-loopback host unless {@linkcode ServeOptions.adminTokenFile} is given.
    */
   readonly admin?: boolean;
-  /** The admin token's file (`--admin-token-file`): an existing private file supplies it, a missing one is created. */
+  /**
+   * The admin token's file (`--admin-token-file`): an existing private file supplies it, a missing one is created.
+   * It is the operator's: the token is never logged (the dashboard line says where it is) and the file is never
+   * removed. Without it, the token of this start is printed once in the dashboard URL's fragment and its default file
+   * is removed at shutdown. Ours (docs/security.md).
+   */
   readonly adminTokenFile?: string;
   /** Triton's model control (`--model-control`): `none` (default) or `explicit` (needs `--admin`). */
   readonly modelControl?: ModelControlMode;
@@ -547,6 +563,18 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   const arch = runtime.spec.name as CompileTarget;
   let repository: ModelRepository | undefined;
   let grpc: GrpcInferenceServer | undefined;
+  /** The default token file, once this start wrote it: removed at shutdown (or when the start fails after). */
+  let ownTokenFile: string | undefined;
+  const removeOwnTokenFile = async (): Promise<void> => {
+    if (ownTokenFile === undefined || token === undefined) return;
+    const file = ownTokenFile;
+    ownTokenFile = undefined;
+    try {
+      await removeAdminToken(file, token);
+    } catch (e) {
+      runtime.log.warn(`Cannot remove the admin token file ${file}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
   try {
     // Demo NEFFs name their target, so each simulated generation gets its own folder, private to this user.
     let dir = options.models;
@@ -555,7 +583,18 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       dir = join(cache, "demo-models", arch);
       await ensurePrivateDir(dir, cache);
     }
-    if (options.demo) await writeModels(dir, { ...await buildDemoModels(arch), ...demoModelConfigs() });
+    if (options.demo) {
+      // The private cache folder is ours and rewritten; the user's folder keeps every model it has.
+      const { kept } = await writeModels(dir, { ...await buildDemoModels(arch), ...demoModelConfigs() }, {
+        replace: options.models === undefined,
+      });
+      if (kept.length > 0) {
+        log(
+          `nrt: --demo kept ${kept.map((k) => `"${k}"`).join(", ")} of ${dir} as it is: the folder already has a ` +
+            "model of that name (remove it to get the demo's)",
+        );
+      }
+    }
     repository = new ModelRepository({
       runtime,
       files: await repositoryFiles(dir, options, arch, runtime, { compiler, signal: compiles.signal }),
@@ -563,7 +602,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     });
     const names = await repository.scan();
     const failed = await repository.loadAll();
-    const metrics = new InferenceMetrics(); // one set for both protocols
+    // One set for both protocols, each request counted under the version its model is served as.
+    const metrics = new InferenceMetrics({ repository });
     // The Host names this server answers: on a loopback bind only its own (DNS rebinding), plus --allowed-host.
     let port = options.port ?? 8000;
     // Computed once per port (the port is known only once the listener is up), not at every request.
@@ -620,9 +660,13 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
         throw e;
       }
     }
-    // The default token file is named after the port, which only now is known (--port 0).
+    // The default token file is named after the port, which only now is known (--port 0). This start made it, so
+    // its shutdown removes it; a file of --admin-token-file is the operator's and stays.
     const tokenFile = options.adminTokenFile ?? (token === undefined ? undefined : defaultAdminTokenFile(port));
-    if (token !== undefined && options.adminTokenFile === undefined) await writeAdminToken(tokenFile!, token);
+    if (token !== undefined && options.adminTokenFile === undefined) {
+      await writeAdminToken(tokenFile!, token);
+      ownTokenFile = tokenFile;
+    }
     const ready = repository.models().filter((m) => m.served !== undefined).map((m) => ({
       name: m.name,
       inputs: m.served!.inputs,
@@ -667,7 +711,16 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       log(
         `nrt: operator actions on; the admin token is in ${tokenFile} (mode 600); send it as "Authorization: Bearer <token>"`,
       );
-      log(`nrt: dashboard at ${url}/#token=${token}`);
+      if (options.adminTokenFile === undefined) {
+        // A token of this start only, which its file (removed at shutdown) holds too: printed once, in the fragment.
+        log(`nrt: dashboard at ${url}/#token=${encodeURIComponent(token)}`);
+      } else {
+        // The operator's secret, kept across starts: never in the log (it would end up in the pod's logs).
+        log(
+          `nrt: dashboard at ${url}/ (for operator actions open ${url}/#token=<token> with the token of ${tokenFile}, ` +
+            "percent-encoded; it is not printed)",
+        );
+      }
     } else {
       log(`nrt: dashboard at ${url}/ (read-only)`);
     }
@@ -685,6 +738,8 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       // Stop accepting: new requests (also on kept-alive connections) and calls are refused from here on.
       gate.close();
       await announced?.remove();
+      // The token file this start made goes while the port is still ours (no later start can have written it yet).
+      await removeOwnTokenFile();
       monitor.close(); // ends the dashboard's event streams, which the listener's stop would wait for
       // The listener stays open while the drain runs: a request on a kept-alive connection gets its 503 (and every
       // answer from here on closes its connection) instead of a reset from a listener closing idle connections.
@@ -728,6 +783,7 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       close: () => closing ??= shutdown(),
     };
   } catch (e) {
+    await removeOwnTokenFile();
     compiles.abort("the server failed to start");
     await grpc?.close().catch(() => {});
     await compiler.idle();
