@@ -6,8 +6,8 @@
 
 /** The cores of one thread over the cluster's memory. */
 export interface Q7Cores {
-  /** Runs the op the mailbox describes on each participating core of the set, in turn. */
-  runOp(seq: number): void;
+  /** Runs the op the mailbox describes on each participating core of the set, in turn; how many cores' kernels threw. */
+  runOp(seq: number): number;
   /** Drops the instances of `slot`. */
   unload(slot: number): void;
   /** Instantiates `module` as `slot` on every core of the set; the firmware's report for slot 0 on core 0. */

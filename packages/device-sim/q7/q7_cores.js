@@ -140,7 +140,12 @@ export function createQ7Cores({ layout, memory, cores }) {
     u8.set(bytes, rec + L.CS.message);
   }
 
-  /** Runs the op of the mailbox as core `cores[k]` and reports it; `fns` is the op's export per core. */
+  /**
+   * Runs the op of the mailbox as core `cores[k]` and reports it; `fns` is the op's export per core. Returns 1 when the
+   * kernel threw (a trap, an out-of-bounds access, a DRAM-window fault, a kill), else 0.
+   *
+   * @returns {number}
+   */
   function runCore(/** @type {number} */ k, /** @type {Array<() => void> | null} */ fns, /** @type {number} */ seq) {
     const t0 = performance.now();
     cpu = cores[k];
@@ -148,6 +153,7 @@ export function createQ7Cores({ layout, memory, cores }) {
     committed = 0;
     let status = L.Status.ok;
     let message = "";
+    let threw = 0;
     if (fns === null) {
       status = L.Status.missingFunction;
       message = "no such function in the library";
@@ -155,6 +161,7 @@ export function createQ7Cores({ layout, memory, cores }) {
       try {
         fns[k]();
       } catch (e) {
+        threw = 1;
         status = classify(e);
         message = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
       }
@@ -165,15 +172,18 @@ export function createQ7Cores({ layout, memory, cores }) {
       Atomics.store(i32, L.MB_COMPLETE, seq);
       Atomics.notify(i32, L.MB_COMPLETE);
     }
+    return threw;
   }
 
   return {
     /**
      * Runs the op of the mailbox on each participating core of this set, in turn. The mailbox stays as it is until
      * the op joins, and it cannot join before this set's last core reported. Once the cluster is being terminated
-     * the cores not started yet are left: the dispatch is rejected anyway.
+     * the cores not started yet are left: the dispatch is rejected anyway. Returns how many of this set's cores the
+     * kernel threw on (what a parked Worker counts to collect their errors, q7_worker.js).
      *
      * @param {number} seq
+     * @returns {number}
      */
     runOp(seq) {
       totalCpus = i32[L.MB_TOTAL_CPUS];
@@ -181,10 +191,12 @@ export function createQ7Cores({ layout, memory, cores }) {
       nOutputs = view.getInt32(L.ARGS + 4, true);
       nInts = view.getInt32(L.ARGS + 8, true);
       const fns = resolve(i32[L.MB_LIB], i32[L.MB_FN]);
+      let threw = 0;
       for (let k = 0; k < cores.length && cores[k] < totalCpus; k++) {
-        if (k > 0 && Atomics.load(i32, L.MB_KILL) !== 0) return;
-        runCore(k, fns, seq);
+        if (k > 0 && Atomics.load(i32, L.MB_KILL) !== 0) break;
+        threw += runCore(k, fns, seq);
       }
+      return threw;
     },
 
     /**
