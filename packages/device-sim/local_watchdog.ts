@@ -106,11 +106,12 @@ export class LocalWatchdog {
 
   /**
    * Watches a cluster's memory (its kill flag is Int32 word `killWord`) and returns the cluster's id. Nothing waits for
-   * the Worker: {@linkcode LocalWatchdog.ready} says when it has the memory.
+   * the Worker: {@linkcode LocalWatchdog.ready} says when it has the memory. When it forgets the cluster, the Worker
+   * subtracts 1 from Int32 word `usersWord` of the memory, if given (the cluster counted it among the memory's users).
    */
-  adopt(memory: WebAssembly.Memory, killWord: number): number {
+  adopt(memory: WebAssembly.Memory, killWord: number, usersWord = -1): number {
     const id = this.#nextId++;
-    this.#post({ type: "adopt", id, memory, killWord });
+    this.#post({ type: "adopt", id, memory, killWord, usersWord });
     return id;
   }
 
@@ -119,7 +120,7 @@ export class LocalWatchdog {
     return Atomics.load(this.#ring, DoorbellRing.WD_ADOPTED) >= id;
   }
 
-  /** Stops watching cluster `id`. */
+  /** Stops watching cluster `id` (the Worker then counts itself out of the memory's users, see `adopt`). */
   forget(id: number): void {
     if (this.#worker !== undefined) this.#post({ type: "forget", id });
   }
@@ -151,7 +152,7 @@ export class LocalWatchdog {
   /** The {@linkcode Q7LocalWatchdog} of the clusters of NeuronCore `nc`. */
   forCore(nc: number): Q7LocalWatchdog {
     return {
-      adopt: (memory, killWord) => this.adopt(memory, killWord),
+      adopt: (memory, killWord, usersWord) => this.adopt(memory, killWord, usersWord),
       ready: (id) => this.ready(id),
       forget: (id) => this.forget(id),
       arm: (id, deadlineMs) => this.arm(id, nc, deadlineMs),

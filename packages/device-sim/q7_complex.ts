@@ -104,9 +104,12 @@ export interface Q7ClusterPort {
 
 /**
  * Creates a cluster (injected so tests and hosts can substitute one, or wrap the default to observe its dispatches).
- * `nc` names the NeuronCore the cluster serves.
+ * `nc` names the NeuronCore the cluster serves; `memorySlot` is where the NeuronCore's clusters hand their memory on
+ * from one to the next (`Q7ClusterOptions.memorySlot`, ours).
  */
-export type Q7ClusterFactory = (options: { sbufBytes: number; nc: number }) => Promise<Q7ClusterPort>;
+export type Q7ClusterFactory = (
+  options: { sbufBytes: number; nc: number; memorySlot?: { memory?: WebAssembly.Memory } },
+) => Promise<Q7ClusterPort>;
 
 /** One observable Q7 lifecycle event. */
 export interface Q7BootEvent {
@@ -144,6 +147,11 @@ export class Q7Complex {
   /** The started cluster (set once `#cluster` resolved, cleared when it stops). */
   #ready: ClusterHandle | undefined;
   #prepared = new Set<string>();
+  /**
+   * The NeuronCore's Q7 memory, handed from each cluster to the next (ours): a Q7 reset or a hang's recovery boots the
+   * next cluster on it instead of a new 28 MiB memory, which Deno freed only when every thread that had it collected.
+   */
+  readonly #memorySlot: { memory?: WebAssembly.Memory } = {};
 
   /**
    * Creates the (stalled) Q7 cores of NeuronCore `nc`; lifecycle events go to `event`, ops to `observer`. The state
@@ -230,7 +238,7 @@ export class Q7Complex {
       const image = this.#image;
       const generation = ++this.#generation;
       const starting = (async () => {
-        const c = await this.#factory({ sbufBytes: this.#sbuf.bytes, nc: this.#nc });
+        const c = await this.#factory({ sbufBytes: this.#sbuf.bytes, nc: this.#nc, memorySlot: this.#memorySlot });
         try {
           await c.boot(image);
         } catch (e) {
@@ -300,7 +308,6 @@ export class Q7Complex {
     this.#cluster = undefined;
     this.#ready = undefined;
     this.#prepared = new Set();
-    this.#sbuf.detach();
     this.#event({ nc: this.#nc, kind: "cluster-terminated", detail: cause });
     Atomics.store(this.#regs.status, NcStatus.Q7_STARTED, 0);
     c.then((x) => x.terminate(), () => {});

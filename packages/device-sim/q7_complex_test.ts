@@ -237,6 +237,37 @@ describe("Q7Complex", () => {
     }
   });
 
+  test("Q7Complex boots every cluster of its NeuronCore on one memory slot, so a Q7 reset keeps its memory (ours)", async () => {
+    const { factory, log } = fakeFactory(() => "ok");
+    const slots: Array<{ memory?: WebAssembly.Memory } | undefined> = [];
+    // As Q7Cluster.create does with a slot: the memory the slot holds, else its own, which the slot then holds.
+    const onSlot: Q7ClusterFactory = async (o) => {
+      slots.push(o.memorySlot);
+      const c = await factory(o);
+      const memory = o.memorySlot === undefined ? c.memory : (o.memorySlot.memory ??= c.memory);
+      return { ...c, memory };
+    };
+    const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: onSlot });
+    try {
+      await h.attachNq(8);
+      await h.bootQ7({ iram: new Uint8Array([1]), dram: new Uint8Array([2]) });
+      await stageOp(h, 8);
+      await h.portal.resetQ7(0, 0);
+      await h.fire(1);
+      await h.portal.resetQ7(0, 0);
+      await h.fire(1);
+      expect(log.created).toBe(3);
+      expect(slots[0]).toBeDefined();
+      expect(slots.every((s) => s === slots[0])).toBe(true);
+      expect((await h.read()).records.map((r) => r.kind)).toEqual([
+        NotificationKind.EXEC_DONE,
+        NotificationKind.EXEC_DONE,
+      ]);
+    } finally {
+      await h.portal.close();
+    }
+  });
+
   test("Q7Complex refuses EXTENDED_INST while the cores are held in run-stall", async () => {
     const { factory, log } = fakeFactory(() => "ok");
     const h = new TestHost({ spec: SMALL, hbmBytes: 1 << 24, q7Factory: factory });

@@ -11,9 +11,9 @@ import { defaultLocalOpBytes, Q7Cluster, type Q7LocalWatchdog } from "./q7/q7_cl
 import type { Q7ClusterFactory, Q7ClusterPort } from "./q7_complex.ts";
 import type { WorkerSpawner } from "./worker_spawn.ts";
 
-/** Creates a `Q7Cluster` with the NeuronCore's SBUF size. */
-export const defaultQ7Factory: Q7ClusterFactory = async (options: { sbufBytes: number }): Promise<Q7ClusterPort> =>
-  await Q7Cluster.create({ sbufBytes: options.sbufBytes });
+/** Creates a `Q7Cluster` with the NeuronCore's SBUF size, on the memory its previous cluster left, if any. */
+export const defaultQ7Factory: Q7ClusterFactory = async (options): Promise<Q7ClusterPort> =>
+  await Q7Cluster.create({ sbufBytes: options.sbufBytes, memorySlot: options.memorySlot });
 
 /**
  * The device agent's factory: `Q7Cluster`s that run ops of at most `localOpBytes` bytes of tensors on the agent's
@@ -29,9 +29,10 @@ export function localOpsQ7Factory(
   // One record of quick functions for all the agent's clusters: a cluster booted after a Q7 reset or a reload runs
   // the functions already seen quick on the agent's thread from their first op.
   const quick = new Set<string>();
-  return async (options: { sbufBytes: number; nc: number }): Promise<Q7ClusterPort> =>
+  return async (options): Promise<Q7ClusterPort> =>
     await Q7Cluster.create({
       sbufBytes: options.sbufBytes,
+      memorySlot: options.memorySlot,
       localOpBytes: localOpBytes ?? defaultLocalOpBytes(), // read per cluster: a bad value refuses the cluster
       watchdog: watchdog.forCore(options.nc),
       quick,

@@ -83,6 +83,13 @@ export const MB_FN_NAME_LEN = 10;
 /** A scratch word the cores' commit fences read-modify-write. */
 export const MB_FENCE = 11;
 /**
+ * Threads that may still touch the memory (ours): a cluster counts in its Workers and the local-op watchdog before it
+ * hands them the memory, and each counts itself out as it leaves it for good (a Worker at CMD_EXIT, the watchdog when
+ * it forgets the cluster). Once the cluster is terminated and the count is 0, the memory may boot the next cluster of
+ * its NeuronCore (`Q7ClusterOptions.memorySlot`).
+ */
+export const MB_USERS = 12;
+/**
  * The doorbell words: Worker 0 (the one running core 0) parks on MB_DOORBELL, the other Workers on MB_DOORBELL + 1.
  * A one-core op rings Worker 0's word; an 8-core op rings both, waking the other Workers with one notify (one futex
  * wake instead of one per Worker: on a 2-CPU machine each separate wake preempted the dispatcher). Ours.
@@ -205,6 +212,7 @@ export const WORKER_LAYOUT = {
   MB_SEQ,
   MB_STDIO_WRITE,
   MB_TOTAL_CPUS,
+  MB_USERS,
   Q7_CORES,
   SOC_SLICE_FIRST_INDEX,
   Status,

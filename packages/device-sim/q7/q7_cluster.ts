@@ -77,6 +77,7 @@ import {
   MB_STDIO_READ,
   MB_STDIO_WRITE,
   MB_TOTAL_CPUS,
+  MB_USERS,
   PAGE_BYTES,
   Q7_CORES,
   SBUF_BASE,
@@ -218,6 +219,72 @@ export interface Q7ClusterOptions {
    * the host to start them (worker_spawn.ts, ours).
    */
   spawn?: WorkerSpawner;
+  /**
+   * Where the clusters of one NeuronCore, one after the other, keep their memory (ours): a cluster takes over the
+   * memory of the one before once that one is terminated and all its threads have left it. Everything below the SBUF
+   * window is zeroed as in a new memory; the SBUF keeps what it held, as hardware keeps its SBUF across a Q7 reset.
+   */
+  memorySlot?: Q7MemorySlot;
+}
+
+/**
+ * The memory the clusters of one NeuronCore hand on from one to the next (ours; {@linkcode Q7ClusterOptions.memorySlot}).
+ * Hardware keeps its SBUF across a Q7 reset; the simulator booted every cluster on a new 28 MiB `WebAssembly.Memory`,
+ * and a shared one is freed only when every thread that received it collects its last reference. V8 does not count
+ * such memory towards its collections: 200 hung-kernel recoveries on Deno swung the RSS up to 1.07 GB (2.4 GB after
+ * 600), and a bare probe that only creates, hands to 2 Workers and drops such a memory 150 times reached 1.3 GB.
+ */
+export interface Q7MemorySlot {
+  /** The memory of the NeuronCore's last cluster, set by {@linkcode Q7Cluster.create}. */
+  memory?: WebAssembly.Memory;
+}
+
+/**
+ * How long {@linkcode Q7Cluster.create} waits for the threads of the slot's previous cluster to leave its memory before
+ * it takes a new one (ours). Measured on a hang's recovery: they had left, or left within 1–11 ms (the Workers at the
+ * terminate's ring, the watchdog at its next message). A thread stopped from outside before it counted itself out
+ * keeps the count up for good, so a new memory is taken then.
+ */
+const REUSE_WAIT_MS = 50;
+
+/**
+ * How long a terminated cluster leaves its Workers to leave by themselves before it stops them (ours): a Worker stopped
+ * from outside first never counts itself out of the memory's users (Bun stopped them within the ring's microseconds,
+ * and the next cluster never got the memory).
+ */
+const EXIT_GRACE_MS = 1000;
+
+/** Resolves when Int32 word `word` of `i32` reads 0, or after `ms`; whether it read 0. */
+async function waitForZero(i32: Int32Array, word: number, ms: number): Promise<boolean> {
+  const deadline = performance.now() + ms;
+  for (let v = Atomics.load(i32, word); v !== 0; v = Atomics.load(i32, word)) {
+    const left = deadline - performance.now();
+    if (left <= 0) return false;
+    const wait = Atomics.waitAsync(i32, word, v, left);
+    if (wait.async) await wait.value;
+  }
+  return true;
+}
+
+/**
+ * Takes the memory of `slot` for a cluster of `users` threads when it has `bytes` and its previous cluster's threads
+ * have left it (waiting up to {@linkcode REUSE_WAIT_MS}): zeroes what lies below the SBUF window and counts the users
+ * in, in one synchronous step.
+ */
+async function takeMemory(
+  slot: Q7MemorySlot | undefined,
+  bytes: number,
+  users: number,
+): Promise<WebAssembly.Memory | undefined> {
+  const memory = slot?.memory;
+  if (memory === undefined || memory.buffer.byteLength !== bytes) return undefined;
+  const i32 = new Int32Array(memory.buffer, MAILBOX, MB_USERS + 1);
+  const left = await waitForZero(i32, MB_USERS, REUSE_WAIT_MS);
+  // Another cluster may have taken it meanwhile (the count is then up again, or the slot holds another memory).
+  if (!left || slot!.memory !== memory || Atomics.load(i32, MB_USERS) !== 0) return undefined;
+  new Uint8Array(memory.buffer, 0, SBUF_BASE).fill(0);
+  Atomics.store(i32, MB_USERS, users);
+  return memory;
 }
 
 /**
@@ -225,11 +292,15 @@ export interface Q7ClusterOptions {
  * `local_watchdog.ts`): it sets the cluster's kill flag when the op's deadline passes.
  */
 export interface Q7LocalWatchdog {
-  /** Watches a cluster's memory, whose kill flag is Int32 word `killWord`; returns the cluster's id. */
-  adopt(memory: WebAssembly.Memory, killWord: number): number;
+  /**
+   * Watches a cluster's memory, whose kill flag is Int32 word `killWord`; returns the cluster's id. The cluster counts
+   * the watchdog among the memory's users (Int32 word `usersWord`, `MB_USERS`): the watchdog subtracts 1 from it once it
+   * has forgotten the cluster (ours).
+   */
+  adopt(memory: WebAssembly.Memory, killWord: number, usersWord: number): number;
   /** Whether the watchdog can stop cluster `id`'s ops yet (it has taken the memory). */
   ready(id: number): boolean;
-  /** Stops watching cluster `id`. */
+  /** Stops watching cluster `id`, then counts itself out of its memory's users. */
   forget(id: number): void;
   /** An op of cluster `id` starts on the calling thread, to be stopped at `deadlineMs`; returns its generation. */
   arm(id: number, deadlineMs: number): number;
@@ -440,8 +511,9 @@ export class Q7Cluster {
   }
 
   /**
-   * Allocates the shared memory (0x200000 + sbufBytes, fixed size), starts the Workers and waits until all are
-   * parked. Start a cluster once per NeuronCore, not per execution: Workers are slow to start.
+   * Allocates the shared memory (0x200000 + sbufBytes, fixed size), or takes over the memory of the slot's previous
+   * cluster ({@linkcode Q7ClusterOptions.memorySlot}), starts the Workers and waits until all are parked. Start a
+   * cluster once per NeuronCore, not per execution: Workers are slow to start.
    *
    * @param opts the SBUF size and the number of Workers
    * @returns the running cluster
@@ -471,7 +543,15 @@ export class Q7Cluster {
         `Cannot create Q7 cluster: sbufBytes is ${sbufBytes}, expected a positive multiple of 65536 below 4 GiB`,
       );
     }
-    const memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+    // Its Workers and, when it runs ops on this thread, the watchdog use the memory (MB_USERS).
+    const users = workers + (opts.watchdog !== undefined && localOpBytes > 0 ? 1 : 0);
+    const slot = opts.memorySlot;
+    let memory = await takeMemory(slot, pages * PAGE_BYTES, users);
+    if (memory === undefined) {
+      memory = new WebAssembly.Memory({ initial: pages, maximum: pages, shared: true });
+      Atomics.store(new Int32Array(memory.buffer, MAILBOX, MB_USERS + 1), MB_USERS, users);
+    }
+    if (slot !== undefined) slot.memory = memory;
     const cluster = new Q7Cluster(
       memory,
       sbufBytes,
@@ -483,7 +563,10 @@ export class Q7Cluster {
     );
     // Handed to the watchdog first: its Worker (started by the owner's first cluster) boots beside the cores' Workers.
     if (cluster.#local !== undefined && opts.watchdog !== undefined) {
-      cluster.#watchdog = { dog: opts.watchdog, id: opts.watchdog.adopt(memory, KILL_FLAG_ADDR >> 2) };
+      cluster.#watchdog = {
+        dog: opts.watchdog,
+        id: opts.watchdog.adopt(memory, KILL_FLAG_ADDR >> 2, (MAILBOX >> 2) + MB_USERS),
+      };
     }
     try {
       await Promise.all(
@@ -676,7 +759,8 @@ export class Q7Cluster {
 
   /**
    * Stops the 8 cores and their Workers, including cores spinning in a kernel (every loop polls the kill flag, see
-   * _loop_guard.ts), and rejects a pending dispatch. The cluster is unusable afterwards.
+   * _loop_guard.ts), and rejects a pending dispatch. The cluster is unusable afterwards. The Workers close themselves
+   * at once; their `Worker` objects are terminated once every user has left the memory, or after a second (ours).
    */
   terminate(): void {
     if (this.#terminated) return;
@@ -686,7 +770,13 @@ export class Q7Cluster {
     Atomics.store(i32, MB_KILL, 1);
     Atomics.store(i32, MB_CMD, CMD_EXIT);
     this.#ring(Q7_CORES);
-    for (const worker of this.#workers) worker.terminate();
+    // Each Worker leaves at the ring (a spinning one at its next guard poll), counting itself out of MB_USERS; stopping
+    // them from outside first would keep the memory from the NeuronCore's next cluster (ours). Stopped once all users
+    // left, or after the grace.
+    const workers = this.#workers;
+    void waitForZero(i32, MB_USERS, EXIT_GRACE_MS).then(() => {
+      for (const worker of workers) worker.terminate();
+    });
     const error = new Error("Q7 cluster was terminated");
     for (const queue of this.#replies) for (const pending of queue.splice(0)) pending.reject(error);
     this.#pending?.reject(new Error("Cannot complete dispatch: the Q7 cluster was terminated"));

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { Dtype, KILL_FLAG_ADDR, SBUF_BASE, STDIO_ENTRIES } from "./_abi.ts";
+import { Dtype, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MB_USERS, SBUF_BASE, STDIO_ENTRIES } from "./_abi.ts";
 import { guardLoops } from "./_loop_guard.ts";
 import {
   DEFAULT_Q7_MAX_LIBRARIES,
@@ -8,6 +8,7 @@ import {
   type DispatchResult,
   Q7_WORKERS_ENV,
   Q7Cluster,
+  type Q7MemorySlot,
   type TensorDesc,
 } from "./q7_cluster.ts";
 
@@ -624,6 +625,103 @@ function variant(name: string, n: number): Uint8Array {
   const payload = [1, 0x76, n & 0xff, (n >> 8) & 0xff, (n >> 16) & 0xff, n >>> 24]; // name "v", then n (u32)
   return new Uint8Array([...wasm, 0, payload.length, ...payload]);
 }
+
+describe("Q7Cluster memory slot (ours)", () => {
+  const NONE = { inputs: [], outputs: [] };
+
+  /** The memory's count of the threads that may still touch it (MB_USERS). */
+  const users = (memory: WebAssembly.Memory) => Atomics.load(new Int32Array(memory.buffer, MAILBOX), MB_USERS);
+
+  /** Waits (polling, no clock assert) until the memory's users have all left it; whether they did within 5 s. */
+  async function usersLeft(memory: WebAssembly.Memory): Promise<boolean> {
+    for (let i = 0; i < 500 && users(memory) !== 0; i++) await new Promise((r) => setTimeout(r, 10));
+    return users(memory) === 0;
+  }
+
+  async function booted(slot: Q7MemorySlot, workers: number): Promise<Q7Cluster> {
+    const cluster = await Q7Cluster.create({ sbufBytes: 1 << 20, workers, memorySlot: slot });
+    await cluster.boot({ iram: kernel("stock_pool"), dram: new Uint8Array([7, 7, 7, 7]) });
+    await cluster.prepare("faults", kernel("faults"));
+    await cluster.prepare("relu", kernel("relu"));
+    return cluster;
+  }
+
+  for (const workers of [1, 2]) {
+    test(
+      `a cluster on the slot of a terminated one takes over its memory once its ${workers} Worker(s) left it, after a hang too`,
+      async () => {
+        const slot: Q7MemorySlot = {};
+        const first = await booted(slot, workers);
+        expect(slot.memory).toBe(first.memory);
+        expect(users(first.memory)).toBe(workers);
+        const u8 = new Uint8Array(first.memory.buffer);
+        u8.fill(0x5a, SBUF_BASE, SBUF_BASE + 64); // data in the SBUF
+        await first.dispatch({
+          key: "faults",
+          fn: "printf",
+          totalCpus: 8,
+          args: { inputs: [], outputs: [], ints: [2n] },
+        });
+        u8.fill(9, 4, IMAGE_BYTES); // the image region, beside the stdio ring and status records the op wrote
+        // A kernel spinning on every core when the cluster is terminated (the device's recovery from a hang).
+        const controller = new AbortController();
+        const spinning = first.dispatch({ key: "faults", fn: "spin", totalCpus: 8, args: NONE }, controller.signal);
+        controller.abort(new Error("hung"));
+        await expect(spinning).rejects.toThrow("hung");
+        first.terminate();
+        expect(await usersLeft(first.memory)).toBe(true); // each Worker counted itself out as it left
+
+        const second = await Q7Cluster.create({ sbufBytes: 1 << 20, workers, memorySlot: slot });
+        try {
+          expect(second.memory).toBe(first.memory);
+          expect(slot.memory).toBe(second.memory);
+          expect(users(second.memory)).toBe(workers);
+          // Below the SBUF as in a new memory (but for the mailbox words the new cluster wrote), the SBUF as it was.
+          expect(u8.subarray(0, MAILBOX).some((b) => b !== 0)).toBe(false);
+          expect(u8.subarray(MAILBOX + 0x100, SBUF_BASE).some((b) => b !== 0)).toBe(false);
+          expect(u8[SBUF_BASE]).toBe(0x5a);
+          await second.boot({ iram: kernel("stock_pool"), dram: new Uint8Array(4) });
+          await second.prepare("faults", kernel("faults"));
+          await second.prepare("relu", kernel("relu"));
+          const arena = new SbufArena(second);
+          const x = arena.f32([64], randomF32(64, 3)), y = arena.f32([64]);
+          expectAllOk(
+            await second.dispatch({
+              key: "relu",
+              fn: "relu",
+              totalCpus: 8,
+              args: { inputs: [x.desc], outputs: [y.desc] },
+            }),
+            8,
+          );
+          expect(firstMismatch(y.view, x.view.map((v) => Math.max(0, v)), 0)).toBeUndefined();
+          const trapped = await second.dispatch({ key: "faults", fn: "trap", totalCpus: 8, args: NONE });
+          expect(trapped.cores.map((c) => c.status)).toEqual(Array(8).fill("trap"));
+          expect(second.drainStdio()).toEqual([]);
+        } finally {
+          second.terminate();
+        }
+      },
+      20_000,
+    );
+  }
+
+  test("a cluster on the slot of one still running gets a memory of its own", async () => {
+    const slot: Q7MemorySlot = {};
+    const first = await booted(slot, 1);
+    const second = await booted(slot, 1);
+    try {
+      expect(second.memory).not.toBe(first.memory);
+      expect(slot.memory).toBe(second.memory);
+      expect(users(first.memory)).toBe(1);
+      expectAllOk(await first.dispatch({ key: "", fn: "noop", totalCpus: 8, args: NONE }), 8);
+      expectAllOk(await second.dispatch({ key: "", fn: "noop", totalCpus: 8, args: NONE }), 8);
+    } finally {
+      first.terminate();
+      second.terminate();
+    }
+  });
+});
 
 describe("Q7Cluster libraries", () => {
   const NONE = { inputs: [], outputs: [] };

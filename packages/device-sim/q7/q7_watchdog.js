@@ -14,9 +14,10 @@
  * Plain JavaScript, like q7_worker.js: `deno test` type-checks every TypeScript module a Worker loads. The word
  * indices come in the "init" message (`WATCHDOG_WORDS` in local_watchdog.ts).
  *
- * Messages: `{ type: "init", ring, words }`, `{ type: "adopt", id, memory, killWord }` (taken: the ADOPTED word holds
- * `id`), `{ type: "forget", id }`. Each is counted in the POSTED word and followed by a ring of the bell, so a parked
- * Worker returns to its event loop to take it. The Worker posts nothing back. A Worker the host started for a device
+ * Messages: `{ type: "init", ring, words }`, `{ type: "adopt", id, memory, killWord, usersWord }` (taken: the ADOPTED
+ * word holds `id`), `{ type: "forget", id }` (then the Worker counts itself out of Int32 word `usersWord` of the memory,
+ * the cluster's MB_USERS; -1: none, ours). Each is counted in the POSTED word and followed by a ring of the bell, so a
+ * parked Worker returns to its event loop to take it. The Worker posts nothing back. A Worker the host started for a device
  * agent (worker_spawn.ts, ours) first gets `{ connect: port }` from the host, not counted: the messages then come over
  * that port.
  *
@@ -34,7 +35,7 @@ let ring;
 let ring64;
 /** @type {Float64Array} */
 let ringF64;
-/** @type {Map<number, { i32: Int32Array, word: number }>} cluster id → its kill flag */
+/** @type {Map<number, { i32: Int32Array, word: number, users: number }>} cluster id → its kill flag and MB_USERS word */
 const clusters = new Map();
 let handled = 0;
 /** Shared-clock ms of the last local op seen; polling continues for IDLE_MS after it. */
@@ -116,10 +117,17 @@ function onAgentMessage(/** @type {MessageEvent} */ e) {
     ringF64 = new Float64Array(msg.ring, 0, W.HEADER_BYTES >> 3);
   } else if (msg.type === "adopt") {
     const buffer = msg.memory.buffer;
-    clusters.set(msg.id, { i32: new Int32Array(buffer), word: msg.killWord });
+    clusters.set(msg.id, { i32: new Int32Array(buffer), word: msg.killWord, users: msg.usersWord });
     Atomics.store(ring, W.ADOPTED, msg.id); // a shared word, not a reply: nothing waits on this Worker's messages
   } else if (msg.type === "forget") {
+    const c = clusters.get(msg.id);
     clusters.delete(msg.id);
+    // Counted out of the memory's users: no kill of this cluster can come any more (kill() runs between messages),
+    // so the memory may boot the NeuronCore's next cluster (ours).
+    if (c !== undefined && c.users >= 0) {
+      Atomics.sub(c.i32, c.users, 1);
+      Atomics.notify(c.i32, c.users);
+    }
   }
   schedulePark();
 }

@@ -7,6 +7,9 @@
  * Plain JavaScript on purpose: `deno test` type-checks every TypeScript module a Worker loads, once per Worker
  * (5.6 s for 8 Workers instead of 0.16 s). The constants come in the "init" message (`WORKER_LAYOUT` in _abi.ts).
  *
+ * At CMD_EXIT the Worker counts itself out of MB_USERS and closes: the memory may then boot the NeuronCore's next
+ * cluster (ours).
+ *
  * Messages from the cluster (counted in MB_POSTED and followed by a CMD_YIELD ring, so a parked Worker returns to
  * its event loop): `{ type: "init", memory, worker, cores, layout }`, `{ type: "load", slot, module }`,
  * `{ type: "unload", slot }` (the cluster evicted the slot's library, ours: its instances and cached exports are
@@ -54,7 +57,7 @@ let thrown = 0;
 
 /**
  * Parks on this Worker's doorbell word and runs each op rung. Returns to the event loop only when the cluster has
- * posted a message this Worker has not handled yet (MB_POSTED), or closes the Worker on CMD_EXIT.
+ * posted a message this Worker has not handled yet (MB_POSTED), or leaves the cluster on CMD_EXIT.
  */
 function park() {
   const bell = worker === 0 ? L.MB_DOORBELL : L.MB_DOORBELL + 1; // _abi.ts doorbellWord
@@ -82,10 +85,20 @@ function park() {
         }
       }
     } else if (cmd === L.CMD_EXIT) {
-      globalThis.close();
+      leave();
       return;
     }
   }
+}
+
+/**
+ * Leaves the cluster for good: counts this Worker out of MB_USERS (the last thing it does with the memory, which may
+ * then boot the NeuronCore's next cluster, ours) and closes.
+ */
+function leave() {
+  Atomics.sub(i32, L.MB_USERS, 1);
+  Atomics.notify(i32, L.MB_USERS);
+  globalThis.close();
 }
 
 /** Schedules park() once, in a later task (_park_later.js). */
@@ -124,6 +137,8 @@ function onClusterMessage(/** @type {MessageEvent} */ e) {
     i32 = new Int32Array(memory.buffer, L.MAILBOX, (memory.buffer.byteLength - L.MAILBOX) >> 2);
     lastBell = Atomics.load(i32, worker === 0 ? L.MB_DOORBELL : L.MB_DOORBELL + 1);
     lastSeq = Atomics.load(i32, L.MB_SEQ);
+    // Terminated before this Worker took its memory: the exit was rung before the bell was read, so no wake will come.
+    if (Atomics.load(i32, L.MB_CMD) === L.CMD_EXIT) return leave();
     replyThenPark({ type: "ready" });
   } else if (msg.type === "load") {
     try {
