@@ -26,6 +26,11 @@ import type { DeviceView, FaultControl, FaultView, Q7CoreView } from "@nrt/http-
  * ```
  */
 export class SimDeviceView {
+  /**
+   * The specs of the faults injected through this view, by id, kept while the fault is armed or among the firings the
+   * simulator keeps (`FIRED_FAULTS_KEPT`, ours): the others are dropped at the next injection, so the map is bounded as
+   * the firings are.
+   */
   readonly #injected = new Map<number, FaultSpec>();
   #portal: DeviceSimPortal | undefined;
 
@@ -38,7 +43,10 @@ export class SimDeviceView {
     this.#portal = portal;
   }
 
-  /** The {@linkcode DeviceViewProvider}: Q7 cores, faults per NeuronCore, armed and fired faults. */
+  /**
+   * The {@linkcode DeviceViewProvider}: Q7 cores, faults per NeuronCore, armed faults and the newest fired ones (the
+   * simulator keeps the newest `FIRED_FAULTS_KEPT` firings of all its devices and counts the others).
+   */
   readonly view = (device: number): DeviceView => {
     const portal = this.#portal;
     if (portal === undefined || device < 0 || device >= portal.deviceCount) return { ncs: [] };
@@ -72,9 +80,18 @@ export class SimDeviceView {
       const portal = this.#portal;
       if (portal === undefined) throw new RangeError("Cannot inject a fault: no simulated device is attached");
       const f = portal.faults.inject(spec as unknown as FaultSpec);
+      this.#forgetGone(portal);
       this.#injected.set(f.id, f.spec);
       return { id: f.id, ncs: f.ncs };
     },
     clear: () => this.#portal?.faults.clear() ?? 0,
   };
+
+  /** Drops the specs of the faults neither armed nor among the firings the simulator still keeps. */
+  #forgetGone(portal: DeviceSimPortal): void {
+    const kept = new Set<number>();
+    for (const f of portal.faults.pending()) kept.add(f.id);
+    for (const f of portal.faults.fired()) kept.add(f.id);
+    for (const id of [...this.#injected.keys()]) if (!kept.has(id)) this.#injected.delete(id);
+  }
 }

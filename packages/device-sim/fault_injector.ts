@@ -211,6 +211,14 @@ export interface FaultSink {
 export const MAX_ARMED_FAULTS = 1024;
 
 /**
+ * The firings a {@linkcode FaultInjector} keeps (ours): the newest 500, as the dashboard keeps the newest 500 log lines;
+ * the older ones are only counted ({@linkcode FaultInjector.firedDropped}). Before, every firing was kept and the
+ * dashboard sent all of them in every state document and event: 2,500 firings made the document 274 KiB (11 KiB
+ * without them).
+ */
+export const FIRED_FAULTS_KEPT = 500;
+
+/**
  * The fault-injection API of a simulated portal (`DeviceSimPortal.faults`): typed, synchronous, usable from tests and
  * from an operator endpoint. It validates and numbers the faults on the host and arms them on the device's
  * per-NeuronCore ports, which play them in the device's sequencer; firings come back through the sink.
@@ -222,7 +230,10 @@ export class FaultInjector {
   readonly #sink: FaultSink;
   /** Faults armed and not yet fired or cleared: id → spec, device, NeuronCores still armed. */
   readonly #armed = new Map<number, { spec: FaultSpec; device: number; ncs: Set<number> }>();
+  /** The newest {@linkcode FIRED_FAULTS_KEPT} firings, a ring: firing n is at n % FIRED_FAULTS_KEPT. */
   readonly #fired: FiredFault[] = [];
+  /** Firings ever taken. */
+  #firedTotal = 0;
   #nextId = 1;
 
   /**
@@ -309,7 +320,7 @@ export class FaultInjector {
   /** Takes the firings the devices reported since the last look. */
   #collect(): void {
     for (const f of this.#sink.firings()) {
-      this.#fired.push(f);
+      this.#fired[this.#firedTotal++ % FIRED_FAULTS_KEPT] = f;
       const a = this.#armed.get(f.id);
       if (a === undefined) continue;
       a.ncs.delete(f.nc);
@@ -328,10 +339,22 @@ export class FaultInjector {
     return out;
   }
 
-  /** Every firing so far, oldest first. */
+  /**
+   * The newest firings, oldest first: every firing until {@linkcode FIRED_FAULTS_KEPT} have fired, then the newest
+   * that many ({@linkcode FaultInjector.firedDropped} counts the others).
+   */
   fired(): readonly FiredFault[] {
     this.#collect();
-    return this.#fired;
+    const ring = this.#fired;
+    if (this.#firedTotal <= FIRED_FAULTS_KEPT) return ring.slice();
+    const oldest = this.#firedTotal % FIRED_FAULTS_KEPT;
+    return [...ring.slice(oldest), ...ring.slice(0, oldest)];
+  }
+
+  /** Firings no longer in {@linkcode FaultInjector.fired} (older than its newest {@linkcode FIRED_FAULTS_KEPT}). */
+  firedDropped(): number {
+    this.#collect();
+    return Math.max(0, this.#firedTotal - FIRED_FAULTS_KEPT);
   }
 
   /**

@@ -47,6 +47,7 @@ export {
   FaultKind,
   type FaultPhase,
   type FaultSpec,
+  FIRED_FAULTS_KEPT,
   type FiredFault,
   type InjectedFault,
   NcFaults,
