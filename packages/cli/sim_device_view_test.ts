@@ -60,4 +60,14 @@ describe("SimDeviceView", () => {
     // What the dashboard sends in every state document and event stays the size of the newest firings.
     expect(JSON.stringify(sim.view(0)).length).toBeLessThan(64 * 1024);
   });
+
+  test("refuses a spec with a number JSON cannot write, naming it as sent", () => {
+    const { portal } = fakePortal(1);
+    const sim = new SimDeviceView();
+    sim.attach(portal);
+    expect(() => sim.faults.inject(JSON.parse('{"kind": "hang", "atExecution": 1e999}'))).toThrow(
+      '"atExecution" is Infinity, expected an integer from 1 to 2147483647',
+    );
+    expect(sim.view(0).faults).toEqual({ pending: [], fired: [] });
+  });
 });

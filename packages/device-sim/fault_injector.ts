@@ -219,6 +219,16 @@ export const MAX_ARMED_FAULTS = 1024;
 export const FIRED_FAULTS_KEPT = 500;
 
 /**
+ * A value as an operator sent it, for an error message: its JSON, except what JSON cannot spell — a number out of
+ * range (`1e999` parses to `Infinity`, which JSON writes `null`), a bigint, a function.
+ */
+function shown(v: unknown): string {
+  if (typeof v === "number" && !Number.isFinite(v)) return String(v);
+  if (typeof v === "bigint") return `${v}n`;
+  return JSON.stringify(v) ?? String(v);
+}
+
+/**
  * The fault-injection API of a simulated portal (`DeviceSimPortal.faults`): typed, synchronous, usable from tests and
  * from an operator endpoint. It validates and numbers the faults on the host and arms them on the device's
  * per-NeuronCore ports, which play them in the device's sequencer; firings come back through the sink.
@@ -273,12 +283,12 @@ export class FaultInjector {
     const integer = (field: string, v: unknown, lo: number, hi: number): number | undefined => {
       if (v === undefined) return undefined;
       if (typeof v !== "number" || !Number.isSafeInteger(v) || v < lo || v > hi) {
-        bad(`"${field}" is ${JSON.stringify(v) ?? String(v)}, expected an integer from ${lo} to ${hi}`);
+        bad(`"${field}" is ${shown(v)}, expected an integer from ${lo} to ${hi}`);
       }
       return v as number;
     };
     const boolean = (field: string, v: unknown): void => {
-      if (v !== undefined && typeof v !== "boolean") bad(`"${field}" is ${JSON.stringify(v)}, expected true or false`);
+      if (v !== undefined && typeof v !== "boolean") bad(`"${field}" is ${shown(v)}, expected true or false`);
     };
     const device = integer("device", spec.device, 0, this.#ports.length - 1) ?? 0;
     integer("nc", spec.nc, 0, this.#ports[device] - 1);

@@ -38,3 +38,21 @@ describe("FaultInjector.fired()", () => {
     expect(faults.fired().map((f) => f.kind)).toEqual([FaultKind.FP_NAN]);
   });
 });
+
+describe("FaultInjector.inject() refusals", () => {
+  test("names a number JSON cannot write as it was sent: 1e999 is Infinity, not null", () => {
+    const { faults } = oneCore();
+    const spec = JSON.parse('{"kind": "hang", "atExecution": 1e999}');
+    expect(() => faults.inject(spec)).toThrow(
+      'Cannot inject fault "hang": "atExecution" is Infinity, expected an integer from 1 to 2147483647',
+    );
+    expect(() => faults.inject({ kind: "hang", atExecution: -Infinity })).toThrow('"atExecution" is -Infinity');
+    expect(() => faults.inject({ kind: "hang", nc: Number.NaN })).toThrow('"nc" is NaN, expected an integer');
+    expect(() => faults.inject({ kind: "hbm-ue", repairable: Infinity } as never)).toThrow(
+      '"repairable" is Infinity, expected true or false',
+    );
+    expect(() => faults.inject({ kind: "hang", atExecution: 2n } as never)).toThrow('"atExecution" is 2n');
+    expect(() => faults.inject({ kind: "hang", atExecution: "3" } as never)).toThrow('"atExecution" is "3"');
+    expect(faults.pending()).toEqual([]);
+  });
+});
