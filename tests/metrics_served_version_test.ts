@@ -205,4 +205,26 @@ describe("/metrics without a repository given to the counters", () => {
       await fx.close();
     }
   });
+
+  test("an app given no counters makes its own over the repository: its statistics say the served version", async () => {
+    const fx = await fixture(() => new InferenceMetrics());
+    try {
+      const app = createInferenceApp({ runtime: fx.runtime, repository: fx.repository });
+      expect((await app.request("/v2/models/relu/infer", x8())).status).toBe(200);
+      for (const path of ["/v2/models/relu/stats", "/v2/models/relu/versions/3/stats", "/v2/models/stats"]) {
+        const stats = (await (await app.request(path)).json()).model_stats;
+        expect({
+          path,
+          stats: stats.map((s: { version: string; inference_count: number }) => [s.version, s.inference_count]),
+        })
+          .toEqual({ path, stats: [["3", 1]] });
+      }
+      const text = await (await app.request("/metrics")).text();
+      expect(samplesOf(text, "nrt_inference_request_success", "relu")).toEqual([
+        'nrt_inference_request_success{model="relu",version="3"} 1',
+      ]);
+    } finally {
+      await fx.close();
+    }
+  });
 });

@@ -57,7 +57,7 @@ export interface InferenceServiceOptions {
   readonly runtime: Runtime;
   /** The models (the REST app's repository, when both serve). */
   readonly repository: ModelRepository;
-  /** Counters (default: a new set; pass the REST app's to count both protocols together). */
+  /** Counters (default: a new set over `repository`; pass the REST app's to count both protocols together). */
   readonly metrics?: InferenceMetrics;
   /** Logger (default: the runtime's). */
   readonly logger?: Logger;
@@ -123,7 +123,7 @@ function failureReason(e: GrpcError): FailureReason {
 export function createInferenceService(options: InferenceServiceOptions): InferenceService {
   const { runtime: rt, repository: repo } = options;
   const log = options.logger ?? rt.log;
-  const metrics = options.metrics ?? new InferenceMetrics();
+  const metrics = options.metrics ?? new InferenceMetrics({ repository: repo });
   const limits = {
     maxJsonDepth: DEFAULT_LIMITS.maxJsonDepth,
     maxRequestedOutputs: options.limits?.maxRequestedOutputs ?? DEFAULT_LIMITS.maxRequestedOutputs,

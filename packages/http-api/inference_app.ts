@@ -73,7 +73,7 @@ export interface InferenceAppOptions {
   readonly limits?: InferenceLimits;
   /** Logger (default: the runtime's). */
   readonly logger?: Logger;
-  /** Counters (default: a new set; pass one to read it from outside). */
+  /** Counters (default: a new set over `repository`, labelled with the versions it serves; pass one to read it from outside). */
   readonly metrics?: InferenceMetrics;
   /**
    * Serve the device dashboard at `GET /` and `GET /dashboard` with its JSON and event stream under `/v2/dashboard/`
@@ -153,7 +153,7 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const budget = new BodyBudget(options.limits?.bodyBudgetBytes ?? limits.maxBodyBytes, limits.bodyBudgetWaitMs);
   const log = options.logger ?? rt.log;
-  const metrics = options.metrics ?? new InferenceMetrics();
+  const metrics = options.metrics ?? new InferenceMetrics({ repository: repo });
   const dashboard = options.dashboard === true ? {} : options.dashboard === false ? undefined : options.dashboard;
   const monitor = dashboard === undefined ? undefined : dashboard.monitor ?? new DashboardMonitor();
   const access = accessControl({

@@ -89,6 +89,7 @@ export {
 export {
   type FailureReason,
   InferenceMetrics,
+  type InferenceMetricsOptions,
   type ModelStatistics,
   type ModelSummary,
   type StatDuration,
