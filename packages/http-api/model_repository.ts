@@ -13,7 +13,7 @@
  *
  * @module
  */
-import { type Logger, type Model, type NeffTensor, NrtInitState, type Runtime } from "@nrt/core";
+import { type Logger, type NeffTensor, NrtInitState, type Runtime } from "@nrt/core";
 import { HttpError } from "./http_error.ts";
 import { CoreLoad, ServedModel } from "./served_model.ts";
 
@@ -155,29 +155,6 @@ interface HandleRecord {
   readonly model: string;
   readonly version: string;
   live: number;
-}
-
-/**
- * The runtime as `ServedModel.load` uses it for one load, reporting each model it loads before anything runs on it
- * (the warm-up): everything else is the runtime's own, called on the runtime itself.
- */
-function reportingLoads(rt: Runtime, loaded: (model: Model) => void): Runtime {
-  const bound = new Map<PropertyKey, unknown>();
-  const load = async (...args: Parameters<Runtime["load"]>): Promise<Model> => {
-    const model = await rt.load(...args);
-    loaded(model);
-    return model;
-  };
-  return new Proxy(rt, {
-    get(target, key) {
-      if (key === "load") return load;
-      const v: unknown = Reflect.get(target, key, target);
-      if (typeof v !== "function") return v;
-      let f = bound.get(key);
-      if (f === undefined) bound.set(key, f = (v as (...a: unknown[]) => unknown).bind(target));
-      return f;
-    },
-  });
 }
 
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
@@ -625,15 +602,15 @@ export class ModelRepository {
       }
       const vncs = this.#vncsOf(e, config);
       // Each instance's handle is recorded as soon as it is loaded, before its warm-up runs (modelOfHandle).
-      const rt = reportingLoads(this.#rt, (m) => {
-        this.#holdHandle(m.handle, e.name, version);
-        loaded.push(m.handle);
-      });
-      served = await ServedModel.load(rt, e.name, neff, vncs, {
+      served = await ServedModel.load(this.#rt, e.name, neff, vncs, {
         maxQueue: config.maxQueue ?? this.#maxQueue,
         warmup: config.warmup ?? this.#warmup,
         coreLoad: this.#coreLoad,
         maxTensorBytes: this.#maxTensorBytes,
+        onLoaded: (m) => {
+          this.#holdHandle(m.handle, e.name, version);
+          loaded.push(m.handle);
+        },
       });
       await source?.commit?.();
       // The swap: requests from here on go to the new instances; the old ones finish theirs, then unload.

@@ -96,6 +96,11 @@ export interface ServedModelOptions {
    * allocated or run (default: no bound). Ours.
    */
   readonly maxTensorBytes?: number;
+  /**
+   * Called with each instance's model as soon as the runtime has loaded it, before anything runs on it (its warm-up
+   * included), so a caller can name its handle from its first execution on (ours; the repository's `modelOfHandle`).
+   */
+  readonly onLoaded?: (model: Model) => void;
 }
 
 /** One instance as metadata, metrics and the dashboard show it. */
@@ -190,6 +195,7 @@ export class ServedModel {
     try {
       for (const [index, vnc] of vncs.entries()) {
         const model = await rt.load(neff, vnc);
+        options.onLoaded?.(model);
         const inst: Instance = {
           index,
           model,
