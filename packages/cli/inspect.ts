@@ -8,6 +8,7 @@ import { envFromProcess, NrtError, readNeff, resolveRuntimeConfig } from "@nrt/c
 import { toHex } from "@nrt/core/neff";
 import { open, stat } from "node:fs/promises";
 import { type CommandSpec, formatHelp, parseCommandArgs, UsageError } from "./command_args.ts";
+import { NEFF_FILE_SLACK_BYTES } from "./repository_dir.ts";
 
 // deno-lint-ignore no-control-regex
 const CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
@@ -43,17 +44,8 @@ export function terminalSafeJson(text: string): string {
 }
 
 /**
- * Bytes a NEFF file may hold beyond `NRT_NEFF_MAX_BYTES` (the cap on its decompressed payload): its header and
- * gzip's overhead on a payload that does not compress. `nrt serve` reads a repository's NEFFs up to
- * `maxNeffBytes + (1 << 20)` (serve.ts).
- *
- * TODO: replace with the constant repository_dir.ts is to export for serve.ts and the commands alike.
- */
-const NEFF_FILE_SLACK_BYTES = 1 << 20;
-
-/**
  * The largest NEFF file `nrt run`, `nrt inspect` and `nrt profile` read: `NRT_NEFF_MAX_BYTES` (default 20 MiB) plus
- * 1 MiB, the cap `nrt serve` reads a repository's NEFFs with (ours).
+ * {@linkcode NEFF_FILE_SLACK_BYTES} (1 MiB), the cap `nrt serve` reads a repository's NEFFs with (ours).
  *
  * @param env The environment (only `NRT_NEFF_MAX_BYTES` is read).
  * @throws {NrtError} `NRT_INVALID` for a malformed `NRT_NEFF_MAX_BYTES`.

@@ -31,6 +31,13 @@ export interface DirectoryFilesOptions {
   readonly warn?: (message: string) => void;
 }
 
+/**
+ * Bytes a NEFF file may hold beyond `NRT_NEFF_MAX_BYTES` (the cap on its decompressed payload): its header and gzip's
+ * overhead on a payload that does not compress (ours). `nrt serve` reads a repository's files, and `nrt run`,
+ * `nrt inspect` and `nrt profile` a NEFF, up to `maxNeffBytes` plus this.
+ */
+export const NEFF_FILE_SLACK_BYTES = 1 << 20;
+
 /** A plain file name: no separator, not `.` or `..`. */
 const PLAIN_NAME = /^(?!\.\.?$)[^/\\\0]{1,255}$/;
 

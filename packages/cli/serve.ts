@@ -51,7 +51,7 @@ import { InspectRecorder } from "./inspect_recorder.ts";
 import { serveHttp } from "./platform.ts";
 import { DEFAULT_COMPILE_TIMEOUT_MS, OnnxCompiler } from "./onnx_compiler.ts";
 import { onnxFiles, type OnnxFilesOptions } from "./onnx_source.ts";
-import { ensurePrivateDir, privateCacheDir, writeModels } from "./repository_dir.ts";
+import { ensurePrivateDir, NEFF_FILE_SLACK_BYTES, privateCacheDir, writeModels } from "./repository_dir.ts";
 import { layoutFiles } from "./repository_layout.ts";
 import { buildDemoModels, demoModelConfigs, exampleRequest } from "./serve_demo.ts";
 import { SimDeviceView } from "./sim_device_view.ts";
@@ -476,7 +476,7 @@ async function repositoryFiles(
 ): Promise<RepositoryFiles> {
   const disk = layoutFiles(dir, {
     modelName: options.modelName,
-    maxFileBytes: runtime.config.maxNeffBytes + (1 << 20),
+    maxFileBytes: runtime.config.maxNeffBytes + NEFF_FILE_SLACK_BYTES,
     warn: (m) => runtime.log.warn(m),
   });
   const onnx: OnnxFilesOptions = {
