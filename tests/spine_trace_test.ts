@@ -205,6 +205,17 @@ describe("spine traces (seed runtime-synthesis §2.1, §3.3; spmd-teardown §2.2
       await expect(rt.load(bad4)).rejects.toMatchObject({ status: NrtStatus.NRT_INVALID });
       const err4 = await rt.load(bad4).catch((e) => e);
       expect(err4.message).toContain("UCode Library vector_add has invalid number of total cpus 4");
+      // A string that spells a valid count is still not a count, and the message shows it as the string it is.
+      const text8 = oneOpNeff(
+        "vector_add",
+        "vector_add",
+        [f32("a", 8), f32("b", 8)],
+        [f32("o", 8)],
+        "8" as unknown as 8,
+      );
+      const errText = await rt.load(text8).catch((e) => e);
+      expect(errText).toMatchObject({ status: NrtStatus.NRT_INVALID });
+      expect(errText.message).toContain('UCode Library vector_add has invalid number of total cpus "8"');
       const { buildCustomOpNeff } = await import("@nrt/core");
       const cpu1 = buildCustomOpNeff({
         name: "cpu1",

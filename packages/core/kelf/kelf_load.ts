@@ -20,6 +20,14 @@ import { NrtStatus } from "../status.ts";
 import { CHECKPOINT_DIR } from "./custom_op_neff.ts";
 import type { MetaNeff } from "./metaneff.ts";
 
+/**
+ * A manifest value as a message shows it: a number as written, anything else as JSON (`"8"`, `null`), so a string is
+ * never mistaken for the number it spells (ours).
+ */
+function shownValue(v: unknown): string {
+  return typeof v === "number" ? String(v) : JSON.stringify(v) ?? String(v);
+}
+
 /** A Q7 library of the model (`kbin_ucode_lib`). */
 export interface KelfLibrary {
   /** Library name. */
@@ -173,9 +181,11 @@ export function kelfLoad(neff: NeffFile): KelfModel {
     const libName = typeof l.name === "string" ? l.name : `lib${i}`;
     const cpuId = l.cpu_id ?? 0, total = l.total_cpus;
     // seed: spmd-teardown §1.1 — assert "cpu_id == 0"; total_cpus must be 1 or 8.
-    if (cpuId !== 0) throw invalid(name, `UCode Library ${libName} has invalid cpu_id ${String(cpuId)} (must be 0)`);
+    if (cpuId !== 0) {
+      throw invalid(name, `UCode Library ${libName} has invalid cpu_id ${shownValue(cpuId)} (must be 0)`);
+    }
     if (total !== 1 && total !== 8) {
-      throw invalid(name, `UCode Library ${libName} has invalid number of total cpus ${String(total)}`);
+      throw invalid(name, `UCode Library ${libName} has invalid number of total cpus ${shownValue(total)}`);
     }
     if (typeof l.file !== "string") throw invalid(name, `UCode Library ${libName} names no image file`);
     const image = neff.members.get(dir + l.file);
