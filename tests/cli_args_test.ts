@@ -133,3 +133,17 @@ describe("nrt command-line parsing", () => {
     expect(pack.err).toMatch(/^nrt pack: Cannot pack manifest: \/nonexistent\/m\.json cannot be read: /);
   });
 });
+
+describe("nrt: what any command prints on failure", () => {
+  test("a control character in an error message is shown escaped, on every command", async () => {
+    const missing = "/nonexistent-nrt-dir/x\u001b[31m\u0007";
+    const compile = await runNrt(["compile", `${missing}.onnx`, "-o", "/nonexistent-nrt-dir/out.neff"]);
+    expect(compile.code).toBe(1);
+    expect(compile.err).toContain("/nonexistent-nrt-dir/x\\x1b[31m\\x07.onnx");
+    for (const args of [["compile", `${missing}.onnx`], ["run", `${missing}.neff`], ["inspect", `${missing}.neff`]]) {
+      const r = await runNrt(args);
+      expect({ args, controls: [...r.err].filter((c) => (c < " " && c !== "\n") || (c >= "\u007f" && c <= "\u009f")) })
+        .toEqual({ args, controls: [] });
+    }
+  });
+});

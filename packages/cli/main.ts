@@ -11,7 +11,7 @@ import { type CommandSpec, formatHelp, helpRequested, UsageError } from "./comma
 import { DEMO_COMMAND, runDemo } from "./demo.ts";
 import { DEVICE_SIM_COMMAND, runDeviceDaemon } from "./device_daemon.ts";
 import { DEVICES_COMMAND, runDevices } from "./devices.ts";
-import { INSPECT_COMMAND, readFileCapped, runInspect } from "./inspect.ts";
+import { INSPECT_COMMAND, printable, readFileCapped, runInspect } from "./inspect.ts";
 import { LS_COMMAND, runLs } from "./ls_command.ts";
 import { MONITOR_COMMAND, runMonitor } from "./monitor_command.ts";
 import { PROFILE_COMMAND, runProfile } from "./profile_command.ts";
@@ -107,11 +107,14 @@ export async function main(args: string[]): Promise<number> {
   try {
     return await command.run(rest);
   } catch (e) {
+    // A message may quote a file name or a model's own text: its control characters are shown, never acted on by the
+    // terminal (ours); its line breaks stay.
+    const shown = (m: string) => m.split("\n").map(printable).join("\n");
     if (e instanceof UsageError || e instanceof ServeUsageError) {
-      console.error(`${e.message}\nUsage: ${command.usage}`);
+      console.error(`${shown(e.message)}\nUsage: ${command.usage}`);
       return 2;
     }
-    console.error(`nrt ${cmd}: ${e instanceof Error ? e.message : String(e)}`);
+    console.error(`nrt ${cmd}: ${shown(e instanceof Error ? e.message : String(e))}`);
     return 1;
   }
 }
