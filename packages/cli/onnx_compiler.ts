@@ -14,12 +14,16 @@
  *   failure (an error thrown by the compiler, a Worker that fails or exits): `NRT_FAILURE`, or the `NrtError`'s own
  *   status, with what went wrong.
  *
- * - A compile that uses more than `maxMemoryBytes` (4 GiB by default) is stopped: `NRT_FAIL_HOST_MEM_ALLOC`. Two
- *   guards, because the runtimes differ: the Worker's `resourceLimits` caps its JavaScript heap (Deno honours it and
- *   ends the Worker with `ERR_WORKER_OUT_OF_MEMORY`; without it, a compile that exhausted the heap aborted the whole
- *   process), and the process's resident memory, sampled every 100 ms while the compile runs, may not grow by more
- *   than the cap (Bun ignores `resourceLimits`: a Worker limited to a 64 MB heap made 30 million objects). The
- *   second counts the whole process, so memory the server takes meanwhile counts against the compile.
+ * - A compile that uses more than `maxMemoryBytes` (4 GiB by default) is stopped: `NRT_FAIL_HOST_MEM_ALLOC`. The
+ *   guard is the process's resident memory, sampled every 100 ms while the compile runs: it may not grow by more than
+ *   the cap over the lowest it was since the compile started (memory the server frees meanwhile does not hide the
+ *   compile's growth; memory it takes counts against the compile). Behind it, the Worker's `resourceLimits` caps its
+ *   JavaScript heap at 1.5 times the cap, so the sampler stops a compile first: without a heap limit, a compile that
+ *   exhausted Deno's default heap aborted the whole process, and a Worker that reached its heap limit in a long Deno
+ *   test run was stopped without Deno ever delivering its `error` or `exit` event (its compile waited for ever, and
+ *   the compiles after it). Bun ignores `resourceLimits` (a Worker limited to a 64 MB heap made 30 million objects).
+ * - A Worker counts as gone once its `exit` came, or 5 s after it was terminated, whichever is first, so a lost
+ *   `exit` cannot hold up the next compile.
  *
  * Measured (Bun 1.4.5, Deno 2.9.6): the Workers are `node:worker_threads` ones because a web `Worker`'s `terminate()`
  * does not stop a Worker running JavaScript on Deno (a compile stopped after 2 s ran on to its end at 13 s, its
@@ -48,13 +52,19 @@ export const DEFAULT_COMPILE_MAX_MEMORY_BYTES = 4 * 2 ** 30;
 /** How often the process's resident memory is sampled while a compile runs, in ms. */
 const MEMORY_SAMPLE_MS = 100;
 
+/** The Worker's heap limit over the memory cap: a backstop the resident-memory sampler stops a compile before. */
+const HEAP_LIMIT_OVER_CAP = 1.5;
+
+/** How long a terminated Worker may take to report its `exit` before it counts as gone, in ms. */
+const EXIT_GRACE_MS = 5_000;
+
 /** Options of {@linkcode OnnxCompiler}. */
 export interface OnnxCompilerOptions {
   /** How long one compile may run, in ms, from its Worker's start (default {@linkcode DEFAULT_COMPILE_TIMEOUT_MS}). */
   readonly timeoutMs?: number;
   /**
-   * The most memory one compile may take, in bytes (default {@linkcode DEFAULT_COMPILE_MAX_MEMORY_BYTES}): the
-   * Worker's heap limit, and the most the process's resident memory may grow while it runs.
+   * The most memory one compile may take, in bytes (default {@linkcode DEFAULT_COMPILE_MAX_MEMORY_BYTES}): the most
+   * the process's resident memory may grow while it runs (the Worker's heap limit is 1.5 times it).
    */
   readonly maxMemoryBytes?: number;
 }
@@ -163,7 +173,9 @@ export class OnnxCompiler {
     let worker: Worker;
     try {
       worker = new Worker(WORKER_URL, {
-        resourceLimits: { maxOldGenerationSizeMb: Math.max(16, Math.floor(this.#maxMemoryBytes / 2 ** 20)) },
+        resourceLimits: {
+          maxOldGenerationSizeMb: Math.max(16, Math.floor(this.#maxMemoryBytes * HEAP_LIMIT_OVER_CAP / 2 ** 20)),
+        },
       });
     } catch (e) {
       reject(
@@ -172,12 +184,16 @@ export class OnnxCompiler {
       return Promise.resolve();
     }
     liveWorkers++;
-    const exited = new Promise<void>((r) =>
-      worker.once("exit", () => {
-        liveWorkers--;
-        r();
-      })
-    );
+    let counted = false, grace: ReturnType<typeof setTimeout> | undefined, left = () => {};
+    const exited = new Promise<void>((r) => left = r);
+    const gone = () => {
+      if (counted) return;
+      counted = true;
+      clearTimeout(grace);
+      liveWorkers--;
+      left();
+    };
+    worker.once("exit", gone);
     let settled = false;
     const finish = (e: Error | undefined, result?: OnnxCompileResult) => {
       if (settled) return;
@@ -186,6 +202,7 @@ export class OnnxCompiler {
       clearInterval(sampler);
       signal?.removeEventListener("abort", abort);
       worker.terminate().catch(() => {});
+      if (!counted) grace = setTimeout(gone, EXIT_GRACE_MS);
       if (e === undefined) resolve(result!);
       else reject(e);
     };
@@ -199,9 +216,11 @@ export class OnnxCompiler {
       const mib = Math.round(this.#maxMemoryBytes / 2 ** 20);
       return failed(NrtStatus.NRT_FAIL_HOST_MEM_ALLOC, `the compiler used more than its memory limit (${mib} MiB)`);
     };
-    const rss0 = process.memoryUsage().rss;
+    let lowest = process.memoryUsage().rss;
     const sampler = setInterval(() => {
-      if (process.memoryUsage().rss - rss0 > this.#maxMemoryBytes) finish(tooBig());
+      const rss = process.memoryUsage().rss;
+      if (rss < lowest) lowest = rss;
+      else if (rss - lowest > this.#maxMemoryBytes) finish(tooBig());
     }, MEMORY_SAMPLE_MS);
     worker.on("message", (r: CompileReply) => {
       if (r.ok) finish(undefined, { neff: r.neff, calls: r.calls });

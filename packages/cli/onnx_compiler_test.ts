@@ -170,7 +170,7 @@ describe("OnnxCompiler", () => {
   });
 
   test("past the memory limit the Worker is stopped and the compile fails with 11 (NRT_FAIL_HOST_MEM_ALLOC)", async () => {
-    // 256 MiB: the heap limit on Deno, the resident memory's growth on Bun (which ignores the heap limit).
+    // 256 MiB of resident memory's growth, on both runtimes (the Worker's heap limit, 384 MiB, is only a backstop).
     const compiler = new OnnxCompiler({ maxMemoryBytes: 256 * 2 ** 20 });
     compileTestHooks.fail = "grow";
     let outcome: unknown;
