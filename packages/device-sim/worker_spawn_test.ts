@@ -47,7 +47,10 @@ describe("device Workers started by the host for an agent (worker_spawn.ts, ours
       } finally {
         cluster.terminate();
       }
-      await new Promise((r) => setTimeout(r, 0));
+      // terminate() lets the Workers leave by themselves and stops them once they all left (or after its 1 s grace).
+      for (const until = Date.now() + 5_000; requests.length < 4 && Date.now() < until;) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
       expect(requests).toEqual(["start", "start", "terminate", "terminate"]);
       expect(hosted.size).toBe(0);
     },
