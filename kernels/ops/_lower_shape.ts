@@ -130,7 +130,8 @@ const sliceRule: LoweringRule = {
   opType: "Slice",
   dtypes: ANY,
   attributes: { starts: "opset < 10", ends: "opset < 10", axes: "opset < 10" },
-  notes: "starts, ends, axes and steps inputs must be constants; negative steps supported",
+  notes:
+    "starts, ends, axes and steps inputs must be constants; negative steps supported, but not with an end of INT_MAX",
   lower(node) {
     const a = new Attributes(node, ["starts", "ends", "axes"]);
     arity(node, [1, 5]);
@@ -156,6 +157,10 @@ const sliceRule: LoweringRule = {
     axes.forEach((d, i) => {
       const n = x.shape[d], s = steps[i];
       if (s === 0) throw new UnsupportedOpError(node, "a step of 0 is not allowed");
+      // The spec clamps this end to n - 1 (nothing taken); onnxruntime takes the axis back to its start. Ours: refused.
+      if (s < 0 && (ends[i] === 2 ** 31 - 1 || ends[i] >= 2 ** 63 - 1)) {
+        throw new UnsupportedOpError(node, `ends[${i}] = INT_MAX with a negative step is ambiguous; use INT_MIN`);
+      }
       const clamp = (v: number, lo: number, hi: number) => Math.min(Math.max(v, lo), hi);
       let st = starts[i] < 0 ? starts[i] + n : starts[i];
       let en = ends[i] < 0 ? ends[i] + n : ends[i];

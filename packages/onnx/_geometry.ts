@@ -89,6 +89,16 @@ export function sliceAxes(
     const dim = shape[a], step = steps?.[i] ?? 1;
     if (step === 0) fail("a slice step is 0");
     let start = starts[i], end = ends[i];
+    // The spec clamps an end past the axis to dim - 1 when stepping backward (an end of INT_MAX with step -1
+    // takes nothing), while onnxruntime reads an end of exactly INT32_MAX or INT64_MAX as "to the beginning".
+    // Rather than pick one, we refuse it; INT_MIN slices backward to the start under both.
+    if (step < 0 && (end === 2 ** 31 - 1 || end >= 2 ** 63 - 1)) {
+      const max = end === 2 ** 31 - 1 ? "INT32_MAX" : "INT64_MAX";
+      fail(
+        `ends[${i}] = ${max} with the negative step ${step} is read as empty by the ONNX spec and as ` +
+          `"to the beginning" by onnxruntime; use INT_MIN (or -dim - 1) to slice backward to the start`,
+      );
+    }
     if (start < 0) start += dim;
     if (end < 0) end += dim;
     if (step > 0) {

@@ -205,7 +205,12 @@ const RULES: Readonly<Record<string, Rule>> = {
     return [{ dtype: x.dtype, shape: reshapeTarget(x.shape, spec.ints(), attrInt(n, "allowzero", 0) === 1) }];
   },
   Flatten: (n, ins) => {
-    const x = need(ins, 0), axis = normAxis(attrInt(n, "axis", 1), x.shape.length + 1);
+    // axis is in [-r, r]; a negative one counts from the back, so -1 is r - 1 (ONNX spec), not r.
+    const x = need(ins, 0), rank = x.shape.length, given = attrInt(n, "axis", 1);
+    if (!Number.isInteger(given) || given < -rank || given > rank) {
+      fail(`axis ${given} is out of range [${-rank}, ${rank}]`);
+    }
+    const axis = given < 0 ? given + rank : given;
     const head = x.shape.slice(0, axis).reduce((a, b) => a * b, 1);
     return [{ dtype: x.dtype, shape: [head, x.shape.slice(axis).reduce((a, b) => a * b, 1)] }];
   },

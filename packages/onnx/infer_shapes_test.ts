@@ -62,6 +62,10 @@ const CASES: [string, (In | null)[], Record<string, BuilderAttribute>, number?][
   ["Reshape", [f32([2, 3, 4]), i64([0, -1, 2])], {}],
   ["Flatten", [f32([2, 3, 4, 5])], { axis: 2 }],
   ["Flatten", [f32([2, 3])], { axis: 0 }],
+  // A negative axis counts from the back of [-r, r]: -1 is r - 1 (it was read as r, giving [32, 3] here).
+  ["Flatten", [f32([4, 2, 4, 3])], { axis: -2 }],
+  ["Flatten", [f32([3, 4, 2])], { axis: -3 }],
+  ["Flatten", [f32([3])], { axis: -1 }],
   ["Squeeze", [f32([1, 3, 1, 2]), i64([-2])], {}],
   ["Squeeze", [f32([1, 3, 1, 2])], {}],
   ["Unsqueeze", [f32([3, 2]), i64([0, -1])], {}],
@@ -125,6 +129,29 @@ describe("inferNode()", () => {
       ["Transpose", [f32([2, 3])], { perm: [0, 0] }, "perm [0,0] is not a permutation of rank 2"],
       ["Squeeze", [f32([2, 3]), i64([0])], {}, "cannot squeeze axis 0 of size 2"],
       ["Concat", [f32([2, 3]), f32([3, 3])], { axis: 1 }, "input shapes [2,3], [3,3] differ outside axis 1"],
+      ["Flatten", [f32([2, 3])], { axis: -3 }, "axis -3 is out of range [-2, 2]"],
+      // The spec takes nothing here (the end clamps to dim - 1); onnxruntime takes the whole axis reversed.
+      [
+        "Slice",
+        [f32([4]), i64([-1]), i64([2147483647]), i64([0]), i64([-1])],
+        {},
+        "ends[0] = INT32_MAX with the negative step -1 is read as empty by the ONNX spec",
+      ],
+      [
+        "Slice",
+        [
+          f32([3, 4]),
+          i64([0, 3]),
+          {
+            shape: [2],
+            value: new ConstTensor("int64", [2], new Uint8Array(BigInt64Array.of(2n, 0x7fffffffffffffffn).buffer)),
+          },
+          i64([0, 1]),
+          i64([1, -2]),
+        ],
+        {},
+        "ends[1] = INT64_MAX with the negative step -2",
+      ],
     ];
     for (const [op, ins, attrs, why] of bad) {
       const { bytes } = single(op, ins, attrs);
