@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { UnsupportedOpError } from "./op_node.ts";
+import { type KernelCall, type OpValue, UnsupportedOpError } from "./op_node.ts";
 import {
   arity,
   Attributes,
@@ -169,9 +169,33 @@ const padRule: LoweringRule = {
       throw new UnsupportedOpError(node, `pads has ${pads.length} entries, expected ${2 * rank}`);
     }
     checkShape(node, y, x.shape.map((n, d) => n + pads![d] + pads![rank + d]));
-    if (mode !== "constant" && x.shape.some((n) => n === 0)) throw new UnsupportedOpError(node, "X is empty");
-    if (mode === "reflect" && x.shape.some((n, d) => pads![d] >= n || pads![rank + d] >= n)) {
-      throw new UnsupportedOpError(node, "reflect pads must be smaller than the padded axis");
+    // Negative pads remove elements (ONNX spec). Whether edge, reflect and wrap padding read the input before or
+    // after that removal the spec leaves open; onnxruntime and PyTorch remove first (wrap's [a, b, c] with pads
+    // [1, -1] is [b, a, b]), and so do we: a constant-mode call crops into scratch, and the padding reads the crop.
+    const calls: KernelCall[] = [];
+    let src = x;
+    if (mode !== "constant" && pads.some((p) => p < 0) && pads.some((p) => p > 0)) {
+      const crop = pads.map((p) => Math.min(p, 0));
+      const cropped: OpValue = {
+        name: `${node.name}#cropped`,
+        dtype: x.dtype,
+        shape: x.shape.map((n, d) => n + crop[d] + crop[rank + d]),
+      };
+      if (cropped.shape.some((n) => n <= 0)) throw new UnsupportedOpError(node, "X is empty after the negative pads");
+      calls.push(call(
+        "shape",
+        "pad",
+        [x.name],
+        [cropped.name],
+        ints(ELEMENT_BYTES[x.dtype], PAD_MODES.constant, rank, ...cropped.shape, ...x.shape, ...crop.slice(0, rank), 0),
+        { scratch: [cropped] },
+      ));
+      src = cropped;
+      pads = pads.map((p) => Math.max(p, 0));
+    }
+    if (mode !== "constant" && src.shape.some((n) => n === 0)) throw new UnsupportedOpError(node, "X is empty");
+    if (mode === "reflect" && src.shape.some((n, d) => pads![d] >= n || pads![rank + d] >= n)) {
+      throw new UnsupportedOpError(node, "reflect pads must be smaller than the padded axis (after negative pads)");
     }
     let bits = 0n;
     const valueIn = optionalInput(node, 2);
@@ -184,21 +208,22 @@ const padRule: LoweringRule = {
       view.setFloat32(0, a.float("value", 0), true);
       bits = BigInt(view.getUint32(0, true));
     }
-    return [call(
+    calls.push(call(
       "shape",
       "pad",
-      [x.name],
+      [src.name],
       [y.name],
       ints(
         ELEMENT_BYTES[x.dtype],
         PAD_MODES[mode],
         rank,
         ...y.shape,
-        ...x.shape,
+        ...src.shape,
         ...pads.slice(0, rank),
         bits,
       ),
-    )];
+    ));
+    return calls;
   },
 };
 

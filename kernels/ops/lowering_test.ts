@@ -184,6 +184,19 @@ describe("lowerNode() call shapes", () => {
     expect(calls[1].inputs).toEqual(["n#partials"]);
   });
 
+  test("lowerNode() crops through scratch before an edge, reflect or wrap Pad that also has negative pads", () => {
+    const pad = (mode: string, pads: number[], x: number[], y: number[]) =>
+      node("Pad", [f32("x", x), i64("p", pads)], [f32("y", y)], { mode });
+    const calls = lowerNode(pad("wrap", [1, -1], [3], [3]));
+    expect(calls.map((c) => [c.inputs, c.outputs])).toEqual([[["x"], ["n#cropped"]], [["n#cropped"], ["y"]]]);
+    expect(calls[0].scratch).toEqual([{ name: "n#cropped", dtype: "float32", shape: [2] }]);
+    // Only negative pads, or constant mode: one call.
+    expect(lowerNode(pad("wrap", [0, -1], [3], [2])).length).toBe(1);
+    expect(lowerNode(pad("constant", [1, -1], [3], [3])).length).toBe(1);
+    // Reflecting 2 past the cropped axis of 2 would read a removed element (onnxruntime refuses it too).
+    expect(refusal(pad("reflect", [-1, 2], [3], [4]))).toContain("reflect pads must be smaller than the padded axis");
+  });
+
   test("lowerNode() chains a variadic Max through scratch values", () => {
     const calls = lowerNode(node("Max", [f32("a", [3]), f32("b", [3]), f32("c", [3])], [f32("y", [3])]));
     expect(calls.map((c) => [c.inputs, c.outputs])).toEqual([[["a", "b"], ["n#acc1"]], [["n#acc1", "c"], ["y"]]]);

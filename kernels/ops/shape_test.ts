@@ -235,6 +235,22 @@ describe("shape.gather and shape.pad against onnxruntime", () => {
       outputs: ["y"],
     });
     await checkOp(harness, { opType: "Pad", inputs: [x, i64("p", [0, -1, 1, 0, -2, 0])], outputs: ["y"] });
+    // A negative pad facing a positive one: the padding reads the cropped input, as onnxruntime does (wrap of
+    // [a, b, c] with pads [1, -1] is [b, a, b]; it was [c, a, b], wrapped from the uncropped input).
+    for (const mode of ["edge", "reflect", "wrap"]) {
+      await checkOp(harness, {
+        opType: "Pad",
+        attributes: { mode: attr.s(mode) },
+        inputs: [x, i64("p", [1, -1, 2, -1, 2, 0])],
+        outputs: ["y"],
+      });
+      await checkOp(harness, {
+        opType: "Pad",
+        attributes: { mode: attr.s(mode) },
+        inputs: [{ name: "x", shape: [3] }, i64("p", [1, -1])],
+        outputs: ["y"],
+      });
+    }
     await checkOp(harness, {
       opType: "Pad",
       inputs: [{ name: "x", dtype: "int64", shape: [2, 2] }, i64("p", [1, 1, 1, 1])],
