@@ -135,20 +135,22 @@ export function gemmCall(
   // C broadcasts to [...batch, m, n]; its own shape is matched from the right.
   let cBatch: number[] = batch.map(() => 0), sCi = 0, sCj = 0;
   if (hasC) {
-    const full = [...batch, m, n];
+    // C broadcasts to Y (numpy, matched from the right), whose shape lacks the m axis when A is 1-D and the n
+    // axis when B is 1-D; those axes are then size 1 and C does not move along them.
     const cs = c.shape;
-    if (cs.length > full.length) throw new UnsupportedOpError(node, `C shape [${cs}] does not broadcast to [${full}]`);
-    const own = stridesOf(cs), lead = full.length - cs.length;
-    const st = full.map((len, d) => {
+    if (cs.length > want.length) throw new UnsupportedOpError(node, `C shape [${cs}] does not broadcast to [${want}]`);
+    const own = stridesOf(cs), lead = want.length - cs.length;
+    const st = want.map((len, d) => {
       if (d < lead) return 0;
       const dim = cs[d - lead];
       if (dim === len && dim !== 1) return own[d - lead];
       if (dim === 1) return 0;
-      throw new UnsupportedOpError(node, `C shape [${cs}] does not broadcast to [${full}]`);
+      throw new UnsupportedOpError(node, `C shape [${cs}] does not broadcast to [${want}]`);
     });
     cBatch = st.slice(0, rank);
-    sCi = st[rank];
-    sCj = st[rank + 1];
+    let at = rank;
+    sCi = a.shape.length === 1 ? 0 : st[at++];
+    sCj = b.shape.length === 1 ? 0 : st[at];
   }
   const layout = mergeLayout({
     dims: batch,

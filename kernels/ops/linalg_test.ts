@@ -119,6 +119,29 @@ describe("nrt.FusedGemm against the Gemm/MatMul + Add + activation graph in onnx
     }, 60_000);
   }
 
+  test("FusedGemm() of a MatMul with a 1-D operand: C broadcasts to Y, which lacks that operand's axis", async () => {
+    // A [2,2,3] · b [3] is Y [2,2]; C [2,1] varies along Y's first axis. It was matched against [2,2,1]
+    // (batch, m, n), so it varied along m instead.
+    for (
+      const [a, b, c] of [
+        [[2, 2, 3], [3], [2, 1]],
+        [[3], [2, 3, 4], [2, 1]],
+        [[3], [3, 4], [4]],
+        [[5, 3], [3], [5]],
+      ]
+    ) {
+      await checkFused(harness, {
+        opType: "FusedGemm",
+        inputs: [{ name: "a", shape: a }, { name: "b", shape: b }, { name: "c", shape: c, constant: true }],
+        output: "y",
+        reference: [
+          { opType: "MatMul", inputs: ["a", "b"], outputs: ["ab"] },
+          { opType: "Add", inputs: ["ab", "c"], outputs: ["y"] },
+        ],
+      });
+    }
+  }, 60_000);
+
   test("FusedGemm(transB = 1, Relu) of a Gemm, and Clip as ReLU6", async () => {
     await checkFused(harness, {
       opType: "FusedGemm",
