@@ -13,6 +13,8 @@ import {
   transformerModel,
 } from "./_test_models.ts";
 import { compileOnnx } from "./compile.ts";
+import { OnnxBuilder } from "./onnx_builder.ts";
+import { ConstTensor } from "./tensor.ts";
 
 ort.env.wasm.numThreads = 1;
 
@@ -88,6 +90,34 @@ describe("compiled models on the op harness against onnxruntime-web", () => {
     expect(await compare(ifModel(4), [2, 4])).toBeLessThan(1e-4);
     expect(await compare(ifModel(5), [2, 5])).toBeLessThan(1e-4);
     expect(await compare(shapeChainModel(), [6, 3, 4])).toBeLessThan(1e-4);
+  });
+
+  test("compileOnnx() leaves unfused what nrt.FusedGemm and nrt.LayerNorm cannot take, and matches onnxruntime", async () => {
+    // A single-element scale of higher rank grows the product ([2,4] · [1,1,1] is [1,2,4]): not an alpha. It was
+    // fused as one, and the fused node, of the product's shape, was refused.
+    const mm = new OnnxBuilder("scaled");
+    const scaled = mm.node("Mul", [
+      mm.node("MatMul", [mm.input("x", "float32", [2, 3]), mm.weight("w", [3, 4], randomInput(5, [3, 4]))]),
+      mm.weight("k", [1, 1, 1], [0.125]),
+    ]);
+    mm.output(
+      mm.node("Relu", [mm.node("Add", [scaled, mm.weight("c", [4], randomInput(6, [4]))])], {}, {
+        outputs: ["y"],
+      }),
+      "float32",
+    );
+    expect(await compare(mm.toBytes(), [2, 3])).toBeLessThan(1e-4);
+    // The decomposed LayerNorm over the last two axes with γ of shape [D]: nrt.LayerNorm takes one γ per
+    // normalized element or one in all, so this stays a chain of ops (it was fused, then refused).
+    const ln = new OnnxBuilder("ln");
+    const x = ln.input("x", "float32", [2, 3, 4]);
+    const mean = (v: string) => ln.node("ReduceMean", [v], { axes: [-2, -1] });
+    const d = ln.node("Sub", [x, mean(x)]);
+    const v = mean(ln.node("Pow", [d, ln.initializer("two", ConstTensor.fromNumbers("float32", [], [2]))]));
+    const eps = ln.initializer("eps", ConstTensor.fromNumbers("float32", [], [1e-5]));
+    const n = ln.node("Div", [d, ln.node("Sqrt", [ln.node("Add", [v, eps])])]);
+    ln.output(ln.node("Mul", [n, ln.weight("g", [4], randomInput(7, [4]))], {}, { outputs: ["y"] }), "float32");
+    expect(await compare(ln.toBytes(), [2, 3, 4])).toBeLessThan(1e-4);
   });
 
   test("compileOnnx() data movement and elementwise ops around an int64 embedding match onnxruntime", async () => {

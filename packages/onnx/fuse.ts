@@ -205,7 +205,12 @@ function fuseGemmsAndConvs(m: Matcher, targets: FusionTargets, stats: FusionStat
       // A scalar scale (attention's 1/√d) becomes alpha.
       const scale = m.to(tail, "Mul") ?? m.to(tail, "Div");
       const k = scale && m.scalar(m.other(scale, tail));
-      if (scale !== undefined && k !== undefined && k !== 0 && (scale.opType === "Mul" || scale.inputs[0] === tail)) {
+      // A single-element constant of higher rank than the product grows it (numpy broadcasting): not an alpha.
+      const sameShape = scale !== undefined && m.value(scale.outputs[0])?.shape.join() === y.shape.join();
+      if (
+        scale !== undefined && k !== undefined && k !== 0 && sameShape &&
+        (scale.opType === "Mul" || scale.inputs[0] === tail)
+      ) {
         alpha = scale.opType === "Mul" ? k : 1 / k;
         absorbed.push(scale);
         tail = scale.outputs[0];
@@ -326,10 +331,14 @@ function fuseLayerNorms(m: Matcher, stats: FusionStats): void {
     const mul = m.to(div.outputs[0], "Mul");
     const gamma = mul && m.other(mul, div.outputs[0]);
     const normShape = xv.shape.slice(rank - axes.length);
+    const normSize = normShape.reduce((p, q) => p * q, 1);
+    // What nrt.LayerNorm takes for γ and β: one value, or one per normalized element. A γ that broadcasts over
+    // part of the normalized axes (shape [D] for axes [-2, -1]) stays unfused.
     const fits = (name: string | undefined) => {
       const v = m.value(name);
       return v?.constant !== undefined && v.shape.length <= axes.length &&
-        v.shape.every((s, i) => s === normShape[normShape.length - v.shape.length + i]);
+        v.shape.every((s, i) => s === normShape[normShape.length - v.shape.length + i]) &&
+        (v.constant.size === 1 || v.constant.size === normSize);
     };
     if (mul === undefined || !fits(gamma)) continue;
     const add = m.to(mul.outputs[0], "Add");
