@@ -18,6 +18,7 @@ import {
   type LoweringRule,
   optionalInput,
   output,
+  sameShape,
 } from "./_lower_util.ts";
 import { checkRank, mergeLayout, sizeOf, stridesOf } from "./_lower_layout.ts";
 
@@ -90,7 +91,15 @@ function reduceRule(opType: keyof typeof ReduceKind): LoweringRule {
       let axes = given ? constantInts(node, given, "axes") : a.ints("axes", []);
       const keepdims = a.int("keepdims", 1), noop = a.int("noop_with_empty_axes", 0);
       if (axes.length === 0) {
-        if (noop === 1) return [copyCall(x, y)];
+        // Nothing is reduced, but each element still goes through the reduction's own function, as the spec's
+        // reference implementation computes it (ReduceL1 gives |x|, ReduceSumSquare x², ReduceLogSum log x): a
+        // reduction of one element each. Sum, Mean, Max, Min and Prod of one element are the element itself.
+        if (noop === 1) {
+          const identity = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"].includes(opType);
+          if (identity) return [copyCall(x, y)];
+          sameShape(node, x, y);
+          return reduceCalls(node, ReduceKind[opType], x, y, []);
+        }
         axes = x.shape.map((_, d) => d);
       }
       axes = [...new Set(axes.map((d) => axisOf(node, d, rank, "axes entry")))];

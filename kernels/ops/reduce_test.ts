@@ -53,6 +53,20 @@ describe("reduce.reduce_f32 against onnxruntime (opset 18: axes as an input)", (
     }, 60_000);
   }
 
+  test("noop_with_empty_axes without axes applies each reduction's function to every element", async () => {
+    // ReduceL1 of one element is |x|, ReduceSumSquare x², ReduceLogSum log x (the spec's reference computes
+    // these); the input was copied unchanged, so ReduceL1 of -0.885 gave -0.885 where onnxruntime gives 0.885.
+    for (const op of REDUCES) {
+      await checkOp(harness, {
+        opType: op,
+        attributes: { noop_with_empty_axes: attr.i(1), keepdims: attr.i(0) },
+        inputs: [{ name: "x", shape: [3, 4], range: positive(op) ? [0.5, 1.5] : [-1, 1] }],
+        outputs: ["y"],
+        opset: 18,
+      });
+    }
+  }, 60_000);
+
   test("ReduceSum() with the axes attribute (opset 11) and noop_with_empty_axes (opset 18)", async () => {
     await checkOp(harness, {
       opType: "ReduceSum",

@@ -159,14 +159,27 @@ function concat(node: IrNode, xs: ConstTensor[], out: OutputType): ConstTensor {
   return new ConstTensor(out.dtype, out.shape, bytes);
 }
 
+/** log(e^a + e^b) without overflow (a sum starts at -Infinity). */
+function logAddExp(a: number, b: number): number {
+  const hi = Math.max(a, b);
+  return hi === -Infinity ? -Infinity : hi + Math.log(Math.exp(a - hi) + Math.exp(b - hi));
+}
+
 function reduce(node: IrNode, x: ConstTensor, axesIn: ConstTensor | undefined, out: OutputType): ConstTensor {
-  const axes = reduceAxes(node, x.shape.length, axesIn);
-  if (axes === undefined) return x;
+  // With noop_with_empty_axes and no axes nothing is reduced, but each element still goes through the reduction's
+  // own function, as the spec's reference implementation computes it: ReduceL1 gives |x|, ReduceSumSquare x², ….
+  const axes = reduceAxes(node, x.shape.length, axesIn) ?? [];
   const kept = x.shape.map((d, i) => (axes.includes(i) ? 1 : d));
   const index = broadcastIndex(kept, x.shape), v = x.numbers();
   const n = shapeSize(kept), count = x.size / Math.max(n, 1);
   const op = node.opType;
-  const init = op === "ReduceMax" ? -Infinity : op === "ReduceMin" ? Infinity : op === "ReduceProd" ? 1 : 0;
+  const init = op === "ReduceMax" || op === "ReduceLogSumExp"
+    ? -Infinity
+    : op === "ReduceMin"
+    ? Infinity
+    : op === "ReduceProd"
+    ? 1
+    : 0;
   const acc = new Float64Array(n).fill(init);
   for (let k = 0; k < v.length; k++) {
     const j = index[k], e = v[k];
@@ -175,10 +188,12 @@ function reduce(node: IrNode, x: ConstTensor, axesIn: ConstTensor | undefined, o
     else if (op === "ReduceProd") acc[j] *= e;
     else if (op === "ReduceSumSquare" || op === "ReduceL2") acc[j] += e * e;
     else if (op === "ReduceL1") acc[j] += Math.abs(e);
+    else if (op === "ReduceLogSumExp") acc[j] = logAddExp(acc[j], e);
     else acc[j] += e;
   }
   if (op === "ReduceMean") { for (let j = 0; j < n; j++) acc[j] /= count; }
   if (op === "ReduceL2") { for (let j = 0; j < n; j++) acc[j] = Math.sqrt(acc[j]); }
+  if (op === "ReduceLogSum") { for (let j = 0; j < n; j++) acc[j] = Math.log(acc[j]); }
   return ConstTensor.fromNumbers(out.dtype, out.shape, acc);
 }
 

@@ -107,6 +107,29 @@ describe("foldGraph()", () => {
     );
   });
 
+  test("foldGraph() evaluates every reduction of a constant as onnxruntime does, noop_with_empty_axes too", async () => {
+    // ReduceLogSum and ReduceLogSumExp of constants were folded as a plain sum, and noop_with_empty_axes
+    // returned the input where ReduceL1 gives |x| (the reduction's function of each element).
+    const values = [0.25, 1.5, 0.75, 2, 0.5, 1.25];
+    for (const op of ["ReduceLogSum", "ReduceLogSumExp", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceMean"]) {
+      for (const [axes, noop] of [[[1], 0], [[], 0], [[], 1]] as const) {
+        const b = new OnnxBuilder(op, 18);
+        const k = b.weight("k", [2, 3], op === "ReduceL1" ? values.map((v, i) => (i % 2 ? -v : v)) : values);
+        const r = b.node(op, axes.length ? [k, b.ints("axes", [...axes])] : [k], { noop_with_empty_axes: noop });
+        b.output(b.node("Add", [b.input("x", "float32", []), r], {}, { outputs: ["y"] }), "float32");
+        const bytes = b.toBytes();
+        expect(ops(fold(bytes))).toEqual(["Add"]);
+        const g = fold(bytes);
+        const ours = g.values.get(g.nodes[0].inputs[1]!)!.constant!.numbers();
+        const session = await ortSession(bytes);
+        const ref = await session.run({ x: new ort.Tensor("float32", new Float32Array(1), []) });
+        const want = [...(ref.y.data as Float32Array)];
+        expect({ op, axes, noop, n: ours.length }).toEqual({ op, axes, noop, n: want.length });
+        ours.forEach((v, i) => expect(v).toBeCloseTo(want[i], 5));
+      }
+    }
+  });
+
   test("foldGraph() evaluates Constant, Cast of constants and all-constant nodes as onnxruntime does", async () => {
     const b = new OnnxBuilder("consts");
     const x = b.input("x", "float32", [2, 3]);
