@@ -7,7 +7,7 @@
  * @module
  */
 import type { OpDtype } from "@nrt/ops";
-import { attrFloat, attrInt, attrInts, attrTensor, fail, normAxis } from "./_attrs.ts";
+import { attrFloat, attrInt, attrInts, attrString, attrTensor, fail, normAxis } from "./_attrs.ts";
 import { broadcastShapes, reduceAxes, sliceAxes, stridesOf } from "./_geometry.ts";
 import { DTYPE_BYTES, isFloatDtype } from "./dtype.ts";
 import type { IrNode } from "./graph.ts";
@@ -61,7 +61,13 @@ const UNARY: Readonly<Record<string, Unary>> = {
   Softplus: (x) => Math.log1p(Math.exp(x)),
   Not: (x) => (x === 0 ? 1 : 0),
   LeakyRelu: (x, n) => (x < 0 ? x * attrFloat(n, "alpha", 0.01) : x),
-  Gelu: (x) => 0.5 * x * (1 + erf(x / Math.SQRT2)),
+  // approximate = "tanh": 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (ONNX Gelu-20).
+  Gelu: (x, n) => {
+    const approximate = attrString(n, "approximate", "none");
+    if (approximate === "none") return 0.5 * x * (1 + erf(x / Math.SQRT2));
+    if (approximate !== "tanh") fail(`approximate "${approximate}" is not "none" or "tanh"`);
+    return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x * x * x)));
+  },
   IsNaN: (x) => (Number.isNaN(x) ? 1 : 0),
 };
 
