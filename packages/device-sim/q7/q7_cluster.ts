@@ -254,10 +254,20 @@ const REUSE_WAIT_MS = 50;
  */
 const EXIT_GRACE_MS = 1000;
 
-/** Resolves when Int32 word `word` of `i32` reads 0, or after `ms`; whether it read 0. */
-async function waitForZero(i32: Int32Array, word: number, ms: number): Promise<boolean> {
+/**
+ * Stops the `Worker` objects of the terminated cluster whose threads are still leaving a memory (ours): at most one per
+ * memory, as the next cluster takes the memory only once they all left. Called by {@linkcode takeMemory} when it takes
+ * the memory, else once the terminated cluster sees the count at 0 (or after its grace).
+ */
+const leaving = new WeakMap<WebAssembly.Memory, () => void>();
+
+/**
+ * Resolves when Int32 word `word` of `i32` reads 0 or `done()` holds (checked at every wake), or after `ms`; whether
+ * either happened.
+ */
+async function waitForZero(i32: Int32Array, word: number, ms: number, done = () => false): Promise<boolean> {
   const deadline = performance.now() + ms;
-  for (let v = Atomics.load(i32, word); v !== 0; v = Atomics.load(i32, word)) {
+  for (let v = Atomics.load(i32, word); v !== 0 && !done(); v = Atomics.load(i32, word)) {
     const left = deadline - performance.now();
     if (left <= 0) return false;
     const wait = Atomics.waitAsync(i32, word, v, left);
@@ -282,6 +292,9 @@ async function takeMemory(
   const left = await waitForZero(i32, MB_USERS, REUSE_WAIT_MS);
   // Another cluster may have taken it meanwhile (the count is then up again, or the slot holds another memory).
   if (!left || slot!.memory !== memory || Atomics.load(i32, MB_USERS) !== 0) return undefined;
+  // The previous cluster's Workers have all left: their Worker objects are stopped now. Its own wait for the count to
+  // read 0 may not have run yet, and once the users are counted in again it would only end at its grace.
+  leaving.get(memory)?.();
   new Uint8Array(memory.buffer, 0, SBUF_BASE).fill(0);
   Atomics.store(i32, MB_USERS, users);
   return memory;
@@ -773,10 +786,19 @@ export class Q7Cluster {
     // Each Worker leaves at the ring (a spinning one at its next guard poll), counting itself out of MB_USERS; stopping
     // them from outside first would keep the memory from the NeuronCore's next cluster (ours). Stopped once all users
     // left, or after the grace.
+    // The next cluster of the NeuronCore may take the memory (and count its own users in) before this thread sees the
+    // count at 0: it then stops them itself (`leaving`), which also ends this wait at once.
     const workers = this.#workers;
-    void waitForZero(i32, MB_USERS, EXIT_GRACE_MS).then(() => {
+    const memory = this.memory;
+    let stopped = false;
+    const stop = (): void => {
+      if (stopped) return;
+      stopped = true;
+      if (leaving.get(memory) === stop) leaving.delete(memory);
       for (const worker of workers) worker.terminate();
-    });
+    };
+    leaving.set(memory, stop);
+    void waitForZero(i32, MB_USERS, EXIT_GRACE_MS, () => stopped).then(stop);
     const error = new Error("Q7 cluster was terminated");
     for (const queue of this.#replies) for (const pending of queue.splice(0)) pending.reject(error);
     this.#pending?.reject(new Error("Cannot complete dispatch: the Q7 cluster was terminated"));

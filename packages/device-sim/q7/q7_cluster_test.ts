@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { Dtype, IMAGE_BYTES, KILL_FLAG_ADDR, MAILBOX, MB_USERS, SBUF_BASE, STDIO_ENTRIES } from "./_abi.ts";
 import { guardLoops } from "./_loop_guard.ts";
+import { type SpawnedWorker, spawnHere } from "../worker_spawn.ts";
 import {
   DEFAULT_Q7_MAX_LIBRARIES,
   defaultQ7Workers,
@@ -705,6 +706,33 @@ describe("Q7Cluster memory slot (ours)", () => {
       20_000,
     );
   }
+
+  test("a terminated cluster's Workers are stopped when the next cluster takes its memory, not a second later", async () => {
+    const slot: Q7MemorySlot = {};
+    let stopped = 0;
+    const spawn = (script: "q7-cores" | "q7-watchdog"): SpawnedWorker => {
+      const worker = spawnHere(script);
+      const terminate = worker.terminate.bind(worker);
+      worker.terminate = () => {
+        stopped++;
+        terminate();
+      };
+      return worker;
+    };
+    const first = await Q7Cluster.create({ sbufBytes: 1 << 20, workers: 2, memorySlot: slot, spawn });
+    first.terminate();
+    // The Workers leave at the ring; the next cluster takes the memory in the same task as the count reads 0, before
+    // any task of this thread could see the 0 (as when a recovery boots the next cluster at once).
+    for (let i = 0; i < 1e9 && users(first.memory) !== 0; i++);
+    expect(users(first.memory)).toBe(0);
+    const second = await Q7Cluster.create({ sbufBytes: 1 << 20, workers: 1, memorySlot: slot });
+    try {
+      expect(second.memory).toBe(first.memory);
+      expect(stopped).toBe(2);
+    } finally {
+      second.terminate();
+    }
+  });
 
   test("a cluster on the slot of one still running gets a memory of its own", async () => {
     const slot: Q7MemorySlot = {};
