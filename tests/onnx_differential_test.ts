@@ -595,3 +595,30 @@ describe("the ONNX compiler against onnxruntime-web on seeded random graphs", ()
     expect(tally.ok).toBeGreaterThan(CASES * 0.75);
   }, 120_000);
 });
+
+describe("an empty axes tensor is a parameter, not an empty value", () => {
+  test("Squeeze (opset 13) and ReduceSum (opset 18) with an empty axes initializer match onnxruntime", async () => {
+    const x = [1, 4, 1, 3], data = Float32Array.from({ length: 12 }, (_, i) => i - 5.5);
+    const cases: Case[] = [];
+    {
+      const b = new OnnxBuilder("squeeze_empty_axes", 13);
+      const axes = b.initializer("axes", ConstTensor.fromNumbers("int64", [0], []));
+      b.output(b.node("Squeeze", [b.input("x", "float32", x), axes]), "float32");
+      cases.push({ desc: "Squeeze with axes []", bytes: b.toBytes(), feeds: { x: { shape: x, data } } });
+    }
+    for (const noop of [0, 1]) {
+      const b = new OnnxBuilder(`reduce_empty_axes_${noop}`, 18);
+      const axes = b.initializer("axes", ConstTensor.fromNumbers("int64", [0], []));
+      b.output(
+        b.node("ReduceSum", [b.input("x", "float32", x), axes], { keepdims: 1, noop_with_empty_axes: noop }),
+        "float32",
+      );
+      cases.push({ desc: `ReduceSum noop ${noop} axes []`, bytes: b.toBytes(), feeds: { x: { shape: x, data } } });
+    }
+    for (const c of cases) {
+      const ref = await reference(c);
+      expect({ c: c.desc, reference: ref !== undefined }).toEqual({ c: c.desc, reference: true });
+      expect({ c: c.desc, verdict: await verdict(c, ref!, undefined) }).toEqual({ c: c.desc, verdict: "ok" });
+    }
+  });
+});

@@ -273,9 +273,13 @@ export function copyCall(from: OpValue, to: OpValue): KernelCall {
   return call("shape", "copy", [from.name], [to.name], ints(sizeOf(to.shape) * ELEMENT_BYTES[to.dtype]));
 }
 
-/** Rejects empty tensors (no kernel is needed for them, and the compiler should have removed them). */
+/**
+ * Rejects empty tensors (no kernel is needed for them, and the compiler should have removed them). A constant input
+ * may be empty: it is a parameter the rule reads at compile time (Squeeze's or a Reduce's `axes`, Expand's `shape`),
+ * where an empty list has a meaning of its own, and a call never reads it; an empty result is still refused.
+ */
 export function nonEmpty(node: OpNode): void {
-  for (const v of [...node.inputs, ...node.outputs]) {
+  for (const v of [...node.inputs.filter((v) => v?.constant === undefined), ...node.outputs]) {
     if (v && v.shape.some((d) => d === 0)) {
       throw new UnsupportedOpError(node, `"${v.name}" is empty (shape [${v.shape}])`);
     }
