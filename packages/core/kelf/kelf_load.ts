@@ -17,16 +17,9 @@ import { decodeInstruction, decodeSlotHeaderWord, Opcode, opcodeName, SLOT_BYTES
 import type { NeffFile } from "../neff/neff_file.ts";
 import { DTYPE_BYTES, type NeffTensor } from "../neff/neff_signature.ts";
 import { NrtStatus } from "../status.ts";
+import { describeValue } from "../tensor.ts";
 import { CHECKPOINT_DIR } from "./custom_op_neff.ts";
 import type { MetaNeff } from "./metaneff.ts";
-
-/**
- * A manifest value as a message shows it: a number as written, anything else as JSON (`"8"`, `null`), so a string is
- * never mistaken for the number it spells (ours).
- */
-function shownValue(v: unknown): string {
-  return typeof v === "number" ? String(v) : JSON.stringify(v) ?? String(v);
-}
 
 /** A Q7 library of the model (`kbin_ucode_lib`). */
 export interface KelfLibrary {
@@ -182,10 +175,10 @@ export function kelfLoad(neff: NeffFile): KelfModel {
     const cpuId = l.cpu_id ?? 0, total = l.total_cpus;
     // seed: spmd-teardown §1.1 — assert "cpu_id == 0"; total_cpus must be 1 or 8.
     if (cpuId !== 0) {
-      throw invalid(name, `UCode Library ${libName} has invalid cpu_id ${shownValue(cpuId)} (must be 0)`);
+      throw invalid(name, `UCode Library ${libName} has invalid cpu_id ${describeValue(cpuId)} (must be 0)`);
     }
     if (total !== 1 && total !== 8) {
-      throw invalid(name, `UCode Library ${libName} has invalid number of total cpus ${shownValue(total)}`);
+      throw invalid(name, `UCode Library ${libName} has invalid number of total cpus ${describeValue(total)}`);
     }
     if (typeof l.file !== "string") throw invalid(name, `UCode Library ${libName} names no image file`);
     const image = neff.members.get(dir + l.file);
