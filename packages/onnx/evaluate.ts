@@ -1,15 +1,17 @@
 /**
  * The folding evaluator: computes a node whose inputs are all constants, in TypeScript, so the compiled model
- * carries the result as a constant instead of a kernel call. Arithmetic runs in float64 and is rounded to the
- * output dtype once; data movement (Transpose, Slice, Gather, …) copies element bytes, so int64 stays exact.
- * Semantics from the ONNX operator specification; the code is ours.
+ * carries the result as a constant instead of a kernel call. Float arithmetic runs in float64 and is rounded to the
+ * output dtype once; integer arithmetic, comparisons of integers and casts from integers run on `bigint`s and wrap
+ * to the output's width as the kernels' two's-complement arithmetic does (float64 is not exact past 2^53: an int64
+ * sum, an int32 product or an int64 → int32 cast came out wrong); data movement (Transpose, Slice, Gather, …) copies
+ * element bytes, so int64 stays exact. Semantics from the ONNX operator specification; the code is ours.
  *
  * @module
  */
 import type { OpDtype } from "@nrt/ops";
 import { attrFloat, attrInt, attrInts, attrString, attrTensor, fail, normAxis } from "./_attrs.ts";
 import { broadcastShapes, reduceAxes, sliceAxes, stridesOf } from "./_geometry.ts";
-import { DTYPE_BYTES, isFloatDtype } from "./dtype.ts";
+import { DTYPE_BYTES, isFloatDtype, isInt64Dtype } from "./dtype.ts";
 import type { IrNode } from "./graph.ts";
 import type { OutputType } from "./infer_shapes.ts";
 import { ConstTensor, shapeSize } from "./tensor.ts";
@@ -71,26 +73,18 @@ const UNARY: Readonly<Record<string, Unary>> = {
   IsNaN: (x) => (Number.isNaN(x) ? 1 : 0),
 };
 
-function intDiv(a: number, b: number): number {
-  if (b === 0) fail("integer division by zero in a constant");
-  return Math.trunc(a / b);
-}
-
-type Binary = (a: number, b: number, node: IrNode, int: boolean) => number;
+/** Float binary ops (integers go through `INT_BINARY`). */
+type Binary = (a: number, b: number) => number;
 const BINARY: Readonly<Record<string, Binary>> = {
   Add: (a, b) => a + b,
   Sub: (a, b) => a - b,
   Mul: (a, b) => a * b,
-  Div: (a, b, _n, int) => (int ? intDiv(a, b) : a / b),
+  Div: (a, b) => a / b,
   Pow: (a, b) => Math.pow(a, b),
   Max: (a, b) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b)),
   Min: (a, b) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.min(a, b)),
-  Mod: (a, b, n, int) => {
-    if (attrInt(n, "fmod", 0) === 1 || !int) return a % b;
-    if (b === 0) fail("integer modulo by zero in a constant");
-    const r = a % b;
-    return r !== 0 && (r < 0) !== (b < 0) ? r + b : r;
-  },
+  // fmod = 1, the dividend's sign: fmod = 0 is not defined for floats.
+  Mod: (a, b) => a % b,
   Equal: (a, b) => (a === b ? 1 : 0),
   Less: (a, b) => (a < b ? 1 : 0),
   LessOrEqual: (a, b) => (a <= b ? 1 : 0),
@@ -100,6 +94,71 @@ const BINARY: Readonly<Record<string, Binary>> = {
   Or: (a, b) => (a !== 0 || b !== 0 ? 1 : 0),
   Xor: (a, b) => ((a !== 0) !== (b !== 0) ? 1 : 0),
 };
+
+/** Whether a dtype is an integer type (bool is not). */
+const isIntDtype = (d: OpDtype) => !isFloatDtype(d) && d !== "bool";
+
+type IntBinary = (a: bigint, b: bigint, node: IrNode) => bigint;
+/** Integer binary ops on exact values; the result wraps to the output dtype afterwards. */
+const INT_BINARY: Readonly<Record<string, IntBinary>> = {
+  Add: (a, b) => a + b,
+  Sub: (a, b) => a - b,
+  Mul: (a, b) => a * b,
+  // bigint division truncates toward zero, as ONNX integer Div does.
+  Div: (a, b) => {
+    if (b === 0n) fail("integer division by zero in a constant");
+    return a / b;
+  },
+  Max: (a, b) => (a > b ? a : b),
+  Min: (a, b) => (a < b ? a : b),
+  Mod: (a, b, n) => {
+    if (b === 0n) fail("integer modulo by zero in a constant");
+    const r = a % b; // the dividend's sign (fmod = 1)
+    if (attrInt(n, "fmod", 0) === 1) return r;
+    return r !== 0n && (r < 0n) !== (b < 0n) ? r + b : r; // the divisor's sign (fmod = 0)
+  },
+  Equal: (a, b) => (a === b ? 1n : 0n),
+  Less: (a, b) => (a < b ? 1n : 0n),
+  LessOrEqual: (a, b) => (a <= b ? 1n : 0n),
+  Greater: (a, b) => (a > b ? 1n : 0n),
+  GreaterOrEqual: (a, b) => (a >= b ? 1n : 0n),
+};
+
+/** Integer unary ops on exact values. */
+const INT_UNARY: Readonly<Record<string, (x: bigint) => bigint>> = {
+  Neg: (x) => -x,
+  Abs: (x) => (x < 0n ? -x : x),
+  Relu: (x) => (x < 0n ? 0n : x),
+  Sign: (x) => (x < 0n ? -1n : x > 0n ? 1n : 0n),
+};
+
+/** An integer rounded once to the nearest float32 (ties to even), as a C++ cast does; `Number()` would round twice. */
+function bigintToFloat32(v: bigint): number {
+  const a = v < 0n ? -v : v;
+  const bits = a.toString(2).length;
+  if (bits <= 24) return Number(v);
+  const shift = BigInt(bits - 24), q = a >> shift, rest = a - (q << shift), half = 1n << (shift - 1n);
+  const m = rest > half || (rest === half && (q & 1n) === 1n) ? q + 1n : q;
+  const f = Number(m) * 2 ** Number(shift);
+  return Math.fround(v < 0n ? -f : f);
+}
+
+/**
+ * A constant of `dtype` from exact integers, converted as ONNX Cast converts them: wrapped to an integer type's width,
+ * `v != 0` for bool, rounded once to a float type.
+ */
+function fromExact(dtype: OpDtype, shape: readonly number[], values: readonly bigint[]): ConstTensor {
+  if (isInt64Dtype(dtype)) return ConstTensor.fromBigints(dtype as "int64" | "uint64", shape, values);
+  if (dtype === "bool") return ConstTensor.fromNumbers(dtype, shape, values.map((v) => (v !== 0n ? 1 : 0)));
+  if (dtype === "float32") return ConstTensor.fromNumbers(dtype, shape, values.map(bigintToFloat32));
+  if (isFloatDtype(dtype)) return ConstTensor.fromNumbers(dtype, shape, values.map(Number));
+  const bits = DTYPE_BYTES[dtype] * 8, signed = dtype.startsWith("int");
+  return ConstTensor.fromNumbers(
+    dtype,
+    shape,
+    values.map((v) => Number(signed ? BigInt.asIntN(bits, v) : BigInt.asUintN(bits, v))),
+  );
+}
 
 /** For each output element (row-major over `out`), the flat index into an input of `shape` broadcast to it. */
 function broadcastIndex(shape: readonly number[], out: readonly number[]): Int32Array {
@@ -265,7 +324,12 @@ export function evaluateNode(
   outs: readonly OutputType[],
 ): ConstTensor[] | undefined {
   const op = node.opType, x = ins[0], out = outs[0];
-  const cast = (t: ConstTensor, d: OpDtype) => (t.dtype === d ? t : ConstTensor.fromNumbers(d, t.shape, t.numbers()));
+  const cast = (t: ConstTensor, d: OpDtype) =>
+    t.dtype === d
+      ? t
+      : isIntDtype(t.dtype)
+      ? fromExact(d, t.shape, t.bigints())
+      : ConstTensor.fromNumbers(d, t.shape, t.numbers());
   switch (op) {
     case "Identity":
     case "Dropout":
@@ -364,19 +428,32 @@ export function evaluateNode(
     }
   }
   if (op.startsWith("Reduce")) return [reduce(node, x!, ins[1], out)];
+  const int = x !== undefined && isIntDtype(x.dtype);
+  if (int && INT_UNARY[op] !== undefined) {
+    return [fromExact(out.dtype, out.shape, x!.bigints().map(INT_UNARY[op]))];
+  }
+  if (int && (op === "Sum" || INT_BINARY[op] !== undefined)) {
+    const f = INT_BINARY[op === "Sum" ? "Add" : op], vs = ins.map((t) => t!);
+    const idx = vs.map((t) => broadcastIndex(t.shape, out.shape)), vals = vs.map((t) => t.bigints());
+    const res = Array.from({ length: shapeSize(out.shape) }, (_, k) => {
+      let acc = vals[0][idx[0][k]];
+      for (let i = 1; i < vs.length; i++) acc = f(acc, vals[i][idx[i][k]], node);
+      return acc;
+    });
+    return [fromExact(out.dtype, out.shape, res)];
+  }
   const unary = UNARY[op];
   if (unary !== undefined) {
     return [ConstTensor.fromNumbers(out.dtype, out.shape, x!.numbers().map((v) => unary(v, node)))];
   }
   if (op === "Sum" || op === "Mean" || BINARY[op] !== undefined) {
     const f: Binary = op === "Sum" || op === "Mean" ? BINARY.Add : BINARY[op];
-    const int = !isFloatDtype(x!.dtype) && x!.dtype !== "bool";
     const vs = ins.map((t) => t!);
     const idx = vs.map((t) => broadcastIndex(t.shape, out.shape)), nums = vs.map((t) => t.numbers());
     const res = new Float64Array(shapeSize(out.shape));
     for (let k = 0; k < res.length; k++) {
       let acc = nums[0][idx[0][k]];
-      for (let i = 1; i < vs.length; i++) acc = f(acc, nums[i][idx[i][k]], node, int);
+      for (let i = 1; i < vs.length; i++) acc = f(acc, nums[i][idx[i][k]]);
       res[k] = op === "Mean" ? acc / vs.length : acc;
     }
     return [ConstTensor.fromNumbers(out.dtype, out.shape, res)];
