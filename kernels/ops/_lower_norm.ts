@@ -5,9 +5,15 @@
  * nrt.LayerNorm (domain "nrt") is what the compiler forms from the decomposed pattern
  * `mean = ReduceMean(X); D = X - mean; var = ReduceMean(Pow(D, 2)); Y = D / Sqrt(var + epsilon) * Scale + B`
  * (the Mul and the Add optional), reducing over the trailing axes from `axis` on:
- * - inputs: X, Scale (optional), B (optional); Scale and B hold one value per normalized element, or one scalar.
+ * - inputs: X, Scale (optional), B (optional), as LayerNormalization's.
+
  * - attributes: `axis` (default -1: the last axis only), `epsilon` (default 1e-5; the constant of the Add).
  * - output: Y, the shape of X. The variance is the population variance (divided by the count), as ReduceMean.
+ *
+ * LayerNormalization's Scale and B are, per the ONNX spec (the function's `Mul(Normalized, Scale)` and
+ * `Add(NormalizedScaled, B)`), unidirectionally broadcastable to the normalized shape: one that is neither a scalar
+ * nor the whole normalized shape (Scale [1, 4] or [4] over normalized axes [3, 4]) is first expanded into a scratch
+ * value of the normalized shape by a strided copy, and the kernel reads that one value per element.
  *
  * @module
  */
@@ -25,25 +31,39 @@ import {
   optionalInput,
   sameShape,
 } from "./_lower_util.ts";
-import { sizeOf } from "./_lower_layout.ts";
+import { broadcastLayout, sizeOf } from "./_lower_layout.ts";
+import { stridedCall } from "./_lower_shape.ts";
 
 const PER_ELEMENT = 1, SCALAR = 2;
 
-/** Scale/bias mode: 0 absent, 1 one value per normalized element, 2 one scalar. */
-function affineMode(node: OpNode, v: OpValue | undefined, normalized: readonly number[]): number {
-  if (!v) return 0;
+/** How the kernel reads Scale or B: its mode (0 absent), the value it reads, and the calls that make that value. */
+interface Affine {
+  readonly mode: number;
+  readonly value?: OpValue;
+  readonly calls: KernelCall[];
+}
+
+/**
+ * Scale or B: absent, one scalar, one value per normalized element, or a shape that broadcasts unidirectionally to
+ * the normalized shape, expanded into the scratch value `<node>#<role>`.
+ */
+function affine(node: OpNode, v: OpValue | undefined, normalized: readonly number[], role: string): Affine {
+  if (!v) return { mode: 0, calls: [] };
   dtype(node, v, ["float32"]);
-  if (sizeOf(v.shape) === 1) return SCALAR;
+  if (sizeOf(v.shape) === 1) return { mode: SCALAR, value: v, calls: [] };
   const own = [...v.shape];
   while (own.length > normalized.length && own[0] === 1) own.shift();
-  const tail = normalized.slice(normalized.length - own.length);
-  if (sizeOf(v.shape) !== sizeOf(normalized) || own.some((d, i) => d !== tail[i])) {
+  const lead = normalized.length - own.length;
+  if (lead < 0 || own.some((d, i) => d !== normalized[lead + i] && d !== 1)) {
     throw new UnsupportedOpError(
       node,
-      `"${v.name}" [${v.shape}] is neither a scalar nor the normalized shape [${normalized}]`,
+      `"${v.name}" [${v.shape}] does not broadcast to the normalized shape [${normalized}]`,
     );
   }
-  return PER_ELEMENT;
+  if (sizeOf(v.shape) === sizeOf(normalized)) return { mode: PER_ELEMENT, value: v, calls: [] };
+  const expanded: OpValue = { name: `${node.name}#${role}`, dtype: "float32", shape: [...normalized] };
+  const copy = stridedCall(node, v, expanded, 0, broadcastLayout(node, normalized, [own]));
+  return { mode: PER_ELEMENT, value: expanded, calls: [{ ...copy, scratch: [expanded] }] };
 }
 
 /** An output if present (an omitted optional output has an empty name). */
@@ -72,23 +92,20 @@ function layerNorm(node: OpNode, fused: boolean): KernelCall[] {
       throw new UnsupportedOpError(node, `"${o.name}" must be float32 with ${rows} elements`);
     }
   }
-  const inputs = [x, scale, bias].filter((v): v is OpValue => v !== undefined).map((v) => v.name);
+  const s = affine(node, scale, normalized, "scale"), b = affine(node, bias, normalized, "bias");
+  const inputs = [x, s.value, b.value].filter((v): v is OpValue => v !== undefined).map((v) => v.name);
   const outputs = [y, mean, inv].filter((v): v is OpValue => v !== undefined).map((v) => v.name);
-  return [call(
-    "norm",
-    "layer_norm_f32",
-    inputs,
-    outputs,
-    ints(
-      rows,
-      n,
-      f64Bits(a.float("epsilon", 1e-5)),
-      affineMode(node, scale, normalized),
-      affineMode(node, bias, normalized),
-      mean ? 1 : 0,
-      inv ? 1 : 0,
+  return [
+    ...s.calls,
+    ...b.calls,
+    call(
+      "norm",
+      "layer_norm_f32",
+      inputs,
+      outputs,
+      ints(rows, n, f64Bits(a.float("epsilon", 1e-5)), s.mode, b.mode, mean ? 1 : 0, inv ? 1 : 0),
     ),
-  )];
+  ];
 }
 
 function perChannel(node: OpNode, values: readonly OpValue[], c: number): void {
@@ -170,7 +187,7 @@ export const NORM_RULES: readonly LoweringRule[] = [
     opType: "LayerNormalization",
     dtypes: ["float32"],
     attributes: { axis: "any", epsilon: "any", stash_type: "1" },
-    notes: "Scale and B: the normalized shape or a scalar; Mean and InvStdDev outputs optional",
+    notes: "Scale and B broadcast unidirectionally to the normalized shape; Mean and InvStdDev outputs optional",
     lower: (node) => layerNorm(node, false),
   },
   {

@@ -50,7 +50,8 @@ export const ANY: readonly OpDtype[] = [
   "bool",
 ];
 
-function stridedCall(node: OpNode, x: OpValue, y: OpValue, offset: number, layout: Layout): KernelCall {
+/** A strided copy of `x` into `y` (element strides of `layout`, from element `offset`), any dtype. */
+export function stridedCall(node: OpNode, x: OpValue, y: OpValue, offset: number, layout: Layout): KernelCall {
   const merged = mergeLayout(layout);
   checkRank(node, merged);
   return call(

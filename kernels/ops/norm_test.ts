@@ -29,6 +29,34 @@ describe("norm.layer_norm_f32 against onnxruntime", () => {
     }
   }, 60_000);
 
+  test(
+    "LayerNormalization() with a Scale and B that broadcast along a normalized axis (ONNX spec: unidirectional)",
+    async () => {
+      // Each was refused ("neither a scalar nor the normalized shape") before.
+      for (
+        const [scale, b, constant] of [
+          [[1, 4], null, true],
+          [[4], [3, 1], true],
+          [[3, 1], [1, 1, 4], false],
+          [[1, 1, 4], [4], false],
+        ] as const
+      ) {
+        await checkOp(harness, {
+          opType: "LayerNormalization",
+          attributes: { axis: attr.i(-2), epsilon: attr.f(1e-5) },
+          inputs: [
+            { name: "x", shape: [2, 3, 4], range: [-3, 5] },
+            { name: "scale", shape: [...scale], constant },
+            b ? { name: "b", shape: [...b], constant } : null,
+          ],
+          outputs: ["y"],
+          opset: 17,
+        });
+      }
+    },
+    60_000,
+  );
+
   test("LayerNormalization() with its Mean and InvStdDev outputs", async () => {
     await checkOp(harness, {
       opType: "LayerNormalization",
