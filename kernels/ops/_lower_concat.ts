@@ -67,7 +67,8 @@ const splitRule: LoweringRule = {
   opType: "Split",
   dtypes: ANY,
   attributes: { axis: "any", split: "opset < 13", num_outputs: "any" },
-  notes: "the outputs' shapes give the sizes; up to 32 outputs",
+  notes:
+    "the outputs' shapes give the sizes; a zero-size part is an empty constant the compiler leaves out; up to 32 outputs",
   lower(node) {
     const a = new Attributes(node, ["axis", "split", "num_outputs"]);
     arity(node, [1, 2], [1, 32]);

@@ -3,7 +3,9 @@
  * - graph inputs get static shapes (declared dims, or the user's `inputShapes` for dynamic ones);
  * - `Constant` nodes, `If` with a constant condition (the taken branch is inlined), `Shape`/`Size` of any value
  *   (shapes are static) and every node whose inputs are all constants are evaluated in TypeScript;
- * - every other node gets its outputs' dtypes and shapes from its shape rule;
+ * - every other node gets its outputs' dtypes and shapes from its shape rule; a zero-size part of a Split (the ONNX
+ *   spec allows `split` [0, 3, 1]) becomes an empty constant and leaves the node, which keeps the other parts
+ *   (kernels refuse empty tensors);
  * - nodes nothing needs are dropped.
  * Folding is bounded twice: a result larger than `maxFoldBytes` stays a runtime op, and the results kept in all may
  * not pass `limits.maxFoldedBytes` (checked from the inferred shapes before a node is evaluated: 16 `ConstantOfShape`
@@ -217,10 +219,22 @@ class Folder {
         n.inputs = n.inputs.filter((_, i) => keep[i]);
         ins.splice(0, ins.length, ...ins.filter((_, i) => keep[i]));
       }
-      const outs = inferNode(n, ins, { opset: this.opset });
-      if (outs.length > 0 && outs.every((o) => shapeSize(o.shape) === 0)) {
+      let outs = inferNode(n, ins, { opset: this.opset });
+      const empty = (o: TypedValue) => shapeSize(o.shape) === 0;
+      if (outs.length > 0 && outs.every(empty)) {
         // An empty result is known without running anything: a constant with no data.
         return this.define(n, outs.map((o) => new ConstTensor(o.dtype, o.shape, new Uint8Array(0))));
+      }
+      if (n.opType === "Split" && outs.some(empty)) {
+        // Zero-size parts are empty constants; the others still partition the axis in order.
+        n.outputs.forEach((name, i) => {
+          const o = outs[i];
+          if (name !== "" && empty(o)) {
+            this.values.set(name, { ...o, constant: new ConstTensor(o.dtype, o.shape, new Uint8Array(0)) });
+          }
+        });
+        n.outputs = n.outputs.filter((_, i) => !empty(outs[i]));
+        outs = outs.filter((o) => !empty(o));
       }
       for (const [i, o] of outs.entries()) {
         const bytes = shapeSize(o.shape) * DTYPE_BYTES[o.dtype];

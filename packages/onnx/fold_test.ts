@@ -258,6 +258,19 @@ describe("foldGraph()", () => {
     expect([...got("to_f32").numbers()]).toEqual([2 ** 60, 2 ** 60 + 2 ** 37, -(2 ** 63)]);
   });
 
+  test("foldGraph() makes a zero-size part of a Split an empty constant and leaves the node the other parts", () => {
+    // The spec allows split [0, 3, 1]; the node was refused ("a" is empty) before.
+    const b = new OnnxBuilder("split0", 13);
+    const x = b.input("x", "float32", [2, 4]);
+    const parts = b.nodeN("Split", [x, b.ints("split", [0, 3, 1])], { axis: 1 }, { outputs: ["a", "b", "c"] });
+    for (const p of parts) b.output(p, "float32");
+    const g = fold(b.toBytes());
+    expect(g.nodes.map((n) => [n.opType, n.outputs])).toEqual([["Split", ["b", "c"]]]);
+    expect(g.values.get("a")!.constant!.shape).toEqual([2, 0]);
+    expect(g.values.get("a")!.constant!.bytes.byteLength).toBe(0);
+    expect([g.values.get("b")!.shape, g.values.get("c")!.shape]).toEqual([[2, 3], [2, 1]]);
+  });
+
   test("foldGraph() leaves a constant computation past maxFoldBytes or MAX_FOLD_MACS to the runtime", () => {
     const b = new OnnxBuilder("big");
     const x = b.input("x", "float32", [256, 256]);
