@@ -9,6 +9,15 @@
  * compiled, run on the op library's harness and compared with onnxruntime (its graph optimizations off: they are
  * not the oracle), within 1e-4 relative and 1e-5 absolute, NaN matching NaN; or it must be refused with a typed
  * compile error. A case onnxruntime itself rejects is not counted.
+ *
+ * A second sample covers data that is not float: int32 and int64 Add/Sub/Mul/Div/Mod (both fmod)/Max/Min and the
+ * comparisons, with the types' extremes and values past 2^53; Cast among float32, int32, int64, uint8 and bool;
+ * Where over float32, int32, int64 and uint8 (onnxruntime has no Where for bool); and 3-D convolution and pooling, which docs/onnx.md does not claim (Conv and the
+ * windowed pools are 1-D and 2-D, ConvTranspose is not supported) and which must be refused with the typed error,
+ * while GlobalAveragePool and GlobalMaxPool over 5-D must match. Integers and bools are compared exactly. Integer
+ * Neg and Abs are float32-only in the table: over a graph input they must be refused, over constants they fold and
+ * must match. Where onnxruntime departs from the spec (an int64 fmod, which it computes through float64) the
+ * sample avoids the values and a fixed test checks the spec's answer.
  */
 import { describe, expect, test } from "bun:test";
 import * as ort from "onnxruntime-web";
@@ -24,16 +33,26 @@ ort.env.wasm.numThreads = 1;
 ort.env.logLevel = "fatal";
 
 type Rng = () => number;
+/** The dtypes of non-float data the sample feeds and compares. */
+type DataDtype = "float32" | "int32" | "int64" | "uint8" | "bool";
 interface Feed {
   readonly shape: number[];
-  readonly data: Float32Array | BigInt64Array;
+  readonly data: Float32Array | BigInt64Array | Int32Array | Uint8Array;
+  /** Given for a Uint8Array (uint8 or bool); the other arrays name their dtype. */
+  readonly dtype?: DataDtype;
 }
 interface Case {
   readonly desc: string;
   readonly bytes: Uint8Array;
   readonly feeds: Record<string, Feed>;
 }
-type Kind = "any" | "pos" | "special" | "ties" | "int";
+/**
+ * How values are drawn. Floats: "any" (-2..2), "pos", "special" (zeros, -0, halves), "ties", "int", "nan" (special
+ * plus NaN and ±Infinity). Integers: "small" (-6..6), "wide" (the type's extremes, 2^53 ± small, 2^60 + 2^36 + 1
+ * which float64 rounds before float32 does, random bits), "divisor" and "wideDivisor" the same without 0 or -1
+ * (an integer division by zero is undefined, and MIN / -1 overflows).
+ */
+type Kind = "any" | "pos" | "special" | "ties" | "int" | "nan" | "small" | "wide" | "divisor" | "wideDivisor";
 interface Spec {
   readonly name: string;
   readonly shape: number[];
@@ -42,6 +61,8 @@ interface Spec {
   readonly init?: boolean;
   /** An int64 initializer with these values. */
   readonly i64?: number[];
+  /** float32 unless given. */
+  readonly dtype?: DataDtype;
 }
 type Attrs = Record<string, BuilderAttribute>;
 
@@ -56,12 +77,56 @@ function values(r: Rng, shape: readonly number[], kind: Kind = "any"): Float32Ar
     if (kind === "pos") return r() * 2 + 0.05;
     if (kind === "ties") return int(r, -2, 2) * 0.5;
     if (kind === "int") return int(r, -3, 3);
-    if (kind === "special") {
+    if (kind === "nan" && r() < 0.15) return pick(r, [NaN, Infinity, -Infinity]);
+    if (kind === "special" || kind === "nan") {
       const u = r();
       return u < 0.1 ? 0 : u < 0.15 ? -0 : u < 0.25 ? int(r, -3, 3) + 0.5 : (r() * 2 - 1) * 3;
     }
     return (r() * 2 - 1) * 2;
   });
+}
+
+const I64_WIDE = [
+  -(2n ** 63n),
+  2n ** 63n - 1n,
+  -(2n ** 63n) + 1n,
+  2n ** 53n + 1n,
+  -(2n ** 53n) - 3n,
+  2n ** 60n + 2n ** 36n + 1n,
+  2n ** 31n,
+  -(2n ** 31n) - 1n,
+  4294967301n,
+];
+const I32_WIDE = [-(2 ** 31), 2 ** 31 - 1, -(2 ** 31) + 1, 46341, -65536, 2 ** 30 + 7, 300, -129, 255];
+
+/** Integer or bool data of `dtype` drawn as `kind` says. */
+function intValues(
+  r: Rng,
+  dtype: DataDtype,
+  shape: readonly number[],
+  kind: Kind,
+): Int32Array | BigInt64Array | Uint8Array {
+  const n = size(shape),
+    wide = kind === "wide" || kind === "wideDivisor",
+    nonzero = kind !== "small" && kind !== "wide";
+  const draw = (): bigint => {
+    if (dtype === "bool") return BigInt(int(r, 0, 1));
+    for (;;) {
+      let v: bigint;
+      if (dtype === "uint8") v = BigInt(wide ? int(r, 0, 255) : int(r, 0, 6));
+      else if (!wide || r() < 0.4) v = BigInt(int(r, -6, 6));
+      else if (dtype === "int32") v = BigInt(r() < 0.7 ? pick(r, I32_WIDE) : Math.floor(r() * 2 ** 32) - 2 ** 31);
+      else {
+        v = r() < 0.7
+          ? pick(r, I64_WIDE)
+          : BigInt.asIntN(64, (BigInt(Math.floor(r() * 2 ** 32)) << 32n) | BigInt(Math.floor(r() * 2 ** 32)));
+      }
+      if (!nonzero || (v !== 0n && v !== -1n)) return v;
+    }
+  };
+  if (dtype === "int64") return BigInt64Array.from({ length: n }, draw);
+  if (dtype === "int32") return Int32Array.from({ length: n }, () => Number(draw()));
+  return Uint8Array.from({ length: n }, () => Number(draw()));
 }
 
 /** A shape that broadcasts to `out`: a suffix of it with some dims 1. */
@@ -78,26 +143,43 @@ class Gen {
     this.constants = constants;
   }
 
-  single(op: string, opset: number, specs: readonly Spec[], attrs: Attrs = {}, outputs = 1): Case {
+  /** One node over `specs`; its outputs are `outDtype`, else what the op gives for float32 inputs. */
+  single(
+    op: string,
+    opset: number,
+    specs: readonly Spec[],
+    attrs: Attrs = {},
+    outputs = 1,
+    outDtype?: DataDtype,
+  ): Case {
     const b = new OnnxBuilder("case", opset);
     const feeds: Record<string, Feed> = {};
     const names = specs.map((s) => {
       if (s.name === "") return "";
       if (s.i64 !== undefined) return b.ints(s.name, s.i64, s.shape);
-      const data = values(this.r, s.shape, s.kind);
-      if (s.init || this.constants) return b.initializer(s.name, ConstTensor.fromNumbers("float32", s.shape, data));
-      feeds[s.name] = { shape: s.shape, data };
-      return b.input(s.name, "float32", s.shape);
+      const dtype = s.dtype ?? "float32";
+      const data = dtype === "float32"
+        ? values(this.r, s.shape, s.kind)
+        : intValues(this.r, dtype, s.shape, s.kind ?? "small");
+      if (s.init || this.constants) {
+        return b.initializer(s.name, new ConstTensor(dtype, s.shape, new Uint8Array(data.buffer.slice(0))));
+      }
+      feeds[s.name] = { shape: s.shape, data, dtype };
+      return b.input(s.name, dtype, s.shape);
     });
     const outs = b.nodeN(op, names, attrs, { outputs: Array.from({ length: outputs }, (_, i) => `y${i}`) });
-    const dtype = op.startsWith("Arg")
-      ? "int64"
-      : ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"].includes(op)
-      ? "bool"
-      : "float32";
+    const dtype = outDtype ??
+      (op.startsWith("Arg")
+        ? "int64"
+        : ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"].includes(op)
+        ? "bool"
+        : "float32");
     for (const o of outs) b.output(o, dtype);
-    const inputs = specs.map((s) => `${s.name}[${s.shape}]${s.i64 ? `=[${s.i64}]` : ""}`).join(" ");
-    return { desc: `${op} opset ${opset} ${JSON.stringify(attrs)} ${inputs}`, bytes: b.toBytes(), feeds };
+    const inputs = specs.map((s) =>
+      `${s.name}${s.dtype && s.dtype !== "float32" ? `:${s.dtype}` : ""}[${s.shape}]${s.i64 ? `=[${s.i64}]` : ""}`
+    ).join(" ");
+    const how = this.constants ? " (constant inputs)" : "";
+    return { desc: `${op} opset ${opset} ${JSON.stringify(attrs)} ${inputs}${how}`, bytes: b.toBytes(), feeds };
   }
 }
 
@@ -302,8 +384,11 @@ const SINGLE: Record<string, (g: Gen) => Case> = {
     if (which === 0) {
       const rank = int(r, 1, 4), shape = dims(r, rank, 1, 5), axis = int(r, -rank, rank - 1);
       const normalized = shape.slice((axis + rank) % rank);
-      const specs: Spec[] = [{ name: "x", shape }, { name: "s", shape: r() < 0.2 ? [] : normalized, init: r() < 0.6 }];
-      if (r() < 0.6) specs.push({ name: "bb", shape: normalized, init: r() < 0.6 });
+      // Scale and B: the normalized shape, or any shape that broadcasts to it unidirectionally (the spec's Mul and
+      // Add), a scalar included.
+      const affine = () => (r() < 0.3 ? normalized : under(r, normalized));
+      const specs: Spec[] = [{ name: "x", shape }, { name: "s", shape: affine(), init: r() < 0.6 }];
+      if (r() < 0.6) specs.push({ name: "bb", shape: affine(), init: r() < 0.6 });
       return g.single("LayerNormalization", 17, specs, { axis, epsilon: float(pick(r, [1e-3, 0.1, 1e-5])) });
     }
     const C = int(r, 1, 4), x = [int(r, 1, 2), C, ...dims(r, int(r, which === 1 ? 0 : 1, 2))];
@@ -351,12 +436,108 @@ const SINGLE: Record<string, (g: Gen) => Case> = {
   },
   split(g) {
     const r = g.r, rank = int(r, 1, 3), shape = dims(r, rank, 2, 6), axis = int(r, -rank, rank - 1);
-    const dim = shape[(axis + rank) % rank], n = int(r, 1, Math.min(3, dim));
+    const dim = shape[(axis + rank) % rank];
     if (r() < 0.5) {
-      const sizes = Array.from({ length: n }, (_, i) => (i < n - 1 ? 1 : dim - (n - 1)));
+      // Sizes between sorted cut points: zero-size parts (the spec allows them) come up often.
+      const n = int(r, 1, 4),
+        cuts = [0, ...Array.from({ length: n - 1 }, () => int(r, 0, dim)).sort((a, b) => a - b), dim];
+      const sizes = cuts.slice(1).map((c, i) => c - cuts[i]);
       return g.single("Split", 13, [{ name: "x", shape }, { name: "split", shape: [n], i64: sizes }], { axis }, n);
     }
+    const n = int(r, 1, Math.min(3, dim));
     return g.single("Split", 18, [{ name: "x", shape }], { axis, num_outputs: n }, n);
+  },
+};
+
+const INT_BINARY = ["Add", "Sub", "Mul", "Div", "Mod", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"];
+/** Sum is left out: the spec's Sum takes floats only, and onnxruntime rejects an integer Sum as an invalid model. */
+const INT_VARIADIC = ["Max", "Min"];
+/** Not in docs/onnx.md for integers: a graph input must be refused, a constant folds and must still match. */
+const INT_UNARY = ["Neg", "Abs"];
+const CASTABLE: readonly DataDtype[] = ["float32", "int32", "int64", "uint8", "bool"];
+const ONNX_TYPE: Readonly<Record<DataDtype, number>> = { float32: 1, uint8: 2, int32: 6, int64: 7, bool: 9 };
+
+/** Integer arithmetic, Cast and Where over non-float data, and 3-D convolution (also run with constant inputs). */
+const DATA: Record<string, (g: Gen) => Case> = {
+  intArith(g) {
+    const r = g.r, dtype = pick(r, ["int32", "int64"] as const), out = dims(r, int(r, 0, 3));
+    const wide = r() < 0.5, kind: Kind = wide ? "wide" : "small";
+    const u = r();
+    if (u < 0.6) {
+      const op = pick(r, INT_BINARY), divides = op === "Div" || op === "Mod";
+      const a = r() < 0.5 ? out : under(r, out);
+      const bKind: Kind = divides ? (wide ? "wideDivisor" : "divisor") : kind;
+      const compare = !["Add", "Sub", "Mul", "Div", "Mod"].includes(op), fmod = op === "Mod" && r() < 0.5;
+      // onnxruntime computes an integer fmod through float64 (std::fmod), so an int64 dividend past 2^53 comes out
+      // wrong (-6638934287094571441 fmod -2 gives 0, the spec's np.fmod -1); we follow the spec, and the test
+      // "int64 Mod with fmod = 1" below checks it. Here such dividends stay small.
+      const aKind: Kind = fmod && dtype === "int64" ? "small" : kind;
+      return g.single(
+        op,
+        pick(r, [13, 14]),
+        [
+          { name: "a", shape: a, kind: aKind, dtype },
+          { name: "b", shape: under(r, out), kind: bKind, dtype, init: r() < 0.3 },
+        ],
+        fmod ? { fmod: 1 } : {},
+        1,
+        compare ? "bool" : dtype,
+      );
+    }
+    if (u < 0.85) {
+      const op = pick(r, INT_VARIADIC), n = int(r, 1, 3);
+      const specs = Array.from(
+        { length: n },
+        (_, i): Spec => ({ name: `i${i}`, shape: i ? under(r, out) : out, kind, dtype }),
+      );
+      return g.single(op, 13, specs, {}, 1, dtype);
+    }
+    return g.single(pick(r, INT_UNARY), 13, [{ name: "x", shape: out, kind, dtype }], {}, 1, dtype);
+  },
+  cast(g) {
+    const r = g.r, from = pick(r, CASTABLE), to = pick(r, CASTABLE), shape = dims(r, int(r, 0, 3));
+    // A float outside the target's range (NaN included) is undefined behaviour in C++ and in ONNX's Cast: only
+    // casts to float32 and bool see them.
+    const kind: Kind = from !== "float32"
+      ? pick(r, ["small", "wide"])
+      : to === "float32" || to === "bool"
+      ? "nan"
+      : to === "uint8"
+      ? "pos"
+      : "special";
+    return g.single("Cast", pick(r, [13, 19]), [{ name: "x", shape, kind, dtype: from }], { to: ONNX_TYPE[to] }, 1, to);
+  },
+  where(g) {
+    // bool X and Y are left out: onnxruntime has no Where kernel for them.
+    const r = g.r, dtype = pick(r, CASTABLE.filter((d) => d !== "bool")), out = dims(r, int(r, 0, 3));
+    const kind: Kind = dtype === "float32" ? "special" : "wide";
+    return g.single(
+      "Where",
+      16,
+      [
+        { name: "c", shape: under(r, out), dtype: "bool", init: r() < 0.3 },
+        { name: "x", shape: r() < 0.5 ? out : under(r, out), kind, dtype },
+        { name: "y", shape: under(r, out), kind, dtype, init: r() < 0.3 },
+      ],
+      {},
+      1,
+      dtype,
+    );
+  },
+  conv3d(g) {
+    const r = g.r,
+      op = pick(r, ["Conv", "ConvTranspose", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"]);
+    const d = op === "ConvTranspose" ? int(r, 1, 3) : 3, k = dims(r, d, 1, 2), C = int(r, 1, 2), M = int(r, 1, 2);
+    const x = [int(r, 1, 2), C, ...dims(r, d, 2, 4)];
+    const attrs: Attrs = op.startsWith("Global") ? {} : { kernel_shape: k };
+    if (!op.startsWith("Global") && r() < 0.5) attrs.strides = dims(r, d, 1, 2);
+    if (!op.startsWith("Global") && r() < 0.5) {
+      attrs.pads = dims(r, 2 * d, 0, 1).map((p, i) => Math.min(p, k[i % d] - 1));
+    }
+    const specs: Spec[] = [{ name: "x", shape: x }];
+    if (op === "Conv") specs.push({ name: "w", shape: [M, C, ...k], init: true });
+    if (op === "ConvTranspose") specs.push({ name: "w", shape: [C, M, ...k], init: true });
+    return g.single(op, 13, specs, attrs);
   },
 };
 
@@ -495,6 +676,12 @@ const CHAINS: Record<string, (r: Rng) => Case> = {
   },
 };
 
+/** The i-th case of the non-float sample: each family with graph inputs, then with constant inputs. */
+function dataCaseOf(i: number): Case {
+  const families = Object.keys(DATA);
+  return DATA[families[(i >> 1) % families.length]](new Gen(prng(0xda7a + i), i % 2 === 1));
+}
+
 /** The i-th case of the sample: single ops, the same with constant inputs, and fusable chains. */
 function caseOf(i: number): Case {
   const r = prng(0x5eed + i), singles = Object.keys(SINGLE), chains = Object.keys(CHAINS);
@@ -520,7 +707,7 @@ async function reference(c: Case): Promise<Record<string, ort.Tensor> | undefine
     return await session.run(Object.fromEntries(
       Object.entries(c.feeds).map((
         [k, f],
-      ) => [k, new ort.Tensor(f.data instanceof BigInt64Array ? "int64" : "float32", f.data, f.shape)]),
+      ) => [k, new ort.Tensor(f.dtype ?? (f.data instanceof BigInt64Array ? "int64" : "float32"), f.data, f.shape)]),
     ));
   } catch {
     return undefined;
@@ -529,11 +716,13 @@ async function reference(c: Case): Promise<Record<string, ort.Tensor> | undefine
   }
 }
 
-function numbers(dtype: string, bytes: Uint8Array): number[] {
+/** The elements, int64 as exact bigints. */
+function elements(dtype: string, bytes: Uint8Array): Array<number | bigint> {
   const buffer = bytes.slice().buffer;
   if (dtype === "float32") return [...new Float32Array(buffer)];
-  if (dtype === "int64") return [...new BigInt64Array(buffer)].map(Number);
-  if (dtype === "bool") return [...new Uint8Array(buffer)];
+  if (dtype === "int64") return [...new BigInt64Array(buffer)];
+  if (dtype === "int32") return [...new Int32Array(buffer)];
+  if (dtype === "bool" || dtype === "uint8") return [...new Uint8Array(buffer)];
   throw new Error(`unexpected output dtype ${dtype}`);
 }
 
@@ -555,11 +744,20 @@ async function verdict(c: Case, ref: Record<string, ort.Tensor>, spmdMinWork: nu
   for (const o of compiled.outputs) {
     const want = ref[o.name];
     if (want.dims.join() !== o.shape.join()) return `${o.name} has shape [${o.shape}], onnxruntime [${want.dims}]`;
-    const got = numbers(o.dtype, ours[o.name]);
-    const expected = Array.from(want.data as ArrayLike<number | bigint | boolean>, Number);
+    if (want.type !== o.dtype) return `${o.name} is ${o.dtype}, onnxruntime ${want.type}`;
+    const got = elements(o.dtype, ours[o.name]);
+    const expected = Array.from(
+      want.data as ArrayLike<number | bigint | boolean>,
+      (v) => (typeof v === "boolean" ? Number(v) : v),
+    );
+    if (got.length !== expected.length) return `${o.name} has ${got.length} elements, onnxruntime ${expected.length}`;
     for (let i = 0; i < expected.length; i++) {
       const a = got[i], b = expected[i];
-      if (a === b || (Number.isNaN(a) && Number.isNaN(b)) || Math.abs(a - b) <= 1e-5 + 1e-4 * Math.abs(b)) continue;
+      // Integers and bools exactly; floats within the tolerance, NaN matching NaN.
+      if (a === b) continue;
+      if (typeof a === "number" && typeof b === "number" && o.dtype === "float32") {
+        if ((Number.isNaN(a) && Number.isNaN(b)) || Math.abs(a - b) <= 1e-5 + 1e-4 * Math.abs(b)) continue;
+      }
       return `${o.name}[${i}] is ${a}, onnxruntime ${b}`;
     }
   }
@@ -585,6 +783,134 @@ describe("the ONNX compiler against onnxruntime-web on seeded random graphs", ()
     // The sample must mostly compare numbers, not refusals or models onnxruntime rejects.
     expect(tally.ok).toBeGreaterThan(CASES * 0.75);
   }, 120_000);
+});
+
+const DATA_CASES = 1200;
+
+describe("the ONNX compiler against onnxruntime-web on integers, bools, Cast, Where and 3-D convolution", () => {
+  test(`${DATA_CASES} cases match onnxruntime exactly or are refused with a typed compile error`, async () => {
+    const wrong: string[] = [], refused: Record<string, number> = {}, tally = { ok: 0, refused: 0, skipped: 0 };
+    for (let i = 0; i < DATA_CASES; i++) {
+      const c = dataCaseOf(i), ref = await reference(c);
+      if (ref === undefined) {
+        tally.skipped++;
+        continue;
+      }
+      const v = await verdict(c, ref, [undefined, 0, Infinity][i % 3]);
+      if (v === "ok" || v === "refused") tally[v]++;
+      else wrong.push(`case ${i}: ${c.desc}: ${v}`);
+      if (v === "refused") {
+        const op = c.desc.split(" ")[0] + (c.desc.endsWith("(constant inputs)") ? " (constant)" : "");
+        refused[op] = (refused[op] ?? 0) + 1;
+      }
+    }
+    expect(wrong).toEqual([]);
+    // Refused, as docs/onnx.md says: 3-D Conv and pools (1-D and 2-D only), ConvTranspose (not supported), and
+    // integer Neg and Abs on graph inputs (float32 only; over constants they fold, and must match). Nothing else.
+    expect(Object.keys(refused).sort()).toEqual([
+      "AveragePool",
+      "AveragePool (constant)",
+      "Conv",
+      "Conv (constant)",
+      "ConvTranspose",
+      "ConvTranspose (constant)",
+      "MaxPool",
+      "MaxPool (constant)",
+      "Neg",
+      "Abs",
+    ].sort());
+    expect(tally.skipped).toBe(0);
+    expect(tally.ok).toBeGreaterThan(DATA_CASES * 0.75);
+  }, 120_000);
+});
+
+/** Compiles `c`, checking it is refused with an OnnxCompileError whose message says `why`. */
+function refusedWith(c: Case, why: string): void {
+  const inputShapes = Object.fromEntries(Object.entries(c.feeds).map(([k, f]) => [k, f.shape]));
+  let error: unknown;
+  try {
+    compileOnnx(c.bytes, { inputShapes });
+  } catch (e) {
+    error = e;
+  }
+  expect({ c: c.desc, typed: error instanceof OnnxCompileError }).toEqual({ c: c.desc, typed: true });
+  expect((error as Error).message).toContain(why);
+}
+
+describe("what the sample compares is also pinned on fixed models", () => {
+  const x = (shape: number[]): Feed => ({
+    shape,
+    data: Float32Array.from({ length: size(shape) }, (_, i) => ((i * 7) % 11) / 4 - 1),
+  });
+
+  test("int64 Mod with fmod = 1 follows the spec (np.fmod) past 2^53, on the kernels and folded", async () => {
+    // onnxruntime computes it through float64 (std::fmod) and answers [0, 1]: the spec's np.fmod is exact.
+    const a = [-6638934287094571441n, 7n];
+    for (const constant of [false, true]) {
+      const b = new OnnxBuilder("fmod", 13);
+      const at = new ConstTensor("int64", [2], new Uint8Array(BigInt64Array.from(a).buffer));
+      const an = constant ? b.initializer("a", at) : b.input("a", "int64", [2]);
+      b.output(b.node("Mod", [an, b.ints("b", [-2, -2])], { fmod: 1 }, { outputs: ["y"] }), "int64");
+      const compiled = compileOnnx(b.toBytes());
+      const ours = await runCompiled(harness, compiled, constant ? {} : { a: BigInt64Array.from(a) });
+      expect({ constant, y: elements("int64", ours.y) }).toEqual({ constant, y: [-1n, 1n] });
+    }
+  });
+
+  test("LayerNormalization with Scale [1, 4] or [4] and B [3, 1] over axis -2 of [2, 3, 4] matches onnxruntime", async () => {
+    for (const [scale, bias] of [[[1, 4], null], [[4], [3, 1]], [[3, 1], [4]]] as const) {
+      for (const constant of [false, true]) {
+        const b = new OnnxBuilder("ln", 17);
+        const feeds: Record<string, Feed> = { x: x([2, 3, 4]) };
+        const param = (name: string, shape: readonly number[]) => {
+          const data = Float32Array.from({ length: size(shape) }, (_, i) => 0.5 + i * 0.25 * (i % 2 ? -1 : 1));
+          if (constant) return b.initializer(name, ConstTensor.fromNumbers("float32", shape, data));
+          feeds[name] = { shape: [...shape], data };
+          return b.input(name, "float32", shape);
+        };
+        const ins = [b.input("x", "float32", [2, 3, 4]), param("s", scale), ...(bias ? [param("bb", bias)] : [])];
+        b.output(b.node("LayerNormalization", ins, { axis: -2 }, { outputs: ["y"] }), "float32");
+        const c = {
+          desc: `LayerNormalization s[${scale}] bb[${bias}] constant ${constant}`,
+          bytes: b.toBytes(),
+          feeds,
+        };
+        const ref = await reference(c);
+        expect({ c: c.desc, reference: ref !== undefined }).toEqual({ c: c.desc, reference: true });
+        expect({ c: c.desc, verdict: await verdict(c, ref!, undefined) }).toEqual({ c: c.desc, verdict: "ok" });
+      }
+    }
+  });
+
+  test("Split [0, 3, 1] and [2, 0, 0, 2] match onnxruntime, the empty parts as outputs and as Concat pieces", async () => {
+    for (const [sizes, concat] of [[[0, 3, 1], false], [[2, 0, 0, 2], false], [[0, 3, 1], true]] as const) {
+      const b = new OnnxBuilder("split", 13);
+      const parts = b.nodeN("Split", [b.input("x", "float32", [2, 4]), b.ints("split", [...sizes])], { axis: 1 }, {
+        outputs: sizes.map((_, i) => `y${i}`),
+      });
+      if (concat) b.output(b.node("Concat", [...parts].reverse(), { axis: 1 }, { outputs: ["z"] }), "float32");
+      else for (const p of parts) b.output(p, "float32");
+      const c = { desc: `Split [${sizes}] concat ${concat}`, bytes: b.toBytes(), feeds: { x: x([2, 4]) } };
+      const ref = await reference(c);
+      expect({ c: c.desc, reference: ref !== undefined }).toEqual({ c: c.desc, reference: true });
+      expect({ c: c.desc, verdict: await verdict(c, ref!, undefined) }).toEqual({ c: c.desc, verdict: "ok" });
+    }
+  });
+
+  test("3-D Conv, MaxPool and AveragePool and every ConvTranspose are refused with a typed error naming why", () => {
+    const one = (op: string, w: number[] | null, attrs: Attrs): Case => {
+      const b = new OnnxBuilder("c3d", 13), shape = [1, 1, 3, 3, 3];
+      const ins = [b.input("x", "float32", shape)];
+      if (w) ins.push(b.initializer("w", ConstTensor.fromNumbers("float32", w, new Array(size(w)).fill(1))));
+      b.output(b.node(op, ins, attrs, { outputs: ["y"] }), "float32");
+      return { desc: op, bytes: b.toBytes(), feeds: { x: x(shape) } };
+    };
+    const only2d = '"x" has rank 5; only 1-D and 2-D (rank 3, 4) are supported';
+    refusedWith(one("Conv", [1, 1, 2, 2, 2], {}), only2d);
+    refusedWith(one("MaxPool", null, { kernel_shape: [2, 2, 2] }), only2d);
+    refusedWith(one("AveragePool", null, { kernel_shape: [2, 2, 2] }), only2d);
+    refusedWith(one("ConvTranspose", [1, 1, 2, 2, 2], {}), "op ConvTranspose is not supported");
+  });
 });
 
 describe("an empty axes tensor is a parameter, not an empty value", () => {
