@@ -170,10 +170,13 @@ function internalError(): Response {
  * The handler always sees an absolute request URL, and a handler that throws is answered by `onError`.
  *
  * Bun: `development: false` (its development error page shows stack, cwd and source); Bun's body limit is set out
- * of the way, since it answers an empty 413 and the handler is expected to enforce its own; every request may run
+ * of the way (`Infinity`: at `Number.MAX_SAFE_INTEGER` a `Content-Length` past 2^53 still got Bun's 413, without
+ * a body), since it answers an empty 413 and the handler is expected to enforce its own; every request may run
  * for `requestTimeoutSeconds` instead of Bun's 10-second idle timeout, which would drop a request still executing;
  * idle keep-alive connections close after 30 s. Without a usable `Host` (HTTP/1.0, empty, malformed) Bun gives a
  * bare path as the URL; the handler gets an absolute one naming this server, with the `Host` header kept as sent.
+ *
+ * Deno: an answer carries one `Connection: close` at most ({@linkcode denoConnectionClose}).
  *
  * @param fetch The handler.
  * @param options Where to listen and the request timeout.
@@ -217,7 +220,7 @@ export async function serveHttp(fetch: Fetch, options: HttpServeOptions): Promis
           return Promise.resolve(answer).finally(() => s.timeout(req, idle));
         },
         error: onError,
-        maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+        maxRequestBodySize: Infinity,
         idleTimeout: idle,
         development: false,
       });
@@ -235,13 +238,55 @@ export async function serveHttp(fetch: Fetch, options: HttpServeOptions): Promis
           port: options.port,
           onListen: (a) => resolve({ port: a.port, stop: () => (stopping ??= server.shutdown()) }),
           onError,
-        }, fetch);
+        }, (req) => {
+          const answer = fetch(req);
+          return answer instanceof Promise
+            ? answer.then((res) => denoConnectionClose(req, res))
+            : denoConnectionClose(req, answer);
+        });
       } catch (e) {
         reject(cannot(e));
       }
     });
   }
   throw new Error("Cannot serve: neither Bun.serve nor Deno.serve is available; run with bun or deno");
+}
+
+/**
+ * The symbol under which `readBody` (`@nrt/http-api`, body.ts) marks a request whose body a read it gave up on (the
+ * body deadline passed) still holds: that read cannot be cancelled, so the runtime sees the body as still arriving.
+ */
+const BODY_STILL_READ = Symbol.for("nrt.http.bodyStillRead");
+
+/** A `close` token in a `Connection` header's value. */
+const CLOSE_TOKEN = /(?:^|,)[ \t]*close[ \t]*(?:,|$)/i;
+
+/**
+ * The handler's answer as Deno.serve is to send it, with one `Connection: close` at most (ours, measured on Deno 2.9):
+ * Deno appends its own `connection: close` whenever it closes the connection after the answer — the client sent
+ * `Connection: close`, or the request's body has not all arrived and a read still holds it (a declared body whose 408
+ * came while `arrayBuffer()` waited) or nobody read it — even when the answer has one already, so the client got the
+ * header twice. When Deno adds its own, the handler's goes; a body nobody read is cancelled, which Deno takes as the
+ * handler's choice and adds none. Otherwise the handler's header is the only one: Deno.serve then keeps the
+ * connection open, but the client was told to close it.
+ *
+ * @param req The request.
+ * @param res The handler's answer.
+ * @returns `res` (once an unread body is cancelled), or a copy without its `Connection` header.
+ */
+function denoConnectionClose(req: Request, res: Response): Response | Promise<Response> {
+  const ours = res.headers.get("connection");
+  if (ours === null || !CLOSE_TOKEN.test(ours)) return res;
+  const clientCloses = CLOSE_TOKEN.test(req.headers.get("connection") ?? "");
+  const stillRead = (req as unknown as Record<symbol, unknown>)[BODY_STILL_READ] === true;
+  if (!clientCloses && !stillRead) {
+    // Unread (an answer given before the body was looked at): once cancelled, Deno closes nothing on its own.
+    if (req.body === null || req.bodyUsed) return res;
+    return req.body.cancel().then(() => res, () => res);
+  }
+  const headers = new Headers(res.headers);
+  headers.delete("connection");
+  return new Response(res.body, { status: res.status, statusText: res.statusText, headers });
 }
 
 /** Where a socket listens or connects: a Unix socket path, or a TCP port on a host (default 127.0.0.1). */

@@ -38,16 +38,24 @@ export async function readBody(
   }
   let declared: number | undefined;
   if (cl !== null) {
-    if (!/^[0-9]{1,16}$/.test(cl)) {
+    // Any run of digits (RFC 9110 §8.6): one past 2^53 is still a byte count, over any limit; Bun.serve hands the
+    // handler lengths of up to 17 digits, Deno.serve up to 2^64 - 1 (docs/rest-api.md, "Errors"): 413, not 400.
+    if (!/^[0-9]+$/.test(cl)) {
       await req.body?.cancel().catch(() => {});
       throw new HttpError(400, `Cannot read the request body: Content-Length "${cl.slice(0, 32)}" is not a byte count`);
     }
     declared = Number(cl);
     if (declared > limit) {
       await req.body?.cancel().catch(() => {});
-      throw new HttpError(413, `Cannot read the request body: ${declared} bytes is over the ${limit}-byte limit`, {
-        headers: CLOSE,
-      });
+      // The header's digits, not `declared`: past 2^53 the number is rounded.
+      const shown = cl.replace(/^0+(?=.)/, "");
+      throw new HttpError(
+        413,
+        `Cannot read the request body: ${
+          shown.length > 32 ? `${shown.slice(0, 32)}…` : shown
+        } bytes is over the ${limit}-byte limit`,
+        { headers: CLOSE },
+      );
     }
   }
   // `req.body` is not read on the declared path: on Bun that getter builds the request's JavaScript stream (a
@@ -132,6 +140,13 @@ function bodyLost(e: unknown): HttpError {
  */
 const CLOSE: Readonly<Record<string, string>> = { connection: "close" };
 
+/**
+ * Marks a request whose body a read given up on still holds (ours): that read (`arrayBuffer()`) cannot be cancelled,
+ * so the runtime sees the body as still arriving. A global symbol, read by the Deno adapter of the `nrt` command
+ * (`packages/cli/platform.ts`), which then leaves `Connection: close` to Deno.serve: it adds its own in that case.
+ */
+const BODY_STILL_READ = Symbol.for("nrt.http.bodyStillRead");
+
 /** The rejection of a deadline bucket that passed (mapped to a 408 by the request that raced it). */
 const LATE = Symbol("late");
 
@@ -204,9 +219,14 @@ async function before<T>(
     return await settled;
   } catch (e) {
     read.catch(() => {}); // a read given up on settles when the connection closes
-    try {
-      await (from instanceof Request ? from.body?.cancel() : from.cancel())?.catch(() => {});
-    } catch { /* a body a read holds cannot be cancelled: the answer closes the connection */ }
+    if (from instanceof Request && from.body?.locked === true) {
+      // A body a read holds cannot be cancelled (its `cancel()` rejects): the answer closes the connection.
+      if (e === LATE) (from as unknown as Record<symbol, boolean>)[BODY_STILL_READ] = true;
+    } else {
+      try {
+        await (from instanceof Request ? from.body?.cancel() : from.cancel())?.catch(() => {});
+      } catch { /* the runtime's stream refused the cancel: the answer closes the connection */ }
+    }
     if (e === LATE) {
       throw new HttpError(408, "Cannot read the request body: it did not arrive in time", { headers: CLOSE });
     }
