@@ -8,7 +8,8 @@
  */
 import { NrtError, NrtStatus } from "@nrt/core";
 import { type AgentInit, type AgentMessage, type AgentReply, DeviceAgent, DoorbellRing } from "./device_agent.ts";
-import { addClockSkew, killLocalOps, resetLocalOps } from "./local_watchdog.ts";
+import { addClockSkew, killLocalOps, LocalWatchdog, resetLocalOps } from "./local_watchdog.ts";
+import { localOpsQ7Factory } from "./q7_factory.ts";
 import type { Q7ClusterFactory } from "./q7_complex.ts";
 import { HostedWorkers, type SpawnRequest } from "./worker_spawn.ts";
 
@@ -56,16 +57,23 @@ export class AgentLink {
     return link;
   }
 
-  /** An agent on this thread, with the given Q7 cluster factory. */
-  static inline(init: AgentInit, q7Factory: Q7ClusterFactory): AgentLink {
-    const agent = new DeviceAgent(init, q7Factory);
+  /**
+   * An agent on this thread, with the given Q7 cluster factory. Without one it runs small ops on this thread under a
+   * watchdog Worker, as the agent in a Worker does (`device_agent_worker.ts`), and the rest on its Q7 Workers.
+   */
+  static inline(init: AgentInit, q7Factory?: Q7ClusterFactory): AgentLink {
+    const watchdog = q7Factory === undefined ? new LocalWatchdog(init.doorbells) : undefined;
+    const agent = new DeviceAgent(init, q7Factory ?? localOpsQ7Factory(watchdog!));
     // The agent and the host sleep in `Atomics.waitAsync` on words this same thread notifies. Deno (2.9.6) settles
     // such a wait only while its event loop has something pending, so an inline device holds a timer until closed.
     const keepAlive = setInterval(() => {}, 0x3fff_ffff);
     return new AgentLink(
       new Int32Array(init.doorbells),
       (link) => (msg) => queueMicrotask(() => agent.handle(msg, (r) => link.#reply(r))),
-      () => clearInterval(keepAlive),
+      () => {
+        clearInterval(keepAlive);
+        watchdog?.stop();
+      },
     );
   }
 

@@ -43,7 +43,6 @@ import { FaultInjector, type FiredFault } from "./fault_injector.ts";
 import { DeviceMemoryMap, type MappedAllocation } from "./memory.ts";
 import { NcCounter, NcRegisters, NcStatus, NqRegister } from "./nc_registers.ts";
 import type { Q7BootEvent, Q7ClusterFactory } from "./q7_complex.ts";
-import { defaultQ7Factory } from "./q7_factory.ts";
 import { defaultLocalOpBytes, defaultQ7Workers } from "./q7/q7_cluster.ts";
 
 const GiB = 1024 ** 3;
@@ -122,16 +121,16 @@ export interface DeviceSimOptions {
 export const DEFAULT_WATCHDOG_MS = 30_000;
 
 /**
- * Reads the simulator's own variables (`NRT_SIM_Q7_WORKERS`, and for a device in agent Workers
- * `NRT_SIM_LOCAL_OP_BYTES`, docs/configuration.md) before any agent starts. Ours: the Q7 clusters read them again
+ * Reads the simulator's own variables (`NRT_SIM_Q7_WORKERS`, `NRT_SIM_LOCAL_OP_BYTES`, docs/configuration.md) before
+ * any agent starts. Ours: the Q7 clusters read them again
  * inside the agent, where a bad value would only show as a sequencer fault at the first custom op.
  *
  * @throws {NrtError} `NRT_INVALID` naming the variable, its value and the values it accepts.
  */
-function checkSimulatorEnv(mode: DeviceAgentMode): void {
+function checkSimulatorEnv(): void {
   try {
     defaultQ7Workers();
-    if (mode !== "inline") defaultLocalOpBytes();
+    defaultLocalOpBytes();
   } catch (e) {
     if (!(e instanceof RangeError)) throw e;
     throw new NrtError(NrtStatus.NRT_INVALID, `Cannot start the simulated device: ${e.message}`, { cause: e });
@@ -153,7 +152,7 @@ class HostDevice {
     hostBytes: number;
     nextId: () => number;
     mode: DeviceAgentMode;
-    q7Factory: Q7ClusterFactory;
+    q7Factory: Q7ClusterFactory | undefined;
     q7Events: Q7BootEvent[];
     faultKinds: Map<number, FiredFault["kind"]>;
     watchdogMs: number;
@@ -272,7 +271,7 @@ export class DeviceSimPortal implements Portal {
         `Cannot use a q7Factory with agents "${this.agents}": a factory runs only with an inline device`,
       );
     }
-    if (options.q7Factory === undefined) checkSimulatorEnv(this.agents);
+    if (options.q7Factory === undefined) checkSimulatorEnv();
     let id = 0;
     const faultKinds = new Map<number, FiredFault["kind"]>();
     this.#devices = Array.from({ length: count }, (_, index) =>
@@ -281,7 +280,7 @@ export class DeviceSimPortal implements Portal {
         hostBytes: options.hostBytes ?? 64 * GiB,
         nextId: () => ++id,
         mode: this.agents,
-        q7Factory: options.q7Factory ?? defaultQ7Factory,
+        q7Factory: options.q7Factory,
         q7Events: this.#q7Events,
         faultKinds,
         watchdogMs,

@@ -401,7 +401,7 @@ describe("DeviceSimPortal and the simulator's variables (docs/configuration.md)"
       ["NRT_SIM_LOCAL_OP_BYTES", "-1", 'NRT_SIM_LOCAL_OP_BYTES is "-1", expected an integer ≥ 0'],
     ];
     for (const [name, value, why] of cases) {
-      for (const agents of ["device", "core"] as const) {
+      for (const agents of ["device", "core", "inline"] as const) {
         const e = construct(name, value, { agents });
         if (e instanceof DeviceSimPortal) await e.close();
         expect(e).toBeInstanceOf(NrtError);
@@ -409,15 +409,6 @@ describe("DeviceSimPortal and the simulator's variables (docs/configuration.md)"
         expect((e as NrtError).message).toBe(`Cannot start the simulated device: ${why}`);
       }
     }
-    // An inline device runs no op on the agent's thread: only the Workers' count applies to it.
-    const inline = construct("NRT_SIM_LOCAL_OP_BYTES", "x", { agents: "inline" });
-    expect(inline).toBeInstanceOf(DeviceSimPortal);
-    await (inline as DeviceSimPortal).close();
-    const workers = construct("NRT_SIM_Q7_WORKERS", "9", { agents: "inline" });
-    if (workers instanceof DeviceSimPortal) await workers.close();
-    expect((workers as Error).message).toBe(
-      'Cannot start the simulated device: NRT_SIM_Q7_WORKERS is "9", expected an integer from 1 to 8',
-    );
     // Good values start the device as before.
     const good = construct("NRT_SIM_Q7_WORKERS", "2");
     expect(good).toBeInstanceOf(DeviceSimPortal);
