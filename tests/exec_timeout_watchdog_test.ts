@@ -125,6 +125,7 @@ describe("the device watchdog has the runtime's NEURON_RT_EXEC_TIMEOUT", () => {
     const [how, args, env] of [
       ["NEURON_RT_EXEC_TIMEOUT in its environment", [], { NEURON_RT_EXEC_TIMEOUT: "2" }],
       ["--exec-timeout 2", ["--exec-timeout", "2"], { NEURON_RT_EXEC_TIMEOUT: "30" }],
+      ["--exec-timeout 2 --agents device", ["--exec-timeout", "2", "--agents", "device"], {}],
     ] as const
   ) {
     test(`nrt device-sim with ${how}: after a spinning kernel's 5, a healthy model on that core runs`, async () => {

@@ -9,7 +9,7 @@
  * @module
  */
 import { envFromProcess, resolveRuntimeConfig } from "@nrt/core";
-import { DeviceSimPortal } from "@nrt/device-sim";
+import { type DeviceAgentMode, DeviceSimPortal } from "@nrt/device-sim";
 import process from "node:process";
 import { DeviceDaemon } from "@nrt/device-sim/remote";
 import { resolvedExecTimeoutMs, simulatedSpec } from "./container.ts";
@@ -39,7 +39,7 @@ const MAX_EXEC_TIMEOUT_SECONDS = 0x7fff_ffff;
 export const DEVICE_SIM_COMMAND = {
   name: "device-sim",
   usage:
-    "nrt device-sim (--socket PATH | --port P [--host 127.0.0.1]) [--arch A] [--devices N] [--hbm-bytes B] [--exec-timeout S]",
+    "nrt device-sim (--socket PATH | --port P [--host 127.0.0.1]) [--arch A] [--devices N] [--hbm-bytes B] [--exec-timeout S] [--agents M]",
   summary: 'Run the simulated Neuron device as a daemon shared by runtime processes (the "remote" portal backend).',
   options: {
     socket: { type: "string", value: "PATH", description: "listen on a Unix socket" },
@@ -61,6 +61,12 @@ export const DEVICE_SIM_COMMAND = {
       value: "S",
       description:
         "the device watchdog: a run still going after S seconds is dropped (default: NEURON_RT_EXEC_TIMEOUT, else 30)",
+    },
+    agents: {
+      type: "string",
+      value: "M",
+      description:
+        "where the device runs: inline (default: on the daemon's main thread), device (a Worker per device) or core (a Worker per NeuronCore)",
     },
   },
   positionals: { min: 0, max: 0, name: "arguments" },
@@ -94,6 +100,14 @@ export interface DeviceDaemonCliOptions {
    * Default: `NEURON_RT_EXEC_TIMEOUT` of {@linkcode DeviceDaemonCliOptions.env}, else 30 (libnrt's default).
    */
   readonly execTimeoutSeconds?: number;
+  /**
+   * Where the device runs (`--agents`, ours). Default `"inline"`: on the daemon's main thread, which already sits
+   * between the runtimes and the device, so an execute crosses one thread boundary each way (the socket) instead of
+   * two; small ops run there too, under the watchdog Worker an agent Worker has. `"device"` or `"core"` put the device
+   * in agent Workers as the embedded simulator does: a step of the device then never delays the daemon's answers on
+   * other cores (see docs/configuration.md for what each costs).
+   */
+  readonly agents?: DeviceAgentMode;
   /** The environment to read `NEURON_RT_EXEC_TIMEOUT` from (`nrt device-sim`: its own; default none). */
   readonly env?: Record<string, string | undefined>;
   /** Log sink (default: stderr). */
@@ -135,7 +149,19 @@ export function parseDeviceDaemonArgs(args: readonly string[]): DeviceDaemonCliO
     devices: int("--devices", v.devices, 1, MAX_SIMULATED_DEVICES),
     hbmBytes: int("--hbm-bytes", v["hbm-bytes"], 1, Number.MAX_SAFE_INTEGER),
     execTimeoutSeconds: int("--exec-timeout", v["exec-timeout"], 1, MAX_EXEC_TIMEOUT_SECONDS),
+    agents: agentMode(v.agents),
   };
+}
+
+const AGENT_MODES: readonly DeviceAgentMode[] = ["inline", "device", "core"];
+
+function agentMode(text: string | undefined): DeviceAgentMode | undefined {
+  if (text === undefined) return undefined;
+  const mode = AGENT_MODES.find((m) => m === text);
+  if (mode === undefined) {
+    throw usageError(DEVICE_SIM_COMMAND, `--agents ${text} is not one of ${AGENT_MODES.join(", ")}`);
+  }
+  return mode;
 }
 
 /**
@@ -157,6 +183,7 @@ export async function startDeviceDaemon(options: DeviceDaemonCliOptions): Promis
     devices: options.devices,
     hbmBytes: options.hbmBytes,
     watchdogMs: resolvedExecTimeoutMs({ execTimeoutSeconds: options.execTimeoutSeconds, env: options.env }),
+    agents: options.agents ?? "inline",
   });
   const daemon = new DeviceDaemon({ portal: sim, spec: sim.spec, resetCore: (d, nc) => sim.resetQ7(d, nc), log });
   let listener: SocketListener;
