@@ -33,7 +33,7 @@ import type { DeviceAgentMode } from "@nrt/device-sim";
 import { defaultQ7Workers, Q7_WORKERS_ENV } from "../packages/device-sim/q7/q7_cluster.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { BareWorkers, DATA_BASE } from "./_bare_workers.ts";
-import { emit, median, RUNS, timeUs } from "./_timing.ts";
+import { alternatingUs, emit, median, RUNS, timeUs } from "./_timing.ts";
 
 const CPUS = availableParallelism();
 const kernel = (n: string) => new Uint8Array(readFileSync(new URL(`../kernels/wasm/${n}.wasm`, import.meta.url)));
@@ -120,28 +120,6 @@ async function withModels<T>(
     await rt.close();
     await container.resolve(PortalToken).close();
   }
-}
-
-/**
- * Medians of `a` and `b` timed in alternation, `RUNS` each after as many warm-up pairs: a change of the machine's load
- * during the run moves both alike, so their ratio holds (timed in separate blocks, the execute table and the SPMD
- * table once read 805 and 1,442 µs for the same 8-core execute in one run).
- */
-async function alternatingUs(a: () => Promise<unknown>, b: () => Promise<unknown>): Promise<[number, number]> {
-  for (let i = 0; i < RUNS; i++) {
-    await a();
-    await b();
-  }
-  const xa: number[] = [], xb: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    let t = performance.now();
-    await a();
-    xa.push((performance.now() - t) * 1000);
-    t = performance.now();
-    await b();
-    xb.push((performance.now() - t) * 1000);
-  }
-  return [median(xa), median(xb)];
 }
 
 /**

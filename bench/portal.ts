@@ -1,12 +1,13 @@
 /**
  * `bench/portal.ts`: what crossing the process boundary costs. For a no-op kernel and for vector_add at 1 MiB per
- * tensor it measures, in one process run, the median `Model.execute` time on the embedded simulator (in-process
+ * tensor it measures, in one process run, the median `Model.execute` time (the two alternating in blocks of back-to-back executes) on the embedded simulator (in-process
  * `DeviceSimPortal`) and on the `remote` backend (a `RemotePortal` talking to a `nrt device-sim` daemon process over
  * a Unix socket), and prints the ratio remote ÷ in-process. Tensors are device-resident, as in `bench/exec.ts`, so
  * what differs is the execute path's portal traffic: the doorbell, the compute setup, the NQ and stdio polls.
  * Also prints the round trip of one CSR read and the throughput of a 1 MiB `memWrite` + `memRead`.
  *
- * Run: `bun bench/portal.ts` or `deno run -A bench/portal.ts` (`RUNS=500` to change the sample count).
+ * Run: `bun bench/portal.ts` or `deno run -A bench/portal.ts` (`RUNS=500` to change the sample count; `--agents M`
+ * starts the daemon with `nrt device-sim --agents M`).
  *
  * @module
  */
@@ -21,7 +22,7 @@ import { container } from "tsyringe";
 import { connectDeviceDaemon } from "../packages/cli/transports.ts";
 import type { RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
-import { emit, RUNS, timeUs } from "./_timing.ts";
+import { alternatingBlocksUs, emit, RUNS, timeUs } from "./_timing.ts";
 import { ArchPackToken, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { cayman } from "@nrt/arch-cayman";
 
@@ -32,8 +33,8 @@ const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, {
   ins: 2,
 }];
 
-/** Median execute time (µs) of each case on the portal registered in `c`. */
-async function executeTimes(c: NrtContainer): Promise<number[]> {
+/** A runtime on the portal registered in `c` with every case loaded: an execute per case, and a close. */
+async function openCases(c: NrtContainer): Promise<{ executes: Array<() => Promise<void>>; close(): Promise<void> }> {
   const portal = c.resolve(PortalToken);
   await portal.acquireCores?.(0, [0, 1]);
   // The portal outlives the runtime: portalTimes() below uses it again.
@@ -43,8 +44,12 @@ async function executeTimes(c: NrtContainer): Promise<number[]> {
     visibleCores: [0, 1],
     logger: new MemoryLogger(),
   });
-  const out: number[] = [];
+  const close = async () => {
+    await rt.close();
+    await portal.releaseCores?.(0, [0, 1]);
+  };
   try {
+    const executes: Array<() => Promise<void>> = [];
     for (const k of CASES) {
       const names = ["a", "b"].slice(0, k.ins);
       const f32 = (name: string) => ({ name, dtype: "float32", shape: [k.n] });
@@ -56,14 +61,13 @@ async function executeTimes(c: NrtContainer): Promise<number[]> {
         ins.add(n, t);
       }
       outs.add("out", await rt.allocateTensor({ size: k.n * 4, name: "out" }));
-      out.push(await timeUs(() => model.execute(ins, outs)));
-      await model.unload();
+      executes.push(() => model.execute(ins, outs));
     }
-  } finally {
-    await rt.close();
-    await portal.releaseCores?.(0, [0, 1]);
+    return { executes, close };
+  } catch (e) {
+    await close();
+    throw e;
   }
-  return out;
 }
 
 /** CSR round trip and 1 MiB write+read on a portal (µs). */
@@ -87,10 +91,19 @@ const local = container.createChildContainer();
 local.register(ArchPackToken, { useValue: cayman });
 local.register(PortalToken, { useValue: sim });
 
+// `--agents M` runs the daemon's device in mode M (`nrt device-sim --agents`); default: the daemon's own default.
+const argv = (globalThis as { process?: { argv: string[] } }).process?.argv ?? [];
+const agentsAt = argv.indexOf("--agents");
+const daemonAgents = agentsAt >= 0 ? ["--agents", argv[agentsAt + 1]] : [];
 const dir = mkdtempSync(join(tmpdir(), "nrt-bench-"));
 const sock = join(dir, "d.sock");
 const bun = new URL("../node_modules/.bin/bun", import.meta.url).pathname;
-const daemon = spawn(bun, [new URL("../packages/cli/device_daemon.ts", import.meta.url).pathname, "--socket", sock], {
+const daemon = spawn(bun, [
+  new URL("../packages/cli/device_daemon.ts", import.meta.url).pathname,
+  "--socket",
+  sock,
+  ...daemonAgents,
+], {
   stdio: ["ignore", "pipe", "ignore"],
 });
 let remote: RemotePortal | undefined;
@@ -110,8 +123,25 @@ try {
   rc.register(ArchPackToken, { useValue: cayman });
   rc.register(PortalToken, { useValue: remote });
 
-  const inProcess = await executeTimes(local);
-  const overSocket = await executeTimes(rc);
+  // Each case's in-process and remote executes alternate in blocks of back-to-back runs, so a change of this shared
+  // machine's speed moves both alike (timed one whole series after the other, the in-process noop read 81 to 142 µs
+  // between runs of the same code).
+  const inProcess: number[] = [], overSocket: number[] = [];
+  const a = await openCases(local);
+  try {
+    const b = await openCases(rc);
+    try {
+      for (let k = 0; k < CASES.length; k++) {
+        const [x, y] = await alternatingBlocksUs(a.executes[k], b.executes[k]);
+        inProcess.push(x);
+        overSocket.push(y);
+      }
+    } finally {
+      await b.close();
+    }
+  } finally {
+    await a.close();
+  }
   const [csrLocal, bulkLocal] = await portalTimes(sim);
   const [csrRemote, bulkRemote] = await portalTimes(remote);
   const row = (name: string, a: number, b: number) => ({
@@ -122,7 +152,7 @@ try {
   });
   emit(
     "portal",
-    `nrt_execute on the remote backend (daemon process, Unix socket) vs in-process, median of ${RUNS} runs each`,
+    `nrt_execute on the remote backend (daemon process, Unix socket) vs in-process, median of ${RUNS} runs each, in alternating blocks of 20`,
     [
       row("execute noop", inProcess[0], overSocket[0]),
       row("execute vector_add 1 MiB", inProcess[1], overSocket[1]),
