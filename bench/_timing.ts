@@ -46,8 +46,9 @@ export async function alternatingUs(a: () => Promise<unknown>, b: () => Promise<
 
 /**
  * Medians of `a` and `b` timed in alternating blocks of `block` back-to-back runs (the first run of each block not
- * counted), `RUNS` counted runs each after as many warm-up runs as {@linkcode timeUs} makes, in blocks too: each side is timed in its own steady state (one
- * run right after another of its own, as a loop of it runs) while a change of the machine's load moves both alike.
+ * counted), `RUNS` counted runs each after as many warm-up runs as {@linkcode timeUs} makes, in blocks too: each side
+ * is timed in its own steady state (one run right after another of its own, as a loop of it runs) while a change of
+ * the machine's load moves both alike.
  * Alternating run by run instead puts the other side's run before every run, which changes what is measured: an
  * in-process execute after a remote one found the device agent asleep and read 148–221 µs against 81–142 back to back.
  */

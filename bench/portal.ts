@@ -1,8 +1,8 @@
 /**
  * `bench/portal.ts`: what crossing the process boundary costs. For a no-op kernel and for vector_add at 1 MiB per
- * tensor it measures, in one process run, the median `Model.execute` time (the two alternating in blocks of back-to-back executes) on the embedded simulator (in-process
+ * tensor it measures, in one process run, the median `Model.execute` time on the embedded simulator (in-process
  * `DeviceSimPortal`) and on the `remote` backend (a `RemotePortal` talking to a `nrt device-sim` daemon process over
- * a Unix socket), and prints the ratio remote ÷ in-process. Tensors are device-resident, as in `bench/exec.ts`, so
+ * a Unix socket), the two alternating in blocks of back-to-back executes, and prints the ratio remote ÷ in-process. Tensors are device-resident, as in `bench/exec.ts`, so
  * what differs is the execute path's portal traffic: the doorbell, the compute setup, the NQ and stdio polls.
  * Also prints the round trip of one CSR read and the throughput of a 1 MiB `memWrite` + `memRead`.
  *

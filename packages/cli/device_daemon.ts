@@ -105,7 +105,7 @@ export interface DeviceDaemonCliOptions {
    * between the runtimes and the device, so an execute crosses one thread boundary each way (the socket) instead of
    * two; small ops run there too, under the watchdog Worker an agent Worker has. `"device"` or `"core"` put the device
    * in agent Workers as the embedded simulator does: a step of the device then never delays the daemon's answers on
-   * other cores (see docs/configuration.md for what each costs).
+   * other cores (docs/architecture.md §5 has what each costs).
    */
   readonly agents?: DeviceAgentMode;
   /** The environment to read `NEURON_RT_EXEC_TIMEOUT` from (`nrt device-sim`: its own; default none). */

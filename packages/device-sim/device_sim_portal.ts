@@ -90,7 +90,8 @@ function isAborted(signal: AbortSignal | undefined): boolean {
 
 /**
  * Where the device runs: one agent Worker per device (`"device"`, the default), one per NeuronCore (`"core"`), or on
- * the host's own thread (`"inline"`: the only mode that takes a custom {@linkcode DeviceSimOptions.q7Factory}).
+ * the calling thread (`"inline"`: the only mode that takes a custom {@linkcode DeviceSimOptions.q7Factory}; without
+ * one, small ops run on that thread under a watchdog Worker, as in an agent Worker; `nrt device-sim`'s default).
  */
 export type DeviceAgentMode = "device" | "core" | "inline";
 
@@ -122,8 +123,8 @@ export const DEFAULT_WATCHDOG_MS = 30_000;
 
 /**
  * Reads the simulator's own variables (`NRT_SIM_Q7_WORKERS`, `NRT_SIM_LOCAL_OP_BYTES`, docs/configuration.md) before
- * any agent starts. Ours: the Q7 clusters read them again
- * inside the agent, where a bad value would only show as a sequencer fault at the first custom op.
+ * any agent starts. Ours: the Q7 clusters read them again inside the agent, where a bad value would only show as a
+ * sequencer fault at the first custom op.
  *
  * @throws {NrtError} `NRT_INVALID` naming the variable, its value and the values it accepts.
  */
