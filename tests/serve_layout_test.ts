@@ -1,7 +1,8 @@
 /**
  * `nrt serve --models DIR` layouts (packages/cli/repository_layout.ts): flat files, Triton-style version folders,
  * one model at the top of the folder with `--model-name`, as KServe's storage initializer writes each; the version
- * served; uploads written in the model's layout, atomically, never outside the folder; a read-only folder.
+ * served; uploads written in the model's layout, atomically, never outside the folder; a read-only folder, whose
+ * refusals (EACCES, EPERM, EROFS) the test gives `write` through `writeFs`, since chmod stops no root user.
  */
 import { describe, expect, test } from "bun:test";
 import { HttpError, type ModelUpload } from "@nrt/http-api";
@@ -9,7 +10,7 @@ import { chmod, lstat, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
-import { layoutFiles } from "../packages/cli/repository_layout.ts";
+import { layoutFiles, type LayoutWriteFs } from "../packages/cli/repository_layout.ts";
 
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
 const text = (
@@ -29,6 +30,42 @@ async function withRepo(files: Record<string, string>, f: (dir: string) => Promi
     await chmod(dir, 0o755).catch(() => {});
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** Every entry under `dir` (relative path → file content, or "<dir>" for a folder), to compare before and after. */
+async function snapshot(dir: string, under = ""): Promise<Record<string, string>> {
+  const out: Record<string, string> = {};
+  for (const e of await readdir(join(dir, under), { withFileTypes: true })) {
+    const path = under === "" ? e.name : join(under, e.name);
+    if (e.isDirectory()) Object.assign(out, { [path]: "<dir>" }, await snapshot(dir, path));
+    else out[path] = await readFile(join(dir, path), "utf8");
+  }
+  return out;
+}
+
+/** An error as `node:fs/promises` rejects with. */
+const fsError = (code: string, syscall: string, path: string): Error =>
+  Object.assign(new Error(`${code}: ${syscall} '${path}'`), { code, syscall, path });
+
+/**
+ * The calls `write` changes a folder with, refusing as a read-only folder does (with `code`): creating, renaming or
+ * removing anything is refused, while making a folder that exists is EEXIST, as Linux answers before it checks the
+ * permission. `refused` records each refusal.
+ */
+function readOnlyFs(code: string, refused: string[]): LayoutWriteFs {
+  const refuse = (syscall: string, path: string): Promise<never> => {
+    refused.push(`${syscall} ${path}`);
+    return Promise.reject(fsError(code, syscall, path));
+  };
+  return {
+    mkdir: async (path) => {
+      if (await lstat(path).then(() => true, () => false)) throw fsError("EEXIST", "mkdir", path);
+      return await refuse("mkdir", path);
+    },
+    open: (path) => refuse("open", path),
+    rename: (from) => refuse("rename", from),
+    unlink: (path) => refuse("unlink", path),
+  };
 }
 
 const upload = (version: string, body: string, extra: Partial<ModelUpload> = {}): ModelUpload => ({
@@ -197,15 +234,86 @@ describe("layoutFiles()", () => {
     }
   });
 
-  test.if(typeof process.getuid === "function" && process.getuid() !== 0)(
-    "write() into a read-only folder is a 403",
-    async () => {
-      await withRepo({ "relu.neff": "flat" }, async (dir) => {
+  test("write() into a read-only folder is a 403 for EACCES, EPERM and EROFS, and leaves its files as they were", async () => {
+    // The first change each write makes: a flat model's temporary file, a Triton model's in its version folder that
+    // exists, a new model's folder.
+    const cases: {
+      files: Record<string, string>;
+      model: string;
+      upload: ModelUpload;
+      first: (dir: string) => string;
+    }[] = [
+      {
+        files: { "relu.neff": "flat", "relu.json": "{}" },
+        model: "relu",
+        upload: upload("1", "new onnx", { file: "model.onnx", config: enc('{"instances":2}') }),
+        first: (dir: string) => `open ${join(dir, ".relu.onnx.")}`,
+      },
+      {
+        files: { "add/1/model.onnx": "add v1", "add/config.json": "{}" },
+        model: "add",
+        upload: upload("1", "add v1 neff", { config: enc('{"vnc":1}') }),
+        first: (dir: string) => `open ${join(dir, "add", "1", ".model.neff.")}`,
+      },
+      {
+        files: { "relu.neff": "flat" },
+        model: "fresh",
+        upload: upload("1", "fresh"),
+        first: (dir: string) => `mkdir ${join(dir, "fresh")}`,
+      },
+    ];
+    for (const code of ["EACCES", "EPERM", "EROFS"]) {
+      for (const c of cases) {
+        await withRepo(c.files, async (dir) => {
+          const before = await snapshot(dir);
+          const refused: string[] = [];
+          const files = layoutFiles(dir, { writeFs: readOnlyFs(code, refused) });
+          const e = await files.write!(c.model, c.upload).then(() => undefined, (err) => err);
+          const at = { code, model: c.model };
+          expect({ ...at, error: e instanceof HttpError, status: e?.status, message: e?.message }).toEqual({
+            ...at,
+            error: true,
+            status: 403,
+            message: `Cannot store model "${c.model}": the repository folder ${dir} is not writable (${code})`,
+          });
+          expect({ ...at, cause: e.cause?.code }).toEqual({ ...at, cause: code });
+          expect({ ...at, first: refused[0] }).toEqual({ ...at, first: expect.stringContaining(c.first(dir)) });
+          expect({ ...at, files: await snapshot(dir) }).toEqual({ ...at, files: before });
+        });
+      }
+    }
+    // Any other failure is the file system's own error, not a 403.
+    await withRepo({ "relu.neff": "flat" }, async (dir) => {
+      const e = await layoutFiles(dir, { writeFs: readOnlyFs("ENOSPC", []) }).write!("relu", upload("1", "new"))
+        .then(() => undefined, (err) => err);
+      expect([e instanceof HttpError, e?.code]).toEqual([false, "ENOSPC"]);
+      expect(await snapshot(dir)).toEqual({ "relu.neff": "flat" });
+    });
+  });
+
+  // The same refusal from the runtime's own file system, where chmod makes one: not for root, whom chmod does not
+  // stop (the test above gives root the refusals). Registered only where it can run, so that it is never a skip.
+  if (typeof process.getuid === "function" && process.getuid() !== 0) {
+    test("write() into a folder made read-only with chmod is a 403 (EACCES from the runtime)", async () => {
+      await withRepo({ "relu.neff": "flat", "add/1/model.neff": "add v1" }, async (dir) => {
+        const before = await snapshot(dir);
+        await chmod(join(dir, "add", "1"), 0o555);
         await chmod(dir, 0o555);
-        const e = await layoutFiles(dir).write!("relu", upload("1", "new")).catch((err) => err);
-        expect([e.status, e.message]).toEqual([403, expect.stringContaining("is not writable (EACCES)")]);
-        expect((await lstat(join(dir, "relu.neff"))).size).toBe(4);
+        try {
+          for (const model of ["relu", "add", "fresh"]) {
+            const e = await layoutFiles(dir).write!(model, upload("1", "new")).then(() => undefined, (err) => err);
+            expect({ model, status: e?.status, message: e?.message }).toEqual({
+              model,
+              status: 403,
+              message: `Cannot store model "${model}": the repository folder ${dir} is not writable (EACCES)`,
+            });
+          }
+        } finally {
+          await chmod(dir, 0o755);
+          await chmod(join(dir, "add", "1"), 0o755);
+        }
+        expect(await snapshot(dir)).toEqual(before);
       });
-    },
-  );
+    });
+  }
 });

@@ -28,7 +28,7 @@ import {
 } from "@nrt/http-api";
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { lstat, mkdir, open, readdir, realpath, rename, stat, unlink } from "node:fs/promises";
+import { type FileHandle, lstat, mkdir, open, readdir, realpath, rename, stat, unlink } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import process from "node:process";
 import { directoryFiles, type DirectoryFilesOptions } from "./repository_dir.ts";
@@ -37,7 +37,22 @@ import { directoryFiles, type DirectoryFilesOptions } from "./repository_dir.ts"
 export interface LayoutFilesOptions extends DirectoryFilesOptions {
   /** The model whose files are at the top of the folder (`--model-name`), as a single model's folder holds them. */
   readonly modelName?: string;
+  /**
+   * The calls through which `write` changes the folder; `node:fs/promises`'s by default. A test passes calls that
+   * refuse, as a read-only folder does even for root (EROFS, or EPERM of an immutable folder).
+   */
+  readonly writeFs?: LayoutWriteFs;
 }
+
+/** The calls of `node:fs/promises` that `write` changes the folder with (everything else only reads it). */
+export interface LayoutWriteFs {
+  readonly mkdir: (path: string, options: { mode: number }) => Promise<unknown>;
+  readonly open: (path: string, flags: number, mode: number) => Promise<FileHandle>;
+  readonly rename: (from: string, to: string) => Promise<void>;
+  readonly unlink: (path: string) => Promise<void>;
+}
+
+const NODE_WRITE_FS: LayoutWriteFs = { mkdir, open, rename, unlink };
 
 /** The model files of a version folder, in order of preference. */
 const MODEL_FILES = ["model.neff", "model.onnx"] as const;
@@ -85,6 +100,7 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
     );
   }
   const warn = options.warn ?? ((m: string) => console.warn(m));
+  const fs = options.writeFs ?? NODE_WRITE_FS;
   const fileOptions = { maxFileBytes: options.maxFileBytes, warn };
   const top = directoryFiles(dir, fileOptions);
   let root: Promise<string> | undefined;
@@ -174,7 +190,11 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
   /** Writes `bytes` as `folder/name` through an exclusive temporary file and a rename. */
   async function replaceFile(folder: string, name: string, bytes: Uint8Array): Promise<void> {
     const tmp = join(folder, `.${name}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`);
-    const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+    const fh = await fs.open(
+      tmp,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o644,
+    );
     try {
       try {
         let at = 0;
@@ -182,16 +202,16 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
       } finally {
         await fh.close();
       }
-      await rename(tmp, join(folder, name));
+      await fs.rename(tmp, join(folder, name));
     } catch (e) {
-      await unlink(tmp).catch(() => {});
+      await fs.unlink(tmp).catch(() => {});
       throw e;
     }
   }
 
   /** Creates `path` (one level under an existing folder of the repository) or checks the folder that is there. */
   async function ensureFolder(path: string): Promise<void> {
-    await mkdir(path, { mode: 0o755 }).catch((e: { code?: string }) => {
+    await fs.mkdir(path, { mode: 0o755 }).catch((e: { code?: string }) => {
       if (e.code !== "EEXIST") throw e;
     });
     if (!(await isInsideFolder(path))) {
@@ -257,7 +277,7 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
             );
           }
           await replaceFile(dir, `${model}${ext}`, upload.bytes);
-          await unlink(join(dir, `${model}${other}`)).catch((e) => {
+          await fs.unlink(join(dir, `${model}${other}`)).catch((e) => {
             if (!isMissing(e)) throw e;
           });
           if (upload.config !== undefined) await replaceFile(dir, `${model}.json`, upload.config);
@@ -268,7 +288,7 @@ export function layoutFiles(dir: string, options: LayoutFilesOptions = {}): Repo
         const folder = join(base, upload.version);
         await ensureFolder(folder);
         await replaceFile(folder, upload.file, upload.bytes);
-        await unlink(join(folder, other === ".onnx" ? "model.onnx" : "model.neff")).catch((e) => {
+        await fs.unlink(join(folder, other === ".onnx" ? "model.onnx" : "model.neff")).catch((e) => {
           if (!isMissing(e)) throw e;
         });
         if (upload.config !== undefined) await replaceFile(base, "config.json", upload.config);
