@@ -169,7 +169,7 @@ class HostDevice {
       onMap: (m: MappedAllocation) => post({ t: "map", m }),
       onUnmap: (id) => post({ t: "unmap", id }),
     });
-    this.regs = Array.from({ length: spec.ncPerDevice }, () => new NcRegisters(spec));
+    this.regs = NcRegisters.forDevice(spec);
     this.fileIo = this.regs.map((r) => new FileIoManager(r, this.memory));
     this.bar0 = new Bar0(spec, this.regs, {
       semaphoreIncremented: (nc, semaphore, by) => void this.linkOf(nc).doorbell(nc, semaphore, by),

@@ -140,9 +140,25 @@ export function ncRegisterLayout(spec: SiliconSpec): NcRegisterLayout {
 export interface NcRegisterBuffers {
   /** The register file and status words. */
   readonly regs: SharedArrayBuffer;
-  /** The 8 Q7 cores' IRAM and DRAM windows (pages are committed only when written). */
+  /**
+   * The buffer holding the 8 Q7 cores' IRAM and DRAM windows (pages are committed only when written): the device's
+   * one image buffer ({@linkcode NcRegisters.forDevice}) or one of the NeuronCore's own.
+   */
   readonly images: SharedArrayBuffer;
+  /** Where this NeuronCore's windows start in {@linkcode NcRegisterBuffers.images}. */
+  readonly imageOffset: number;
 }
+
+/**
+ * The least size of a device's image buffer (ours): past glibc's highest dynamic mmap threshold (32 MiB on 64-bit).
+ *
+ * Deno's `SharedArrayBuffer`s come from glibc's `calloc`. Once a large buffer has been freed, glibc raises its mmap
+ * threshold to that buffer's size (up to 32 MiB) and serves later ones up to it from the heap, whose freed chunks it
+ * keeps; `calloc` zeroes a reused chunk, committing every page. Measured (Deno 2.9.6, 150 device cycles): 8 image
+ * buffers of 6 MiB a device held 720 MB of the heap resident, though nothing wrote most of those pages. A buffer past
+ * 32 MiB is always a mapping of its own, unmapped when freed, whose pages are committed only when written.
+ */
+export const DEVICE_IMAGE_BUFFER_MIN_BYTES: number = 32 * 1024 * 1024 + 64 * 1024;
 
 /** A decoded stream-table entry and its table slot. */
 export interface StreamEntry extends StreamEntryFields {
@@ -192,7 +208,8 @@ export class NcRegisters {
     const l = ncRegisterLayout(spec);
     this.#spec = spec;
     const fresh = buffers === undefined;
-    this.buffers = buffers ?? { regs: new SharedArrayBuffer(l.bytes), images: new SharedArrayBuffer(l.imageBytes) };
+    this.buffers = buffers ??
+      { regs: new SharedArrayBuffer(l.bytes), images: new SharedArrayBuffer(l.imageBytes), imageOffset: 0 };
     const b = this.buffers.regs;
     this.semaphores = new Uint32Array(b, l.semaphores, spec.semaphoresPerCore);
     this.events = new Uint32Array(b, l.events, spec.eventsPerCore);
@@ -211,6 +228,21 @@ export class NcRegisters {
     this.dma = new Uint8Array(b, l.dma, spec.dmaEngines * spec.csr.dmaEngineStride);
     this.#imageBuffer = this.buffers.images;
     if (fresh) Atomics.store(this.#runStall, 0, 0xff); // out of reset all 8 Q7 cores are stalled
+  }
+
+  /**
+   * The registers of every NeuronCore of a device, in the reset state, their Q7 image windows in one buffer of at least
+   * {@linkcode DEVICE_IMAGE_BUFFER_MIN_BYTES} (each NeuronCore's own would leave the freed ones in glibc's heap, every
+   * page committed once reused, on Deno).
+   */
+  static forDevice(spec: SiliconSpec): NcRegisters[] {
+    const l = ncRegisterLayout(spec);
+    const images = new SharedArrayBuffer(Math.max(spec.ncPerDevice * l.imageBytes, DEVICE_IMAGE_BUFFER_MIN_BYTES));
+    return Array.from({ length: spec.ncPerDevice }, (_, nc) => {
+      const r = new NcRegisters(spec, { regs: new SharedArrayBuffer(l.bytes), images, imageOffset: nc * l.imageBytes });
+      r.runStall = 0xff; // out of reset all 8 Q7 cores are stalled
+      return r;
+    });
   }
 
   /** Run-stall CSR: one bit per Q7 core. */
@@ -327,7 +359,7 @@ export class NcRegisters {
   #imageOffset(kind: "iram" | "dram", core: number): number {
     const s = this.#spec;
     const per = s.q7IramBytes + s.q7DramBytes;
-    return core * per + (kind === "iram" ? 0 : s.q7IramBytes);
+    return this.buffers.imageOffset + core * per + (kind === "iram" ? 0 : s.q7IramBytes);
   }
 }
 
