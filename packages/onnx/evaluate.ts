@@ -347,14 +347,15 @@ export function evaluateNode(
     case "Size":
       return [evaluateShape(node, x!.shape, out)];
     case "ConstantOfShape": {
+      // The value's bytes repeated (its dtype is the output's): through a number, INT64_MAX, a common "to the end",
+      // rounded to 2^63 and wrapped to INT64_MIN. No value: float32 zeros.
       const v = attrTensor(node, "value");
-      return [
-        ConstTensor.fromNumbers(
-          out.dtype,
-          out.shape,
-          new Float64Array(shapeSize(out.shape)).fill(v?.numbers()[0] ?? 0),
-        ),
-      ];
+      const es = DTYPE_BYTES[out.dtype], bytes = new Uint8Array(shapeSize(out.shape) * es);
+      if (v !== undefined && v.bytes.byteLength >= es) {
+        const one = v.bytes.subarray(0, es);
+        for (let at = 0; at < bytes.byteLength; at += es) bytes.set(one, at);
+      }
+      return [new ConstTensor(out.dtype, out.shape, bytes)];
     }
     case "Range": {
       const [s, , d] = ins.map((t) => t!.numbers()[0]);

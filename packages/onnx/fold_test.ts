@@ -212,6 +212,33 @@ describe("foldGraph()", () => {
     ]);
   });
 
+  test("foldGraph() fills ConstantOfShape with its value's exact bytes: INT64_MAX stays INT64_MAX", () => {
+    const b = new OnnxBuilder("fill");
+    const x = b.input("x", "float32", [1]);
+    const fill = (name: string, value?: ConstTensor) =>
+      b.output(
+        b.node("ConstantOfShape", [b.ints(`${name}_shape`, [3])], value === undefined ? {} : { value }, {
+          outputs: [name],
+        }),
+        value?.dtype ?? "float32",
+        [3],
+      );
+    fill("max", ConstTensor.fromBigints("int64", [1], [9223372036854775807n]));
+    fill("odd", ConstTensor.fromBigints("int64", [1], [-9007199254740993n]));
+    fill("i32", ConstTensor.fromNumbers("int32", [1], [-7]));
+    fill("f32", ConstTensor.fromNumbers("float32", [1], [1.5]));
+    fill("zeros");
+    b.output(b.node("Relu", [x], {}, { outputs: ["y"] }), "float32", [1]);
+    const g = fold(b.toBytes());
+    const got = (name: string) => g.values.get(name)!.constant!;
+    // Through a number, INT64_MAX rounded to 2^63 and wrapped to INT64_MIN: a Slice's "to the end" became "to the start".
+    expect(got("max").bigints()).toEqual([9223372036854775807n, 9223372036854775807n, 9223372036854775807n]);
+    expect(got("odd").bigints()).toEqual([-9007199254740993n, -9007199254740993n, -9007199254740993n]);
+    expect([got("i32").dtype, ...got("i32").numbers()]).toEqual(["int32", -7, -7, -7]);
+    expect([got("f32").dtype, ...got("f32").numbers()]).toEqual(["float32", 1.5, 1.5, 1.5]);
+    expect([got("zeros").dtype, ...got("zeros").numbers()]).toEqual(["float32", 0, 0, 0]);
+  });
+
   test("foldGraph() computes integers exactly and wraps them as the kernels do, past 2^53 too", () => {
     // Through float64 each of these came out wrong: the sum and the negation rounded, the int32 product lost its
     // low bits, the cast to int32 read a rounded value, and the cast to float32 rounded twice.
