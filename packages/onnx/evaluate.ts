@@ -230,14 +230,44 @@ function logAddExp(a: number, b: number): number {
   return hi === -Infinity ? -Infinity : hi + Math.log(Math.exp(a - hi) + Math.exp(b - hi));
 }
 
+/** The extremes of an integer dtype. */
+function intRange(d: OpDtype): [bigint, bigint] {
+  const bits = BigInt(DTYPE_BYTES[d] * 8);
+  return d.startsWith("u") ? [0n, (1n << bits) - 1n] : [-(1n << (bits - 1n)), (1n << (bits - 1n)) - 1n];
+}
+
+/** Integer reductions on exact values: the first element's term, the step, and the value of an empty reduction. */
+const INT_REDUCE: Readonly<
+  Record<string, { first(v: bigint): bigint; step(a: bigint, v: bigint): bigint; empty(d: OpDtype): bigint }>
+> = {
+  ReduceSum: { first: (v) => v, step: (a, v) => a + v, empty: () => 0n },
+  ReduceProd: { first: (v) => v, step: (a, v) => a * v, empty: () => 1n },
+  ReduceMax: { first: (v) => v, step: (a, v) => (v > a ? v : a), empty: (d) => intRange(d)[0] },
+  ReduceMin: { first: (v) => v, step: (a, v) => (v < a ? v : a), empty: (d) => intRange(d)[1] },
+  ReduceL1: { first: (v) => (v < 0n ? -v : v), step: (a, v) => a + (v < 0n ? -v : v), empty: () => 0n },
+  ReduceSumSquare: { first: (v) => v * v, step: (a, v) => a + v * v, empty: () => 0n },
+};
+
 function reduce(node: IrNode, x: ConstTensor, axesIn: ConstTensor | undefined, out: OutputType): ConstTensor {
   // With noop_with_empty_axes and no axes nothing is reduced, but each element still goes through the reduction's
   // own function, as the spec's reference implementation computes it: ReduceL1 gives |x|, ReduceSumSquare x², ….
   const axes = reduceAxes(node, x.shape.length, axesIn) ?? [];
   const kept = x.shape.map((d, i) => (axes.includes(i) ? 1 : d));
-  const index = broadcastIndex(kept, x.shape), v = x.numbers();
+  const index = broadcastIndex(kept, x.shape);
   const n = shapeSize(kept), count = x.size / Math.max(n, 1);
   const op = node.opType;
+  const intOp = INT_REDUCE[op];
+  if (isIntDtype(x.dtype) && intOp !== undefined) {
+    // Integers reduce exactly and wrap to the output's width, as the elementwise ops do (float64 is not exact past
+    // 2^53). An empty reduction gives the identity: 0, 1, or the dtype's extreme for Max/Min as the spec's numpy does.
+    const vals = x.bigints(), acc: Array<bigint | undefined> = new Array(n).fill(undefined);
+    for (let k = 0; k < vals.length; k++) {
+      const j = index[k];
+      acc[j] = acc[j] === undefined ? intOp.first(vals[k]) : intOp.step(acc[j]!, vals[k]);
+    }
+    return fromExact(out.dtype, out.shape, acc.map((a) => a ?? intOp.empty(x.dtype)));
+  }
+  const v = x.numbers();
   const init = op === "ReduceMax" || op === "ReduceLogSumExp"
     ? -Infinity
     : op === "ReduceMin"
@@ -267,6 +297,21 @@ function matmul(a: ConstTensor, b: ConstTensor, out: OutputType): ConstTensor {
   const m = as[as.length - 2], k = as[as.length - 1], n = bs[bs.length - 1];
   const batch = broadcastShapes(as.slice(0, -2), bs.slice(0, -2));
   const ai = broadcastIndex(as.slice(0, -2), batch), bi = broadcastIndex(bs.slice(0, -2), batch);
+  if (isIntDtype(a.dtype)) {
+    // Integers multiply and add exactly, wrapped to the output's width once (an int32 product past 2^53 was not).
+    const ax = a.bigints(), bx = b.bigints(), exact = new Array<bigint>(shapeSize(batch) * m * n);
+    for (let t = 0; t < ai.length; t++) {
+      const ao = ai[t] * m * k, bo = bi[t] * k * n, ro = t * m * n;
+      for (let i = 0; i < m; i++) {
+        for (let j = 0; j < n; j++) {
+          let s = 0n;
+          for (let p = 0; p < k; p++) s += ax[ao + i * k + p] * bx[bo + p * n + j];
+          exact[ro + i * n + j] = s;
+        }
+      }
+    }
+    return fromExact(out.dtype, out.shape, exact);
+  }
   const av = a.numbers(), bv = b.numbers(), res = new Float64Array(shapeSize(batch) * m * n);
   for (let t = 0; t < ai.length; t++) {
     const ao = ai[t] * m * k, bo = bi[t] * k * n, ro = t * m * n;
@@ -423,6 +468,12 @@ export function evaluateNode(
       return shapeSize(out.shape) * k > MAX_FOLD_MACS ? undefined : [matmul(x!, ins[1]!, out)];
     }
     case "Clip": {
+      if (isIntDtype(x!.dtype)) {
+        // Integers clamp exactly (opset 11+: integer Clip takes its bounds as inputs only).
+        const lo = ins[1]?.bigints()[0], hi = ins[2]?.bigints()[0];
+        const clamp = (v: bigint) => (lo !== undefined && v < lo ? lo : hi !== undefined && v > hi ? hi : v);
+        return [fromExact(out.dtype, out.shape, x!.bigints().map(clamp))];
+      }
       const lo = ins[1]?.numbers()[0] ?? attrFloat(node, "min", -Infinity);
       const hi = ins[2]?.numbers()[0] ?? attrFloat(node, "max", Infinity);
       return [ConstTensor.fromNumbers(out.dtype, out.shape, x!.numbers().map((v) => Math.min(Math.max(v, lo), hi)))];

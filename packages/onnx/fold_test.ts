@@ -212,6 +212,38 @@ describe("foldGraph()", () => {
     ]);
   });
 
+  test("foldGraph() reduces, multiplies and clips integers exactly, past 2^53 too", () => {
+    // Through float64 each came out wrong: 2^60 + 1 rounded to 2^60 before the sum, the int32 product's low bits were
+    // lost, two int64 values a unit apart compared equal, a 63-bit product rounded, INT64_MAX became INT64_MIN.
+    const b = new OnnxBuilder("int_reduce");
+    const i64 = (name: string, shape: number[], v: bigint[]) =>
+      b.initializer(name, ConstTensor.fromBigints("int64", shape, v));
+    const out = (name: string, op: string, ins: string[], dtype: "int64" | "int32", attrs = {}) =>
+      b.output(b.node(op, ins, attrs, { outputs: [name] }), dtype);
+    out("sum", "ReduceSum", [i64("s", [2], [2n ** 60n + 1n, 1n])], "int64", { keepdims: 0 });
+    out(
+      "prod",
+      "ReduceProd",
+      [b.initializer("p", ConstTensor.fromNumbers("int32", [2], [2147483647, 2147483647]))],
+      "int32",
+      { keepdims: 0 },
+    );
+    out("max", "ReduceMax", [i64("m", [2], [9007199254740993n, 9007199254740992n])], "int64", { keepdims: 0 });
+    out("min", "ReduceMin", [i64("n", [2], [-9007199254740993n, -9007199254740992n])], "int64", { keepdims: 0 });
+    out("mm", "MatMul", [i64("a", [1, 1], [2n ** 31n + 1n]), i64("b", [1, 1], [2n ** 31n + 1n])], "int64");
+    const top = 9223372036854775807n;
+    out("clip", "Clip", [i64("x", [3], [top, -5n, 2n]), i64("lo", [], [0n]), i64("hi", [], [top])], "int64");
+    const g = fold(b.toBytes());
+    const got = (name: string) => g.values.get(name)!.constant!;
+    expect(ops(g)).toEqual([]);
+    expect(got("sum").bigints()).toEqual([2n ** 60n + 2n]);
+    expect([...got("prod").numbers()]).toEqual([1]); // (2^31 - 1)^2 wrapped to 32 bits
+    expect(got("max").bigints()).toEqual([9007199254740993n]);
+    expect(got("min").bigints()).toEqual([-9007199254740993n]);
+    expect(got("mm").bigints()).toEqual([4611686022722355201n]);
+    expect(got("clip").bigints()).toEqual([top, 0n, 2n]);
+  });
+
   test("foldGraph() fills ConstantOfShape with its value's exact bytes: INT64_MAX stays INT64_MAX", () => {
     const b = new OnnxBuilder("fill");
     const x = b.input("x", "float32", [1]);
