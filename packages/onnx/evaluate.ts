@@ -1,8 +1,8 @@
 /**
  * The folding evaluator: computes a node whose inputs are all constants, in TypeScript, so the compiled model
  * carries the result as a constant instead of a kernel call. Float arithmetic runs in float64 and is rounded to the
- * output dtype once; integer arithmetic, comparisons of integers and casts from integers run on `bigint`s and wrap
- * to the output's width as the kernels' two's-complement arithmetic does (float64 is not exact past 2^53: an int64
+ * output dtype once; integer arithmetic (elementwise, reductions, MatMul, Clip), comparisons of integers and casts
+ * from integers run on `bigint`s and wrap to the output's width as the kernels' two's-complement arithmetic does (float64 is not exact past 2^53: an int64
  * sum, an int32 product or an int64 → int32 cast came out wrong); data movement (Transpose, Slice, Gather, …) copies
  * element bytes, so int64 stays exact. Semantics from the ONNX operator specification; the code is ours.
  *
