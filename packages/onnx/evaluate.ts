@@ -359,47 +359,32 @@ function matmul(a: ConstTensor, b: ConstTensor, out: OutputType): ConstTensor {
   const m = as[as.length - 2], k = as[as.length - 1], n = bs[bs.length - 1];
   const batch = broadcastShapes(as.slice(0, -2), bs.slice(0, -2));
   const ai = broadcastIndex(as.slice(0, -2), batch), bi = broadcastIndex(bs.slice(0, -2), batch);
-  if (isIntDtype(a.dtype) && !needsBigint(a.dtype)) {
-    // 32 bits or less: Math.imul and a sum wrapped to 32 bits at each step, exact modulo 2^32.
-    const av = a.numbers(), bv = b.numbers(), res = new Float64Array(shapeSize(batch) * m * n);
+  const cells = shapeSize(batch) * m * n;
+  /** Calls `cell` for every output element with the offsets of its row of A and its column of B. */
+  const each = (cell: (r: number, row: number, col: number) => void): void => {
     for (let t = 0; t < ai.length; t++) {
       const ao = ai[t] * m * k, bo = bi[t] * k * n, ro = t * m * n;
-      for (let i = 0; i < m; i++) {
-        for (let j = 0; j < n; j++) {
-          let s = 0;
-          for (let p = 0; p < k; p++) s = (s + Math.imul(av[ao + i * k + p], bv[bo + p * n + j])) | 0;
-          res[ro + i * n + j] = s;
-        }
-      }
+      for (let i = 0; i < m; i++) for (let j = 0; j < n; j++) cell(ro + i * n + j, ao + i * k, bo + j);
     }
-    return ConstTensor.fromNumbers(out.dtype, out.shape, res);
-  }
-  if (isIntDtype(a.dtype)) {
+  };
+  if (isIntDtype(a.dtype) && needsBigint(a.dtype)) {
     // 64-bit integers multiply and add exactly, wrapped to the output's width once (a 63-bit product was not).
-    const ax = a.bigints(), bx = b.bigints(), exact = new Array<bigint>(shapeSize(batch) * m * n);
-    for (let t = 0; t < ai.length; t++) {
-      const ao = ai[t] * m * k, bo = bi[t] * k * n, ro = t * m * n;
-      for (let i = 0; i < m; i++) {
-        for (let j = 0; j < n; j++) {
-          let s = 0n;
-          for (let p = 0; p < k; p++) s += ax[ao + i * k + p] * bx[bo + p * n + j];
-          exact[ro + i * n + j] = s;
-        }
-      }
-    }
+    const av = a.bigints(), bv = b.bigints(), exact = new Array<bigint>(cells);
+    each((r, row, col) => {
+      let s = 0n;
+      for (let p = 0; p < k; p++) s += av[row + p] * bv[col + p * n];
+      exact[r] = s;
+    });
     return fromExact(out.dtype, out.shape, exact);
   }
-  const av = a.numbers(), bv = b.numbers(), res = new Float64Array(shapeSize(batch) * m * n);
-  for (let t = 0; t < ai.length; t++) {
-    const ao = ai[t] * m * k, bo = bi[t] * k * n, ro = t * m * n;
-    for (let i = 0; i < m; i++) {
-      for (let j = 0; j < n; j++) {
-        let s = 0;
-        for (let p = 0; p < k; p++) s += av[ao + i * k + p] * bv[bo + p * n + j];
-        res[ro + i * n + j] = s;
-      }
-    }
-  }
+  // Integers of 32 bits or less: Math.imul and a sum wrapped to 32 bits at each step, exact modulo 2^32.
+  const int = isIntDtype(a.dtype), av = a.numbers(), bv = b.numbers(), res = new Float64Array(cells);
+  each((r, row, col) => {
+    let s = 0;
+    if (int) { for (let p = 0; p < k; p++) s = (s + Math.imul(av[row + p], bv[col + p * n])) | 0; }
+    else for (let p = 0; p < k; p++) s += av[row + p] * bv[col + p * n];
+    res[r] = s;
+  });
   return ConstTensor.fromNumbers(out.dtype, out.shape, res);
 }
 
