@@ -764,21 +764,38 @@ async function verdict(c: Case, ref: Record<string, ort.Tensor>, spmdMinWork: nu
   return "ok";
 }
 
+/**
+ * Runs cases 0 … n-1 of `caseOf` against onnxruntime: the ones that differ, how many matched, were refused or were
+ * skipped (onnxruntime rejects the model), and the refusals by op (" (constant)" for the constant-input variant).
+ */
+async function runSample(n: number, caseOf: (i: number) => Case): Promise<{
+  wrong: string[];
+  tally: { ok: number; refused: number; skipped: number };
+  refused: Record<string, number>;
+}> {
+  const wrong: string[] = [], refused: Record<string, number> = {}, tally = { ok: 0, refused: 0, skipped: 0 };
+  for (let i = 0; i < n; i++) {
+    const c = caseOf(i), ref = await reference(c);
+    if (ref === undefined) {
+      tally.skipped++;
+      continue;
+    }
+    const v = await verdict(c, ref, [undefined, 0, Infinity][i % 3]);
+    if (v === "ok" || v === "refused") tally[v]++;
+    else wrong.push(`case ${i}: ${c.desc}: ${v}`);
+    if (v === "refused") {
+      const op = c.desc.split(" ")[0] + (c.desc.endsWith("(constant inputs)") ? " (constant)" : "");
+      refused[op] = (refused[op] ?? 0) + 1;
+    }
+  }
+  return { wrong, tally, refused };
+}
+
 const CASES = 2400;
 
 describe("the ONNX compiler against onnxruntime-web on seeded random graphs", () => {
   test(`${CASES} cases match onnxruntime or are refused with a typed compile error`, async () => {
-    const wrong: string[] = [], tally = { ok: 0, refused: 0, skipped: 0 };
-    for (let i = 0; i < CASES; i++) {
-      const c = caseOf(i), ref = await reference(c);
-      if (ref === undefined) {
-        tally.skipped++;
-        continue;
-      }
-      const v = await verdict(c, ref, [undefined, 0, Infinity][i % 3]);
-      if (v === "ok" || v === "refused") tally[v]++;
-      else wrong.push(`case ${i}: ${c.desc}: ${v}`);
-    }
+    const { wrong, tally } = await runSample(CASES, caseOf);
     expect(wrong).toEqual([]);
     // The sample must mostly compare numbers, not refusals or models onnxruntime rejects.
     expect(tally.ok).toBeGreaterThan(CASES * 0.75);
@@ -789,21 +806,7 @@ const DATA_CASES = 1200;
 
 describe("the ONNX compiler against onnxruntime-web on integers, bools, Cast, Where and 3-D convolution", () => {
   test(`${DATA_CASES} cases match onnxruntime exactly or are refused with a typed compile error`, async () => {
-    const wrong: string[] = [], refused: Record<string, number> = {}, tally = { ok: 0, refused: 0, skipped: 0 };
-    for (let i = 0; i < DATA_CASES; i++) {
-      const c = dataCaseOf(i), ref = await reference(c);
-      if (ref === undefined) {
-        tally.skipped++;
-        continue;
-      }
-      const v = await verdict(c, ref, [undefined, 0, Infinity][i % 3]);
-      if (v === "ok" || v === "refused") tally[v]++;
-      else wrong.push(`case ${i}: ${c.desc}: ${v}`);
-      if (v === "refused") {
-        const op = c.desc.split(" ")[0] + (c.desc.endsWith("(constant inputs)") ? " (constant)" : "");
-        refused[op] = (refused[op] ?? 0) + 1;
-      }
-    }
+    const { wrong, tally, refused } = await runSample(DATA_CASES, dataCaseOf);
     expect(wrong).toEqual([]);
     // Refused, as docs/onnx.md says: 3-D Conv and pools (1-D and 2-D only), ConvTranspose (not supported), and
     // integer Neg and Abs on graph inputs (float32 only; over constants they fold, and must match). Nothing else.
