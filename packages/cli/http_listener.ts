@@ -17,28 +17,39 @@ const json = (status: number, error: string, headers: Record<string, string> = {
 const DISCARD_LIMIT = 1 << 20;
 
 /**
- * Reads a refused request's body and throws it away (up to {@linkcode DISCARD_LIMIT}), so that closing the
- * connection after the 503 does not reset it: a socket closed with unread input sends a TCP RST, and the client
- * may then lose the 503 it was about to read.
+ * The longest a refused request's body is read for (ours): a client that trickles its body, or declares one and
+ * sends nothing, gets its 503 after this long instead of holding the refusal open until the listener stops.
  */
-async function discardBody(req: Request): Promise<void> {
+export const DISCARD_MS = 5_000;
+
+/**
+ * Reads a refused request's body and throws it away (up to {@linkcode DISCARD_LIMIT}, for at most
+ * {@linkcode DISCARD_MS} of `clock`), so that closing the connection after the 503 does not reset it: a socket closed
+ * with unread input sends a TCP RST, and the client may then lose the 503 it was about to read.
+ */
+async function discardBody(req: Request, clock: Clock): Promise<void> {
   const reader = req.body?.getReader();
   if (reader === undefined) return;
+  const stop = new AbortController();
+  const late = clock.sleep(DISCARD_MS, stop.signal).then(() => "late" as const, () => "late" as const);
   try {
     for (let read = 0; read <= DISCARD_LIMIT;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      read += value.byteLength;
+      const next = await Promise.race([reader.read(), late]);
+      if (next === "late") break;
+      if (next.done) return;
+      read += next.value.byteLength;
     }
     await reader.cancel();
   } catch {
     // the client went away
+  } finally {
+    stop.abort();
   }
 }
 
 /** The answer to a request that reached a closed gate: its body read away (up to a bound), then 503. */
-async function refuse(req: Request): Promise<Response> {
-  await discardBody(req);
+async function refuse(req: Request, clock: Clock): Promise<Response> {
+  await discardBody(req, clock);
   return json(503, "Cannot serve the request: the server is shutting down", { connection: "close" });
 }
 
@@ -66,7 +77,7 @@ export class DrainGate {
 
   /**
    * @param inner The handler behind the gate.
-   * @param clock The clock of {@linkcode DrainGate.quiet} (virtual in tests).
+   * @param clock The clock of {@linkcode DrainGate.quiet} and of a refused body's read (virtual in tests).
    */
   constructor(inner: Fetch, clock: Clock = new SystemClock()) {
     this.#inner = inner;
@@ -84,7 +95,7 @@ export class DrainGate {
    */
   readonly fetch: Fetch = (req) => {
     this.#lastArrival = this.#clock.now();
-    if (this.#closed) return refuse(req);
+    if (this.#closed) return refuse(req, this.#clock);
     this.#active++;
     let res: Response | Promise<Response>;
     try {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "@nrt/core";
-import { DrainGate } from "./http_listener.ts";
+import { DISCARD_MS, DrainGate } from "./http_listener.ts";
 
 /** Lets the settled promises' callbacks run (the virtual clock's sleeps settle on `advance`). */
 const turn = () => new Promise<void>((r) => setTimeout(r, 0));
@@ -69,6 +69,40 @@ describe("DrainGate", () => {
     await turn();
     expect(settled).toBe(true);
     await quiet;
+    expect(clock.pendingSleepers).toBe(0);
+  });
+  test("a refused request whose body stalls gets its 503 after the discard time, its body cancelled", async () => {
+    const clock = new VirtualClock();
+    const gate = new DrainGate(() => new Response("ok"), clock);
+    gate.close();
+    let cancelled: unknown = "not cancelled";
+    const body = new ReadableStream<Uint8Array>({
+      start: (c) => c.enqueue(new Uint8Array(100)), // a first chunk, then nothing: a client that stalls
+      cancel: (reason) => void (cancelled = reason),
+    });
+    let status = 0;
+    const answer = Promise.resolve(
+      gate.fetch(new Request("http://x/", { method: "POST", body, duplex: "half" } as RequestInit)),
+    )
+      .then((r) => (status = r.status));
+    await turn();
+    await clock.advance(DISCARD_MS - 1);
+    await turn();
+    expect(status).toBe(0); // still reading
+    await clock.advance(1);
+    await answer;
+    expect(status).toBe(503);
+    expect(cancelled).toBeUndefined(); // cancel(reason) ran, with no reason
+    expect(clock.pendingSleepers).toBe(0);
+  });
+
+  test("a refused request's body read to its end holds no timer", async () => {
+    const clock = new VirtualClock();
+    const gate = new DrainGate(() => new Response("ok"), clock);
+    gate.close();
+    const res = await gate.fetch(new Request("http://x/", { method: "POST", body: "x".repeat(10_000) }));
+    expect(res.status).toBe(503);
+    expect(await res.json()).toEqual({ error: "Cannot serve the request: the server is shutting down" });
     expect(clock.pendingSleepers).toBe(0);
   });
 });
