@@ -107,7 +107,12 @@ function variadicRule(opType: "Max" | "Min" | "Sum" | "Mean", dtypes: readonly O
     opType,
     dtypes,
     attributes: {},
-    notes: "1 to 31 inputs, numpy broadcasting; Sum and Mean add in input order",
+    notes: opType === "Sum"
+      ? "1 to 31 inputs, numpy broadcasting, added in input order; int32 and int64 are ours (the ONNX spec has Sum " +
+        "on floats only, and onnxruntime refuses such a model)"
+      : opType === "Mean"
+      ? "1 to 31 inputs, numpy broadcasting, added in input order"
+      : "1 to 31 inputs, numpy broadcasting",
     lower(node) {
       new Attributes(node, []);
       arity(node, [1, 31]);
