@@ -1,7 +1,8 @@
 /**
  * Private: the models the suites and bench/onnx.ts compile, built in code with seeded weights (nothing is
  * downloaded): an MLP classifier, a small CNN, a transformer block, dynamic-batch variants, a dense MLP and a
- * VGG-style CNN of any size, an `If` on a constant, a Shape-chain reshape and a model with an unsupported op. Ours.
+ * VGG-style CNN of any size, a decomposed LayerNorm over given axes, an `If` on a constant, a Shape-chain reshape and
+ * a model with an unsupported op. Ours.
  *
  * @module
  */
@@ -160,6 +161,46 @@ function decomposedLayerNorm(b: OnnxBuilder, rng: () => number, x: string, d: nu
   );
   const beta = b.initializer(`${prefix}_beta`, randomTensor(rng, [d], 0.1));
   return b.node("Add", [b.node("Mul", [norm, gamma]), beta]);
+}
+
+/**
+ * The decomposed LayerNorm of `x` over `axes` (ReduceMean, Sub, Pow 2, ReduceMean, Add ε, Sqrt, Div), times the
+ * value `gamma` and plus the value `beta` when given.
+ */
+export function layerNormOver(
+  b: OnnxBuilder,
+  x: string,
+  axes: readonly number[],
+  gamma: string,
+  beta?: string,
+): string {
+  const mean = (v: string) => b.node("ReduceMean", [v], { axes: [...axes], keepdims: 1 });
+  const diff = b.node("Sub", [x, mean(x)]);
+  const v = mean(b.node("Pow", [diff, b.weight(b.fresh("two"), [], [2])]));
+  const norm = b.node("Div", [diff, b.node("Sqrt", [b.node("Add", [v, b.weight(b.fresh("eps"), [], [1e-5])])])]);
+  const scaled = b.node("Mul", [norm, gamma]);
+  return beta === undefined ? scaled : b.node("Add", [scaled, beta]);
+}
+
+/**
+ * x `[shape]` → the decomposed LayerNorm over `axes` → y, with γ "g" and β "b" (when `beta` is given) seeded
+ * initializers of the given shapes, or graph inputs when `asInputs` says so.
+ */
+export function layerNormModel(
+  shape: readonly number[],
+  axes: readonly number[],
+  gamma: readonly number[],
+  beta?: readonly number[],
+  asInputs: { gamma?: boolean; beta?: boolean } = {},
+  seed = 6,
+): Uint8Array {
+  const rng = prng(seed), b = new OnnxBuilder("layer_norm");
+  const x = b.input("x", "float32", shape);
+  const affine = (name: string, dims: readonly number[], input?: boolean) =>
+    input ? b.input(name, "float32", dims) : b.initializer(name, randomTensor(rng, dims));
+  const g = affine("g", gamma, asInputs.gamma), bb = beta && affine("b", beta, asInputs.beta);
+  b.output(b.node("Identity", [layerNormOver(b, x, axes, g, bb)], {}, { outputs: ["y"] }), "float32", shape);
+  return b.toBytes();
 }
 
 /** The decomposed GELU `x · 0.5 · (1 + erf(x / √2))`. */

@@ -6,6 +6,7 @@ import { runCompiled } from "./_run_compiled.ts";
 import {
   cnnModel,
   ifModel,
+  layerNormModel,
   miscOpsModel,
   mlpModel,
   randomInput,
@@ -14,7 +15,6 @@ import {
 } from "./_test_models.ts";
 import { compileOnnx } from "./compile.ts";
 import { OnnxBuilder } from "./onnx_builder.ts";
-import { ConstTensor } from "./tensor.ts";
 
 ort.env.wasm.numThreads = 1;
 
@@ -107,17 +107,24 @@ describe("compiled models on the op harness against onnxruntime-web", () => {
       "float32",
     );
     expect(await compare(mm.toBytes(), [2, 3])).toBeLessThan(1e-4);
-    // The decomposed LayerNorm over the last two axes with γ of shape [D]: nrt.LayerNorm takes one γ per
-    // normalized element or one in all, so this stays a chain of ops (it was fused, then refused).
-    const ln = new OnnxBuilder("ln");
-    const x = ln.input("x", "float32", [2, 3, 4]);
-    const mean = (v: string) => ln.node("ReduceMean", [v], { axes: [-2, -1] });
-    const d = ln.node("Sub", [x, mean(x)]);
-    const v = mean(ln.node("Pow", [d, ln.initializer("two", ConstTensor.fromNumbers("float32", [], [2]))]));
-    const eps = ln.initializer("eps", ConstTensor.fromNumbers("float32", [], [1e-5]));
-    const n = ln.node("Div", [d, ln.node("Sqrt", [ln.node("Add", [v, eps])])]);
-    ln.output(ln.node("Mul", [n, ln.weight("g", [4], randomInput(7, [4]))], {}, { outputs: ["y"] }), "float32");
-    expect(await compare(ln.toBytes(), [2, 3, 4])).toBeLessThan(1e-4);
+    // The decomposed LayerNorm over the last axis with γ [2, 1, 4], which scales each row of axis 0 apart:
+    // nrt.LayerNorm has one γ for every row, so this stays a chain of ops.
+    const ln = layerNormModel([2, 3, 4], [-1], [2, 1, 4], [4]);
+    expect(compileOnnx(ln, { inputShapes: { x: [2, 3, 4] } }).stats.layerNorm).toBe(0);
+    expect(await compare(ln, [2, 3, 4])).toBeLessThan(1e-4);
+  });
+
+  test("compileOnnx() fuses a LayerNorm with γ, β over part of its axes, matching onnxruntime", async () => {
+    const cases: [number[], number[] | undefined][] = [[[4], undefined], [[4], [3, 1]], [[1, 4], [4]], [[3, 1], [1]]];
+    for (const [gamma, beta] of cases) {
+      const ln = layerNormModel([2, 3, 4], [-2, -1], gamma, beta);
+      const c = compileOnnx(ln, { inputShapes: { x: [2, 3, 4] } });
+      expect(c.stats.layerNorm).toBe(1);
+      // γ and β were expanded at compile time: no copy expands them on each run.
+      expect(c.calls.map((k) => k.fn)).toEqual(["layer_norm_f32"]);
+      expect(await compare(ln, [2, 3, 4])).toBeLessThan(1e-4);
+      expect(await compare(ln, [2, 3, 4], { fuse: false })).toBeLessThan(1e-4);
+    }
   });
 
   test("compileOnnx() data movement and elementwise ops around an int64 embedding match onnxruntime", async () => {

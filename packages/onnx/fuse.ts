@@ -1,20 +1,32 @@
 /**
- * Fusion where it is free (no numerics change beyond rounding order, no extra memory):
+ * Fusion where it is free (no numerics change beyond rounding order, no extra memory but the expanded γ and β below):
  * - the decomposed GELU `0.5·x·(1 + erf(x/√2))` → one `Gelu` node;
  * - `MatMul` [+ scalar `Mul`/`Div` as alpha] [+ `Add` of an operand that broadcasts to the product] [+ activation],
  *   and `Gemm` + activation → `nrt.FusedGemm`; `Conv` + activation → `nrt.FusedConv`;
  * - a `Transpose` feeding an operand of a `MatMul` or `nrt.FusedGemm` → that operand's `permA`/`permB` (the kernel
  *   reads the transposed operand in place through strides; attention's head transposes);
  * - the decomposed LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add ε, Sqrt, Div, Mul γ [, Add β]) →
- *   `nrt.LayerNorm`.
+ *   `nrt.LayerNorm`. γ and β must be constants that broadcast to the normalized shape (numpy rules, no more axes
+ *   than it has); one that is neither a single value nor one per normalized element (γ [D] over axes [-2, -1]) is
+ *   materialized as a new constant of the normalized shape when that takes at most {@linkcode MAX_EXPANDED_BYTES},
+ *   so the run reads it per element instead of expanding it by a copy each time; past that the pattern stays unfused.
  * A pattern fuses only when its inner values feed nothing outside it and are not graph outputs. Ours.
  *
  * @module
  */
 import { attrFloat, attrInt, attrInts } from "./_attrs.ts";
+import { DTYPE_BYTES } from "./dtype.ts";
+import { evaluateNode } from "./evaluate.ts";
 import type { FoldedGraph } from "./fold.ts";
 import type { IrNode } from "./graph.ts";
 import type { TypedValue } from "./infer_shapes.ts";
+import { ConstTensor } from "./tensor.ts";
+
+/**
+ * Largest γ or β the LayerNorm fusion materializes at the normalized shape, in bytes: 1 MiB (262,144 float32), ours.
+ * Each one is a new weight the size of one normalized row of the input; past this the pattern is left unfused.
+ */
+export const MAX_EXPANDED_BYTES = 1 << 20;
 
 /** What the lowering accepts, which decides what the fuser forms. */
 export interface FusionTargets {
@@ -51,6 +63,7 @@ class Matcher {
   readonly producer = new Map<string, IrNode>();
   readonly uses = new Map<string, number>();
   readonly removed = new Set<IrNode>();
+  readonly #expanded = new Map<string, string>();
 
   constructor(g: FoldedGraph) {
     this.g = g;
@@ -89,6 +102,38 @@ class Matcher {
   /** The other input of a binary node. */
   other(n: IrNode, name: string): string | undefined {
     return n.inputs[0] === name ? n.inputs[1] : n.inputs[0];
+  }
+
+  /** Adds the constant `t` as a new value named `base`, or `base#k` when that is taken, and returns its name. */
+  addConstant(base: string, t: ConstTensor): string {
+    let name = base;
+    for (let k = 1; this.g.values.has(name); k++) name = `${base}#${k}`;
+    this.g.values.set(name, { dtype: t.dtype, shape: t.shape, constant: t });
+    return name;
+  }
+
+  /**
+   * The constant `name` broadcast to `shape` (numpy rules, which the caller has checked) as a new constant
+   * `<name>/expanded`, computed by the folding evaluator's `Expand`; made once per constant and shape.
+   */
+  expanded(name: string, shape: readonly number[]): string {
+    const key = `${shape.join()}:${name}`;
+    const made = this.#expanded.get(key);
+    if (made !== undefined) return made;
+    const c = this.value(name)!.constant!;
+    const dims = ConstTensor.fromBigints("int64", [shape.length], shape.map(BigInt));
+    const node: IrNode = {
+      name: `${name}/expand`,
+      domain: "",
+      opType: "Expand",
+      attributes: {},
+      inputs: [name, `${name}/expand/shape`],
+      outputs: [`${name}/expanded`],
+    };
+    const [t] = evaluateNode(node, [c, dims], [{ dtype: c.dtype, shape }])!;
+    const out = this.addConstant(`${name}/expanded`, t);
+    this.#expanded.set(key, out);
+    return out;
   }
 
   /** Replaces `last` by `fused` in place and drops `rest`. */
@@ -329,21 +374,25 @@ function fuseLayerNorms(m: Matcher, stats: FusionStats): void {
     const sqrt = m.to(addEps.outputs[0], "Sqrt");
     if (sqrt === undefined || div.inputs[1] !== sqrt.outputs[0] || m.uses.get(sqrt.outputs[0]) !== 1) continue;
     const mul = m.to(div.outputs[0], "Mul");
-    const gamma = mul && m.other(mul, div.outputs[0]);
     const normShape = xv.shape.slice(rank - axes.length);
     const normSize = normShape.reduce((p, q) => p * q, 1);
-    // What nrt.LayerNorm takes for γ and β: one value, or one per normalized element. A γ that broadcasts over
-    // part of the normalized axes (shape [D] for axes [-2, -1]) stays unfused.
-    const fits = (name: string | undefined) => {
+    // What the fused node is given for γ or β: one value, or one per normalized element, or `undefined` when the
+    // pattern keeps that Mul or Add. A constant that broadcasts over part of the normalized axes (shape [D] or [1, D]
+    // for axes [-2, -1]) is materialized at the normalized shape, up to MAX_EXPANDED_BYTES (ours); one that is not
+    // constant, or that has more axes than the normalized ones (it broadcasts over the others), is not taken.
+    const affine = (name: string | undefined): string | undefined => {
       const v = m.value(name);
-      return v?.constant !== undefined && v.shape.length <= axes.length &&
-        v.shape.every((s, i) => s === normShape[normShape.length - v.shape.length + i]) &&
-        (v.constant.size === 1 || v.constant.size === normSize);
+      if (name === undefined || v?.constant === undefined || v.shape.length > axes.length) return undefined;
+      const lead = normShape.length - v.shape.length;
+      if (v.shape.some((s, i) => s !== 1 && s !== normShape[lead + i])) return undefined;
+      if (v.constant.size === 1 || v.constant.size === normSize) return name;
+      return normSize * DTYPE_BYTES[v.dtype] <= MAX_EXPANDED_BYTES ? m.expanded(name, normShape) : undefined;
     };
-    if (mul === undefined || !fits(gamma)) continue;
+    const gamma = mul && affine(m.other(mul, div.outputs[0]));
+    if (mul === undefined || gamma === undefined) continue;
     const add = m.to(mul.outputs[0], "Add");
-    const beta = add && m.other(add, mul.outputs[0]);
-    const withBeta = add !== undefined && fits(beta);
+    const beta = add && affine(m.other(add, mul.outputs[0]));
+    const withBeta = add !== undefined && beta !== undefined;
     const last = withBeta ? add : mul;
     m.replace(last, [mean, sub, sq, varMean, addEps, sqrt, div, ...(withBeta ? [mul] : [])], {
       name: `${mean.name}/layernorm`,

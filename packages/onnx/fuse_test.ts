@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { fakeLowering } from "./_fake_lowering.ts";
-import { cnnModel, mlpModel, transformerModel } from "./_test_models.ts";
+import { cnnModel, layerNormModel, layerNormOver, mlpModel, transformerModel } from "./_test_models.ts";
 import { compileOnnx } from "./compile.ts";
 import { OP_LIBRARY } from "./op_library.ts";
-import { foldGraph } from "./fold.ts";
-import { fuseGraph, type FusionTargets } from "./fuse.ts";
+import { type FoldedGraph, foldGraph } from "./fold.ts";
+import { fuseGraph, type FusionStats, type FusionTargets, MAX_EXPANDED_BYTES } from "./fuse.ts";
 import type { IrNode } from "./graph.ts";
 import { OnnxBuilder } from "./onnx_builder.ts";
 import { DEFAULT_LIMITS, parseModel } from "./parse.ts";
@@ -17,15 +17,22 @@ const ALL: FusionTargets = {
   fusedConv: true,
 };
 
-function fused(bytes: Uint8Array, inputShapes: Record<string, number[]> = {}, targets = ALL): IrNode[] {
+function foldAndFuse(
+  bytes: Uint8Array,
+  inputShapes: Record<string, number[]> = {},
+  targets = ALL,
+): { g: FoldedGraph; stats: FusionStats } {
   const g = foldGraph(parseModel(bytes), {
     inputShapes,
     limits: DEFAULT_LIMITS,
     supportedOps: [],
     maxFoldBytes: 1 << 26,
   });
-  fuseGraph(g, targets);
-  return g.nodes;
+  return { g, stats: fuseGraph(g, targets) };
+}
+
+function fused(bytes: Uint8Array, inputShapes: Record<string, number[]> = {}, targets = ALL): IrNode[] {
+  return foldAndFuse(bytes, inputShapes, targets).g.nodes;
 }
 
 const kinds = (nodes: IrNode[]) => nodes.map((n) => (n.domain === "" ? n.opType : `${n.domain}.${n.opType}`));
@@ -103,6 +110,55 @@ describe("fuseGraph()", () => {
     }));
     expect(kinds(mulForm)).toEqual(["nrt.LayerNorm", "Identity"]);
     expect(mulForm[0].inputs).toEqual(["x", "g"]);
+  });
+
+  test("fuseGraph() expands a γ and β that broadcast over part of the normalized axes to that shape", () => {
+    const values = (g: FoldedGraph, name: string) => [...g.values.get(name)!.constant!.numbers()];
+    const tiled = (v: number[], times: number) => Array.from({ length: times }, () => v).flat();
+    // γ [4] and β [3, 1] over axes [-2, -1] of [2, 3, 4]: one value per element of [3, 4].
+    const both = foldAndFuse(layerNormModel([2, 3, 4], [-2, -1], [4], [3, 1]));
+    expect(both.stats.layerNorm).toBe(1);
+    expect(kinds(both.g.nodes)).toEqual(["nrt.LayerNorm", "Identity"]);
+    expect(both.g.nodes[0].inputs).toEqual(["x", "g/expanded", "b/expanded"]);
+    expect(both.g.nodes[0].attributes.axis).toBe(1);
+    expect(both.g.values.get("g/expanded")!.shape).toEqual([3, 4]);
+    expect(values(both.g, "g/expanded")).toEqual(tiled(values(both.g, "g"), 3));
+    expect(values(both.g, "b/expanded")).toEqual(values(both.g, "b").flatMap((v) => [v, v, v, v]));
+    // Without β, and γ [1, 4].
+    const gammaOnly = foldAndFuse(layerNormModel([2, 3, 4], [1, 2], [1, 4]));
+    expect(gammaOnly.stats.layerNorm).toBe(1);
+    expect(gammaOnly.g.nodes[0].inputs).toEqual(["x", "g/expanded"]);
+    expect(values(gammaOnly.g, "g/expanded")).toEqual(tiled(values(gammaOnly.g, "g"), 3));
+    // A single value of any shape that broadcasts is taken as it is.
+    expect(foldAndFuse(layerNormModel([2, 3, 4], [-2, -1], [1, 1])).g.nodes[0].inputs).toEqual(["x", "g"]);
+    // One γ shared by two LayerNorms is expanded once; a value already called "g/expanded" is not reused.
+    const b = new OnnxBuilder("shared");
+    const x = b.input("x", "float32", [2, 3, 4]);
+    const g = b.weight("g", [4], [1, 2, 3, 4]);
+    const taken = b.node("Relu", [x], {}, { outputs: ["g/expanded"] });
+    const two = b.node("Add", [layerNormOver(b, x, [-2, -1], g), layerNormOver(b, taken, [-2, -1], g)]);
+    b.output(b.node("Identity", [two], {}, { outputs: ["y"] }), "float32");
+    const shared = foldAndFuse(b.toBytes());
+    expect(shared.stats.layerNorm).toBe(2);
+    expect(shared.g.nodes.filter((n) => n.opType === "LayerNorm").map((n) => n.inputs)).toEqual([
+      ["x", "g/expanded#1"],
+      ["g/expanded", "g/expanded#1"],
+    ]);
+    expect(values(shared.g, "g/expanded#1")).toEqual(tiled([1, 2, 3, 4], 3));
+  });
+
+  test("fuseGraph() leaves a LayerNorm whose γ is not constant, spans other axes, or expands too big", () => {
+    const layerNorms = (bytes: Uint8Array) => foldAndFuse(bytes).stats.layerNorm;
+    expect(layerNorms(layerNormModel([2, 3, 4], [-2, -1], [4], undefined, { gamma: true }))).toBe(0);
+    // γ [2, 1, 4] over axis -1 of [2, 3, 4] scales each row of axis 0 apart.
+    expect(layerNorms(layerNormModel([2, 3, 4], [-1], [2, 1, 4]))).toBe(0);
+    // The bound: [512, 512] float32 is exactly MAX_EXPANDED_BYTES, one more row is past it.
+    expect(512 * 512 * 4).toBe(MAX_EXPANDED_BYTES);
+    expect(layerNorms(layerNormModel([1, 512, 512], [-2, -1], [512]))).toBe(1);
+    expect(layerNorms(layerNormModel([1, 513, 512], [-2, -1], [512]))).toBe(0);
+    // A β that is not taken stays an Add after the fused node.
+    const betaInput = foldAndFuse(layerNormModel([2, 3, 4], [-2, -1], [4], [4], { beta: true }));
+    expect(kinds(betaInput.g.nodes)).toEqual(["nrt.LayerNorm", "Add", "Identity"]);
   });
 
   test("fuseGraph() recognises the three GELU spellings, alone or as a FusedGemm activation", () => {
