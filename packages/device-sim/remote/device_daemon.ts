@@ -46,6 +46,7 @@ import {
   FrameBuilder,
   FrameDecoder,
   MAX_NAME_BYTES,
+  MAX_REQUEST_BYTES,
   MAX_TRANSFER_BYTES,
   Op,
   POSTED,
@@ -96,7 +97,8 @@ interface Session {
   started: number;
   /** Per `device:nc`, where the NQ ring and the stdio write indices live (what a wake snapshot reads). */
   readonly layouts: Map<string, { readonly read: Promise<CoreLayout>; value?: CoreLayout }>;
-  readonly waits: Map<number, AbortController>;
+  /** Pending notification waits by request id, with the NeuronCore each waits on. */
+  readonly waits: Map<number, { readonly ac: AbortController; readonly device: number; readonly nc: number }>;
   /** Bytes of MEM_READ answers started and not yet handed to the link. */
   reading: number;
   reclaimed?: Promise<void>;
@@ -189,7 +191,7 @@ export class DeviceDaemon {
       reading: 0,
     };
     this.#sessions.set(s.id, s);
-    const decoder = new FrameDecoder();
+    const decoder = new FrameDecoder(MAX_REQUEST_BYTES);
     return {
       data: (chunk) => {
         if (s.closed) return;
@@ -199,6 +201,8 @@ export class DeviceDaemon {
         } catch (e) {
           this.#log(`session ${s.id}: ${e instanceof Error ? e.message : String(e)}; closing the connection`);
           link.close();
+          // Ended now, not when the transport reports the close: bytes that arrive meanwhile start nothing.
+          void this.#end(s, "sent a malformed frame");
           return;
         }
         for (const f of frames) {
@@ -250,7 +254,7 @@ export class DeviceDaemon {
 
   /** Returns everything the session holds to the device: waits, streams, Q7 state, NQ, semaphores, memory, cores. */
   async #reclaim(s: Session, why: string): Promise<void> {
-    for (const ac of s.waits.values()) ac.abort();
+    for (const w of s.waits.values()) w.ac.abort();
     s.waits.clear();
     const cores = this.ownership.held(s.id);
     const problems: string[] = [];
@@ -307,7 +311,7 @@ export class DeviceDaemon {
         s.link.send(errorFrame(f, e)); // CANCEL is otherwise never answered
         return;
       }
-      s.waits.get(target)?.abort();
+      s.waits.get(target)?.ac.abort();
       return;
     }
     let result: Promise<Uint8Array>;
@@ -399,9 +403,14 @@ export class DeviceDaemon {
           align: align === 0 ? undefined : align,
           location: loc === 1 ? "host" : "hbm",
         }).then((m) => {
+          // The session ended while the allocation was in flight: freed here, and not recorded, so the reclaim (which
+          // may still be running) does not free it a second time.
+          if (s.closed) {
+            void p.memFree(m).catch(() => {});
+            return EMPTY;
+          }
           s.allocations.set(m.id, m);
           s.byPa.set(m.pa, m);
-          if (s.closed) void p.memFree(m).catch(() => {}); // the session ended while the allocation was in flight
           return ok(29).u32(m.id).u32(m.device).u32(m.nc).f64(m.pa).f64(m.bytes).u8(m.location === "host" ? 1 : 0)
             .finish();
         });
@@ -463,11 +472,16 @@ export class DeviceDaemon {
           );
         }
         const ac = new AbortController();
-        s.waits.set(f.id, ac);
+        s.waits.set(f.id, { ac, device, nc });
         return p.notificationWait(device, nc, head, ac.signal).finally(() => s.waits.delete(f.id)).then(async () => {
           if (ac.signal.aborted || s.closed) return done();
-          const snap = await this.#snapshot(s, device, nc, head).catch(() => undefined);
-          return snap === undefined ? done() : encodeWakeSnapshot(f.id, snap);
+          const hold = { bytes: 0 };
+          try {
+            const snap = await this.#snapshot(s, device, nc, head, hold).catch(() => undefined);
+            return snap === undefined || ac.signal.aborted ? done() : encodeWakeSnapshot(f.id, snap);
+          } finally {
+            s.reading -= hold.bytes;
+          }
         });
       }
       case Op.ACQUIRE_CORES: {
@@ -487,6 +501,12 @@ export class DeviceDaemon {
           // The session may have ended while the device list was read: a core is never granted to a reclaimed one.
           if (s.closed) throw new NrtError(NrtStatus.NRT_CLOSED, "Cannot acquire NeuronCores: the session has ended");
           this.ownership.acquire(device, cores, { session: s.id, pid: s.pid, name: s.name });
+          // Another session's waits on these cores end (answered as cancelled): they would read a core it no longer
+          // may, and its next look at the core is refused as another session's.
+          for (const x of this.#sessions.values()) {
+            if (x === s) continue;
+            for (const w of x.waits.values()) if (w.device === device && cores.includes(w.nc)) w.ac.abort();
+          }
           this.#log(`${describeOwner(s)} acquired ${cores.map((c) => `nc${c}`).join(",")} of device ${device}`);
           return done();
         });
@@ -589,8 +609,19 @@ export class DeviceDaemon {
    * What the host reads next on NeuronCore `nc` after a wake, read now: the NQ head and cause, the records from the
    * host's tail `tail` to the head (the newest `capacity` when it was lapped), every stdio ring's write index.
    * `undefined` when a request of the session started while it was read (a torn snapshot).
+   *
+   * The records are bounded as a MEM_READ is (ours): more than {@linkcode MAX_TRANSFER_BYTES} of them, or more than
+   * the session may leave untaken ({@linkcode MAX_UNREAD_BYTES}, with its reads and queued answers), are left out and
+   * the client reads them itself. The bytes read are counted in `s.reading` and in `hold`, which the caller returns
+   * once the answer is built.
    */
-  async #snapshot(s: Session, device: number, nc: number, tail: number): Promise<WakeSnapshot | undefined> {
+  async #snapshot(
+    s: Session,
+    device: number,
+    nc: number,
+    tail: number,
+    hold: { bytes: number },
+  ): Promise<WakeSnapshot | undefined> {
     const started = s.started;
     const p = this.#portal;
     const key = `${device}:${nc}`;
@@ -609,8 +640,12 @@ export class DeviceDaemon {
     const ranges = l.writeIndices.map((w, i) => ({ memory: w.memory.id, offset: w.offset, bytes: indices[i] }));
     // The NQ records, as `nqRead` takes them: from the host's tail, or the newest `capacity` when it was lapped.
     let pending = (head - tail) >>> 0;
-    if (l.ring !== undefined && l.capacity > 0 && pending > 0) {
-      if (pending > l.capacity) [tail, pending] = [(head - l.capacity) >>> 0, l.capacity];
+    if (pending > l.capacity) [tail, pending] = [(head - l.capacity) >>> 0, l.capacity];
+    const bytes = pending * NOTIFICATION_BYTES;
+    const unread = s.reading + bytes + (s.link.queued?.() ?? 0);
+    if (l.ring !== undefined && bytes > 0 && bytes <= MAX_TRANSFER_BYTES && unread <= MAX_UNREAD_BYTES) {
+      hold.bytes += bytes;
+      s.reading += bytes;
       const start = tail % l.capacity, first = Math.min(pending, l.capacity - start);
       const segments = first < pending ? [[start, first], [0, pending - first]] : [[start, first]];
       const records = await Promise.all(

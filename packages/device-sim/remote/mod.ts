@@ -42,6 +42,7 @@ export {
   HEADER_BYTES,
   MAX_FRAME_BYTES,
   MAX_NAME_BYTES,
+  MAX_REQUEST_BYTES,
   MAX_TRANSFER_BYTES,
   Op,
   type Opcode,

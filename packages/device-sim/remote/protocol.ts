@@ -45,6 +45,13 @@ export const MAX_FRAME_BYTES: number = 1 << 30;
  */
 export const MAX_TRANSFER_BYTES: number = 64 * 1024 * 1024;
 
+/**
+ * Largest request frame the daemon takes (ours): a MEM_WRITE of {@linkcode MAX_TRANSFER_BYTES} with its header and
+ * fields, and room to spare; no BAR0 register window is larger (a BAR_WRITE of more is refused either way). A length
+ * prefix announcing more closes the connection before any of the body is buffered.
+ */
+export const MAX_REQUEST_BYTES: number = MAX_TRANSFER_BYTES + 4096;
+
 /** Longest client name HELLO accepts, in UTF-8 bytes (ours; `STATS` reports at most 255 of them). */
 export const MAX_NAME_BYTES = 1024;
 
@@ -294,11 +301,23 @@ export function encodeText(s: string): Uint8Array {
 export class FrameDecoder {
   #buf: Uint8Array = new Uint8Array(0);
   #len = 0;
+  readonly #max: number;
+
+  /**
+   * Starts a decoder.
+   *
+   * @param maxFrameBytes The largest frame taken, its length prefix included (the daemon's:
+   * {@linkcode MAX_REQUEST_BYTES}).
+   */
+  constructor(maxFrameBytes: number = MAX_FRAME_BYTES) {
+    this.#max = maxFrameBytes;
+  }
 
   /**
    * Adds a chunk and returns every frame it completes, in order.
    *
-   * @throws {RangeError} When a length prefix is smaller than a header or larger than {@linkcode MAX_FRAME_BYTES}.
+   * @throws {RangeError} When a length prefix is smaller than a header or announces a frame larger than the
+   * decoder's maximum (checked as soon as the prefix arrives, before the body is buffered).
    */
   push(chunk: Uint8Array): Frame[] {
     let data: Uint8Array;
@@ -313,8 +332,10 @@ export class FrameDecoder {
     const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
     while (data.byteLength - start >= 4) {
       const len = view.getUint32(start, true);
-      if (len < HEADER_BYTES - 4 || len > MAX_FRAME_BYTES) {
-        throw new RangeError(`Cannot decode frame: length ${len} is out of range`);
+      if (len < HEADER_BYTES - 4 || len > this.#max - 4) {
+        throw new RangeError(
+          `Cannot decode frame: length ${len} is out of range (${HEADER_BYTES - 4} to ${this.#max - 4})`,
+        );
       }
       if (data.byteLength - start < 4 + len) break;
       out.push({

@@ -274,6 +274,14 @@ export class RemotePortal implements Portal {
 
   /** Bulk programmed-IO write; the data crosses as raw bytes (posted on a NeuronCore this client holds). */
   async barWrite(device: number, bar: number, offset: number, data: Uint8Array): Promise<void> {
+    // Refused here: its frame would pass MAX_REQUEST_BYTES, and the daemon closes a connection that sends one.
+    if (data.byteLength > MAX_TRANSFER_BYTES) {
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot write BAR words: ${data.byteLength} bytes in one write, over ${MAX_TRANSFER_BYTES} ` +
+          "(no BAR0 register window is as large)",
+      );
+    }
     const nc = this.#ncOf(bar, offset);
     // A bulk write reaching past the first NeuronCore's block concerns every NeuronCore.
     this.#use(device, nc !== undefined && this.#ncOf(bar, offset + data.byteLength - 1) === nc ? nc : undefined);
@@ -314,7 +322,15 @@ export class RemotePortal implements Portal {
    * requests of at most {@linkcode MAX_TRANSFER_BYTES}.
    */
   async memWrite(memory: DeviceMemory, offset: number, data: Uint8Array): Promise<void> {
-    if (data.byteLength > MAX_TRANSFER_BYTES && Number.isSafeInteger(offset)) {
+    if (data.byteLength > MAX_TRANSFER_BYTES && !Number.isSafeInteger(offset)) {
+      // Not split (no offset to add to), and not sent: one frame would pass MAX_REQUEST_BYTES (see barWrite).
+      throw new NrtError(
+        NrtStatus.NRT_INVALID,
+        `Cannot write device memory: ${data.byteLength} bytes at offset ${offset} in one request, ` +
+          `over ${MAX_TRANSFER_BYTES}`,
+      );
+    }
+    if (data.byteLength > MAX_TRANSFER_BYTES) {
       for (let at = 0; at < data.byteLength; at += MAX_TRANSFER_BYTES) {
         await this.memWrite(memory, offset + at, data.subarray(at, at + MAX_TRANSFER_BYTES));
       }

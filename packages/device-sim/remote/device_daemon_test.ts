@@ -1,0 +1,241 @@
+/**
+ * The device daemon against a client that breaks the protocol's rules, over raw frames: what it can make the daemon
+ * read, buffer and hold stays bounded, bytes behind a malformed frame start nothing, an allocation in flight when the
+ * session ends is freed once, and a wait never outlives its right to look at the core.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { NrtStatus } from "@nrt/core";
+import { ncBlock } from "@nrt/core/hal";
+import { NOTIFICATION_BYTES, NqRegister } from "@nrt/core/isa";
+import { DeviceSimPortal } from "@nrt/device-sim";
+import {
+  BodyReader,
+  decodeWakeSnapshot,
+  DeviceDaemon,
+  type Dialer,
+  type Frame,
+  FrameBuilder,
+  FrameDecoder,
+  type Link,
+  linkPair,
+  MAX_REQUEST_BYTES,
+  MAX_TRANSFER_BYTES,
+  MAX_UNREAD_BYTES,
+  Op,
+  PROTOCOL_VERSION,
+  RemotePortal,
+  RESPONSE,
+} from "./mod.ts";
+
+const sims: DeviceSimPortal[] = [];
+afterAll(async () => {
+  for (const s of sims.splice(0)) await s.close();
+});
+
+function rig() {
+  const sim = new DeviceSimPortal();
+  sims.push(sim);
+  const logs: string[] = [];
+  const daemon = new DeviceDaemon({
+    portal: sim,
+    spec: sim.spec,
+    resetCore: (d, nc) => sim.resetQ7(d, nc),
+    log: (line) => logs.push(line),
+  });
+  return { sim, daemon, logs, dial: linkPair((l) => daemon.accept(l)) };
+}
+
+/** Turns of the event loop until `cond` holds. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 5_000 && !cond(); i++) await new Promise<void>((r) => setTimeout(r, 0));
+  if (!cond()) throw new Error(`Gave up waiting for ${what}`);
+}
+
+/** Frames with increasing request ids, HELLO first. */
+function frames() {
+  let id = 1;
+  const f = (op: number, fixed: number, tail = 0) => new FrameBuilder(id++, op, fixed, tail);
+  return { f, hello: () => f(Op.HELLO, 8).u32(PROTOCOL_VERSION).u32(4242).finish() };
+}
+
+/** A raw client over the in-memory link: sends bytes as given, keeps every answer, and whether the link closed. */
+async function rawClient(dial: Dialer) {
+  const answers: Frame[] = [];
+  const dec = new FrameDecoder();
+  let closed = false;
+  const link = await dial({
+    data: (chunk) => answers.push(...dec.push(chunk).map((x) => ({ ...x, body: x.body.slice() }))),
+    closed: () => (closed = true),
+  });
+  return {
+    ...frames(),
+    answers,
+    get closed() {
+      return closed;
+    },
+    send: (bytes: Uint8Array) => link.send(bytes),
+    close: () => link.close(),
+  };
+}
+
+function error(f: Frame | undefined): { status: number; message: string } | undefined {
+  if (f === undefined || f.status === 0) return undefined;
+  const r = new BodyReader(f.body);
+  const status = r.u32();
+  r.u8();
+  return { status, message: new TextDecoder().decode(r.rest()) };
+}
+
+describe("the device daemon's bounds against a hostile client", () => {
+  test("a wake snapshot's NQ records are bounded as a MEM_READ is, and count towards the untaken answers", async () => {
+    const { sim, daemon } = rig();
+    // A client that never reads: everything sent stays queued. Each send is one frame; large bodies are not kept.
+    let queued = 0;
+    const answers: Frame[] = [];
+    const events = daemon.accept(
+      {
+        send: (b) => {
+          queued += b.byteLength;
+          const body = b.byteLength < 4096 ? b.slice(12) : new Uint8Array(0);
+          answers.push({ id: new DataView(b.buffer, b.byteOffset).getUint32(4, true), op: b[8], status: b[9], body });
+        },
+        close: () => {},
+        queued: () => queued,
+      } satisfies Link,
+    );
+    const { f, hello } = frames();
+    events.data(hello());
+    const ring = async (nc: number, bytes: number) => {
+      events.data(f(Op.MEM_ALLOC, 25).u32(0).u32(nc).f64(bytes).f64(0).u8(0).finish());
+      const at = answers.length;
+      await until(() => answers.length > at, "the allocation");
+      const r = new BodyReader(answers[at].body);
+      r.u32(), r.u32(), r.u32();
+      const pa = r.f64();
+      // The NQ points at the allocation, with as many records as it holds.
+      const nq = ncBlock(sim.spec, nc) + sim.spec.csr.notificationQueue;
+      for (const [reg, v] of [[NqRegister.BASE_LO, pa % 2 ** 32], [NqRegister.BASE_HI, Math.floor(pa / 2 ** 32)]]) {
+        events.data(f(Op.BAR_WRITE32, 16).u32(0).u32(0).u32(nq + reg).u32(v).finish());
+      }
+      const capacity = bytes / NOTIFICATION_BYTES;
+      events.data(f(Op.BAR_WRITE32, 16).u32(0).u32(0).u32(nq + NqRegister.CAPACITY).u32(capacity).finish());
+    };
+    await until(() => answers.length === 1, "HELLO's answer");
+    // A wait whose head is not the device's (0) wakes at once; from a host tail of 1 the whole ring is pending.
+    const wait = (nc: number) => f(Op.NOTIFICATION_WAIT, 12).u32(0).u32(nc).u32(1).finish();
+    const wakes = () => answers.filter((a) => a.op === (Op.NOTIFICATION_WAIT | RESPONSE));
+    await ring(0, 2 * MAX_TRANSFER_BYTES);
+    events.data(wait(0));
+    await until(() => wakes().length === 1, "the wait's answer");
+    // 128 MiB of records were one answer before. Now the head and cause come without them: the client reads them.
+    const snap = decodeWakeSnapshot(wakes()[0].body);
+    expect(snap?.words.length).toBe(2);
+    expect(snap?.ranges).toEqual([]);
+    expect(queued).toBeLessThan(1 << 20);
+    // Six waits on a 64 MiB ring: before, 384 MiB of answers to a client that takes none (1024 waits: 64 GiB).
+    await ring(1, MAX_TRANSFER_BYTES);
+    events.data(Uint8Array.from(Array.from({ length: 6 }, () => [...wait(1)]).flat()));
+    await until(() => wakes().length === 7, "six more answers");
+    expect(wakes().map((a) => a.status)).toEqual([0, 0, 0, 0, 0, 0, 0]);
+    expect(queued).toBeLessThanOrEqual(MAX_UNREAD_BYTES);
+    events.closed();
+    await daemon.reclaimed();
+    expect((await sim.memUsage(0)).allocations).toBe(0);
+  });
+
+  test("a length prefix over MAX_REQUEST_BYTES closes the connection before its body is buffered", async () => {
+    const { daemon, dial, logs } = rig();
+    const c = await rawClient(dial);
+    c.send(c.hello());
+    await until(() => c.answers.length === 1, "HELLO's answer");
+    // Only the header of a 1 GiB MEM_WRITE: before, the daemon waited for (and would have buffered) all of it.
+    const header = new Uint8Array(12);
+    new DataView(header.buffer).setUint32(0, MAX_REQUEST_BYTES - 3, true);
+    header[8] = Op.MEM_WRITE;
+    c.send(header);
+    await until(() => c.closed, "the connection to close");
+    await daemon.reclaimed();
+    expect(daemon.sessions()).toEqual([]);
+    expect(logs.some((l) => l.includes(`length ${MAX_REQUEST_BYTES - 3} is out of range`))).toBe(true);
+  });
+
+  test("RemotePortal refuses a BAR write or unsplittable memory write over the limit itself", async () => {
+    const { dial } = rig();
+    const portal = await RemotePortal.connect(dial, { pid: 5, name: "big" });
+    try {
+      const big = new Uint8Array(MAX_TRANSFER_BYTES + 1);
+      const m = await portal.memAlloc({ device: 0, nc: 0, bytes: 4096 });
+      let e = await portal.barWrite(0, 0, 0, big).catch((x) => x);
+      expect([e.status, e.message]).toEqual([
+        NrtStatus.NRT_INVALID,
+        `Cannot write BAR words: ${big.byteLength} bytes in one write, over ${MAX_TRANSFER_BYTES} ` +
+        "(no BAR0 register window is as large)",
+      ]);
+      e = await portal.memWrite(m, NaN, big).catch((x) => x);
+      expect([e.status, e.message]).toEqual([
+        NrtStatus.NRT_INVALID,
+        `Cannot write device memory: ${big.byteLength} bytes at offset NaN in one request, over ${MAX_TRANSFER_BYTES}`,
+      ]);
+      await portal.memWrite(m, 0, Uint8Array.of(1, 2, 3));
+      expect([...await portal.memRead(m, 0, 3)]).toEqual([1, 2, 3]);
+    } finally {
+      await portal.close();
+    }
+  });
+
+  test("bytes that follow a malformed length prefix start nothing", async () => {
+    const { sim, daemon, dial } = rig();
+    const c = await rawClient(dial);
+    c.send(c.hello());
+    await until(() => c.answers.length === 1, "HELLO's answer");
+    c.send(Uint8Array.of(3, 0, 0, 0, 0, 0, 0, 0)); // shorter than a header
+    c.send(c.f(Op.SEM_SET, 16).u32(0).u32(1).u32(0).u32(7).finish()); // arrives before the close is seen
+    await until(() => c.closed, "the connection to close");
+    await daemon.reclaimed();
+    expect(await sim.semaphoreRead(0, 1, 0)).toBe(0); // before: 7, set by a session already closing
+  });
+
+  test("an allocation in flight when its session ends is freed once; the reclaim reports no problem", async () => {
+    const { sim, daemon, logs } = rig();
+    const events = daemon.accept({ send() {}, close() {} });
+    const { f, hello } = frames();
+    events.data(hello());
+    events.data(f(Op.ACQUIRE_CORES, 12).u32(0).u32(1).u32(0).finish()); // the reclaim then resets nc0 first
+    await until(() => daemon.sessions()[0]?.cores.length === 1, "the grant");
+    events.data(f(Op.MEM_ALLOC, 25).u32(0).u32(0).f64(4096).f64(0).u8(0).finish());
+    events.closed();
+    await daemon.reclaimed();
+    await until(() => logs.some((l) => l.includes("disconnected")), "the reclaim's line");
+    expect(logs.filter((l) => l.includes("problems"))).toEqual([]); // before: "free allocation 1: … not a live …"
+    expect((await sim.memUsage(0)).allocations).toBe(0);
+  });
+
+  test("a wait on a NeuronCore another session then acquires is answered, and the next look is refused", async () => {
+    const { dial, daemon } = rig();
+    const c = await rawClient(dial);
+    c.send(c.hello());
+    await until(() => c.answers.length === 1, "HELLO's answer");
+    c.send(c.f(Op.NOTIFICATION_WAIT, 12).u32(0).u32(2).u32(0).finish()); // the head is 0: it waits
+    await until(() => daemon.sessions()[0]?.waits === 1, "the wait");
+    const owner = await RemotePortal.connect(dial, { pid: 11, name: "owner" });
+    try {
+      await owner.acquireCores(0, [2]);
+      // Before, it went on waiting, and its answer would have carried the new owner's NQ head and cause.
+      await until(() => c.answers.length === 2, "the wait's answer");
+      expect([c.answers[1].op, c.answers[1].status, c.answers[1].body.byteLength]).toEqual([
+        Op.NOTIFICATION_WAIT | RESPONSE,
+        0,
+        0,
+      ]);
+      c.send(c.f(Op.NOTIFICATION_WAIT, 12).u32(0).u32(2).u32(0).finish());
+      await until(() => c.answers.length === 3, "the refusal");
+      expect(error(c.answers[2])).toEqual({
+        status: NrtStatus.NRT_RESOURCE,
+        message: 'Cannot wait for a notification on NeuronCore nc2 of device 0: it is in use by process 11 ("owner")',
+      });
+    } finally {
+      c.close();
+      await owner.close();
+    }
+  });
+});
