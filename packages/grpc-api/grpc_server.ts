@@ -194,6 +194,16 @@ function refusal(why: GateRefusal, gate: CallGate): { code: GrpcCode; details: s
     };
 }
 
+/**
+ * A status grpc-js can send. Its details go out percent-encoded by `encodeURI`, which throws on half a surrogate pair:
+ * the call was never answered and the error escaped as an unhandled rejection. A message quoting a client's name cut
+ * to its first 128 UTF-16 units has one when the cut falls inside a pair; it becomes U+FFFD (ours).
+ */
+function sendable<S extends { readonly details: string }>(status: S): S {
+  const details = status.details.toWellFormed();
+  return details === status.details ? status : { ...status, details };
+}
+
 /** The RPC whose calls take the inference slots; every other one takes the status slots. */
 const MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer";
 
@@ -255,7 +265,7 @@ function gateInterceptor(
     const responder = new grpc.ResponderBuilder()
       .withStart((next) => next(listener))
       .withSendMessage(end)
-      .withSendStatus(end)
+      .withSendStatus((status, next) => end(sendable(status), next))
       .build();
     return new grpc.ServerInterceptingCall(call, responder);
   };
