@@ -14,6 +14,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { loadSync } from "@grpc/proto-loader";
 import { DEFAULT_LIMITS } from "@nrt/http-api";
+import { constants as http2 } from "node:http2";
 import { fileURLToPath } from "node:url";
 import { CallGate, type GateRefusal } from "./call_gate.ts";
 import { GrpcCode, GrpcError, toGrpcError } from "./grpc_status.ts";
@@ -35,7 +36,7 @@ export interface GrpcLimits extends ServiceLimits {
    * the REST body limit).
    */
   readonly maxReceiveMessageBytes?: number;
-  /** ModelInfer calls served at once: messages read and work running (default 64). */
+  /** ModelInfer calls served at once: messages read, work running and answers written (default 64). */
   readonly maxConcurrentCalls?: number;
   /**
    * Calls of the other RPCs (ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata) served at once, on
@@ -44,7 +45,8 @@ export interface GrpcLimits extends ServiceLimits {
   readonly maxConcurrentStatusCalls?: number;
   /**
    * How long an admitted call may take to deliver its whole message; past it the call ends with
-   * `DEADLINE_EXCEEDED` and frees its slot (default 60 s, the REST body deadline).
+   * `DEADLINE_EXCEEDED` and frees its slot (default 60 s, the REST body deadline). An answer its client has not
+   * taken within as long has its stream reset, which frees its slot too.
    */
   readonly messageDeadlineMs?: number;
   /**
@@ -121,7 +123,10 @@ export interface GrpcInferenceServer {
    * @returns A promise that settles when no handler is left running.
    */
   close(): Promise<void>;
-  /** Calls holding a slot: messages being read, handlers running (also for calls the client has left). */
+  /**
+   * Calls holding a slot: messages being read, handlers running (also for calls the client has left), answers being
+   * written.
+   */
   readonly activeCalls: number;
   /** Calls waiting, unread, for a slot. */
   readonly pendingCalls: number;
@@ -204,16 +209,21 @@ function sendable<S extends { readonly details: string }>(status: S): S {
   return details === status.details ? status : { ...status, details };
 }
 
+const NGHTTP2_CANCEL = http2.NGHTTP2_CANCEL;
+
 /** The RPC whose calls take the inference slots; every other one takes the status slots. */
 const MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer";
 
 /**
  * The interceptor that passes every call through its gate before its message is read, and holds the call's slot
  * until nothing of it is left on the server: a call that ends before its handler starts (refused, cancelled, too
- * large, past its deadline, its message late) releases it at its end; a call whose handler runs releases it when the
- * handler answers, even when the client has gone (its execution finished and its instance was released). An admitted
- * call whose message has not all arrived within `messageDeadlineMs` ends with `DEADLINE_EXCEEDED`: a client that
- * sends headers and then nothing cannot hold a slot for ever (ours, as the REST body deadline).
+ * large, past its deadline, its message late) releases it at its end; a call whose handler runs releases it once its
+ * status is sent, which for an answer is once the answer has been written out, or when the client leaves (its
+ * execution finished and its instance was released first). An admitted call whose message has not all arrived within
+ * `messageDeadlineMs` ends with `DEADLINE_EXCEEDED`: a client that sends headers and then nothing cannot hold a slot
+ * for ever (ours, as the REST body deadline). Likewise an answer not written out within `messageDeadlineMs`, its
+ * client granting no flow-control window, has its stream reset (ours): the answers waiting in memory are those of
+ * the slots, whatever a client leaves unread.
  */
 function gateInterceptor(
   gates: { infer: CallGate; status: CallGate },
@@ -222,7 +232,9 @@ function gateInterceptor(
   return (method, call) => {
     const gate = method.path === MODEL_INFER_PATH ? gates.infer : gates.status;
     let release = (): void => {};
-    let handled = false;
+    let handled = false; // the handler runs: it answers, and the slot goes with its status
+    let answered = false; // its answer is being written: the status follows once it is out
+    let cancelled = false;
     let late: ReturnType<typeof setTimeout> | undefined;
     const onTime = (): void => {
       if (late !== undefined) clearTimeout(late);
@@ -253,22 +265,44 @@ function gateInterceptor(
         next();
       })
       .withOnCancel(() => {
+        cancelled = true;
         onTime();
-        if (!handled) release();
+        // A handler still running releases the slot when it answers; an answer being written is dropped with the call.
+        if (!handled || answered) release();
       })
       .build();
-    const end = <T>(value: T, next: (value: T) => void): void => {
-      onTime();
-      release();
-      next(value);
-    };
     const responder = new grpc.ResponderBuilder()
       .withStart((next) => next(listener))
-      .withSendMessage(end)
-      .withSendStatus((status, next) => end(sendable(status), next))
+      .withSendMessage((message, next) => {
+        answered = true;
+        // grpc-js drops the answer of a call that has ended, and sends no status after it.
+        if (cancelled) release();
+        else {
+          late = setTimeout(() => {
+            late = undefined;
+            release();
+            resetStream(call);
+          }, messageDeadlineMs);
+        }
+        next(message);
+      })
+      .withSendStatus((status, next) => {
+        onTime();
+        release();
+        next(sendable(status));
+      })
       .build();
     return new grpc.ServerInterceptingCall(call, responder);
   };
+}
+
+/**
+ * Resets a call's HTTP/2 stream (`CANCEL`), dropping what is queued on it. grpc-js has no API for it: the stream is
+ * a field of the call the interceptor is handed (grpc-js 1.14.7's `BaseServerInterceptingCall`); the tests check it.
+ */
+function resetStream(call: grpc.ServerInterceptingCallInterface): void {
+  const stream = (call as unknown as { stream?: { close?(code: number): void } }).stream;
+  stream?.close?.(NGHTTP2_CANCEL);
 }
 
 /**

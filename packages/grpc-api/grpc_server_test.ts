@@ -4,26 +4,87 @@
  * call.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createGrpcInferenceServer, type GrpcInferenceServer } from "./mod.ts";
-import { Code, failure, type OipClient, oipClient } from "../../tests/_grpc_client.ts";
+import { loadSync } from "@grpc/proto-loader";
+import { type ClientHttp2Session, connect as h2connect, constants as h2 } from "node:http2";
+import { createGrpcInferenceServer, type GrpcInferenceServer, type GrpcLimits } from "./mod.ts";
+import { Code, failure, FIXTURE_PROTO, type OipClient, oipClient } from "../../tests/_grpc_client.ts";
 import { type HttpFixture, httpFixture, testModels } from "../../tests/_http.ts";
+import { oneOpNeff } from "../../tests/_kernels.ts";
 
 let fx: HttpFixture;
 let server: GrpcInferenceServer;
 let client: OipClient;
+const servers: GrpcInferenceServer[] = [];
+const sessions: ClientHttp2Session[] = [];
+
+/** A model whose answer (1 MiB) is far larger than an HTTP/2 stream's initial flow-control window (64 KiB). */
+const BIG_OUT = 1 << 18;
+const bigModel = (): Uint8Array =>
+  oneOpNeff("noop", "noop", [{ name: "x", dtype: "float32", shape: [4] }], [{
+    name: "y",
+    dtype: "float32",
+    shape: [BIG_OUT],
+  }], 1);
+
+/** Another server over the fixture, on a free loopback port. */
+async function serve(limits: GrpcLimits): Promise<{ server: GrpcInferenceServer; port: number }> {
+  const s = createGrpcInferenceServer({ runtime: fx.runtime, repository: fx.repository, metrics: fx.metrics, limits });
+  servers.push(s);
+  return { server: s, port: (await s.listen("127.0.0.1", 0)).port };
+}
+
+/** Turns of the event loop (macrotasks, not time) until `cond` holds. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 20_000 && !cond(); i++) await new Promise<void>((r) => setTimeout(r, 0));
+  if (!cond()) throw new Error(`Gave up waiting for ${what}`);
+}
+
+/**
+ * A ModelInfer of the big model by a client that never reads its answer: its HTTP/2 stream stays paused, so the
+ * client grants no flow-control window past the first 64 KiB. `closed` settles with the stream's reset code.
+ */
+function unreadInfer(port: number): { closed: Promise<number>; close(): void } {
+  const type = loadSync(FIXTURE_PROTO, { keepCase: true })["inference.ModelInferRequest"] as unknown as {
+    serialize(m: unknown): Uint8Array;
+  };
+  const message = type.serialize({
+    model_name: "big",
+    inputs: [{ name: "x", datatype: "FP32", shape: [4], contents: { fp32_contents: [1, 2, 3, 4] } }],
+  });
+  const frame = new Uint8Array(5 + message.byteLength);
+  new DataView(frame.buffer).setUint32(1, message.byteLength);
+  frame.set(message, 5);
+  const session = h2connect(`http://127.0.0.1:${port}`);
+  sessions.push(session);
+  session.on("error", () => {});
+  const stream = session.request({
+    ":method": "POST",
+    ":path": "/inference.GRPCInferenceService/ModelInfer",
+    "content-type": "application/grpc",
+    te: "trailers",
+  });
+  stream.on("error", () => {});
+  stream.pause();
+  const closed = new Promise<number>((resolve) => stream.on("close", () => resolve(stream.rstCode ?? 0)));
+  stream.end(frame);
+  return { closed, close: () => stream.close(h2.NGHTTP2_CANCEL) };
+}
+
+const successes = (): number => fx.metrics.modelStatistics("big").inference_stats.success.count;
 
 const reluIn = [1, -1, 2, -2, 3, -3, 4, -4];
 
 describe("gRPC server against hostile requests", () => {
   beforeAll(async () => {
-    fx = await httpFixture({ files: testModels() });
+    fx = await httpFixture({ files: { ...testModels(), "big.neff": bigModel() } });
     server = createGrpcInferenceServer({ runtime: fx.runtime, repository: fx.repository, metrics: fx.metrics });
     const { port } = await server.listen("127.0.0.1", 0);
     client = oipClient(`127.0.0.1:${port}`);
   });
   afterAll(async () => {
     client.close();
-    await server.close();
+    for (const s of sessions) s.destroy();
+    for (const s of [server, ...servers]) await s.close();
     await fx.close();
   });
 
@@ -57,5 +118,30 @@ describe("gRPC server against hostile requests", () => {
     }
     expect(await client.serverLive()).toEqual({ live: true });
     expect(server.activeCalls).toBe(0);
+  });
+
+  test("an answer the client does not read keeps its slot; its stream is reset after messageDeadlineMs", async () => {
+    // Before, the slot was freed once the handler answered, while the answer waited unsent in the server's memory: one
+    // connection that read nothing made a server hold 2.6 GB with no call active.
+    const held = await serve({ maxConcurrentCalls: 1 });
+    const before = successes();
+    const unread = unreadInfer(held.port);
+    await until(() => successes() === before + 1, "the inference to be answered");
+    expect(held.server.activeCalls).toBe(1);
+    unread.close(); // the client leaves: the answer is dropped and the slot freed
+    await unread.closed;
+    await until(() => held.server.activeCalls === 0, "the slot to be freed");
+    // A client that stays but never reads has its stream reset once messageDeadlineMs has passed.
+    const timed = await serve({ maxConcurrentCalls: 1, messageDeadlineMs: 2_000 });
+    const stalled = unreadInfer(timed.port);
+    expect(await stalled.closed).toBe(h2.NGHTTP2_CANCEL);
+    await until(() => timed.server.activeCalls === 0, "the reset call's slot to be freed");
+    expect(successes()).toBe(before + 2);
+    expect(
+      await client.modelInfer({
+        model_name: "relu",
+        inputs: [{ name: "x", datatype: "FP32", shape: [8], contents: { fp32_contents: reluIn } }],
+      }),
+    ).toMatchObject({ outputs: [{ name: "y", contents: { fp32_contents: [1, 0, 2, 0, 3, 0, 4, 0] } }] });
   });
 });
