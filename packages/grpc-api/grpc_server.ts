@@ -132,10 +132,18 @@ export interface GrpcInferenceServer {
   readonly pendingCalls: number;
 }
 
-function checkLimit(name: string, v: number, min: number): void {
-  if (!Number.isSafeInteger(v) || v < min) {
+/**
+ * The longest delay a timer takes (2^31 − 1 ms, about 24.8 days): Node, Bun and Deno run a longer one after 1 ms, so
+ * a longer deadline would end every call at once.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function checkLimit(name: string, v: number, min: number, max = Number.MAX_SAFE_INTEGER): void {
+  if (!Number.isSafeInteger(v) || v < min || v > max) {
     throw new RangeError(
-      `Cannot create the gRPC server: limits.${name} is ${v}, expected an integer of at least ${min}`,
+      `Cannot create the gRPC server: limits.${name} is ${v}, expected an integer ${
+        max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`
+      }`,
     );
   }
 }
@@ -328,11 +336,11 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
   checkLimit("maxReceiveMessageBytes", limits.maxReceiveMessageBytes, 1);
   checkLimit("maxConcurrentCalls", limits.maxConcurrentCalls, 1);
   checkLimit("maxConcurrentStatusCalls", limits.maxConcurrentStatusCalls, 1);
-  checkLimit("messageDeadlineMs", limits.messageDeadlineMs, 1);
+  checkLimit("messageDeadlineMs", limits.messageDeadlineMs, 1, MAX_TIMER_MS);
   checkLimit("maxPendingCalls", limits.maxPendingCalls, 0);
   checkLimit("maxConcurrentStreams", limits.maxConcurrentStreams, 1);
   checkLimit("keepaliveTimeMs", limits.keepaliveTimeMs, 1);
-  checkLimit("keepaliveTimeoutMs", limits.keepaliveTimeoutMs, 1);
+  checkLimit("keepaliveTimeoutMs", limits.keepaliveTimeoutMs, 1, MAX_TIMER_MS);
   checkLimit("maxRequestedOutputs", limits.maxRequestedOutputs, 0);
   const service: InferenceService = createInferenceService({ ...options, limits });
   const gates = {
@@ -428,8 +436,10 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
       });
     },
     drain(deadlineMs: number): Promise<DrainResult> {
-      if (!Number.isFinite(deadlineMs) || deadlineMs < 0) {
-        return Promise.reject(new RangeError(`Cannot drain: deadline ${deadlineMs} ms is not a non-negative number`));
+      if (!Number.isFinite(deadlineMs) || deadlineMs < 0 || deadlineMs > MAX_TIMER_MS) {
+        return Promise.reject(
+          new RangeError(`Cannot drain: deadline ${deadlineMs} ms is not a number from 0 to ${MAX_TIMER_MS}`),
+        );
       }
       return draining ??= (async () => {
         const idle = Promise.all([gates.infer.close(), gates.status.close()]);

@@ -144,4 +144,21 @@ describe("gRPC server against hostile requests", () => {
       }),
     ).toMatchObject({ outputs: [{ name: "y", contents: { fp32_contents: [1, 0, 2, 0, 3, 0, 4, 0] } }] });
   });
+
+  test("a deadline past a timer's range (2^31 - 1 ms) is refused, not run after 1 ms", async () => {
+    // Before, limits.messageDeadlineMs of 2^31 ended every call at once with "did not arrive within 2147483648 ms",
+    // and drain(2 ** 31) closed the running calls' connections after 1 ms.
+    const make = (limits: GrpcLimits) => () =>
+      createGrpcInferenceServer({ runtime: fx.runtime, repository: fx.repository, limits });
+    expect(make({ messageDeadlineMs: 2 ** 31 })).toThrow(
+      "Cannot create the gRPC server: limits.messageDeadlineMs is 2147483648, expected an integer from 1 to 2147483647",
+    );
+    expect(make({ keepaliveTimeoutMs: 2 ** 31 })).toThrow("limits.keepaliveTimeoutMs is 2147483648");
+    expect(make({ messageDeadlineMs: 2 ** 31 - 1, keepaliveTimeoutMs: 2 ** 31 - 1 })).not.toThrow();
+    const s = createGrpcInferenceServer({ runtime: fx.runtime, repository: fx.repository });
+    servers.push(s);
+    await expect(s.drain(2 ** 31)).rejects.toThrow(
+      "Cannot drain: deadline 2147483648 ms is not a number from 0 to 2147483647",
+    );
+  });
 });
