@@ -217,6 +217,25 @@ function sendable<S extends { readonly details: string }>(status: S): S {
   return details === status.details ? status : { ...status, details };
 }
 
+/**
+ * grpc-js's own statuses for a unary call that broke the protocol, which name a client's mistake `UNIMPLEMENTED` as
+ * though the RPC did not exist (and a message cut short as no message), with their `INVALID_ARGUMENT` (ours).
+ */
+const UNARY_MISUSE: ReadonlyArray<readonly [prefix: string, details: string]> = [
+  ["Received no request message for ", "Cannot read the request: the call ended before a whole message arrived"],
+  [
+    "Received a second request message for ",
+    "Cannot read the request: a unary call carries one message, and a second one arrived",
+  ],
+];
+
+/** A status of grpc-js's for a client's protocol mistake, as this server answers it. */
+function clientMistake<S extends { readonly code: number; readonly details: string }>(status: S): S {
+  if (status.code !== GrpcCode.UNIMPLEMENTED) return status;
+  const row = UNARY_MISUSE.find(([prefix]) => status.details.startsWith(prefix));
+  return row === undefined ? status : { ...status, code: GrpcCode.INVALID_ARGUMENT, details: row[1] };
+}
+
 const NGHTTP2_CANCEL = http2.NGHTTP2_CANCEL;
 
 /** The RPC whose calls take the inference slots; every other one takes the status slots. */
@@ -297,7 +316,7 @@ function gateInterceptor(
       .withSendStatus((status, next) => {
         onTime();
         release();
-        next(sendable(status));
+        next(sendable(clientMistake(status)));
       })
       .build();
     return new grpc.ServerInterceptingCall(call, responder);

@@ -51,9 +51,6 @@ function unreadInfer(port: number): { closed: Promise<number>; close(): void } {
     model_name: "big",
     inputs: [{ name: "x", datatype: "FP32", shape: [4], contents: { fp32_contents: [1, 2, 3, 4] } }],
   });
-  const frame = new Uint8Array(5 + message.byteLength);
-  new DataView(frame.buffer).setUint32(1, message.byteLength);
-  frame.set(message, 5);
   const session = h2connect(`http://127.0.0.1:${port}`);
   sessions.push(session);
   session.on("error", () => {});
@@ -66,8 +63,42 @@ function unreadInfer(port: number): { closed: Promise<number>; close(): void } {
   stream.on("error", () => {});
   stream.pause();
   const closed = new Promise<number>((resolve) => stream.on("close", () => resolve(stream.rstCode ?? 0)));
-  stream.end(frame);
+  stream.end(frame(message));
   return { closed, close: () => stream.close(h2.NGHTTP2_CANCEL) };
+}
+
+/** A gRPC frame: the flag byte, the 4-byte length, the message. */
+function frame(message: Uint8Array): Uint8Array {
+  const f = new Uint8Array(5 + message.byteLength);
+  new DataView(f.buffer).setUint32(1, message.byteLength);
+  f.set(message, 5);
+  return f;
+}
+
+/** The status of a call whose request body is `body` as given (frames or not), sent whole. */
+function rawStatus(port: number, method: string, body: Uint8Array): Promise<{ code: number; message: string }> {
+  const session = h2connect(`http://127.0.0.1:${port}`);
+  sessions.push(session);
+  session.on("error", () => {});
+  const stream = session.request({
+    ":method": "POST",
+    ":path": `/inference.GRPCInferenceService/${method}`,
+    "content-type": "application/grpc",
+    te: "trailers",
+  });
+  stream.on("error", () => {});
+  return new Promise((resolve, reject) => {
+    const read = (h: Record<string, unknown>): void => {
+      if (h["grpc-status"] === undefined) return;
+      resolve({ code: Number(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"] ?? "")) });
+      session.close();
+    };
+    stream.on("response", read);
+    stream.on("trailers", read);
+    stream.on("close", () => reject(new Error("the stream closed without a gRPC status")));
+    stream.resume();
+    stream.end(body);
+  });
 }
 
 const successes = (): number => fx.metrics.modelStatistics("big").inference_stats.success.count;
@@ -160,5 +191,34 @@ describe("gRPC server against hostile requests", () => {
     await expect(s.drain(2 ** 31)).rejects.toThrow(
       "Cannot drain: deadline 2147483648 ms is not a number from 0 to 2147483647",
     );
+  });
+
+  test("a unary call without a whole message, or with two, is INVALID_ARGUMENT, not UNIMPLEMENTED", async () => {
+    // grpc-js answered "UNIMPLEMENTED: Received no request message for server streaming method …" for a body that
+    // ended inside its frame, as if the RPC did not exist.
+    const { port } = await serve({});
+    const type = loadSync(FIXTURE_PROTO, { keepCase: true })["inference.ModelInferRequest"] as unknown as {
+      serialize(m: unknown): Uint8Array;
+    };
+    const relu = frame(type.serialize({
+      model_name: "relu",
+      inputs: [{ name: "x", datatype: "FP32", shape: [8], contents: { fp32_contents: reluIn } }],
+    }));
+    const none = "Cannot read the request: the call ended before a whole message arrived";
+    const cases: Array<[string, string, Uint8Array, string]> = [
+      ["no message", "ModelInfer", new Uint8Array(0), none],
+      ["a message cut short", "ModelInfer", relu.subarray(0, relu.byteLength - 1), none],
+      ["a length prefix cut short", "ServerLive", Uint8Array.of(0, 0), none],
+      [
+        "two messages",
+        "ModelInfer",
+        Uint8Array.of(...relu, ...relu),
+        "Cannot read the request: a unary call carries one message, and a second one arrived",
+      ],
+    ];
+    for (const [what, method, body, message] of cases) {
+      expect({ what, ...await rawStatus(port, method, body) }).toEqual({ what, code: Code.INVALID_ARGUMENT, message });
+    }
+    expect(await rawStatus(port, "ModelInfer", relu)).toEqual({ code: Code.OK, message: "OK" });
   });
 });
