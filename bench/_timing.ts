@@ -45,19 +45,18 @@ export async function alternatingUs(a: () => Promise<unknown>, b: () => Promise<
 }
 
 /**
- * Medians of `a` and `b` timed in alternating blocks of `block` back-to-back runs (the first run of each block not
+ * Medians of each of `fns` timed in alternating blocks of `block` back-to-back runs (the first run of each block not
  * counted), `RUNS` counted runs each after as many warm-up runs as {@linkcode timeUs} makes, in blocks too: each side
  * is timed in its own steady state (one run right after another of its own, as a loop of it runs) while a change of
- * the machine's load moves both alike.
+ * the machine's load moves all alike.
  * Alternating run by run instead puts the other side's run before every run, which changes what is measured: an
  * in-process execute after a remote one found the device agent asleep and read 148–221 µs against 81–142 back to back.
  */
 export async function alternatingBlocksUs(
-  a: () => Promise<unknown>,
-  b: () => Promise<unknown>,
+  fns: ReadonlyArray<() => Promise<unknown>>,
   block = 20,
-): Promise<[number, number]> {
-  const xa: number[] = [], xb: number[] = [];
+): Promise<number[]> {
+  const times = fns.map((): number[] => []);
   const run = async (fn: () => Promise<unknown>, into: number[] | undefined) => {
     await fn();
     for (let i = 1; i < block; i++) {
@@ -67,15 +66,9 @@ export async function alternatingBlocksUs(
     }
   };
   // Warm-up: as many runs of each as timeUs() gives (the JIT settles), in blocks too.
-  for (let i = 0; i < Math.min(300, RUNS); i += block) {
-    await run(a, undefined);
-    await run(b, undefined);
-  }
-  while (xa.length < RUNS) {
-    await run(a, xa);
-    await run(b, xb);
-  }
-  return [median(xa), median(xb)];
+  for (let i = 0; i < Math.min(300, RUNS); i += block) for (const fn of fns) await run(fn, undefined);
+  while (times[0].length < RUNS) for (let k = 0; k < fns.length; k++) await run(fns[k], times[k]);
+  return times.map(median);
 }
 
 /** `bun` or `deno`. */

@@ -4,7 +4,12 @@
  * `DeviceSimPortal`) and on the `remote` backend (a `RemotePortal` talking to a `nrt device-sim` daemon process over
  * a Unix socket), the two alternating in blocks of back-to-back executes, and prints the ratio remote ÷ in-process. Tensors are device-resident, as in `bench/exec.ts`, so
  * what differs is the execute path's portal traffic: the doorbell, the compute setup, the NQ and stdio polls.
- * Also prints the round trip of one CSR read and the throughput of a 1 MiB `memWrite` + `memRead`.
+ * Also prints the round trip of one CSR read and the throughput of a 1 MiB `memWrite` + `memRead`. The limit beside
+ * them, with nothing of ours: a 16-byte round trip over a Unix socket to an echo process on the runtime's native
+ * sockets (`_bare_socket.ts`, timed in the same alternation as the no-op executes). The `floor` row is the in-process
+ * execute plus that round trip, ÷ in-process: what a remote execute would take if crossing the process boundary cost
+ * one bare round trip and nothing else (close, not exact: the remote side has no host ↔ agent thread wakes, and adds
+ * the daemon's decoding and answer); `remote_over_floor` is what our protocol and daemon add on top.
  *
  * Run: `bun bench/portal.ts` or `deno run -A bench/portal.ts` (`RUNS=500` to change the sample count; `--agents M`
  * starts the daemon with `nrt device-sim --agents M`).
@@ -23,6 +28,7 @@ import { connectDeviceDaemon } from "../packages/cli/transports.ts";
 import type { RemotePortal } from "../packages/device-sim/remote/mod.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { alternatingBlocksUs, emit, RUNS, timeUs } from "./_timing.ts";
+import { type BareEcho, connectBareEcho } from "./_bare_socket.ts";
 import { ArchPackToken, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { cayman } from "@nrt/arch-cayman";
 
@@ -106,19 +112,31 @@ const daemon = spawn(bun, [
 ], {
   stdio: ["ignore", "pipe", "ignore"],
 });
-let remote: RemotePortal | undefined;
-try {
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("the daemon did not start within 15 s")), 15_000);
-    daemon.stdout!.on("data", (d: Uint8Array) => {
-      if (String(d).includes("listening on")) {
+// The bare limit's echo process, on the daemon's runtime.
+const echoSock = join(dir, "echo.sock");
+const echo = spawn(bun, [new URL("./_bare_socket.ts", import.meta.url).pathname, echoSock], {
+  stdio: ["ignore", "pipe", "ignore"],
+});
+/** Resolves once `child` prints `line`; rejects when it exits first or stays silent for 15 s. */
+const started = (child: typeof daemon, line: string, what: string) =>
+  new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} did not start within 15 s`)), 15_000);
+    child.stdout!.on("data", (d: Uint8Array) => {
+      if (String(d).includes(line)) {
         clearTimeout(timer);
         resolve();
       }
     });
-    daemon.on("exit", () => reject(new Error("the daemon exited")));
+    child.on("exit", () => reject(new Error(`${what} exited`)));
   });
+let remote: RemotePortal | undefined;
+let bare: BareEcho | undefined;
+try {
+  await started(daemon, "listening on", "the daemon");
+  await started(echo, "listening", "the echo process");
   remote = await connectDeviceDaemon({ path: sock }, { name: "bench/portal.ts" });
+  bare = await connectBareEcho(echoSock);
+  const echoOnce = bare.roundTrip;
   const rc = container.createChildContainer();
   rc.register(ArchPackToken, { useValue: cayman });
   rc.register(PortalToken, { useValue: remote });
@@ -127,14 +145,17 @@ try {
   // machine's speed moves both alike (timed one whole series after the other, the in-process noop read 81 to 142 µs
   // between runs of the same code).
   const inProcess: number[] = [], overSocket: number[] = [];
+  let roundTrip = 0;
   const a = await openCases(local);
   try {
     const b = await openCases(rc);
     try {
       for (let k = 0; k < CASES.length; k++) {
-        const [x, y] = await alternatingBlocksUs(a.executes[k], b.executes[k]);
+        // The no-op's alternation also times the bare round trip.
+        const [x, y, z] = await alternatingBlocksUs([a.executes[k], b.executes[k], ...(k === 0 ? [echoOnce] : [])]);
         inProcess.push(x);
         overSocket.push(y);
+        if (k === 0) roundTrip = z;
       }
     } finally {
       await b.close();
@@ -155,14 +176,24 @@ try {
     `nrt_execute on the remote backend (daemon process, Unix socket) vs in-process, median of ${RUNS} runs each, in alternating blocks of 20`,
     [
       row("execute noop", inProcess[0], overSocket[0]),
+      {
+        case: "floor: in-process noop + a bare 16-byte socket round trip",
+        in_process_us: Math.round(inProcess[0]),
+        remote_us: Math.round(inProcess[0] + roundTrip),
+        ratio: +((inProcess[0] + roundTrip) / inProcess[0]).toFixed(2),
+        bare_round_trip_us: Math.round(roundTrip),
+        remote_over_floor: +(overSocket[0] / (inProcess[0] + roundTrip)).toFixed(2),
+      },
       row("execute vector_add 1 MiB", inProcess[1], overSocket[1]),
       row("barRead32 round trip", csrLocal, csrRemote),
       row("memWrite+memRead 1 MiB", bulkLocal, bulkRemote),
     ],
   );
 } finally {
+  bare?.close();
   await remote?.close();
   await sim.close();
   daemon.kill("SIGTERM");
+  echo.kill("SIGTERM");
   rmSync(dir, { recursive: true, force: true });
 }
