@@ -577,3 +577,91 @@ describe("two runtimes on one portal", () => {
     expect(await inner.memUsage(0)).toEqual({ hbm: 0, host: 0, allocations: 0 });
   });
 });
+
+describe("a tensor freed while an execution uses it", () => {
+  test("the memory stays the execution's until it ends: nothing else is overwritten, the execution answers 3", async () => {
+    const portal = sim();
+    let onStart = () => {};
+    const started = new Promise<void>((res) => (onStart = res));
+    const rt = await Runtime.init({
+      portal,
+      archPacks: [cayman],
+      ownsPortal: false,
+      logger: new MemoryLogger(),
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      onExecution: (e) => e.phase === "start" && onStart(),
+    });
+    try {
+      const m = await rt.load(RELU);
+      const before = await portal.memUsage(0);
+      const { x, ins, outs, y } = await io(rt, m);
+      await x.write(new Float32Array(N).fill(5));
+      const running = refusal(() => m.execute(ins, outs));
+      await started; // on the device now, writing y
+      await y.free();
+      // A new tensor of y's size, allocated while the device still writes y's memory, keeps its own bytes.
+      const z = await rt.allocateTensor({ size: N * 4, name: "z" });
+      await z.write(new Float32Array(N).fill(-7));
+      const e = await running;
+      expect([e.status, e.message]).toEqual([
+        3,
+        'Cannot execute model "relu.neff": tensor "y" bound to "y" was freed before the execution ended',
+      ]);
+      expect(Array.from(new Float32Array((await z.read()).buffer))).toEqual(new Array(N).fill(-7));
+      // The model still runs, and y's memory went back once the execution ended.
+      const outs2 = new TensorSet();
+      outs2.add("y", z);
+      await m.execute(ins, outs2);
+      expect(Array.from(new Float32Array((await z.read()).buffer))).toEqual(new Array(N).fill(5));
+      await x.free();
+      await z.free();
+      expect(await portal.memUsage(0)).toEqual(before);
+    } finally {
+      await rt.close();
+    }
+    expect(await portal.memUsage(0)).toEqual({ hbm: 0, host: 0, allocations: 0 });
+  });
+
+  test("an input freed while the device reads it is 3, not a hardware error (6); queued executions do not run", async () => {
+    const portal = sim();
+    let onStart = () => {};
+    const started = new Promise<void>((res) => (onStart = res));
+    const runs: number[] = [];
+    const rt = await Runtime.init({
+      portal,
+      archPacks: [cayman],
+      ownsPortal: false,
+      logger: new MemoryLogger(),
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      onExecution: (e) => {
+        if (e.phase !== "start") return;
+        runs.push(e.seq);
+        onStart();
+      },
+    });
+    try {
+      const m = await rt.load(RELU);
+      const before = await portal.memUsage(0);
+      const { x, ins, outs, y } = await io(rt, m);
+      const first = refusal(() => m.execute(ins, outs));
+      const queued = refusal(() => m.execute(ins, outs));
+      await started;
+      await x.free();
+      expect((await first).status).toBe(3);
+      const q = await queued;
+      expect([q.status, q.message]).toEqual([
+        3,
+        'Cannot execute model "relu.neff": tensor "x" bound to "x" was freed before the execution ran',
+      ]);
+      expect(runs.length).toBe(1);
+      expect(m.state).toBe(2);
+      expect(rt.poisonedStatus(m)).toBeUndefined();
+      await y.free();
+      expect(await portal.memUsage(0)).toEqual(before);
+    } finally {
+      await rt.close();
+    }
+  });
+});

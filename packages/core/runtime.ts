@@ -50,6 +50,8 @@ import {
   allocateTensor,
   bytesOf,
   describeValue,
+  holdTensors,
+  releaseHolds,
   releaseTensor,
   releaseTensors,
   Tensor,
@@ -809,7 +811,8 @@ export class Runtime {
    * `nrt_execute` reporting the request's `exec_rets` instead of throwing for an execution result: resolves with the
    * device's verdict (success, 1003/1004, or a fault — a Band-C fault 1200..1206 then poisons the model until unload,
    * any other leaves it re-runnable); rejects only when the request
-   * could not be made (state guard, unknown model, bad tensor set, runtime closed meanwhile).
+   * could not be made (state guard, unknown model, bad tensor set, runtime closed meanwhile) or a tensor it binds was
+   * freed before it ended (`NRT_INVALID_HANDLE`; the memory stays the execution's until then).
    */
   run(model: Model, inputs: TensorSet, outputs: TensorSet): Promise<ExecOutcome> {
     try {
@@ -841,6 +844,9 @@ export class Runtime {
       cancel: () => {
         if (state !== "ready") return;
         state = "cancelled";
+        releaseHolds(x.tensors).catch((e: unknown) =>
+          this.log.warn(`Cannot free a tensor's memory: ${e instanceof Error ? e.message : String(e)}`)
+        );
         this.#release(x.r);
       },
     };
@@ -910,6 +916,8 @@ export class Runtime {
       }
       tensors.push(x);
     }
+    // The execution holds the memory of its tensors until it ends: a tensor freed meanwhile keeps it (ours).
+    holdTensors(tensors);
     r.refCount++;
     return { r, tensors };
   }
@@ -961,11 +969,17 @@ export class Runtime {
       if (r.poisoned !== undefined) {
         return { status: r.poisoned, execRets: r.parts.map(() => r.poisoned!) };
       }
+      // A tensor freed after the request was accepted: the execution does not start (NRT_INVALID_HANDLE, as every use
+      // of a freed tensor is; ours).
+      checkNotFreed(r, tensors, "ran");
       for (let k = 0; k < tpbs.length; k++) tpbs[k].runningModel = r.parts[k].deviceModel; // h_running_model
       started = true;
       this.#onExecution?.({ phase: "start", ncs: d.ncs, model: r.handle, seq });
       const outcome = await kmgrExecOnCores(r, tensors, d, seq);
       status = outcome.status;
+      // Freed while the device ran (its memory was held): the outputs cannot reach the caller. A failed execution
+      // keeps the device's verdict.
+      if (completed(outcome.status)) checkNotFreed(r, tensors, "ended");
       return outcome;
     } finally {
       if (started) this.#onExecution?.({ phase: "end", ncs: d.ncs, model: r.handle, seq, status });
@@ -973,7 +987,11 @@ export class Runtime {
         this.#onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: d.ncs[0], seq, detail: r.name });
       }
       turn[Symbol.dispose]();
-      this.#release(r);
+      try {
+        await releaseHolds(tensors);
+      } finally {
+        this.#release(r);
+      }
     }
   }
 
@@ -1345,6 +1363,25 @@ function refuseTensor(r: { readonly name: string }, key: string, x: Tensor, why:
     NrtStatus.NRT_INVALID,
     `Cannot execute model "${r.name}": tensor "${x?.name}" bound to "${key}" ${why}`,
   );
+}
+
+/** Whether the device completed the execution: success, or the soft 1003/1004 (seed: lifecycle-error-model §5.5). */
+function completed(status: number): boolean {
+  return status === NrtStatus.NRT_SUCCESS || status === NrtStatus.NRT_EXEC_COMPLETED_WITH_ERR ||
+    status === NrtStatus.NRT_EXEC_COMPLETED_WITH_NUM_ERR;
+}
+
+/** `NRT_INVALID_HANDLE` (3) when a tensor the request binds was freed before the execution `when` (ours). */
+function checkNotFreed(r: ModelRecord, tensors: ReadonlyArray<Tensor | undefined>, when: "ran" | "ended"): void {
+  for (let i = 0; i < tensors.length; i++) {
+    const t = tensors[i];
+    if (t === undefined || !t.freed) continue;
+    throw new NrtError(
+      NrtStatus.NRT_INVALID_HANDLE,
+      `Cannot execute model "${r.name}": tensor "${t.name}" bound to "${r.binding.keys[i]}" was freed before the ` +
+        `execution ${when}`,
+    );
+  }
 }
 
 /** Throws the `NrtError` of an execution result that is not `NRT_SUCCESS`. */

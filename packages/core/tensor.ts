@@ -116,6 +116,20 @@ const liveDeviceBackings = new WeakMap<TensorContext, Set<Backing>>();
 
 /** Frees a tensor without the state guard (set in the class's static block; the runtime's own teardown uses it). */
 let freeUnguarded: (t: Tensor) => Promise<void>;
+/** A tensor's context and backing (set in the class's static block; executions hold backings with it). */
+let backingOf: (t: Tensor) => readonly [TensorContext, Backing];
+
+/**
+ * Drops one reference of a backing; the last one gives device memory back. `undefined` when nothing is freed, so a
+ * caller that drops many references awaits only the frees.
+ */
+function dropRef(ctx: TensorContext, b: Backing): Promise<void> | undefined {
+  if (--b.refs !== 0 || b.dmem === undefined) return undefined;
+  const d = b.dmem;
+  b.dmem = undefined;
+  liveDeviceBackings.get(ctx)?.delete(b);
+  return ctx.ledger.free(d);
+}
 
 /**
  * An `nrt_tensor`. Every method checks the runtime's state first (13 before init, 14 after close), then that the
@@ -141,6 +155,7 @@ export class Tensor {
 
   static {
     freeUnguarded = (t) => t.#release();
+    backingOf = (t) => [t.#ctx, t.#backing];
   }
 
   /** @internal Use {@linkcode allocateTensor}. */
@@ -355,13 +370,7 @@ export class Tensor {
   async #release(): Promise<void> {
     if (this.#freed) return;
     this.#freed = true;
-    const b = this.#backing;
-    if (--b.refs === 0 && b.dmem !== undefined) {
-      const d = b.dmem;
-      b.dmem = undefined;
-      liveDeviceBackings.get(this.#ctx)?.delete(b);
-      await this.#ctx.ledger.free(d);
-    }
+    await dropRef(this.#ctx, this.#backing);
   }
 
   /** `await using`: frees the tensor; nothing once the runtime closed (`close` freed its memory). */
@@ -373,6 +382,31 @@ export class Tensor {
     }
     await this.#release();
   }
+}
+
+/**
+ * @internal An execution's hold on the memory of the tensors it binds (ours): from the request's acceptance to its end,
+ * a tensor freed meanwhile keeps its memory, so the device never reads or writes memory handed to another tensor.
+ * The tensor itself is freed at once (its handle refuses every use with `NRT_INVALID_HANDLE`); the last hold out gives
+ * the memory back. Entries may repeat (one tensor bound twice holds twice) or be `undefined`.
+ */
+export function holdTensors(tensors: ReadonlyArray<Tensor | undefined>): void {
+  for (const t of tensors) if (t !== undefined) backingOf(t)[1].refs++;
+}
+
+/**
+ * @internal Ends the holds {@linkcode holdTensors} took on the same array; resolves once the memory of tensors freed
+ * meanwhile is back. Every hold is dropped; the first failure to free is thrown after.
+ */
+export async function releaseHolds(tensors: ReadonlyArray<Tensor | undefined>): Promise<void> {
+  let first: unknown;
+  for (const t of tensors) {
+    if (t === undefined) continue;
+    const [ctx, b] = backingOf(t);
+    const freeing = dropRef(ctx, b);
+    if (freeing !== undefined) await freeing.catch((e: unknown) => (first ??= e));
+  }
+  if (first !== undefined) throw first;
 }
 
 /** @internal Frees a tensor without the state guard: the runtime's own unload and close use it. */
