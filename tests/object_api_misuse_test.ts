@@ -665,3 +665,49 @@ describe("a tensor freed while an execution uses it", () => {
     }
   });
 });
+
+describe("the nrta scheduler under misuse", () => {
+  test("bad options, requests and sequence ids are refused with 2, never an engine TypeError", async () => {
+    const rt = await runtime();
+    try {
+      const t = await rt.allocateTensor({ size: 16, name: "t" });
+      const bytes = new Uint8Array(4);
+      const cases: Array<[string, () => unknown]> = [
+        ["options null", () => rt.nrta.tensorWrite(t, bytes, 0, null as never)],
+        ["options 7", () => rt.nrta.tensorRead(bytes, t, 0, 4, 7 as never)],
+        ["after 5", () => rt.nrta.tensorWrite(t, bytes, 0, { after: 5 as never })],
+        ["after [null]", () => rt.nrta.tensorWrite(t, bytes, 0, { after: [null as never] })],
+        ["after [{}]", () => rt.nrta.tensorWrite(t, bytes, 0, { after: [{} as never] })],
+        ["errors {}", () => rt.nrta.tensorWrite(t, bytes, 0, { errors: {} as never })],
+        ["executeSchedule(null)", () => rt.nrta.executeSchedule(null as never)],
+        ["executeSchedule({})", () => rt.nrta.executeSchedule({} as never)],
+        ["isCompleted(5)", () => rt.nrta.isCompleted(5 as never)],
+      ];
+      for (const [what, f] of cases) expect([what, (await refusal(f)).status]).toEqual([what, 2]);
+      // Nothing was scheduled, and the scheduler still works.
+      const w = rt.nrta.tensorWrite(t, new Uint8Array([1, 2, 3, 4]));
+      expect(w.seq).toBe((1n << 48n) | 1n);
+      await w.done;
+      expect(Array.from(await t.read(0, 4))).toEqual([1, 2, 3, 4]);
+    } finally {
+      await rt.close();
+    }
+  });
+
+  test("a tensor of another runtime is refused with 2, as an execution refuses it", async () => {
+    const rt = await runtime();
+    const other = await runtime(sim());
+    try {
+      const mine = await rt.allocateTensor({ size: 16, name: "mine" });
+      const theirs = await other.allocateTensor({ size: 16, name: "theirs" });
+      const message = 'Cannot schedule: tensor "theirs" was not allocated by this runtime';
+      expect(await refused(() => rt.nrta.tensorWrite(theirs, new Uint8Array(4)))).toEqual([2, message]);
+      expect(await refused(() => rt.nrta.tensorRead(new Uint8Array(4), theirs))).toEqual([2, message]);
+      expect(await refused(() => rt.nrta.tensorCopy(theirs, 0, mine, 0, 4))).toEqual([2, message]);
+      expect(await refused(() => rt.nrta.tensorCopy(mine, 0, theirs, 0, 4))).toEqual([2, message]);
+    } finally {
+      await other.close();
+      await rt.close();
+    }
+  });
+});

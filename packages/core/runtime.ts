@@ -398,6 +398,13 @@ export class Runtime {
         if (!(t instanceof Tensor)) {
           throw new NrtError(NrtStatus.NRT_INVALID, `Cannot schedule: ${describeValue(t)} is not a Tensor`);
         }
+        // As an execution refuses it: the request would run on this runtime's queues against another's memory.
+        if (t.owner !== this) {
+          throw new NrtError(
+            NrtStatus.NRT_INVALID,
+            `Cannot schedule: tensor ${describeValue(t.name)} was not allocated by this runtime`,
+          );
+        }
         return this.#vncOfNc(t.nc);
       },
     });

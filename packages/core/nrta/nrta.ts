@@ -169,6 +169,28 @@ function bytesIn(buf: unknown, action: string): Uint8Array {
   return bytes;
 }
 
+/** `NRT_INVALID` unless `options` is an object whose `after` lists requests and whose `errors` is a tracker (ours). */
+function checkOptions(options: unknown): asserts options is NrtaScheduleOptions {
+  const bad = (why: string): never => {
+    throw new NrtError(NrtStatus.NRT_INVALID, `Cannot schedule a request: ${why}`);
+  };
+  if (typeof options !== "object" || options === null || Array.isArray(options)) {
+    bad(`the options must be an object, got ${describeValue(options)}`);
+  }
+  const { after, errors } = options as NrtaScheduleOptions;
+  if (after !== undefined) {
+    if (!Array.isArray(after)) bad(`after must be an array of requests, got ${describeValue(after)}`);
+    for (const r of after) {
+      if (typeof (r as Partial<NrtaRequest> | null)?.done?.then !== "function") {
+        bad(`after holds ${describeValue(r)}, not a request`);
+      }
+    }
+  }
+  if (errors !== undefined && !(errors instanceof NrtaErrorTracker)) {
+    bad(`errors must be an NrtaErrorTracker, got ${describeValue(errors)}`);
+  }
+}
+
 function queueHolds(q: Queue, num: bigint): boolean {
   let lo = q.head, hi = q.nums.length - 1;
   while (lo <= hi) {
@@ -281,6 +303,15 @@ export class Nrta {
   executeSchedule(execution: PreparedExecution, options: NrtaScheduleOptions = {}): NrtaRequest {
     try {
       this.#host.guard();
+      if (
+        typeof execution !== "object" || execution === null || typeof execution.run !== "function" ||
+        typeof execution.cancel !== "function"
+      ) {
+        throw new NrtError(
+          NrtStatus.NRT_INVALID,
+          `Cannot schedule an execution: ${describeValue(execution)} is not a prepared execution`,
+        );
+      }
       return this.#schedule(
         NrtaXu.NRTA_XU_COMPUTE,
         execution.vnc,
@@ -310,6 +341,9 @@ export class Nrta {
    */
   isCompleted(seq: bigint): boolean {
     this.#host.guard();
+    if (typeof seq !== "bigint") {
+      throw new NrtError(NrtStatus.NRT_INVALID, `Sequence ${describeValue(seq)} is not an nrta_seq_t (a bigint)`);
+    }
     const xu = nrtaSeqXu(seq), num = nrtaSeqNum(seq);
     if (seq < 0n || xu < 0 || xu >= NrtaXu.NRTA_XU_TYPE_NUM || num <= 0n || !(num <= this.#issued[xu])) {
       throw new NrtError(NrtStatus.NRT_INVALID, `Sequence 0x${seq.toString(16)} was never scheduled`);
@@ -373,6 +407,7 @@ export class Nrta {
     if (this.#closed) {
       throw new NrtError(NrtStatus.NRT_CLOSED, "Cannot schedule a request: the runtime is closing");
     }
+    checkOptions(options);
     const queue = options.queue ?? 0;
     this.#checkQueue(xu, vnc, queue);
     const key = `${vnc}:${xu}:${queue}`;
