@@ -711,3 +711,31 @@ describe("the nrta scheduler under misuse", () => {
     }
   });
 });
+
+describe("a model of another runtime", () => {
+  test("poisonedStatus() answers for this runtime's models only, not for another's model of the same handle", async () => {
+    const portal = sim();
+    const rt = await runtime(portal);
+    const other = await runtime(sim());
+    try {
+      const poisoned = await rt.load(RELU);
+      const theirs = await other.load(RELU);
+      expect(theirs.handle).toBe(poisoned.handle); // handles are per runtime
+      const { ins, outs } = await io(rt, poisoned);
+      portal.faults.inject({ kind: "hbm-ue", nc: 0, atExecution: 1 });
+      expect((await refusal(() => poisoned.execute(ins, outs))).status).toBe(1201);
+      expect(rt.poisonedStatus(poisoned)).toBe(1201);
+      expect(rt.poisonedStatus(theirs)).toBeUndefined();
+      expect(rt.isLoaded(theirs)).toBe(false);
+      // A second handle of an interned model that was unloaded no longer names it either.
+      const a = await other.load(RELU);
+      expect(a.handle).toBe(theirs.handle);
+      await theirs.unload();
+      expect(other.poisonedStatus(theirs)).toBeUndefined();
+      expect(other.isLoaded(a)).toBe(true);
+    } finally {
+      await other.close();
+      await rt.close();
+    }
+  });
+});

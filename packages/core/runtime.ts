@@ -802,11 +802,14 @@ export class Runtime {
 
   /**
    * Whether a model is poisoned by a Band-C fault (1200..1206, fail-stop until unload: seed lifecycle-error-model
-   * §4.1, §5.5), and with which status. Band A/B verdicts never poison.
+   * §4.1, §5.5), and with which status. Band A/B verdicts never poison; `undefined` too for a handle this runtime
+   * does not hold (unloaded, or another runtime's).
    */
   poisonedStatus(model: Model): number | undefined {
     this.#checkModel("Cannot look up a model", model);
-    return this.#models.get(model.handle)?.poisoned;
+    // By the handle and its holder, as the lookup of an execution: handles are per runtime.
+    const r = this.#models.get(model.handle);
+    return r?.holders.has(model) === true ? r.poisoned : undefined;
   }
 
   /** `nrt_execute`. Throws `NrtError` with the request's status unless it is `NRT_SUCCESS`. */
