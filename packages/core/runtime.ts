@@ -854,7 +854,7 @@ export class Runtime {
       cancel: () => {
         if (state !== "ready") return;
         state = "cancelled";
-        releaseHolds(x.tensors).catch((e: unknown) =>
+        releaseHolds(x.tensors)?.catch((e: unknown) =>
           this.log.warn(`Cannot free a tensor's memory: ${e instanceof Error ? e.message : String(e)}`)
         );
         this.#release(x.r);
@@ -998,7 +998,8 @@ export class Runtime {
       }
       turn[Symbol.dispose]();
       try {
-        await releaseHolds(tensors);
+        const freeing = releaseHolds(tensors);
+        if (freeing !== undefined) await freeing;
       } finally {
         this.#release(r);
       }

@@ -116,8 +116,9 @@ const liveDeviceBackings = new WeakMap<TensorContext, Set<Backing>>();
 
 /** Frees a tensor without the state guard (set in the class's static block; the runtime's own teardown uses it). */
 let freeUnguarded: (t: Tensor) => Promise<void>;
-/** A tensor's context and backing (set in the class's static block; executions hold backings with it). */
-let backingOf: (t: Tensor) => readonly [TensorContext, Backing];
+/** A tensor's backing, and its context (set in the class's static block; executions hold backings with them). */
+let backingOf: (t: Tensor) => Backing;
+let contextOf: (t: Tensor) => TensorContext;
 
 /**
  * Drops one reference of a backing; the last one gives device memory back. `undefined` when nothing is freed, so a
@@ -155,7 +156,8 @@ export class Tensor {
 
   static {
     freeUnguarded = (t) => t.#release();
-    backingOf = (t) => [t.#ctx, t.#backing];
+    backingOf = (t) => t.#backing;
+    contextOf = (t) => t.#ctx;
   }
 
   /** @internal Use {@linkcode allocateTensor}. */
@@ -391,22 +393,26 @@ export class Tensor {
  * the memory back. Entries may repeat (one tensor bound twice holds twice) or be `undefined`.
  */
 export function holdTensors(tensors: ReadonlyArray<Tensor | undefined>): void {
-  for (const t of tensors) if (t !== undefined) backingOf(t)[1].refs++;
+  for (const t of tensors) if (t !== undefined) backingOf(t).refs++;
 }
 
 /**
- * @internal Ends the holds {@linkcode holdTensors} took on the same array; resolves once the memory of tensors freed
- * meanwhile is back. Every hold is dropped; the first failure to free is thrown after.
+ * @internal Ends the holds {@linkcode holdTensors} took on the same array. `undefined` when no memory was freed (the
+ * usual case: no promise on the execute path); otherwise resolves once the memory of tensors freed meanwhile is back.
+ * Every hold is dropped; the first failure to free is thrown after.
  */
-export async function releaseHolds(tensors: ReadonlyArray<Tensor | undefined>): Promise<void> {
-  let first: unknown;
+export function releaseHolds(tensors: ReadonlyArray<Tensor | undefined>): Promise<void> | undefined {
+  let frees: Promise<void>[] | undefined;
   for (const t of tensors) {
     if (t === undefined) continue;
-    const [ctx, b] = backingOf(t);
-    const freeing = dropRef(ctx, b);
-    if (freeing !== undefined) await freeing.catch((e: unknown) => (first ??= e));
+    const freeing = dropRef(contextOf(t), backingOf(t));
+    if (freeing !== undefined) (frees ??= []).push(freeing);
   }
-  if (first !== undefined) throw first;
+  if (frees === undefined) return undefined;
+  return Promise.allSettled(frees).then((results) => {
+    const failed = results.find((r) => r.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
+  });
 }
 
 /** @internal Frees a tensor without the state guard: the runtime's own unload and close use it. */
