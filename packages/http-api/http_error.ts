@@ -35,9 +35,13 @@ export class HttpError extends Error {
   /** Extra response headers. */
   readonly headers: Readonly<Record<string, string>>;
 
-  /** Creates an error answered with `status`. */
+  /**
+   * Creates an error answered with `status`. A lone surrogate in `message` becomes U+FFFD (ours): messages quote a
+   * client's names cut to their first 128 UTF-16 units, and a cut inside a surrogate pair would otherwise leave the
+   * server as a `\ud83d` escape no client can decode to text.
+   */
   constructor(status: number, message: string, options: HttpErrorOptions = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    super(message.toWellFormed(), options.cause === undefined ? undefined : { cause: options.cause });
     this.name = "HttpError";
     this.status = status;
     this.nrtStatus = options.nrtStatus;

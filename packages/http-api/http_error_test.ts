@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { NrtError, NrtStatus } from "@nrt/core";
-import { httpStatusOf, toHttpError } from "./http_error.ts";
+import { HttpError, httpStatusOf, toHttpError } from "./http_error.ts";
 
 describe("http_error", () => {
   test("httpStatusOf() maps every NRT_STATUS by the documented table", () => {
@@ -42,5 +42,12 @@ describe("http_error", () => {
       cause,
     ]);
     expect(toHttpError(new TypeError("boom")).message).toBe("Internal server error: boom");
+  });
+  test("a message cut inside a surrogate pair leaves as well-formed text (U+FFFD for the lone half)", () => {
+    const name = "x".repeat(127) + "\u{1F600}"; // the emoji's pair straddles the 128th UTF-16 unit
+    const e = new HttpError(400, `Cannot read input "${name.slice(0, 128)}": the model has no such input`);
+    expect(e.message).toBe(`Cannot read input "${"x".repeat(127)}\uFFFD": the model has no such input`);
+    expect(JSON.stringify({ error: e.message })).not.toContain("\\ud83d");
+    expect(new HttpError(400, "a \u{1F600} whole").message).toBe("a \u{1F600} whole");
   });
 });
