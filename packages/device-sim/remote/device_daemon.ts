@@ -101,6 +101,8 @@ interface Session {
   readonly waits: Map<number, { readonly ac: AbortController; readonly device: number; readonly nc: number }>;
   /** Bytes of MEM_READ answers started and not yet handed to the link. */
   reading: number;
+  /** The connection's frame decoder. */
+  readonly decoder: FrameDecoder;
   reclaimed?: Promise<void>;
 }
 
@@ -112,6 +114,32 @@ export const MAX_WAITS_PER_SESSION = 1024;
  * connection (ours: four of the largest transfers, and 1 MiB for their headers and the small answers around them).
  */
 export const MAX_UNREAD_BYTES: number = 4 * MAX_TRANSFER_BYTES + (1 << 20);
+
+/**
+ * Bytes the daemon holds for all its sessions together (ours, 1 GiB): the answers they leave untaken, the reads under
+ * way for them and what their decoders buffer of incomplete frames. Each session's own bounds (`MAX_UNREAD_BYTES`,
+ * `MAX_REQUEST_BYTES`) hold per connection; this one holds whatever the number of connections. Past it the daemon
+ * closes the connection of the session holding the most, and reclaims it, until the total fits.
+ */
+export const MAX_HELD_BYTES: number = 1 << 30;
+
+/**
+ * Sessions served at once (ours): a runtime process is one. A connection past them has its `HELLO` answered
+ * `NRT_RESOURCE` and is closed.
+ */
+export const MAX_SESSIONS = 256;
+
+/**
+ * Below this, an answer or what a session holds is not weighed against {@linkcode MAX_HELD_BYTES} (ours, 64 KiB): the
+ * execute path's small reads and wake snapshots look at no other session. Small answers that pile up still count once
+ * their session holds more.
+ */
+const SMALL_BYTES = 1 << 16;
+
+/** What one session makes the daemon hold, in bytes: see {@linkcode MAX_HELD_BYTES}. */
+function heldBy(s: Session): number {
+  return s.decoder.held + s.reading + (s.link.queued?.() ?? 0);
+}
 
 /**
  * Where a NeuronCore's NQ ring and stdio write indices live in a session's allocations, as the NQ base and capacity
@@ -176,6 +204,7 @@ export class DeviceDaemon {
    * @returns The handlers the transport calls with the connection's bytes and its end.
    */
   accept(link: Link): LinkEvents {
+    if (this.#open() >= MAX_SESSIONS) return this.#refuse(link);
     const s: Session = {
       id: this.#nextSession++,
       link,
@@ -189,9 +218,10 @@ export class DeviceDaemon {
       layouts: new Map(),
       waits: new Map(),
       reading: 0,
+      decoder: new FrameDecoder(MAX_REQUEST_BYTES),
     };
     this.#sessions.set(s.id, s);
-    const decoder = new FrameDecoder(MAX_REQUEST_BYTES);
+    const decoder = s.decoder;
     return {
       data: (chunk) => {
         if (s.closed) return;
@@ -205,6 +235,8 @@ export class DeviceDaemon {
           void this.#end(s, "sent a malformed frame");
           return;
         }
+        // The daemon-wide bound, weighed only once this session holds more than a little.
+        if (heldBy(s) > SMALL_BYTES && !this.#fits(s, 0)) return;
         for (const f of frames) {
           if (s.closed) return; // after BYE, or a connection closed below: nothing more starts
           if ((link.queued?.() ?? 0) > MAX_UNREAD_BYTES) return this.#dropUnread(s);
@@ -237,6 +269,73 @@ export class DeviceDaemon {
     const all = [...this.#sessions.values()];
     for (const s of all) s.link.close();
     await Promise.all(all.map((s) => this.#end(s, "daemon stopping")));
+  }
+
+  /** What the sessions not ended hold together, in bytes. */
+  #total(): number {
+    let total = 0;
+    for (const x of this.#sessions.values()) if (!x.closed) total += heldBy(x);
+    return total;
+  }
+
+  /** Sessions not ended. */
+  #open(): number {
+    let n = 0;
+    for (const s of this.#sessions.values()) if (!s.closed) n++;
+    return n;
+  }
+
+  /** A connection past {@linkcode MAX_SESSIONS}: its first frame is answered `NRT_RESOURCE`, and it closes. */
+  #refuse(link: Link): LinkEvents {
+    this.#log(`a connection past ${MAX_SESSIONS} sessions refused`);
+    const decoder = new FrameDecoder(MAX_REQUEST_BYTES);
+    let done = false;
+    return {
+      data: (chunk) => {
+        if (done) return;
+        let first: Frame | undefined;
+        try {
+          first = decoder.push(chunk)[0];
+        } catch {
+          done = true;
+          return link.close();
+        }
+        if (first === undefined) return;
+        done = true;
+        const e = new NrtError(
+          NrtStatus.NRT_RESOURCE,
+          `Cannot start a session: the device daemon serves at most ${MAX_SESSIONS} sessions at once`,
+        );
+        link.send(errorFrame(first, e));
+        link.close();
+      },
+      closed: () => {},
+    };
+  }
+
+  /**
+   * Whether the daemon's sessions together hold at most {@linkcode MAX_HELD_BYTES} with `extra` more for session `s`.
+   * While they do not, the session holding the most is closed and reclaimed (`s` itself, when it does): `false` when
+   * that was `s`.
+   */
+  #fits(s: Session, extra: number): boolean {
+    for (;;) {
+      let total = extra, top: Session | undefined, most = -1;
+      for (const x of this.#sessions.values()) {
+        if (x.closed) continue;
+        const held = heldBy(x);
+        total += held;
+        if (held > most) [top, most] = [x, held];
+      }
+      if (total <= MAX_HELD_BYTES || top === undefined) return !s.closed;
+      this.#log(
+        `${describeOwner(top)}: holds ${most} of the ${total} bytes the daemon holds for its sessions, over ` +
+          `${MAX_HELD_BYTES}; closing the connection`,
+      );
+      top.link.close();
+      void this.#end(top, "held the most of the daemon's memory");
+      if (top === s) return false;
+    }
   }
 
   /** Closes the connection of a session that leaves too many answers untaken, and reclaims it. */
@@ -436,6 +535,7 @@ export class DeviceDaemon {
           this.#dropUnread(s);
           return Promise.resolve(EMPTY);
         }
+        if (bytes >= SMALL_BYTES && !this.#fits(s, bytes)) return Promise.resolve(EMPTY);
         s.reading += bytes;
         return p.memRead(m, offset, length).then(
           (data) => ok(0, data.byteLength).finish(data),
@@ -612,7 +712,8 @@ export class DeviceDaemon {
    *
    * The records are bounded as a MEM_READ is (ours): more than {@linkcode MAX_TRANSFER_BYTES} of them, or more than
    * the session may leave untaken ({@linkcode MAX_UNREAD_BYTES}, with its reads and queued answers), are left out and
-   * the client reads them itself. The bytes read are counted in `s.reading` and in `hold`, which the caller returns
+   * the client reads them itself; so are they when the daemon's sessions together would pass
+   * {@linkcode MAX_HELD_BYTES}. The bytes read are counted in `s.reading` and in `hold`, which the caller returns
    * once the answer is built.
    */
   async #snapshot(
@@ -643,7 +744,10 @@ export class DeviceDaemon {
     if (pending > l.capacity) [tail, pending] = [(head - l.capacity) >>> 0, l.capacity];
     const bytes = pending * NOTIFICATION_BYTES;
     const unread = s.reading + bytes + (s.link.queued?.() ?? 0);
-    if (l.ring !== undefined && bytes > 0 && bytes <= MAX_TRANSFER_BYTES && unread <= MAX_UNREAD_BYTES) {
+    if (
+      l.ring !== undefined && bytes > 0 && bytes <= MAX_TRANSFER_BYTES && unread <= MAX_UNREAD_BYTES &&
+      (bytes < SMALL_BYTES || this.#total() + bytes <= MAX_HELD_BYTES)
+    ) {
       hold.bytes += bytes;
       s.reading += bytes;
       const start = tail % l.capacity, first = Math.min(pending, l.capacity - start);

@@ -18,7 +18,9 @@ import {
   FrameDecoder,
   type Link,
   linkPair,
+  MAX_HELD_BYTES,
   MAX_REQUEST_BYTES,
+  MAX_SESSIONS,
   MAX_TRANSFER_BYTES,
   MAX_UNREAD_BYTES,
   Op,
@@ -237,5 +239,70 @@ describe("the device daemon's bounds against a hostile client", () => {
       c.close();
       await owner.close();
     }
+  });
+  test("the sessions together hold at most MAX_HELD_BYTES: the one holding the most is closed first", async () => {
+    const { daemon, logs } = rig();
+    const MiB = 1 << 20;
+    // Clients that never read, each under its own 257 MiB bound: what each has left untaken is set by the test.
+    const client = (queued: number) => {
+      const c = {
+        queued,
+        closed: false,
+        answers: [] as Uint8Array[],
+        events: {} as ReturnType<DeviceDaemon["accept"]>,
+      };
+      c.events = daemon.accept({
+        send: (b) => void c.answers.push(b.byteLength < 4096 ? b.slice(12) : new Uint8Array(0)),
+        close: () => void (c.closed = true),
+        queued: () => c.queued,
+      });
+      c.events.data(frames().hello());
+      return c;
+    };
+    const [a, b, c, d] = [client(250 * MiB), client(240 * MiB), client(200 * MiB), client(200 * MiB)];
+    await until(() => [a, b, c, d].every((x) => x.answers.length === 1), "HELLO's answers");
+    expect([a, b, c, d].map((x) => x.closed)).toEqual([false, false, false, false]); // 890 MiB together
+    // A fifth, past 1 GiB together: the one holding the most goes, whoever sent the bytes.
+    const e = client(150 * MiB);
+    await until(() => a.closed, "the largest holder's close");
+    expect([a, b, c, d, e].map((x) => x.closed)).toEqual([true, false, false, false, false]);
+    expect(logs.some((l) => l.includes(`over ${MAX_HELD_BYTES}; closing the connection`))).toBe(true);
+    await daemon.reclaimed();
+    expect(daemon.sessions().length).toBe(4);
+    // 240 + 255 + 254 + 10 + 250 MiB: 1,009 MiB, under the bound, so the sixth stays and so does everyone.
+    [c.queued, d.queued, e.queued] = [255 * MiB, 254 * MiB, 10 * MiB];
+    const f = client(250 * MiB);
+    await until(() => f.answers.length === 1, "the sixth's HELLO answer");
+    expect([b, c, d, e, f].map((x) => x.closed)).toEqual([false, false, false, false, false]);
+    // A 64 MiB read would take them to 1,073 MiB: the largest holder (c) goes, not the reader, and the read is answered.
+    const { f: frame } = frames();
+    e.events.data(frame(Op.MEM_ALLOC, 25).u32(0).u32(0).f64(MAX_TRANSFER_BYTES).f64(0).u8(0).finish());
+    await until(() => e.answers.length === 2, "the allocation");
+    const id = new BodyReader(e.answers[1]).u32();
+    e.events.data(frame(Op.MEM_READ, 20).u32(id).f64(0).f64(MAX_TRANSFER_BYTES).finish());
+    await until(() => e.answers.length === 3, "the read");
+    expect([b, c, d, e, f].map((x) => x.closed)).toEqual([false, true, false, false, false]);
+    for (const x of [b, c, d, e, f]) x.events.closed();
+    await daemon.reclaimed();
+    expect(daemon.sessions()).toEqual([]);
+  });
+
+  test("a connection past MAX_SESSIONS has its HELLO refused with NRT_RESOURCE and is closed", async () => {
+    const { daemon, dial } = rig();
+    const open = Array.from({ length: MAX_SESSIONS }, () => daemon.accept({ send: () => {}, close: () => {} }));
+    const c = await rawClient(dial);
+    c.send(c.hello());
+    await until(() => c.closed, "the refused connection's close");
+    expect(error(c.answers[0])?.status).toBe(NrtStatus.NRT_RESOURCE);
+    expect(error(c.answers[0])?.message).toContain(`at most ${MAX_SESSIONS} sessions`);
+    expect(daemon.sessions().length).toBe(MAX_SESSIONS);
+    // One leaves: the next is served.
+    open[0].closed();
+    await daemon.reclaimed();
+    const next = await RemotePortal.connect(dial, { pid: 1, name: "next" });
+    expect(next.connected).toBe(true);
+    await next.close();
+    for (const x of open.slice(1)) x.closed();
+    await daemon.reclaimed();
   });
 });

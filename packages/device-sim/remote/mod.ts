@@ -27,6 +27,8 @@ export {
   type DaemonSessionInfo,
   DeviceDaemon,
   type DeviceDaemonOptions,
+  MAX_HELD_BYTES,
+  MAX_SESSIONS,
   MAX_UNREAD_BYTES,
   MAX_WAITS_PER_SESSION,
 } from "./device_daemon.ts";

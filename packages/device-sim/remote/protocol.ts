@@ -368,6 +368,11 @@ export class FrameDecoder {
     return this.#len;
   }
 
+  /** Bytes of memory the decoder holds for incomplete frames (its buffer, which may be larger than `pending`). */
+  get held(): number {
+    return this.#buf.byteLength;
+  }
+
   #append(chunk: Uint8Array): void {
     const need = this.#len + chunk.byteLength;
     if (need > this.#buf.byteLength) {
