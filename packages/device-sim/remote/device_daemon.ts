@@ -136,6 +136,12 @@ export const MAX_SESSIONS = 256;
  */
 const SMALL_BYTES = 1 << 16;
 
+/** How long a refused connection (past {@linkcode MAX_SESSIONS}) may take to send its `HELLO` (ours). */
+const REFUSAL_WAIT_MS = 5_000;
+
+/** The largest frame a refused connection's decoder takes: a `HELLO` with the longest name, and its header. */
+const HELLO_MAX_BYTES = MAX_NAME_BYTES + 64;
+
 /** What one session makes the daemon hold, in bytes: see {@linkcode MAX_HELD_BYTES}. */
 function heldBy(s: Session): number {
   return s.decoder.held + s.reading + (s.link.queued?.() ?? 0);
@@ -285,11 +291,20 @@ export class DeviceDaemon {
     return n;
   }
 
-  /** A connection past {@linkcode MAX_SESSIONS}: its first frame is answered `NRT_RESOURCE`, and it closes. */
+  /**
+   * A connection past {@linkcode MAX_SESSIONS}: its first frame is answered `NRT_RESOURCE`, and it closes; one that
+   * sends no whole frame within {@linkcode REFUSAL_WAIT_MS} is closed then.
+   */
   #refuse(link: Link): LinkEvents {
     this.#log(`a connection past ${MAX_SESSIONS} sessions refused`);
-    const decoder = new FrameDecoder(MAX_REQUEST_BYTES);
+    const decoder = new FrameDecoder(HELLO_MAX_BYTES);
     let done = false;
+    const end = () => {
+      done = true;
+      clearTimeout(timer);
+      link.close();
+    };
+    const timer = setTimeout(end, REFUSAL_WAIT_MS);
     return {
       data: (chunk) => {
         if (done) return;
@@ -297,11 +312,11 @@ export class DeviceDaemon {
         try {
           first = decoder.push(chunk)[0];
         } catch {
-          done = true;
-          return link.close();
+          return end();
         }
         if (first === undefined) return;
         done = true;
+        clearTimeout(timer);
         const e = new NrtError(
           NrtStatus.NRT_RESOURCE,
           `Cannot start a session: the device daemon serves at most ${MAX_SESSIONS} sessions at once`,
@@ -309,7 +324,10 @@ export class DeviceDaemon {
         link.send(errorFrame(first, e));
         link.close();
       },
-      closed: () => {},
+      closed: () => {
+        done = true;
+        clearTimeout(timer);
+      },
     };
   }
 

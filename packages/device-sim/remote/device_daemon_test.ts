@@ -305,4 +305,17 @@ describe("the device daemon's bounds against a hostile client", () => {
     for (const x of open.slice(1)) x.closed();
     await daemon.reclaimed();
   });
+
+  test("a refused connection that sends no whole HELLO is closed after 5 s", async () => {
+    const { daemon, dial } = rig();
+    const open = Array.from({ length: MAX_SESSIONS }, () => daemon.accept({ send: () => {}, close: () => {} }));
+    const c = await rawClient(dial);
+    c.send(c.hello().subarray(0, 6)); // half a header, then nothing
+    await new Promise((r) => setTimeout(r, 4_000));
+    expect(c.closed).toBe(false);
+    await until(() => c.closed, "the refused connection's close");
+    expect(c.answers).toEqual([]);
+    for (const x of open) x.closed();
+    await daemon.reclaimed();
+  }, 15_000);
 });
