@@ -126,16 +126,37 @@ export interface RawStatus {
   readonly message: string;
 }
 
+/** A gRPC frame of `message`: the flag byte (not compressed), the 4-byte big-endian length, the message. */
+export function grpcFrame(message: Uint8Array): Uint8Array {
+  const frame = new Uint8Array(5 + message.byteLength);
+  new DataView(frame.buffer).setUint32(1, message.byteLength);
+  frame.set(message, 5);
+  return frame;
+}
+
 /**
  * A gRPC call made by hand over HTTP/2 (node:http2, nothing of gRPC's libraries): its headers, then `message`
- * framed as gRPC frames it (a flag byte and a 4-byte length) and the end of the stream, or, without one, nothing
- * at all: the stream stays open, as a client that stalls leaves it. `over` shares a connection (streams on one
- * connection reach the server in the order they were opened); without it the call has its own.
+ * framed as gRPC frames it ({@linkcode grpcFrame}) and the end of the stream, or, without one, nothing at all: the
+ * stream stays open, as a client that stalls leaves it. `over` shares a connection (streams on one connection reach
+ * the server in the order they were opened); without it the call has its own.
  */
 export function rawCall(
   port: number,
   method: string,
   message?: Uint8Array,
+  over?: ClientHttp2Session,
+): { status: Promise<RawStatus>; close(): void } {
+  return rawSend(port, method, message === undefined ? undefined : grpcFrame(message), over);
+}
+
+/**
+ * As {@linkcode rawCall}, with the request body `body` sent as given (whole frames, part of one, several, or none)
+ * and then the end of the stream; without one, nothing.
+ */
+export function rawSend(
+  port: number,
+  method: string,
+  body?: Uint8Array,
   over?: ClientHttp2Session,
 ): { status: Promise<RawStatus>; close(): void } {
   const session = over ?? h2connect(`http://127.0.0.1:${port}`);
@@ -159,11 +180,6 @@ export function rawCall(
     stream.resume();
   });
   status.catch(() => {}); // a call closed by the test before its answer is not awaited
-  if (message !== undefined) {
-    const frame = new Uint8Array(5 + message.byteLength);
-    new DataView(frame.buffer).setUint32(1, message.byteLength);
-    frame.set(message, 5);
-    stream.end(frame);
-  }
+  if (body !== undefined) stream.end(body);
   return { status, close: () => (stream.close(), over === undefined && session.close()) };
 }

@@ -6,76 +6,21 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { NrtStatus } from "@nrt/core";
-import { DeviceSimPortal } from "@nrt/device-sim";
+import type { DeviceSimPortal } from "@nrt/device-sim";
 import {
   BodyReader,
-  DeviceDaemon,
   type Dialer,
   type Frame,
   FrameBuilder,
   FrameDecoder,
   type Link,
-  linkPair,
   Op,
-  PROTOCOL_VERSION,
   RemotePortal,
   RESPONSE,
 } from "../packages/device-sim/remote/mod.ts";
+import { closeDaemonRigs, daemonRig as rig, error, frames, rawClient, until } from "./_raw_daemon.ts";
 
-const sims: DeviceSimPortal[] = [];
-afterAll(async () => {
-  for (const s of sims.splice(0)) await s.close();
-});
-
-function rig() {
-  const sim = new DeviceSimPortal();
-  sims.push(sim);
-  const daemon = new DeviceDaemon({ portal: sim, spec: sim.spec, resetCore: (d, nc) => sim.resetQ7(d, nc) });
-  const dial = linkPair((l) => daemon.accept(l));
-  return { sim, daemon, dial };
-}
-
-/** A raw client: sends frames as given, keeps every frame the daemon answers, and whether the link closed. */
-async function rawClient(dial: Dialer) {
-  const answers: Frame[] = [];
-  const dec = new FrameDecoder();
-  let closed = false;
-  const link = await dial({
-    data: (chunk) => answers.push(...dec.push(chunk).map((f) => ({ ...f, body: f.body.slice() }))),
-    closed: () => (closed = true),
-  });
-  let id = 1;
-  const frame = (op: number, fixed: number, tail = 0) => new FrameBuilder(id++, op, fixed, tail);
-  return {
-    answers,
-    get closed() {
-      return closed;
-    },
-    /** Sends frames in one write. */
-    send: (...frames: Uint8Array[]) => link.send(Uint8Array.from(frames.flatMap((f) => [...f]))),
-    hello: (name = "raw", pid = 4242) => {
-      const text = new TextEncoder().encode(name);
-      return frame(Op.HELLO, 8, text.byteLength).u32(PROTOCOL_VERSION).u32(pid).finish(text);
-    },
-    frame,
-    close: () => link.close(),
-  };
-}
-
-/** Turns of the event loop until `cond` holds. */
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 5_000 && !cond(); i++) await new Promise<void>((r) => setTimeout(r, 0));
-  if (!cond()) throw new Error(`Gave up waiting for ${what}`);
-}
-
-/** An answer's error: its NRT status and message (undefined for a success). */
-function error(f: Frame | undefined): { status: number; message: string } | undefined {
-  if (f === undefined || f.status === 0) return undefined;
-  const r = new BodyReader(f.body);
-  const status = r.u32();
-  r.u8();
-  return { status, message: new TextDecoder().decode(r.rest()) };
-}
+afterAll(closeDaemonRigs);
 
 const waitersOn = (sim: DeviceSimPortal) =>
   Array.from({ length: sim.spec.ncPerDevice }, (_, nc) => sim.notificationWaiters(0, nc)).reduce((a, b) => a + b);
@@ -285,10 +230,8 @@ describe("the device daemon against hostile clients", () => {
       queued: () => queued,
     };
     const events = daemon.accept(held);
-    let id = 1;
-    const f = (op: number, fixed: number, tail = 0) => new FrameBuilder(id++, op, fixed, tail);
-    const name = new TextEncoder().encode("sink");
-    events.data(f(Op.HELLO, 8, name.byteLength).u32(PROTOCOL_VERSION).u32(99).finish(name));
+    const { frame: f, hello } = frames();
+    events.data(hello("sink", 99));
     events.data(f(Op.MEM_ALLOC, 25).u32(0).u32(3).f64(64 * 1024 * 1024).f64(0).u8(0).finish());
     await until(() => answers.length === 2, "the allocation");
     const memory = new BodyReader(answers[1].body).u32();

@@ -7,7 +7,16 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { loadSync } from "@grpc/proto-loader";
 import { type ClientHttp2Session, connect as h2connect, constants as h2 } from "node:http2";
 import { createGrpcInferenceServer, type GrpcInferenceServer, type GrpcLimits } from "./mod.ts";
-import { Code, failure, FIXTURE_PROTO, type OipClient, oipClient } from "../../tests/_grpc_client.ts";
+import {
+  Code,
+  failure,
+  FIXTURE_PROTO,
+  grpcFrame,
+  type OipClient,
+  oipClient,
+  rawSend,
+  type RawStatus,
+} from "../../tests/_grpc_client.ts";
 import { type HttpFixture, httpFixture, testModels } from "../../tests/_http.ts";
 import { oneOpNeff } from "../../tests/_kernels.ts";
 
@@ -63,42 +72,18 @@ function unreadInfer(port: number): { closed: Promise<number>; close(): void } {
   stream.on("error", () => {});
   stream.pause();
   const closed = new Promise<number>((resolve) => stream.on("close", () => resolve(stream.rstCode ?? 0)));
-  stream.end(frame(message));
+  stream.end(grpcFrame(message));
   return { closed, close: () => stream.close(h2.NGHTTP2_CANCEL) };
 }
 
-/** A gRPC frame: the flag byte, the 4-byte length, the message. */
-function frame(message: Uint8Array): Uint8Array {
-  const f = new Uint8Array(5 + message.byteLength);
-  new DataView(f.buffer).setUint32(1, message.byteLength);
-  f.set(message, 5);
-  return f;
-}
-
 /** The status of a call whose request body is `body` as given (frames or not), sent whole. */
-function rawStatus(port: number, method: string, body: Uint8Array): Promise<{ code: number; message: string }> {
-  const session = h2connect(`http://127.0.0.1:${port}`);
-  sessions.push(session);
-  session.on("error", () => {});
-  const stream = session.request({
-    ":method": "POST",
-    ":path": `/inference.GRPCInferenceService/${method}`,
-    "content-type": "application/grpc",
-    te: "trailers",
-  });
-  stream.on("error", () => {});
-  return new Promise((resolve, reject) => {
-    const read = (h: Record<string, unknown>): void => {
-      if (h["grpc-status"] === undefined) return;
-      resolve({ code: Number(h["grpc-status"]), message: decodeURIComponent(String(h["grpc-message"] ?? "")) });
-      session.close();
-    };
-    stream.on("response", read);
-    stream.on("trailers", read);
-    stream.on("close", () => reject(new Error("the stream closed without a gRPC status")));
-    stream.resume();
-    stream.end(body);
-  });
+async function rawStatus(port: number, method: string, body: Uint8Array): Promise<RawStatus> {
+  const call = rawSend(port, method, body);
+  try {
+    return await call.status;
+  } finally {
+    call.close();
+  }
 }
 
 const successes = (): number => fx.metrics.modelStatistics("big").inference_stats.success.count;
@@ -200,7 +185,7 @@ describe("gRPC server against hostile requests", () => {
     const type = loadSync(FIXTURE_PROTO, { keepCase: true })["inference.ModelInferRequest"] as unknown as {
       serialize(m: unknown): Uint8Array;
     };
-    const relu = frame(type.serialize({
+    const relu = grpcFrame(type.serialize({
       model_name: "relu",
       inputs: [{ name: "x", datatype: "FP32", shape: [8], contents: { fp32_contents: reluIn } }],
     }));

@@ -7,86 +7,24 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { NrtStatus } from "@nrt/core";
 import { ncBlock } from "@nrt/core/hal";
 import { NOTIFICATION_BYTES, NqRegister } from "@nrt/core/isa";
-import { DeviceSimPortal } from "@nrt/device-sim";
 import {
   BodyReader,
   decodeWakeSnapshot,
-  DeviceDaemon,
-  type Dialer,
+  type DeviceDaemon,
   type Frame,
-  FrameBuilder,
-  FrameDecoder,
   type Link,
-  linkPair,
   MAX_HELD_BYTES,
   MAX_REQUEST_BYTES,
   MAX_SESSIONS,
   MAX_TRANSFER_BYTES,
   MAX_UNREAD_BYTES,
   Op,
-  PROTOCOL_VERSION,
   RemotePortal,
   RESPONSE,
 } from "./mod.ts";
+import { closeDaemonRigs, daemonRig as rig, error, frames, rawClient, until } from "../../../tests/_raw_daemon.ts";
 
-const sims: DeviceSimPortal[] = [];
-afterAll(async () => {
-  for (const s of sims.splice(0)) await s.close();
-});
-
-function rig() {
-  const sim = new DeviceSimPortal();
-  sims.push(sim);
-  const logs: string[] = [];
-  const daemon = new DeviceDaemon({
-    portal: sim,
-    spec: sim.spec,
-    resetCore: (d, nc) => sim.resetQ7(d, nc),
-    log: (line) => logs.push(line),
-  });
-  return { sim, daemon, logs, dial: linkPair((l) => daemon.accept(l)) };
-}
-
-/** Turns of the event loop until `cond` holds. */
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 5_000 && !cond(); i++) await new Promise<void>((r) => setTimeout(r, 0));
-  if (!cond()) throw new Error(`Gave up waiting for ${what}`);
-}
-
-/** Frames with increasing request ids, HELLO first. */
-function frames() {
-  let id = 1;
-  const f = (op: number, fixed: number, tail = 0) => new FrameBuilder(id++, op, fixed, tail);
-  return { f, hello: () => f(Op.HELLO, 8).u32(PROTOCOL_VERSION).u32(4242).finish() };
-}
-
-/** A raw client over the in-memory link: sends bytes as given, keeps every answer, and whether the link closed. */
-async function rawClient(dial: Dialer) {
-  const answers: Frame[] = [];
-  const dec = new FrameDecoder();
-  let closed = false;
-  const link = await dial({
-    data: (chunk) => answers.push(...dec.push(chunk).map((x) => ({ ...x, body: x.body.slice() }))),
-    closed: () => (closed = true),
-  });
-  return {
-    ...frames(),
-    answers,
-    get closed() {
-      return closed;
-    },
-    send: (bytes: Uint8Array) => link.send(bytes),
-    close: () => link.close(),
-  };
-}
-
-function error(f: Frame | undefined): { status: number; message: string } | undefined {
-  if (f === undefined || f.status === 0) return undefined;
-  const r = new BodyReader(f.body);
-  const status = r.u32();
-  r.u8();
-  return { status, message: new TextDecoder().decode(r.rest()) };
-}
+afterAll(closeDaemonRigs);
 
 describe("the device daemon's bounds against a hostile client", () => {
   test("a wake snapshot's NQ records are bounded as a MEM_READ is, and count towards the untaken answers", async () => {
@@ -105,7 +43,7 @@ describe("the device daemon's bounds against a hostile client", () => {
         queued: () => queued,
       } satisfies Link,
     );
-    const { f, hello } = frames();
+    const { frame: f, hello } = frames();
     events.data(hello());
     const ring = async (nc: number, bytes: number) => {
       events.data(f(Op.MEM_ALLOC, 25).u32(0).u32(nc).f64(bytes).f64(0).u8(0).finish());
@@ -191,7 +129,7 @@ describe("the device daemon's bounds against a hostile client", () => {
     c.send(c.hello());
     await until(() => c.answers.length === 1, "HELLO's answer");
     c.send(Uint8Array.of(3, 0, 0, 0, 0, 0, 0, 0)); // shorter than a header
-    c.send(c.f(Op.SEM_SET, 16).u32(0).u32(1).u32(0).u32(7).finish()); // arrives before the close is seen
+    c.send(c.frame(Op.SEM_SET, 16).u32(0).u32(1).u32(0).u32(7).finish()); // arrives before the close is seen
     await until(() => c.closed, "the connection to close");
     await daemon.reclaimed();
     expect(await sim.semaphoreRead(0, 1, 0)).toBe(0); // before: 7, set by a session already closing
@@ -200,7 +138,7 @@ describe("the device daemon's bounds against a hostile client", () => {
   test("an allocation in flight when its session ends is freed once; the reclaim reports no problem", async () => {
     const { sim, daemon, logs } = rig();
     const events = daemon.accept({ send() {}, close() {} });
-    const { f, hello } = frames();
+    const { frame: f, hello } = frames();
     events.data(hello());
     events.data(f(Op.ACQUIRE_CORES, 12).u32(0).u32(1).u32(0).finish()); // the reclaim then resets nc0 first
     await until(() => daemon.sessions()[0]?.cores.length === 1, "the grant");
@@ -217,7 +155,7 @@ describe("the device daemon's bounds against a hostile client", () => {
     const c = await rawClient(dial);
     c.send(c.hello());
     await until(() => c.answers.length === 1, "HELLO's answer");
-    c.send(c.f(Op.NOTIFICATION_WAIT, 12).u32(0).u32(2).u32(0).finish()); // the head is 0: it waits
+    c.send(c.frame(Op.NOTIFICATION_WAIT, 12).u32(0).u32(2).u32(0).finish()); // the head is 0: it waits
     await until(() => daemon.sessions()[0]?.waits === 1, "the wait");
     const owner = await RemotePortal.connect(dial, { pid: 11, name: "owner" });
     try {
@@ -229,7 +167,7 @@ describe("the device daemon's bounds against a hostile client", () => {
         0,
         0,
       ]);
-      c.send(c.f(Op.NOTIFICATION_WAIT, 12).u32(0).u32(2).u32(0).finish());
+      c.send(c.frame(Op.NOTIFICATION_WAIT, 12).u32(0).u32(2).u32(0).finish());
       await until(() => c.answers.length === 3, "the refusal");
       expect(error(c.answers[2])).toEqual({
         status: NrtStatus.NRT_RESOURCE,
@@ -275,7 +213,7 @@ describe("the device daemon's bounds against a hostile client", () => {
     await until(() => f.answers.length === 1, "the sixth's HELLO answer");
     expect([b, c, d, e, f].map((x) => x.closed)).toEqual([false, false, false, false, false]);
     // A 64 MiB read would take them to 1,073 MiB: the largest holder (c) goes, not the reader, and the read is answered.
-    const { f: frame } = frames();
+    const { frame } = frames();
     e.events.data(frame(Op.MEM_ALLOC, 25).u32(0).u32(0).f64(MAX_TRANSFER_BYTES).f64(0).u8(0).finish());
     await until(() => e.answers.length === 2, "the allocation");
     const id = new BodyReader(e.answers[1]).u32();
