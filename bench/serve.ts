@@ -1,7 +1,8 @@
 /**
  * The REST goal as it is worded: `nrt serve --demo` in a process of its own against a bare Hono route (`Bun.serve`
- * or `Deno.serve`, parsing the request's JSON and answering the same JSON as relu's) in another, both loaded by `wrk`
- * (Debian's package; a third process) with 32 connections, in alternating rounds of `--seconds` (default 5), after a
+ * or `Deno.serve`, parsing the request's JSON and answering the same JSON as relu's) in another, and beside them
+ * `nrt serve --demo --agents inline` (the device on the HTTP thread) in a third, all loaded by `wrk`
+ * (Debian's package; a process of its own) with 32 connections, in alternating rounds of `--seconds` (default 5), after a
  * warm-up of each. Every answer is checked (`_wrk.ts`). Unlike bench/http.ts, no client and no other server share the
  * servers' processes. Each server takes a free port and prints it. Without `wrk` it says so and measures nothing.
  * Each server's resident memory is sampled from `/proc` every 250 ms while the bench runs (Linux; its peak, and its
@@ -67,16 +68,22 @@ async function main(): Promise<void> {
     });
   try {
     const cli = new URL("../packages/cli/main.ts", import.meta.url).pathname;
-    const nrtPort = await start([cli, "serve", "--demo", "--models", dir, "--port", "0", "--grpc-port", "0"]);
+    const serveArgs = [cli, "serve", "--demo", "--models", dir, "--port", "0", "--grpc-port", "0"];
+    const nrtPort = await start(serveArgs);
     const answer = await answerOf(nrtPort);
     const want = [0, 0, 0, 0, 1, 2, 3, 4];
     if (JSON.stringify(JSON.parse(answer).outputs[0].data) !== JSON.stringify(want)) {
       throw new Error(`nrt serve --demo answers relu wrongly: ${answer}`);
     }
+    // The same server with its device on the HTTP thread (`--agents inline`): no thread hop per request.
+    const inlinePort = await start([...serveArgs, "--agents", "inline"]);
+    if ((await answerOf(inlinePort)) !== answer) {
+      throw new Error("nrt serve --demo --agents inline answers differently");
+    }
     const barePort = await start([new URL(import.meta.url).pathname, "--bare", answer]);
     if ((await answerOf(barePort)) !== answer) throw new Error("The bare route's answer differs");
-    const ports = { nrt: nrtPort, bare: barePort };
-    // Resident memory of each server (its process: children[0] is nrt serve, children[1] the bare route).
+    const ports = [nrtPort, inlinePort, barePort];
+    // Resident memory of each server (its process: children[k] serves ports[k]).
     const rss = children.map(() => ({ peak: 0, last: 0 }));
     const sampler = setInterval(() => {
       children.forEach((c, i) => {
@@ -86,12 +93,16 @@ async function main(): Promise<void> {
     }, 250);
     const load = (port: number, s: number): Promise<LoadResult> =>
       wrkLoad({ url: `http://127.0.0.1:${port}${PATH}`, body: BODY, answer, connections, seconds: s });
-    await load(ports.nrt, 5);
-    await load(ports.bare, 5);
-    const [nrt, bare] = await inRounds(rounds, 2, (k) => load(k === 0 ? ports.nrt : ports.bare, seconds))
+    for (const port of ports) await load(port, 5);
+    const [nrt, inline, bare] = await inRounds(rounds, ports.length, (k) => load(ports[k], seconds))
       .finally(() => clearInterval(sampler));
     const rps = (r: LoadResult) => r.completed / (r.elapsedMs / 1000);
-    const ratios = nrt.map((r, i) => rps(r) / rps(bare[i])).sort((a, b) => a - b);
+    // Each round's ratio against the bare route's turn in the same round.
+    const ratios = (xs: LoadResult[]) => xs.map((r, i) => rps(r) / rps(bare[i])).sort((a, b) => a - b);
+    const summary = (xs: LoadResult[]) => {
+      const r = ratios(xs);
+      return `${r[Math.floor(r.length / 2)].toFixed(2)}, range ${r[0].toFixed(2)}–${r[r.length - 1].toFixed(2)}`;
+    };
     const row = (target: string, xs: LoadResult[], mem: { peak: number; last: number }) => {
       const mid = (f: (r: LoadResult) => number) => xs.map(f).sort((a, b) => a - b)[Math.floor(xs.length / 2)];
       return {
@@ -109,11 +120,13 @@ async function main(): Promise<void> {
     emit(
       "serve",
       `nrt serve --demo ÷ a bare Hono route, relu FP32[8] over REST, wrk with ${connections} connections, ` +
-        `${rounds} alternating rounds of ${seconds} s (median round; ratio ${
-          ratios[Math.floor(ratios.length / 2)].toFixed(2)
-        }, ` +
-        `range ${ratios[0].toFixed(2)}–${ratios[ratios.length - 1].toFixed(2)})`,
-      [row("nrt serve --demo", nrt, rss[0]), row("bare Hono route", bare, rss[1])],
+        `${rounds} alternating rounds of ${seconds} s (median round; ratio ${summary(nrt)}; with --agents inline ` +
+        `${summary(inline)})`,
+      [
+        row("nrt serve --demo", nrt, rss[0]),
+        row("nrt serve --demo --agents inline", inline, rss[1]),
+        row("bare Hono route", bare, rss[2]),
+      ],
       runtime,
     );
   } finally {

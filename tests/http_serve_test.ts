@@ -49,6 +49,11 @@ describe("nrt serve", () => {
     );
     expect(() => parseServeArgs(["--verbose"])).toThrow("Cannot parse nrt serve arguments: Unknown option '--verbose'");
     expect(() => parseServeArgs(["--model-control", "poll"])).toThrow("--model-control poll is not none or explicit");
+    expect(parseServeArgs(["--agents", "inline"])).toEqual({ agents: "inline" });
+    expect(parseServeArgs(["--agents=core"])).toEqual({ agents: "core" });
+    expect(() => parseServeArgs(["--agents", "worker"])).toThrow(
+      "Cannot parse nrt serve arguments: --agents worker is not one of inline, device, core",
+    );
     expect(
       parseServeArgs([
         "--admin",
@@ -64,6 +69,46 @@ describe("nrt serve", () => {
     )
       .toEqual({ admin: true, adminTokenFile: "t", modelControl: "explicit", allowedHosts: ["a", "b"] });
   });
+
+  test.if(hasServe)(
+    "--agents inline serves the demo with the device on the server's thread; --agents goes without --device",
+    async () => {
+      await expect(startServer({ models: "/nonexistent", agents: "inline", device: "unix:/tmp/x.sock" })).rejects
+        .toThrow("--agents and --device exclude each other");
+      const dir = await mkdtemp(join(tmpdir(), "nrt-serve-inline-"));
+      const lines: string[] = [];
+      const server = await startServer({
+        models: dir,
+        demo: true,
+        port: 0,
+        agents: "inline",
+        log: (s) => lines.push(s),
+      });
+      try {
+        expect(lines[0]).toMatch(/ready on the simulated cayman device \(on this thread\) \(4 logical cores\)$/);
+        // Every instance of relu answers, each on its own logical core, and a wrong shape is still a 400.
+        const body = JSON.stringify({
+          inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2, -1, 0, 1, 2, 3, -3] }],
+        });
+        const answers = await Promise.all(
+          Array.from(
+            { length: 16 },
+            () => fetch(`${server.url}/v2/models/relu/infer`, { method: "POST", body }).then((r) => r.json()),
+          ),
+        );
+        for (const a of answers) expect(a.outputs[0].data).toEqual([0, 0, 0, 0, 1, 2, 3, 0]);
+        const bad = await fetch(`${server.url}/v2/models/relu/infer`, {
+          method: "POST",
+          body: JSON.stringify({ inputs: [{ name: "x", shape: [3], datatype: "FP32", data: [1, 2, 3] }] }),
+        });
+        expect(bad.status).toBe(400);
+        expect((await bad.json()).error).toContain("shape");
+      } finally {
+        await server.close();
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   test.if(hasServe)(
     "startServer() serves the demo models on a free port and its curl line returns an inference",

@@ -149,18 +149,24 @@ export function parseDeviceDaemonArgs(args: readonly string[]): DeviceDaemonCliO
     devices: int("--devices", v.devices, 1, MAX_SIMULATED_DEVICES),
     hbmBytes: int("--hbm-bytes", v["hbm-bytes"], 1, Number.MAX_SAFE_INTEGER),
     execTimeoutSeconds: int("--exec-timeout", v["exec-timeout"], 1, MAX_EXEC_TIMEOUT_SECONDS),
-    agents: agentMode(v.agents),
+    agents: parseAgentMode(DEVICE_SIM_COMMAND, v.agents),
   };
 }
 
 const AGENT_MODES: readonly DeviceAgentMode[] = ["inline", "device", "core"];
 
-function agentMode(text: string | undefined): DeviceAgentMode | undefined {
+/**
+ * An `--agents` value (`nrt device-sim`, `nrt serve`): where a simulated device runs.
+ *
+ * @param spec The command, for the message.
+ * @param text The value given, or `undefined`.
+ * @returns The mode, or `undefined` when none was given.
+ * @throws {UsageError} For any other text.
+ */
+export function parseAgentMode(spec: CommandSpec, text: string | undefined): DeviceAgentMode | undefined {
   if (text === undefined) return undefined;
   const mode = AGENT_MODES.find((m) => m === text);
-  if (mode === undefined) {
-    throw usageError(DEVICE_SIM_COMMAND, `--agents ${text} is not one of ${AGENT_MODES.join(", ")}`);
-  }
+  if (mode === undefined) throw usageError(spec, `--agents ${text} is not one of ${AGENT_MODES.join(", ")}`);
   return mode;
 }
 

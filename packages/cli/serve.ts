@@ -24,7 +24,7 @@ import {
   resolveRuntimeConfig,
   Runtime,
 } from "@nrt/core";
-import { DeviceSimPortal } from "@nrt/device-sim";
+import { type DeviceAgentMode, DeviceSimPortal } from "@nrt/device-sim";
 import { createGrpcInferenceServer, DEFAULT_GRPC_PORT, type GrpcInferenceServer } from "@nrt/grpc-api";
 import {
   createInferenceApp,
@@ -45,6 +45,7 @@ import { adminToken, defaultAdminTokenFile, newAdminToken, removeAdminToken, wri
 import { type CommandSpec, type OptionValues, parseArgsOptions } from "./command_args.ts";
 import type { CompileTarget } from "./compile_command.ts";
 import { createNrtContainer, nrtPlugins, PortalToken, simulatedSpec } from "./container.ts";
+import { parseAgentMode } from "./device_daemon.ts";
 import { DrainGate } from "./http_listener.ts";
 import { announce, type Announced, NRT_RUNTIME_VERSION, ownCommandLine } from "./neuron_discovery.ts";
 import { InspectRecorder } from "./inspect_recorder.ts";
@@ -61,7 +62,7 @@ export { buildDemoModels } from "./serve_demo.ts";
 
 /** The usage line of `nrt serve`. */
 export const SERVE_USAGE: string =
-  "nrt serve --models DIR [--model-name NAME] [--arch A | --device ADDRESS] [--host H] [--port P] [--grpc-port P]\n" +
+  "nrt serve --models DIR [--model-name NAME] [--arch A] [--agents M] [--device ADDRESS] [--host H] [--port P] [--grpc-port P]\n" +
   "          [--max-body BYTES] [--body-timeout S] [--drain-timeout S] [--compile-timeout S] [--demo]\n" +
   "          [--admin [--admin-token-file FILE]] [--model-control none|explicit] [--allowed-host NAME ...]";
 
@@ -110,6 +111,13 @@ export const SERVE_COMMAND = {
       value: "ADDRESS",
       description: "a device daemon's device (nrt device-sim): unix:PATH, a path, HOST:PORT on loopback, or PORT; " +
         "sim: the embedded simulator (default)",
+    },
+    agents: {
+      type: "string",
+      value: "M",
+      description:
+        "where the embedded simulator's device runs: device (default: a Worker per device), core (a Worker " +
+        "per NeuronCore) or inline (on the server's main thread: no thread hop per request, for small machines)",
     },
     host: {
       type: "string",
@@ -248,6 +256,13 @@ export interface ServeOptions {
    * `unix:PATH`, a path, `HOST:PORT` on a loopback host, or `PORT`.
    */
   readonly device?: string;
+  /**
+   * Where the embedded simulator's device runs (`--agents`, ours): `"device"` (default) an agent Worker per device,
+   * `"core"` one per NeuronCore, `"inline"` on the server's main thread. Inline, an execute crosses no thread
+   * boundary: on a machine with 2 CPUs `nrt serve --demo` then answers 1.2–1.5× the requests per second
+   * (docs/architecture.md §7), but the device's steps and small ops run between the server's requests.
+   */
+  readonly agents?: DeviceAgentMode;
   /** REST port (default 8000; 0 picks a free one). */
   readonly port?: number;
   /**
@@ -396,7 +411,7 @@ async function openDevice(
 ): Promise<Device & { readonly activity: NeuronActivity; readonly inspect?: InspectRecorder }> {
   const env = envFromProcess();
   const config = resolveRuntimeConfig({}, env);
-  const containerOptions = { arch: options.arch, env };
+  const containerOptions = { arch: options.arch, env, agents: options.agents };
   simulatedSpec(containerOptions); // throws NRT_INVALID for an unknown --arch
   const container = createNrtContainer(containerOptions);
   let portal: Portal = container.resolve(PortalToken);
@@ -526,6 +541,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
   if (modelControl === "explicit" && options.admin !== true) {
     throw new UsageError(
       "Cannot serve: --model-control explicit needs --admin (its token authorizes load, unload and upload)",
+    );
+  }
+  if (options.device !== undefined && options.agents !== undefined) {
+    throw new UsageError(
+      "Cannot serve: --agents and --device exclude each other (the device daemon chooses where its device runs)",
     );
   }
   if (options.device !== undefined && options.arch !== undefined) {
@@ -677,9 +697,11 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
       (example.body === undefined ? "" : ` -d '${example.body}'`);
     const bracketed = host.includes(":") ? `[${host}]` : host;
     const url = `http://${bracketed}:${port}`;
-    const where = sim !== undefined
-      ? `the simulated ${arch} device`
-      : `the ${arch} device of the daemon at ${options.device}`;
+    const where = sim === undefined
+      ? `the ${arch} device of the daemon at ${options.device}`
+      : `the simulated ${arch} device${
+        sim.agents === "inline" ? " (on this thread)" : sim.agents === "core" ? " (a Worker per NeuronCore)" : ""
+      }`;
     // Announced before the first line that says the server is up: whoever waits for "listening on" and then runs
     // nrt ls or nrt monitor finds it.
     let announced: Announced | undefined;
@@ -835,6 +857,7 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
   }
   if (v.arch !== undefined) o.arch = v.arch;
   if (v.device !== undefined && v.device !== "sim") o.device = v.device;
+  if (v.agents !== undefined) o.agents = parseAgentMode(SERVE_COMMAND, v.agents);
   if (v.port !== undefined) o.port = int("port", v.port, 0, 65535);
   if (v["grpc-port"] !== undefined) {
     const p = int("grpc-port", v["grpc-port"], 0, 65535);
