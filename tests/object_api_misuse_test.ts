@@ -9,7 +9,17 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { cayman } from "@nrt/arch-cayman";
-import { MemoryLogger, type Model, NrtError, type Portal, Runtime, TensorSet } from "@nrt/core";
+import {
+  MemoryLogger,
+  type Model,
+  nrtaSeq,
+  NrtaXu,
+  NrtError,
+  type Portal,
+  type PreparedExecution,
+  Runtime,
+  TensorSet,
+} from "@nrt/core";
 import { DeviceSimPortal } from "@nrt/device-sim";
 import { oneOpNeff } from "./_kernels.ts";
 
@@ -68,6 +78,22 @@ async function io(rt: Runtime, model: Model, location: "host" | "device" = "devi
   ins.add("x", x);
   outs.add("y", y);
   return { x, y, ins, outs };
+}
+
+/** What RELU writes for the input `io` writes. */
+const RELU_OUT = Array.from({ length: N }, (_, i) => Math.max(0, i - 3));
+
+/** `p`, or a failure naming `what` if it has not settled after 5 s (a hang fails the test under Deno too). */
+async function inTime<T>(what: string, p: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle in 5 s`)), 5_000);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 const bytesOfFloats = (...v: number[]) => Array.from(new Uint8Array(new Float32Array(v).buffer));
@@ -707,6 +733,116 @@ describe("the nrta scheduler under misuse", () => {
       expect(await refused(() => rt.nrta.tensorCopy(mine, 0, theirs, 0, 4))).toEqual([2, message]);
     } finally {
       await other.close();
+      await rt.close();
+    }
+  });
+});
+
+describe("a prepared execution of another runtime", () => {
+  const NOT_OURS = "Cannot schedule an execution: it was not prepared by this runtime";
+  const COMPUTE = NrtaXu.NRTA_XU_COMPUTE;
+
+  test("executeSchedule() refuses it with 2, schedules nothing, and its own runtime still runs it", async () => {
+    const theirPortal = sim();
+    const rt = await runtime();
+    const other = await runtime(theirPortal);
+    try {
+      const start = await theirPortal.memUsage(0);
+      const theirs = await other.load(RELU);
+      const { x, y, ins, outs } = await io(other, theirs);
+      const prepared = other.prepareExecution(theirs, ins, outs);
+      expect(await refused(() => rt.nrta.executeSchedule(prepared))).toEqual([2, NOT_OURS]);
+      expect(prepared.owner).toBe(other);
+      // Nothing was scheduled here: no queue waits for it, no sequence number went to it.
+      await inTime("the refusing runtime's drain", rt.nrta.drain());
+      expect(rt.nrta.getSequence(0, COMPUTE, 0)).toBe(nrtaSeq(COMPUTE, 0n));
+      const mine = await rt.load(RELU);
+      const own = await io(rt, mine);
+      const next = rt.nrta.executeSchedule(rt.prepareExecution(mine, own.ins, own.outs));
+      expect(next.seq).toBe(nrtaSeq(COMPUTE, 1n));
+      await next.done;
+      // Its own runtime runs it (once: it was neither run nor cancelled by the refusal).
+      const ran = other.nrta.executeSchedule(prepared);
+      expect(ran.seq).toBe(nrtaSeq(COMPUTE, 1n));
+      await inTime("the execution on its own runtime", ran.done);
+      expect(Array.from(new Float32Array((await y.read()).buffer))).toEqual(RELU_OUT);
+      // Its reference and tensor holds were dropped: the unload does not wait, and the memory is back.
+      await x.free();
+      await y.free();
+      await inTime("the unload of its model", theirs.unload());
+      expect(await theirPortal.memUsage(0)).toEqual(start);
+    } finally {
+      await other.close();
+      await rt.close();
+    }
+  });
+
+  test("a refusal for any reason leaves it alone: 14 after close, 2 before the queue and core checks", async () => {
+    const theirPortal = sim();
+    const other = await runtime(theirPortal);
+    const closed = await runtime();
+    await closed.close();
+    const narrow = await runtime(sim(), [0]); // one logical core: theirs runs on logical core 1
+    try {
+      const start = await theirPortal.memUsage(0);
+      const theirs = await other.load(RELU, 1);
+      const { x, y, ins, outs } = await io(other, theirs);
+      const a = other.prepareExecution(theirs, ins, outs);
+      const b = other.prepareExecution(theirs, ins, outs);
+      // After close the state guard answers first, as at every entry; the execution is not this runtime's to drop.
+      expect((await refusal(() => closed.nrta.executeSchedule(a))).status).toBe(14);
+      expect(await refused(() => narrow.nrta.executeSchedule(a))).toEqual([2, NOT_OURS]);
+      expect(await refused(() => narrow.nrta.executeSchedule(b, { queue: 7 }))).toEqual([2, NOT_OURS]);
+      expect(await refused(() => narrow.nrta.executeSchedule(b, null as never))).toEqual([2, NOT_OURS]);
+      // Its runtime runs one and cancels the other; then the unload has nothing to wait for.
+      await inTime("the run on its own runtime", a.run());
+      expect(Array.from(new Float32Array((await y.read()).buffer))).toEqual(RELU_OUT);
+      b.cancel();
+      await x.free();
+      await y.free();
+      await inTime("the unload of its model", theirs.unload());
+      expect(await theirPortal.memUsage(0)).toEqual(start);
+      // The refusing runtime scheduled nothing.
+      await inTime("the refusing runtime's drain", narrow.nrta.drain());
+      expect(narrow.nrta.getSequence(0, COMPUTE, 0)).toBe(nrtaSeq(COMPUTE, 0n));
+    } finally {
+      await narrow.close();
+      await other.close();
+    }
+  });
+
+  test("a refused one left untouched does not keep its runtime from closing, nor any device memory", async () => {
+    const theirPortal = sim();
+    const rt = await runtime();
+    const other = await runtime(theirPortal);
+    try {
+      const theirs = await other.load(RELU);
+      const { ins, outs } = await io(other, theirs);
+      const left = other.prepareExecution(theirs, ins, outs);
+      expect(await refused(() => rt.nrta.executeSchedule(left))).toEqual([2, NOT_OURS]);
+      await inTime("the close of its runtime", other.close());
+      expect(await theirPortal.memUsage(0)).toEqual({ hbm: 0, host: 0, allocations: 0 });
+      left.cancel(); // after close: nothing left to drop, and no throw
+      expect(await refused(() => left.run())).toEqual([2, 'Execution of model "relu.neff" was already cancelled']);
+    } finally {
+      await rt.close();
+    }
+  });
+
+  test("a look-alike that no runtime prepared is refused with 2 and not touched", async () => {
+    const rt = await runtime();
+    try {
+      const calls: string[] = [];
+      const fake: PreparedExecution = {
+        vnc: 0,
+        run: () => (calls.push("run"), Promise.resolve()),
+        cancel: () => void calls.push("cancel"),
+      };
+      expect(await refused(() => rt.nrta.executeSchedule(fake))).toEqual([2, NOT_OURS]);
+      expect(await refused(() => rt.nrta.executeSchedule({ ...fake, owner: {} }))).toEqual([2, NOT_OURS]);
+      await rt.nrta.drain();
+      expect(calls).toEqual([]);
+    } finally {
       await rt.close();
     }
   });

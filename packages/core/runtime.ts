@@ -394,6 +394,7 @@ export class Runtime {
     this.nrta = new Nrta({
       vncCount: this.#vnc.visibleCount,
       guard: () => this.guard(),
+      owner: this, // another runtime's prepared execution is refused with NRT_INVALID (ours)
       vncOf: (t) => {
         if (!(t instanceof Tensor)) {
           throw new NrtError(NrtStatus.NRT_INVALID, `Cannot schedule: ${describeValue(t)} is not a Tensor`);
@@ -841,6 +842,7 @@ export class Runtime {
     let state: "ready" | "ran" | "cancelled" = "ready";
     return {
       vnc: x.r.vnc,
+      owner: this, // only this runtime's nrta schedules it
       run: async () => {
         if (state !== "ready") {
           throw new NrtError(

@@ -126,6 +126,11 @@ export interface NrtaScheduleOptions {
 export interface PreparedExecution {
   /** Logical core of the model. */
   readonly vnc: number;
+  /**
+   * The runtime that prepared it: only that runtime's scheduler takes it ({@linkcode NrtaHost.owner}; another's is
+   * refused with `NRT_INVALID` and left as it was).
+   */
+  readonly owner?: object;
   /** Runs the execution (and drops the reference). */
   run(): Promise<void>;
   /** Drops the reference without running. */
@@ -140,6 +145,8 @@ export interface NrtaHost {
   guard(): void;
   /** Logical core a tensor was allocated on. */
   vncOf(tensor: Tensor): number;
+  /** The runtime whose executions the scheduler takes: a prepared execution's `owner` must be it. */
+  readonly owner?: object;
 }
 
 interface Queue {
@@ -299,17 +306,25 @@ export class Nrta {
     return this.#schedule(NrtaXu.NRTA_XU_TENSOR_OP, vnc, options, () => dst.copyFrom(src, srcOffset, dstOffset, size));
   }
 
-  /** `nrta_execute_schedule`: runs a prepared execution on the COMPUTE unit of its model's core. */
+  /**
+   * `nrta_execute_schedule`: runs a prepared execution on the COMPUTE unit of its model's core. The scheduler owns
+   * the execution from the call on: refused (a closed runtime, a full queue, bad options), it is cancelled, so its
+   * model reference is dropped. Not one its runtime prepared — another runtime's, or a look-alike — is refused with
+   * `NRT_INVALID` (2) before the queue and options checks, and left untouched: its own runtime may still run or
+   * cancel it, and its unload waits for that (ours: the seeds have one runtime per process).
+   */
   executeSchedule(execution: PreparedExecution, options: NrtaScheduleOptions = {}): NrtaRequest {
+    const shaped = typeof execution === "object" && execution !== null && typeof execution.run === "function" &&
+      typeof execution.cancel === "function";
+    const ours = shaped && execution.owner === this.#host.owner;
     try {
       this.#host.guard();
-      if (
-        typeof execution !== "object" || execution === null || typeof execution.run !== "function" ||
-        typeof execution.cancel !== "function"
-      ) {
+      if (!ours) {
         throw new NrtError(
           NrtStatus.NRT_INVALID,
-          `Cannot schedule an execution: ${describeValue(execution)} is not a prepared execution`,
+          shaped
+            ? "Cannot schedule an execution: it was not prepared by this runtime"
+            : `Cannot schedule an execution: ${describeValue(execution)} is not a prepared execution`,
         );
       }
       return this.#schedule(
@@ -320,7 +335,8 @@ export class Nrta {
         () => execution.cancel(),
       );
     } catch (e) {
-      execution?.cancel?.(); // the prepared execution holds a model reference
+      // Ours holds a model reference of this runtime: drop it. Another runtime's is its runtime's to run or cancel.
+      if (ours) execution.cancel();
       throw e;
     }
   }
