@@ -849,6 +849,44 @@ describe("a prepared execution of another runtime", () => {
 });
 
 describe("a model of another runtime", () => {
+  test("execute, run, prepareExecution, submit and unload refuse it with 2; both models still run", async () => {
+    const rt = await Runtime.init({
+      portal: sim(),
+      archPacks: [cayman],
+      ownsPortal: false,
+      logger: new MemoryLogger(),
+      visibleCores: [0, 1],
+      virtualCoreSize: 1,
+      asyncExecMaxInflightRequests: 2,
+    });
+    const other = await runtime(sim());
+    try {
+      const mine = await rt.load(RELU);
+      const theirs = await other.load(RELU);
+      expect(theirs.handle).toBe(mine.handle); // handles are per runtime: the lookup alone would find ours
+      const own = await io(rt, mine), their = await io(other, theirs);
+      const foreign = (action: string) => [2, `${action}: model "relu.neff" was loaded by another runtime`];
+      expect(await refused(() => rt.execute(theirs, own.ins, own.outs))).toEqual(foreign("Cannot execute"));
+      expect(await refused(() => rt.run(theirs, own.ins, own.outs))).toEqual(foreign("Cannot execute"));
+      expect(await refused(() => rt.prepareExecution(theirs, own.ins, own.outs))).toEqual(foreign("Cannot execute"));
+      expect(await refused(() => rt.submit(theirs, own.ins, own.outs))).toEqual(foreign("Cannot execute"));
+      expect(await refused(() => rt.unload(theirs))).toEqual(foreign("Cannot unload"));
+      // The refusals took no reference and unloaded nothing, here or there.
+      await mine.execute(own.ins, own.outs);
+      await theirs.execute(their.ins, their.outs);
+      expect(Array.from(new Float32Array((await their.y.read()).buffer))).toEqual(RELU_OUT);
+      expect(rt.isLoaded(mine) && other.isLoaded(theirs)).toBe(true);
+      await inTime("the unload of our model", mine.unload());
+      await inTime("the unload of theirs", theirs.unload());
+      // Unloaded, it is still another runtime's: 2, not this runtime's "not loaded" (3).
+      expect(await refused(() => rt.execute(theirs, own.ins, own.outs))).toEqual(foreign("Cannot execute"));
+      expect((await refusal(() => rt.execute(mine, own.ins, own.outs))).status).toBe(3);
+    } finally {
+      await other.close();
+      await rt.close();
+    }
+  });
+
   test("poisonedStatus() answers for this runtime's models only, not for another's model of the same handle", async () => {
     const portal = sim();
     const rt = await runtime(portal);

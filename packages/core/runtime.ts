@@ -240,8 +240,14 @@ export interface LoadCollectivesOptions extends LoadOptions {
   readonly replicaGroups?: readonly (readonly number[])[];
 }
 
+/** The runtime a {@linkcode Model} was loaded by (set by `Model`'s static block: its `#rt` stays private). */
+let runtimeOf: (model: Model) => Runtime;
+
 /** A loaded model. */
 export class Model {
+  static {
+    runtimeOf = (model) => model.#rt;
+  }
   readonly #rt: Runtime;
   readonly #record: ModelRecord;
   /** `H_MODEL` handle. */
@@ -780,10 +786,22 @@ export class Runtime {
     };
   }
 
-  /** `NRT_INVALID` unless `model` is a {@linkcode Model} (of any runtime: the lookup says whether it is ours). */
+  /** `NRT_INVALID` unless `model` is a {@linkcode Model} (of any runtime: the queries answer for another's too). */
   #checkModel(action: string, model: unknown): asserts model is Model {
     if (!(model instanceof Model)) {
       throw new NrtError(NrtStatus.NRT_INVALID, `${action}: ${describeValue(model)} is not a Model`);
+    }
+  }
+
+  /**
+   * `NRT_INVALID` unless `model` is a {@linkcode Model} this runtime loaded. Another runtime's is 2 as its tensors
+   * are (ours: the seeds have one runtime per process), not the lookup's `NRT_INVALID_HANDLE` (3): handles are per
+   * runtime, and this runtime's model of the same handle is not the one meant.
+   */
+  #checkOwnModel(action: string, model: unknown): asserts model is Model {
+    this.#checkModel(action, model);
+    if (runtimeOf(model) !== this) {
+      throw new NrtError(NrtStatus.NRT_INVALID, `${action}: model "${model.name}" was loaded by another runtime`);
     }
   }
 
@@ -875,7 +893,7 @@ export class Runtime {
     outputs: TensorSet,
   ): { r: ModelRecord; tensors: Array<Tensor | undefined> } {
     this.guard();
-    this.#checkModel("Cannot execute", model);
+    this.#checkOwnModel("Cannot execute", model);
     if (!(inputs instanceof TensorSet) || !(outputs instanceof TensorSet)) {
       const [what, v] = inputs instanceof TensorSet ? ["outputs", outputs] : ["inputs", inputs];
       throw new NrtError(
@@ -1055,7 +1073,7 @@ export class Runtime {
    */
   async unload(model: Model): Promise<void> {
     this.guard();
-    this.#checkModel("Cannot unload", model);
+    this.#checkOwnModel("Cannot unload", model);
     const r = this.#record(model);
     r.holders.delete(model); // nn_ref_decrement
     if (r.holders.size > 0) {
@@ -1231,7 +1249,7 @@ export class Runtime {
    */
   submit(model: Model, inputs: TensorSet, outputs: TensorSet): number {
     this.guard();
-    this.#checkModel("Cannot execute", model);
+    this.#checkOwnModel("Cannot execute", model);
     const worker = this.#worker(model.vnc);
     worker.checkCapacity(); // before the model reference is taken
     const x = this.prepareExecution(model, inputs, outputs);
