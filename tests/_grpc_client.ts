@@ -138,7 +138,7 @@ export function grpcFrame(message: Uint8Array): Uint8Array {
  * A gRPC call made by hand over HTTP/2 (node:http2, nothing of gRPC's libraries): its headers, then `message`
  * framed as gRPC frames it ({@linkcode grpcFrame}) and the end of the stream, or, without one, nothing at all: the
  * stream stays open, as a client that stalls leaves it. `over` shares a connection (streams on one connection reach
- * the server in the order they were opened); without it the call has its own.
+ * the server in the order they were opened; its owner handles its errors); without it the call has its own.
  */
 export function rawCall(
   port: number,
@@ -159,8 +159,8 @@ export function rawSend(
   body?: Uint8Array,
   over?: ClientHttp2Session,
 ): { status: Promise<RawStatus>; close(): void } {
-  const session = over ?? h2connect(`http://127.0.0.1:${port}`);
-  session.on("error", () => {});
+  // A shared session's errors are its owner's to handle: a listener per call would pile up on it.
+  const session = over ?? h2connect(`http://127.0.0.1:${port}`).on("error", () => {});
   const stream = session.request({
     ":method": "POST",
     ":path": `/inference.GRPCInferenceService/${method}`,

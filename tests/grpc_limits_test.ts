@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { DEFAULT_LIMITS } from "@nrt/http-api";
 import { VirtualClock } from "@nrt/core";
 import { loadSync } from "@grpc/proto-loader";
+import { connect as h2connect } from "node:http2";
 import { connect } from "node:net";
 import { networkInterfaces } from "node:os";
 import {
@@ -73,6 +74,22 @@ function settled(p: Promise<unknown>): () => boolean {
   let done = false;
   p.then(() => (done = true), () => (done = true));
   return () => done;
+}
+
+/**
+ * What `p` settles with, or a failure naming `what` once `ms` have passed: for a call that must answer, given a
+ * bound far from the time the test tells apart.
+ */
+async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 const spinInflight = (): number => fx.repository.get("spin")?.served?.inflight ?? 0;
@@ -298,6 +315,142 @@ describe("gRPC limits and lifecycle", () => {
       stalled.close();
     }
     await until(() => server.activeCalls === 0, "the stalled call to leave");
+  });
+
+  test("header-only status calls hold no status slot: ServerLive answers while 32 are open", async () => {
+    // Before, each took one of the 8 status slots at its headers and kept it until messageDeadlineMs (60 s) ended it:
+    // 8 such calls from one client queued every other client's liveness and readiness checks for a minute.
+    expect(DEFAULT_GRPC_LIMITS.maxConcurrentStatusCalls).toBe(8);
+    const { client, server, port } = await serve();
+    const session = h2connect(`http://127.0.0.1:${port}`).on("error", () => {});
+    const methods = ["ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata"];
+    const stalled = Array.from(
+      { length: 32 },
+      (_, i) => rawCall(port, methods[i % methods.length], undefined, session),
+    );
+    try {
+      await until(
+        () => server.activeCalls + server.pendingCalls === 32,
+        "the stalled calls to reach the server",
+        () => [server.activeCalls, server.pendingCalls],
+      );
+      // A bound far from both the milliseconds these take and the 60 s the stalled calls could wait.
+      expect(await within(client.serverLive(), 30_000, "ServerLive")).toEqual({ live: true });
+      expect(await within(client.serverReady(), 30_000, "ServerReady")).toEqual({ ready: true });
+      expect(await within(client.modelMetadata("relu"), 30_000, "ModelMetadata")).toMatchObject({ name: "relu" });
+      // The stalled calls are still open, served (their messages awaited), none waiting for a slot.
+      expect(stalled.filter((c) => settled(c.status)()).length).toBe(0);
+      expect([server.activeCalls, server.pendingCalls]).toEqual([32, 0]);
+    } finally {
+      session.destroy();
+    }
+    await until(() => server.activeCalls === 0, "the stalled calls to leave");
+  }, 60_000);
+
+  test("a status call whose client grants no window gives its slot back once its handler answered", async () => {
+    // Before, a status call kept its slot until its answer was written out: 8 ServerLive calls from a client whose
+    // SETTINGS_INITIAL_WINDOW_SIZE is 0 held every status slot until messageDeadlineMs reset their streams.
+    const { client, server, port } = await serve();
+    const noWindow = { settings: { initialWindowSize: 0 } };
+    const session = h2connect(`http://127.0.0.1:${port}`, noWindow).on("error", () => {});
+    for (let i = 0; i < 16; i++) rawCall(port, "ServerLive", new Uint8Array(0), session);
+    try {
+      await until(() => server.activeCalls + server.pendingCalls === 16, "the unread calls to reach the server");
+      expect(await within(client.serverLive(), 30_000, "ServerLive")).toEqual({ live: true });
+      expect(server.pendingCalls).toBe(0);
+    } finally {
+      session.destroy();
+    }
+    await until(() => server.activeCalls === 0, "the unread calls to leave");
+  }, 60_000);
+
+  test("status calls held are bounded by maxConcurrentStatusCalls + maxPendingCalls, then refused", async () => {
+    const { client, server, port } = await serve({ maxConcurrentStatusCalls: 1, maxPendingCalls: 2 });
+    const session = h2connect(`http://127.0.0.1:${port}`).on("error", () => {});
+    const stalled = Array.from({ length: 3 }, () => rawCall(port, "ServerLive", undefined, session));
+    try {
+      await until(() => server.activeCalls === 3, "the stalled calls to take every place");
+      const refused = await failure(client.serverLive());
+      expect([refused.code, refused.details]).toEqual([
+        Code.RESOURCE_EXHAUSTED,
+        "Cannot accept the call: 1 calls are being served and 2 are waiting",
+      ]);
+      // ModelInfer's slots are apart.
+      expect((await client.modelInfer(reluReq())).outputs[0].contents.fp32_contents).toEqual([1, 0, 2, 0, 3, 0, 4, 0]);
+      stalled[0].close();
+      await until(() => server.activeCalls === 2, "the closed call to give its place back");
+      expect(await client.serverLive()).toEqual({ live: true });
+    } finally {
+      session.destroy();
+    }
+    await until(() => server.activeCalls === 0, "the stalled calls to leave");
+    // A status call whose message does not arrive within messageDeadlineMs ends with DEADLINE_EXCEEDED.
+    const timed = await serve({ messageDeadlineMs: 200 });
+    const late = rawCall(timed.port, "ModelReady");
+    try {
+      expect(await late.status).toEqual({
+        code: Code.DEADLINE_EXCEEDED,
+        message: "Cannot read the request: its message did not arrive within 200 ms",
+      });
+      await until(() => timed.server.activeCalls === 0, "the late call to give its place back");
+    } finally {
+      late.close();
+    }
+  });
+
+  test("a status message over maxStatusMessageBytes is RESOURCE_EXHAUSTED, compressed or not", async () => {
+    // The status RPCs read their message before they take a slot: each is bounded far below maxReceiveMessageBytes.
+    expect(DEFAULT_GRPC_LIMITS.maxStatusMessageBytes).toBe(16 * 1024);
+    const { client, port } = await serve();
+    const long = "a".repeat(20_000);
+    const over = await failure(client.modelReady(long));
+    // The message: name (tag, 3-byte length, 20000 bytes) and an empty version (tag, length), as the client sends it.
+    expect([over.code, over.details]).toEqual([
+      Code.RESOURCE_EXHAUSTED,
+      "Received message larger than max (20006 vs 16384)",
+    ]);
+    const gzip = oipClient(`127.0.0.1:${port}`, { "grpc.default_compression_algorithm": 2 });
+    clients.push(gzip);
+    const inflated = await failure(gzip.modelMetadata(long));
+    expect([inflated.code, inflated.details]).toEqual([
+      Code.RESOURCE_EXHAUSTED,
+      "Received message that decompresses to a size larger than 16384",
+    ]);
+    expect((await failure(gzip.modelReady("a".repeat(200)))).code).toBe(Code.INVALID_ARGUMENT); // past 128 chars
+    expect((await client.modelInfer({ ...reluReq(), id: long })).id).toBe(long);
+    // The smaller of the two limits holds.
+    const small = await serve({ maxReceiveMessageBytes: 100 });
+    expect((await failure(small.client.modelReady("a".repeat(200)))).details).toBe(
+      "Received message larger than max (205 vs 100)",
+    );
+    expect(() =>
+      createGrpcInferenceServer({
+        runtime: fx.runtime,
+        repository: fx.repository,
+        limits: { maxStatusMessageBytes: 0 },
+      })
+    ).toThrow(
+      "Cannot create the gRPC server: limits.maxStatusMessageBytes is 0, expected an integer of at least 1",
+    );
+  });
+
+  test("drain() refuses with UNAVAILABLE the status calls whose message has not arrived", async () => {
+    const { server, port } = await serve();
+    const stalled = rawCall(port, "ServerReady");
+    try {
+      await until(() => server.activeCalls === 1, "the stalled call to reach the server");
+      const drained = server.drain(600_000);
+      expect(await stalled.status).toEqual({
+        code: Code.UNAVAILABLE,
+        message: "Cannot accept the call: the server is shutting down",
+      });
+      expect([server.activeCalls, server.pendingCalls]).toEqual([0, 0]);
+      // The server waits for its connections to close, this one's client still holding its side of the stream open.
+      stalled.close();
+      expect(await drained).toEqual({ unfinished: 0 });
+    } finally {
+      stalled.close();
+    }
   });
 
   test("a message of many empty inputs is refused on the wire, before it is decoded, and counted as refused", async () => {

@@ -39,19 +39,30 @@ export interface GrpcLimits extends ServiceLimits {
   /** ModelInfer calls served at once: messages read, work running and answers written (default 64). */
   readonly maxConcurrentCalls?: number;
   /**
-   * Calls of the other RPCs (ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata) served at once, on
-   * slots of their own, so that a liveness or readiness check is not queued behind inferences (default 8).
+   * Handlers of the other RPCs (ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata) running at once,
+   * on slots of their own, so that a liveness or readiness check is not queued behind inferences (default 8, ours).
+   * Such a call takes its slot only once its whole message has arrived, and gives it back once its handler has
+   * answered (ours): a client that sends headers and nothing more, or reads no answer, holds no slot. These calls
+   * are bounded instead by their count, at most this plus `maxPendingCalls` held at once whatever they are doing
+   * (their message arriving, waiting for a slot, running, their answer being written; past them
+   * `RESOURCE_EXHAUSTED`), and by the size of their message, `maxStatusMessageBytes`.
    */
   readonly maxConcurrentStatusCalls?: number;
   /**
-   * How long an admitted call may take to deliver its whole message; past it the call ends with
-   * `DEADLINE_EXCEEDED` and frees its slot (default 60 s, the REST body deadline). An answer its client has not
-   * taken within as long has its stream reset, which frees its slot too.
+   * Largest request message of the RPCs other than ModelInfer, in bytes: their messages are read before they take
+   * a slot, so each is bounded far below `maxReceiveMessageBytes`; a larger one ends its call with
+   * `RESOURCE_EXHAUSTED` (default 16 KiB, ours; a valid model name and version take under 150 bytes).
+   */
+  readonly maxStatusMessageBytes?: number;
+  /**
+   * How long a call may take to deliver its whole message, from its admission (ModelInfer) or its headers (the
+   * others); past it the call ends with `DEADLINE_EXCEEDED` and frees its slot or place (default 60 s, the REST body
+   * deadline). An answer its client has not taken within as long has its stream reset, which frees them too.
    */
   readonly messageDeadlineMs?: number;
   /**
-   * Calls waiting, unread, for one of those slots (ModelInfer and the others each have a queue this long); past them
-   * a call ends with `RESOURCE_EXHAUSTED` (default 1024).
+   * Calls waiting for one of those slots: ModelInfer calls unread, the others with their message read (each has a
+   * queue this long); past them a call ends with `RESOURCE_EXHAUSTED` (default 1024).
    */
   readonly maxPendingCalls?: number;
   /** HTTP/2 streams one connection may open at once (`SETTINGS_MAX_CONCURRENT_STREAMS`, default 256). */
@@ -67,6 +78,7 @@ export const DEFAULT_GRPC_LIMITS: Required<GrpcLimits> = {
   maxReceiveMessageBytes: DEFAULT_LIMITS.maxBodyBytes,
   maxConcurrentCalls: 64,
   maxConcurrentStatusCalls: 8,
+  maxStatusMessageBytes: 16 * 1024,
   messageDeadlineMs: DEFAULT_LIMITS.bodyDeadlineMs,
   maxPendingCalls: 1024,
   maxConcurrentStreams: 256,
@@ -124,11 +136,11 @@ export interface GrpcInferenceServer {
    */
   close(): Promise<void>;
   /**
-   * Calls holding a slot: messages being read, handlers running (also for calls the client has left), answers being
-   * written.
+   * Calls being served: messages being read, handlers running (also for calls the client has left), answers being
+   * written; for ModelInfer, the calls holding a slot.
    */
   readonly activeCalls: number;
-  /** Calls waiting, unread, for a slot. */
+  /** Calls waiting for a slot: ModelInfer calls unread, the others with their message read. */
   readonly pendingCalls: number;
 }
 
@@ -241,25 +253,50 @@ const NGHTTP2_CANCEL = http2.NGHTTP2_CANCEL;
 /** The RPC whose calls take the inference slots; every other one takes the status slots. */
 const MODEL_INFER_PATH = "/inference.GRPCInferenceService/ModelInfer";
 
+/** The gates a server's calls pass, and the calls of the status RPCs still waiting for their message. */
+interface Gates {
+  /** ModelInfer's slots, held from a call's headers until nothing of it is left. */
+  readonly infer: CallGate;
+  /** The other RPCs' slots, held from a call's whole message until its handler answers (ours). */
+  readonly status: CallGate;
+  /** The other RPCs' calls held at once, from their headers until nothing of them is left (ours). */
+  readonly statusHeld: CallGate;
+  /** Refusals (`UNAVAILABLE`) of the status calls whose message is still arriving, which drain and close run. */
+  readonly arriving: Set<() => void>;
+}
+
 /**
- * The interceptor that passes every call through its gate before its message is read, and holds the call's slot
- * until nothing of it is left on the server: a call that ends before its handler starts (refused, cancelled, too
- * large, past its deadline, its message late) releases it at its end; a call whose handler runs releases it once its
- * status is sent, which for an answer is once the answer has been written out, or when the client leaves (its
- * execution finished and its instance was released first). An admitted call whose message has not all arrived within
- * `messageDeadlineMs` ends with `DEADLINE_EXCEEDED`: a client that sends headers and then nothing cannot hold a slot
- * for ever (ours, as the REST body deadline). Likewise an answer not written out within `messageDeadlineMs`, its
- * client granting no flow-control window, has its stream reset (ours): the answers waiting in memory are those of
- * the slots, whatever a client leaves unread.
+ * The interceptor that passes every call through its gates, holding what it took until nothing of the call is left
+ * on the server.
+ *
+ * A ModelInfer call enters its gate before its message is read, and holds its slot until its status is sent, which
+ * for an answer is once the answer has been written out, or until the client leaves (its execution finished and its
+ * instance was released first).
+ *
+ * A call of another RPC takes a place of `statusHeld` at its headers and reads its message at once, capped at
+ * `maxStatusMessageBytes`; it takes a status slot only once its whole message is in, and gives it back once its
+ * handler has answered, keeping its place until the answer is written out (ours). So clients that send headers and
+ * then nothing, or never read their answers, hold places but no slot: a liveness check still answers while the
+ * places are not all taken, and the places bound how many status calls, messages and answers the server holds.
+ *
+ * A call whose message has not all arrived within `messageDeadlineMs` (from its admission for ModelInfer, from its
+ * headers for the others) ends with `DEADLINE_EXCEEDED`: a client that sends headers and then nothing cannot hold a
+ * slot or place for ever (ours, as the REST body deadline). Likewise an answer not written out within
+ * `messageDeadlineMs`, its client granting no flow-control window, has its stream reset (ours): the answers waiting
+ * in memory are those of the slots and places, whatever a client leaves unread.
  */
 function gateInterceptor(
-  gates: { infer: CallGate; status: CallGate },
-  messageDeadlineMs: number,
+  gates: Gates,
+  limits: { readonly messageDeadlineMs: number; readonly maxStatusMessageBytes: number },
 ): grpc.ServerInterceptor {
+  const { messageDeadlineMs } = limits;
   return (method, call) => {
-    const gate = method.path === MODEL_INFER_PATH ? gates.infer : gates.status;
-    let release = (): void => {};
-    let handled = false; // the handler runs: it answers, and the slot goes with its status
+    const infer = method.path === MODEL_INFER_PATH;
+    const gate = infer ? gates.infer : gates.status;
+    let releaseSlot = (): void => {};
+    let releaseHeld = (): void => {};
+    let done = false; // the call has ended on the server: what it takes from now on is given back at once
+    let handled = false; // the handler runs: it answers, and the slot goes with its answer or status
     let answered = false; // its answer is being written: the status follows once it is out
     let cancelled = false;
     let late: ReturnType<typeof setTimeout> | undefined;
@@ -267,29 +304,70 @@ function gateInterceptor(
       if (late !== undefined) clearTimeout(late);
       late = undefined;
     };
+    const release = (): void => {
+      done = true;
+      gates.arriving.delete(shutDown);
+      releaseSlot();
+      releaseHeld();
+    };
+    // `call` is the call under this interceptor: a status sent on it bypasses the responder below, so what the call
+    // holds is released first, as the responder's withSendStatus does.
+    const end = (status: { code: GrpcCode; details: string }): void => {
+      release();
+      call.sendStatus(status);
+    };
+    function shutDown(): void {
+      end(refusal("closed", gate));
+    }
+    /** Enters a gate; a call that ended within `enter` (a handler admitted and answering at once) leaves it again. */
+    const enter = (g: CallGate, admit: () => void): () => void => {
+      const leave = g.enter({ admit, refuse: (why) => end(refusal(why, gate)) });
+      if (done) leave();
+      return leave;
+    };
+    const read = (metadata: grpc.Metadata, next: (metadata: grpc.Metadata) => void): void => {
+      late = setTimeout(() => {
+        late = undefined;
+        if (!handled) {
+          end({
+            code: GrpcCode.DEADLINE_EXCEEDED,
+            details: `Cannot read the request: its message did not arrive within ${messageDeadlineMs} ms`,
+          });
+        }
+      }, messageDeadlineMs);
+      next(metadata);
+    };
     const listener = new grpc.ServerListenerBuilder()
       // The handler asks for the message only after it sees the metadata; holding the metadata holds the read.
       .withOnReceiveMetadata((metadata, next) => {
-        release = gate.enter({
-          admit: () => {
-            late = setTimeout(() => {
-              late = undefined;
-              if (handled) return;
-              release();
-              call.sendStatus({
-                code: GrpcCode.DEADLINE_EXCEEDED,
-                details: `Cannot read the request: its message did not arrive within ${messageDeadlineMs} ms`,
-              });
-            }, messageDeadlineMs);
-            next(metadata);
-          },
-          refuse: (why) => call.sendStatus(refusal(why, gate)),
-        });
+        if (infer) {
+          releaseSlot = enter(gates.infer, () => read(metadata, next));
+        } else if (!limitReceive(call, limits.maxStatusMessageBytes)) {
+          end({
+            code: GrpcCode.INTERNAL,
+            details: "Cannot accept the call: the gRPC library gives no way to bound the size of its message",
+          });
+        } else {
+          releaseHeld = enter(gates.statusHeld, () => {
+            gates.arriving.add(shutDown);
+            read(metadata, next);
+          });
+        }
       })
+      // The handler runs on the half-close, once the whole message is in; holding it holds the handler.
       .withOnReceiveHalfClose((next) => {
-        handled = true; // the whole message is in: the handler runs next
         onTime();
-        next();
+        if (done) return; // ended already (past its deadline, refused at a drain): no handler runs
+        if (infer) {
+          handled = true;
+          next();
+        } else {
+          gates.arriving.delete(shutDown);
+          releaseSlot = enter(gates.status, () => {
+            handled = true;
+            next();
+          });
+        }
       })
       .withOnCancel(() => {
         cancelled = true;
@@ -302,6 +380,8 @@ function gateInterceptor(
       .withStart((next) => next(listener))
       .withSendMessage((message, next) => {
         answered = true;
+        // A status RPC's slot is its handler's: its answer, small, is written out on the call's place alone.
+        if (!infer) releaseSlot();
         // grpc-js drops the answer of a call that has ended, and sends no status after it.
         if (cancelled) release();
         else {
@@ -321,6 +401,22 @@ function gateInterceptor(
       .build();
     return new grpc.ServerInterceptingCall(call, responder);
   };
+}
+
+/**
+ * Lowers the largest message one call reads to `bytes`, on its length prefix and, for a compressed message, on its
+ * decompressed size. grpc-js has no API for it: the limit is in two fields of the call the interceptor is handed
+ * (grpc-js 1.14.7's `BaseServerInterceptingCall` and its `StreamDecoder`), read as each message arrives, so setting
+ * them before the first read bounds the call; the tests check it.
+ *
+ * @returns Whether both fields were there to set.
+ */
+function limitReceive(call: grpc.ServerInterceptingCallInterface, bytes: number): boolean {
+  const c = call as unknown as { maxReceiveMessageSize?: unknown; decoder?: { maxReadMessageLength?: unknown } };
+  if (typeof c.maxReceiveMessageSize !== "number" || typeof c.decoder?.maxReadMessageLength !== "number") return false;
+  c.maxReceiveMessageSize = bytes;
+  c.decoder.maxReadMessageLength = bytes;
+  return true;
 }
 
 /**
@@ -355,6 +451,7 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
   checkLimit("maxReceiveMessageBytes", limits.maxReceiveMessageBytes, 1);
   checkLimit("maxConcurrentCalls", limits.maxConcurrentCalls, 1);
   checkLimit("maxConcurrentStatusCalls", limits.maxConcurrentStatusCalls, 1);
+  checkLimit("maxStatusMessageBytes", limits.maxStatusMessageBytes, 1);
   checkLimit("messageDeadlineMs", limits.messageDeadlineMs, 1, MAX_TIMER_MS);
   checkLimit("maxPendingCalls", limits.maxPendingCalls, 0);
   checkLimit("maxConcurrentStreams", limits.maxConcurrentStreams, 1);
@@ -362,10 +459,21 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
   checkLimit("keepaliveTimeoutMs", limits.keepaliveTimeoutMs, 1, MAX_TIMER_MS);
   checkLimit("maxRequestedOutputs", limits.maxRequestedOutputs, 0);
   const service: InferenceService = createInferenceService({ ...options, limits });
-  const gates = {
+  const gates: Gates = {
     infer: new CallGate(limits.maxConcurrentCalls, limits.maxPendingCalls),
     status: new CallGate(limits.maxConcurrentStatusCalls, limits.maxPendingCalls),
+    // As many status calls as the status slots and their queue held before they read their messages first.
+    statusHeld: new CallGate(limits.maxConcurrentStatusCalls + limits.maxPendingCalls, 0),
+    arriving: new Set(),
   };
+  /** Refuses the status calls whose message is still arriving, and closes the gates; settles once they are idle. */
+  const closeGates = (): Promise<void> => {
+    const idle = Promise.all([gates.infer.close(), gates.status.close(), gates.statusHeld.close()]);
+    for (const refuse of [...gates.arriving]) refuse();
+    return idle.then(() => {});
+  };
+  /** Calls being served; the status calls held are served unless they wait for a slot. */
+  const activeCalls = (): number => gates.infer.active + gates.statusHeld.active - gates.status.pending;
   const definition = loadSync(fileURLToPath(GRPC_PREDICT_V2_PROTO), { ...PROTO_LOADER_OPTIONS });
   const loaded = grpc.loadPackageDefinition(definition) as unknown as {
     inference: { GRPCInferenceService: { service: grpc.ServiceDefinition } };
@@ -425,7 +533,10 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
     "grpc.keepalive_time_ms": limits.keepaliveTimeMs,
     "grpc.keepalive_timeout_ms": limits.keepaliveTimeoutMs,
     // Channelz stays on: with it off, grpc-js 1.14.7 does not track the sessions forceShutdown must destroy.
-    interceptors: [gateInterceptor(gates, limits.messageDeadlineMs)],
+    interceptors: [gateInterceptor(gates, {
+      messageDeadlineMs: limits.messageDeadlineMs,
+      maxStatusMessageBytes: Math.min(limits.maxStatusMessageBytes, limits.maxReceiveMessageBytes),
+    })],
   });
   server.addService(serviceDefinition, {
     ServerLive: unary(service.serverLive),
@@ -461,7 +572,7 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         );
       }
       return draining ??= (async () => {
-        const idle = Promise.all([gates.infer.close(), gates.status.close()]);
+        const idle = closeGates();
         const shutdown = new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
         let timer: ReturnType<typeof setTimeout> | undefined;
         const deadline = new Promise<"deadline">((
@@ -469,7 +580,7 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         ) => (timer = setTimeout(() => resolve("deadline"), deadlineMs)));
         try {
           const ended = await Promise.race([idle.then(() => shutdown).then(() => "done" as const), deadline]);
-          const unfinished = ended === "done" ? 0 : gates.infer.active + gates.status.active;
+          const unfinished = ended === "done" ? 0 : activeCalls();
           if (ended === "deadline") server.forceShutdown();
           return { unfinished };
         } finally {
@@ -483,10 +594,10 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         closed = true;
         server.forceShutdown();
       }
-      return Promise.all([gates.infer.close(), gates.status.close()]).then(() => {});
+      return closeGates();
     },
     get activeCalls(): number {
-      return gates.infer.active + gates.status.active;
+      return activeCalls();
     },
     get pendingCalls(): number {
       return gates.infer.pending + gates.status.pending;
