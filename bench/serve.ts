@@ -103,11 +103,21 @@ async function main(): Promise<void> {
       const r = ratios(xs);
       return `${r[Math.floor(r.length / 2)].toFixed(2)}, range ${r[0].toFixed(2)}–${r[r.length - 1].toFixed(2)}`;
     };
+    // The ratio to the bare route as columns too (`--json`): the median round's and the range.
+    const ratioColumns = (xs: LoadResult[]) => {
+      const r = ratios(xs);
+      return {
+        ratio: +r[Math.floor(r.length / 2)].toFixed(2),
+        ratioMin: +r[0].toFixed(2),
+        ratioMax: +r.at(-1)!.toFixed(2),
+      };
+    };
     const row = (target: string, xs: LoadResult[], mem: { peak: number; last: number }) => {
       const mid = (f: (r: LoadResult) => number) => xs.map(f).sort((a, b) => a - b)[Math.floor(xs.length / 2)];
       return {
         target,
         reqPerS: Math.round(mid(rps)),
+        ...ratioColumns(xs),
         p50Ms: +mid((r) => r.p50Ms).toFixed(2),
         p99Ms: +mid((r) => r.p99Ms).toFixed(2),
         p99MaxMs: +Math.max(...xs.map((r) => r.p99Ms)).toFixed(2),

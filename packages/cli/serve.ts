@@ -259,7 +259,7 @@ export interface ServeOptions {
   /**
    * Where the embedded simulator's device runs (`--agents`, ours): `"device"` (default) an agent Worker per device,
    * `"core"` one per NeuronCore, `"inline"` on the server's main thread. Inline, an execute crosses no thread
-   * boundary: on a machine with 2 CPUs `nrt serve --demo` then answered 1.05–1.57× the requests per second
+   * boundary: on a machine with 2 CPUs `nrt serve --demo` then answered 1.0–1.57× the requests per second
    * (docs/architecture.md §5), but the device's steps and small ops run between the server's requests.
    */
   readonly agents?: DeviceAgentMode;
