@@ -6,12 +6,14 @@
  * exits 0. No assertion depends on time: the clients run until they are refused.
  */
 import { describe, expect, test } from "bun:test";
+import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import process from "node:process";
 import { type CallFailure, Code, oipClient } from "./_grpc_client.ts";
 import { oneOpNeff } from "./_kernels.ts";
-import { freePort, spawnServe } from "./_serve_process.ts";
+import { BIN_NRT, freePort, spawnServe } from "./_serve_process.ts";
 
 const N = 1024;
 /**
@@ -159,4 +161,45 @@ describe("nrt serve drains on SIGTERM", () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 120_000);
+});
+
+describe("nrt serve drains on a Ctrl-C", () => {
+  test(
+    "SIGINT to the process group of `npx nrt serve` (the shim and Bun both get it, and the shim passes its copy on) drains to the end",
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), "nrt-ctrl-c-"));
+      await writeFile(
+        join(dir, "relu.neff"),
+        oneOpNeff("relu", "relu", [{ name: "x", dtype: "float32", shape: [8] }], [
+          { name: "y", dtype: "float32", shape: [8] },
+        ]),
+      );
+      // A process group of its own, as a terminal's foreground job: the signal goes to every process in it.
+      const child = spawn("node", [BIN_NRT, "serve", "--models", dir, "--port", "0", "--grpc-port", "0"], {
+        detached: true,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      child.stdout!.on("data", (d: Uint8Array) => (out += new TextDecoder().decode(d)));
+      child.stderr!.on("data", (d: Uint8Array) => (out += new TextDecoder().decode(d)));
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      try {
+        const deadline = Date.now() + 60_000;
+        while (!/listening on http/.test(out)) {
+          if (Date.now() > deadline || child.exitCode !== null) throw new Error(`nrt serve did not start: ${out}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        process.kill(-child.pid!, "SIGINT");
+        expect(await exited).toBe(0);
+        expect(out).toContain("nrt: SIGINT: draining");
+        expect(out).toContain("nrt: stopped");
+      } finally {
+        try {
+          process.kill(-child.pid!, "SIGKILL");
+        } catch { /* the group has ended */ }
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+    90_000,
+  );
 });

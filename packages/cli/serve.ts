@@ -899,6 +899,11 @@ export async function runServe(args: readonly string[]): Promise<number> {
   });
   const seconds = options.drainTimeoutSeconds ?? DEFAULT_DRAIN_SECONDS;
   console.log(`nrt: ${signal}: draining; refusing new requests, finishing those in flight (up to ${seconds} s)`);
+  // A second signal does not cut the drain short (ours): a Ctrl-C in a terminal reaches both a launcher (npm, the
+  // `npx nrt` shim) and this process, and the launcher passes its copy on, so one key press arrives twice.
+  const again = (s: string) =>
+    console.log(`nrt: ${s} again: still draining (up to ${seconds} s from the first signal); SIGKILL stops at once`);
+  for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, again);
   const report = await server.close();
   if (report.unfinished > 0) {
     console.log(
