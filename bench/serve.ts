@@ -6,7 +6,9 @@
  * warm-up of each. Every answer is checked (`_wrk.ts`). Unlike bench/http.ts, no client and no other server share the
  * servers' processes. Each server takes a free port and prints it. Without `wrk` it says so and measures nothing.
  * Each server's resident memory is sampled from `/proc` every 250 ms while the bench runs (Linux; its peak, and its
- * value at the end, are columns): garbage a collector keeps under a sustained load shows there.
+ * value at the end, are columns): garbage a collector keeps under a sustained load shows there. On Bun every server starts
+ * with the environment the `nrt` command gives Bun (packages/cli/bin/bun_env.mjs), the bare route's too: the same
+ * process settings on both sides, as `npx nrt serve` and `npm start` run.
  *
  * Usage: `bun bench/serve.ts [--rounds R] [--seconds S] [--connections C] [--deno] [--json]`
  *
@@ -21,6 +23,7 @@ import { emit, inRounds, RUNTIME } from "./_timing.ts";
 import { hasWrk, wrkLoad } from "./_wrk.ts";
 import type { LoadResult } from "./_http_client.ts";
 import { arg, bareJsonRoute, serve } from "./_serve.ts";
+import { bunEnv } from "../packages/cli/bin/bun_env.mjs";
 
 const BODY = JSON.stringify({
   inputs: [{ name: "x", shape: [8], datatype: "FP32", data: [-3, -2, -1, 0, 1, 2, 3, 4] }],
@@ -52,7 +55,8 @@ async function main(): Promise<void> {
   /** Starts a server and resolves with the port it prints, or rejects when it exits or stays silent for 60 s. */
   const start = (args: string[]) =>
     new Promise<number>((resolve, reject) => {
-      const child = spawn(bin, run(args), { stdio: ["ignore", "pipe", "inherit"] });
+      const env = deno ? process.env : bunEnv(process.env);
+      const child = spawn(bin, run(args), { stdio: ["ignore", "pipe", "inherit"], env });
       children.push(child);
       let out = "";
       const timer = setTimeout(() => reject(new Error(`${args.join(" ")}: no port within 60 s`)), 60_000);
