@@ -259,8 +259,9 @@ export interface ServeOptions {
   /**
    * Where the embedded simulator's device runs (`--agents`, ours): `"device"` (default) an agent Worker per device,
    * `"core"` one per NeuronCore, `"inline"` on the server's main thread. Inline, an execute crosses no thread
-   * boundary: on a machine with 2 CPUs `nrt serve --demo` then answered 1.0–1.57× the requests per second
-   * (docs/architecture.md §5), but the device's steps and small ops run between the server's requests.
+   * boundary: on a machine with 2 CPUs `nrt serve --demo` then answered 1.0–1.57× the requests per second, and
+   * 0.79–0.92× once the `nrt` command kept the allocator's pages (docs/architecture.md §5); the device's steps and
+   * small ops run between the server's requests.
    */
   readonly agents?: DeviceAgentMode;
   /** REST port (default 8000; 0 picks a free one). */
