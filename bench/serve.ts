@@ -6,7 +6,10 @@
  * warm-up of each. Every answer is checked (`_wrk.ts`). Unlike bench/http.ts, no client and no other server share the
  * servers' processes. Each server takes a free port and prints it. Without `wrk` it says so and measures nothing.
  * Each server's resident memory is sampled from `/proc` every 250 ms while the bench runs (Linux; its peak, and its
- * value at the end, are columns): garbage a collector keeps under a sustained load shows there. On Bun every server starts
+ * value at the end, are columns): garbage a collector keeps under a sustained load shows there. Where `/proc` tells
+ * them, each round also reads the server's CPU time, its main thread's and its other threads' (the device agent, the
+ * collector's and compiler's helpers), and its page faults: per request, the median round's are columns, so what
+ * limits a server is in the table, not only its throughput. On Bun every server starts
  * with the environment the `nrt` command gives Bun (packages/cli/bin/bun_env.mjs), the bare route's too: the same
  * process settings on both sides, as `npx nrt serve` and `npm start` run.
  *
@@ -15,7 +18,7 @@
  * @module
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -98,17 +101,27 @@ async function main(): Promise<void> {
     const load = (port: number, s: number): Promise<LoadResult> =>
       wrkLoad({ url: `http://127.0.0.1:${port}${PATH}`, body: BODY, answer, connections, seconds: s });
     for (const port of ports) await load(port, 5);
-    const [nrt, inline, bare] = await inRounds(rounds, ports.length, (k) => load(ports[k], seconds))
-      .finally(() => clearInterval(sampler));
-    const rps = (r: LoadResult) => r.completed / (r.elapsedMs / 1000);
+    /** One round of server k, with what its process spent on it (from `/proc`, when it can be read). */
+    const round = async (k: number): Promise<Round> => {
+      const before = procCost(children[k].pid);
+      const r = await load(ports[k], seconds);
+      const after = procCost(children[k].pid);
+      const per = (f: (c: ProcCost) => number) =>
+        before === undefined || after === undefined || r.completed === 0
+          ? undefined
+          : (f(after) - f(before)) / r.completed;
+      return { ...r, mainUs: per((c) => c.mainUs), otherUs: per((c) => c.otherUs), faults: per((c) => c.faults) };
+    };
+    const [nrt, inline, bare] = await inRounds(rounds, ports.length, round).finally(() => clearInterval(sampler));
+    const rps = (r: Round) => r.completed / (r.elapsedMs / 1000);
     // Each round's ratio against the bare route's turn in the same round.
-    const ratios = (xs: LoadResult[]) => xs.map((r, i) => rps(r) / rps(bare[i])).sort((a, b) => a - b);
-    const summary = (xs: LoadResult[]) => {
+    const ratios = (xs: Round[]) => xs.map((r, i) => rps(r) / rps(bare[i])).sort((a, b) => a - b);
+    const summary = (xs: Round[]) => {
       const r = ratios(xs);
       return `${r[Math.floor(r.length / 2)].toFixed(2)}, range ${r[0].toFixed(2)}–${r[r.length - 1].toFixed(2)}`;
     };
     // The ratio to the bare route as columns too (`--json`): the median round's and the range.
-    const ratioColumns = (xs: LoadResult[]) => {
+    const ratioColumns = (xs: Round[]) => {
       const r = ratios(xs);
       return {
         ratio: +r[Math.floor(r.length / 2)].toFixed(2),
@@ -116,8 +129,11 @@ async function main(): Promise<void> {
         ratioMax: +r.at(-1)!.toFixed(2),
       };
     };
-    const row = (target: string, xs: LoadResult[], mem: { peak: number; last: number }) => {
-      const mid = (f: (r: LoadResult) => number) => xs.map(f).sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const row = (target: string, xs: Round[], mem: { peak: number; last: number }) => {
+      const mid = (f: (r: Round) => number) => xs.map(f).sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+      // The median round's figure per request, or null where `/proc` could not be read.
+      const perRequest = (f: (r: Round) => number | undefined, digits: number) =>
+        xs.some((r) => f(r) === undefined) ? null : +mid((r) => f(r)!).toFixed(digits);
       return {
         target,
         reqPerS: Math.round(mid(rps)),
@@ -125,6 +141,9 @@ async function main(): Promise<void> {
         p50Ms: +mid((r) => r.p50Ms).toFixed(2),
         p99Ms: +mid((r) => r.p99Ms).toFixed(2),
         p99MaxMs: +Math.max(...xs.map((r) => r.p99Ms)).toFixed(2),
+        mainCpuUs: perRequest((r) => r.mainUs, 1),
+        otherCpuUs: perRequest((r) => r.otherUs, 1),
+        faults: perRequest((r) => r.faults, 2),
         errors: xs.reduce((a, r) => a + r.errors, 0),
         wrong: xs.reduce((a, r) => a + (r.wrong ?? 0), 0),
         rssPeakMB: mem.peak,
@@ -147,6 +166,41 @@ async function main(): Promise<void> {
     for (const c of children) c.kill("SIGTERM");
     await Promise.all(children.map((c) => new Promise((r) => (c.exitCode !== null ? r(0) : c.once("exit", r)))));
     rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A `wrk` round, with what the server's process spent per request (`undefined` where `/proc` cannot be read). */
+type Round = LoadResult & { mainUs?: number; otherUs?: number; faults?: number };
+
+/** CPU time in µs of a process's main thread and of its other threads, and its minor page faults, so far. */
+interface ProcCost {
+  mainUs: number;
+  otherUs: number;
+  faults: number;
+}
+
+/**
+ * What process `pid` has spent so far (`/proc`, Linux; utime + stime in clock ticks of 10 ms, a thread that ended
+ * meanwhile no longer counted), or `undefined` where it cannot be read.
+ */
+function procCost(pid: number | undefined): ProcCost | undefined {
+  if (pid === undefined) return undefined;
+  // Fields after the command name's closing parenthesis: 8 is minflt, 12 and 13 are utime and stime.
+  const fields = (stat: string) => stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = (f: string[]) => (Number(f[11]) + Number(f[12])) * 10_000;
+  try {
+    const proc = fields(readFileSync(`/proc/${pid}/stat`, "utf8"));
+    let mainUs = 0, otherUs = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const us = ticks(fields(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")));
+        if (tid === String(pid)) mainUs = us;
+        else otherUs += us;
+      } catch { /* the thread ended */ }
+    }
+    return { mainUs, otherUs, faults: Number(proc[7]) };
+  } catch {
+    return undefined;
   }
 }
 
