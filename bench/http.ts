@@ -32,7 +32,8 @@ import { DrainGate } from "../packages/cli/http_listener.ts";
 import { createInferenceApp, DashboardMonitor, filesFromMap, ModelRepository, NeuronActivity } from "@nrt/http-api";
 import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { processCost, threadsCpu, threadsDelta } from "./_proc.ts";
 import { emit, inRounds, JSON_OUTPUT, RUNTIME } from "./_timing.ts";
 import process from "node:process";
 import { type LoadJob, type LoadResult, quantile } from "./_http_client.ts";
@@ -49,38 +50,6 @@ function load(job: LoadJob): Promise<LoadResult> {
     w.onerror = (e) => reject(new Error(String((e as ErrorEvent).message)));
     w.postMessage(job);
   }).finally(() => w.terminate());
-}
-
-/**
- * CPU time in µs, from `/proc`, of this process's main thread (the server's), of its JIT compiler and GC helper
- * threads (Bun: `JITWorker`, `HeapHelper`; Deno: V8's `DefaultWorker`s, which do both), and of the whole process (the
- * server, its device's threads and the client Worker); undefined where there is no `/proc`.
- */
-function threadCpuUs(): { main: number; jitGc: Map<string, number>; process: number } | undefined {
-  const ticks = (stat: string): number => {
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return (Number(f[11]) + Number(f[12])) * 10_000; // utime + stime, in clock ticks of 10 ms
-  };
-  const cpu = (tid: string): number => ticks(readFileSync(`/proc/self/task/${tid}/stat`, "utf8"));
-  try {
-    const jitGc = new Map<string, number>();
-    for (const tid of readdirSync("/proc/self/task")) {
-      try {
-        const comm = readFileSync(`/proc/self/task/${tid}/comm`, "utf8");
-        if (/^(JITWorker|HeapHelper|V8 DefaultWorke)/.test(comm)) jitGc.set(tid, cpu(tid));
-      } catch { /* the thread ended */ }
-    }
-    return { main: cpu(String(process.pid)), jitGc, process: ticks(readFileSync("/proc/self/stat", "utf8")) };
-  } catch {
-    return undefined;
-  }
-}
-
-/** CPU the JIT and GC threads took between two readings: threads that came or went meanwhile count from 0 or not. */
-function jitGcDelta(a: Map<string, number>, b: Map<string, number>): number {
-  let d = 0;
-  for (const [tid, us] of b) d += us - (a.get(tid) ?? 0);
-  return d;
 }
 
 /**
@@ -301,14 +270,23 @@ async function measure(): Promise<Measured> {
       useWrk
         ? wrkLoad({ url: url(port), body, answer: answers.get(port)![SAMPLE], connections, seconds })
         : load(job(port, requests));
+    // From `/proc`: this process's main thread (the server's), its JIT compiler and GC helper threads (Bun:
+    // `JITWorker`, `HeapHelper`; Deno: V8's `DefaultWorker`s, which do both), and the whole process (the server, its
+    // device's threads and the client Worker).
+    const main = String(process.pid);
+    const jitGc = (_tid: string, comm: string) => /^(JITWorker|HeapHelper|V8 DefaultWorke)/.test(comm);
     const measured = async (port: number): Promise<Round> => {
-      const c0 = threadCpuUs();
+      const t0 = threadsCpu("self"), p0 = processCost("self");
       const result = await turn(port);
-      const c1 = threadCpuUs();
-      if (c0 === undefined || c1 === undefined) return { load: result };
+      const t1 = threadsCpu("self"), p1 = processCost("self");
+      if (t0 === undefined || t1 === undefined || p0 === undefined || p1 === undefined) return { load: result };
       return {
         load: result,
-        cpu: { main: c1.main - c0.main, jitGc: jitGcDelta(c0.jitGc, c1.jitGc), process: c1.process - c0.process },
+        cpu: {
+          main: threadsDelta(t0, t1, (tid) => tid === main),
+          jitGc: threadsDelta(t0, t1, jitGc),
+          process: p1.us - p0.us,
+        },
       };
     };
     const ports = [inferServer.port, servedServer.port, bareServer.port, bareDeviceServer.port];

@@ -18,7 +18,7 @@
  * @module
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import process from "node:process";
@@ -26,6 +26,7 @@ import { emit, inRounds, RUNTIME } from "./_timing.ts";
 import { hasWrk, wrkLoad } from "./_wrk.ts";
 import type { LoadResult } from "./_http_client.ts";
 import { arg, bareJsonRoute, serve } from "./_serve.ts";
+import { processCost, threadsCpu, threadsDelta } from "./_proc.ts";
 import { bunEnv } from "../packages/cli/bin/bun_env.mjs";
 
 const BODY = JSON.stringify({
@@ -101,16 +102,19 @@ async function main(): Promise<void> {
     const load = (port: number, s: number): Promise<LoadResult> =>
       wrkLoad({ url: `http://127.0.0.1:${port}${PATH}`, body: BODY, answer, connections, seconds: s });
     for (const port of ports) await load(port, 5);
-    /** One round of server k, with what its process spent on it (from `/proc`, when it can be read). */
+    /** One round of server k, with what its process spent on it per request (from `/proc`, when it can be read). */
     const round = async (k: number): Promise<Round> => {
-      const before = procCost(children[k].pid);
+      const pid = children[k].pid ?? -1, main = String(pid);
+      const t0 = threadsCpu(pid), p0 = processCost(pid);
       const r = await load(ports[k], seconds);
-      const after = procCost(children[k].pid);
-      const per = (f: (c: ProcCost) => number) =>
-        before === undefined || after === undefined || r.completed === 0
-          ? undefined
-          : (f(after) - f(before)) / r.completed;
-      return { ...r, mainUs: per((c) => c.mainUs), otherUs: per((c) => c.otherUs), faults: per((c) => c.faults) };
+      const t1 = threadsCpu(pid), p1 = processCost(pid);
+      if (t0 === undefined || t1 === undefined || p0 === undefined || p1 === undefined || r.completed === 0) return r;
+      return {
+        ...r,
+        mainUs: threadsDelta(t0, t1, (tid) => tid === main) / r.completed,
+        otherUs: threadsDelta(t0, t1, (tid) => tid !== main) / r.completed,
+        faults: (p1.minorFaults - p0.minorFaults) / r.completed,
+      };
     };
     const [nrt, inline, bare] = await inRounds(rounds, ports.length, round).finally(() => clearInterval(sampler));
     const rps = (r: Round) => r.completed / (r.elapsedMs / 1000);
@@ -171,38 +175,6 @@ async function main(): Promise<void> {
 
 /** A `wrk` round, with what the server's process spent per request (`undefined` where `/proc` cannot be read). */
 type Round = LoadResult & { mainUs?: number; otherUs?: number; faults?: number };
-
-/** CPU time in µs of a process's main thread and of its other threads, and its minor page faults, so far. */
-interface ProcCost {
-  mainUs: number;
-  otherUs: number;
-  faults: number;
-}
-
-/**
- * What process `pid` has spent so far (`/proc`, Linux; utime + stime in clock ticks of 10 ms, a thread that ended
- * meanwhile no longer counted), or `undefined` where it cannot be read.
- */
-function procCost(pid: number | undefined): ProcCost | undefined {
-  if (pid === undefined) return undefined;
-  // Fields after the command name's closing parenthesis: 8 is minflt, 12 and 13 are utime and stime.
-  const fields = (stat: string) => stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = (f: string[]) => (Number(f[11]) + Number(f[12])) * 10_000;
-  try {
-    const proc = fields(readFileSync(`/proc/${pid}/stat`, "utf8"));
-    let mainUs = 0, otherUs = 0;
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
-      try {
-        const us = ticks(fields(readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8")));
-        if (tid === String(pid)) mainUs = us;
-        else otherUs += us;
-      } catch { /* the thread ended */ }
-    }
-    return { mainUs, otherUs, faults: Number(proc[7]) };
-  } catch {
-    return undefined;
-  }
-}
 
 /** The resident memory of process `pid` in MB (`/proc`, Linux), or `undefined` where it cannot be read. */
 function rssMb(pid: number | undefined): number | undefined {
