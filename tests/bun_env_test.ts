@@ -4,30 +4,15 @@
  * set a value, which is kept. A stand-in Bun (`NRT_BUN`) prints what it was given.
  */
 import { describe, expect, test } from "bun:test";
-import { spawn } from "node:child_process";
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import process from "node:process";
 import { bunEnv } from "../packages/cli/bin/bun_env.mjs";
+import { runProgram } from "./_run.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 const SHIM = join(ROOT, "packages/cli/bin/nrt.mjs");
 const CONTAINER = join(ROOT, "deploy/container/nrt");
-
-/** Runs `file args` with `env` added; resolves with its exit code and stdout. */
-function run(file: string, args: string[], env: Record<string, string | undefined>) {
-  return new Promise<{ code: number | null; out: string }>((resolve, reject) => {
-    const all: Record<string, string | undefined> = { ...process.env, ...env };
-    for (const k of Object.keys(all)) if (all[k] === undefined) delete all[k]; // unset, not the text "undefined"
-    const child = spawn(file, args, { env: all as Record<string, string>, stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    child.stdout!.on("data", (d: Uint8Array) => (out += new TextDecoder().decode(d)));
-    const timer = setTimeout(() => (child.kill("SIGKILL"), reject(new Error(`${file} did not exit in 20 s`))), 20_000);
-    child.once("error", (e) => (clearTimeout(timer), reject(e)));
-    child.once("exit", (code) => (clearTimeout(timer), resolve({ code, out })));
-  });
-}
 
 /** A stand-in for Bun that prints the variable and its arguments, and exits 7. */
 async function fakeBun(dir: string): Promise<string> {
@@ -59,10 +44,10 @@ describe("the commands that start Bun", () => {
       try {
         const bun = await fakeBun(dir);
         const env = { NRT_BUN: bun, NRT_HOME: ROOT.replace(/\/$/, "") };
-        const plain = await run(file, [...args, "serve", "--demo"], { ...env, MIMALLOC_PURGE_DELAY: undefined });
+        const plain = await runProgram(file, [...args, "serve", "--demo"], { ...env, MIMALLOC_PURGE_DELAY: undefined });
         expect(plain.code).toBe(7);
         expect(plain.out).toBe(`purge=[-1] args=${join(ROOT, "packages/cli/main.ts")} serve --demo\n`);
-        const own = await run(file, [...args, "device-sim"], { ...env, MIMALLOC_PURGE_DELAY: "250" });
+        const own = await runProgram(file, [...args, "device-sim"], { ...env, MIMALLOC_PURGE_DELAY: "250" });
         expect(own.out).toMatch(/^purge=\[250\] args=\S+ device-sim\n$/);
       } finally {
         await rm(dir, { recursive: true, force: true });

@@ -9,7 +9,6 @@
  */
 import { describe, expect, test } from "bun:test";
 import { buildDemoModels, startServer } from "@nrt/cli";
-import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,6 +31,7 @@ import {
 } from "./_kserve.ts";
 import { oipClient } from "./_grpc_client.ts";
 import { freePort, spawnServe } from "./_serve_process.ts";
+import { runProgram } from "./_run.ts";
 
 const ROOT = new URL("../", import.meta.url);
 const read = (path: string): string => readFileSync(new URL(path, ROOT), "utf8");
@@ -66,18 +66,7 @@ const edited = (doc: K8sObject, edit: Edit): K8sObject => {
 };
 
 /** Runs a program; resolves to its exit code and output. */
-function run(file: string, args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
-  return new Promise((resolve) => {
-    execFile(file, args, { env: { ...process.env, ...env }, timeout: 60_000 }, (err, stdout, stderr) => {
-      const code = err === null
-        ? 0
-        : typeof (err as { code?: unknown }).code === "number"
-        ? (err as { code: number }).code
-        : -1;
-      resolve({ code, out: `${stdout}${stderr}` });
-    });
-  });
-}
+const run = (file: string, args: string[], env: Record<string, string>) => runProgram(file, args, env);
 
 describe("deploy/kserve/ against KServe's CRDs", () => {
   test("CrdValidator() accepts every ServingRuntime and InferenceService of deploy/kserve/", () => {
