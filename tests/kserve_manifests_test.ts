@@ -13,7 +13,6 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import process from "node:process";
 import {
   CrdValidator,
   dockerIgnored,
