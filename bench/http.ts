@@ -172,6 +172,7 @@ async function measure(): Promise<Measured> {
             activity!.onExecution(e);
           },
           onSpan: monitor!.onSpan,
+          timeExecution: monitor!.timeExecution,
         }
         : {}),
     });

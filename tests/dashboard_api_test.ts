@@ -46,6 +46,7 @@ async function server(admin: boolean): Promise<Server> {
     logger: monitor.wrapLogger(new MemoryLogger(LogLevel.ERROR)),
     onExecution: monitor.onExecution,
     onSpan: monitor.onSpan,
+    timeExecution: monitor.timeExecution,
   });
   const files = {
     ...testModels(),

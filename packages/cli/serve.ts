@@ -442,12 +442,20 @@ async function openDevice(
       activity.onExecution(e);
       inspect?.onExecution(e);
     };
-    // The dashboard's timelines: the host's timed steps of each execution (a few clock reads per execute).
+    // The dashboard's timelines: the host's timed steps of one execution per NeuronCore every STEP_SAMPLE_MS; with
+    // NEURON_RT_INSPECT_ENABLE, every execution's (the trace has them all).
     const onSpan = inspect === undefined ? monitor.onSpan : (s: HostSpan): void => {
       monitor.onSpan(s);
       inspect.onSpan(s);
     };
-    const runtime = await Runtime.init({ ...nrtPlugins(container), env, logger, onExecution, onSpan });
+    const runtime = await Runtime.init({
+      ...nrtPlugins(container),
+      env,
+      logger,
+      onExecution,
+      onSpan,
+      ...(inspect === undefined ? { timeExecution: monitor.timeExecution } : {}),
+    });
     device = runtime.device.index;
     if (inspect !== undefined && sim !== undefined) {
       inspect.attach(sim, device, `${runtime.spec.name} (${runtime.spec.generation})`);

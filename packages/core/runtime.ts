@@ -140,6 +140,13 @@ export interface RuntimeInitOptions extends RuntimeOptions {
   readonly onExecution?: (event: ExecutionEvent) => void;
   /** Hears the host's steps of loads and executions, timed (profilers; `host_span.ts`). Absent, nothing is timed. */
   readonly onSpan?: HostSpanListener;
+  /**
+   * Which executions `onSpan` hears the steps of (ours): asked once as each execution starts, with its sequence number
+   * (`ExecutionEvent.seq`), its first physical NeuronCore and its model's handle; `false` times none of its steps (no
+   * clock read, no span). Absent, every execution is timed. A load's steps are always heard. A view that shows a
+   * recent execution's steps, not every one's, passes it: timing the steps cost a busy server several µs per execution.
+   */
+  readonly timeExecution?: (seq: number, nc: number, model: number) => boolean;
 }
 
 /** One execution entering (`start`) or leaving (`end`) its NeuronCores' FIFO. */
@@ -315,10 +322,11 @@ export class Runtime {
   readonly #loading = new Set<Promise<unknown>>();
   readonly #onExecution: ((e: ExecutionEvent) => void) | undefined;
   readonly #onSpan: HostSpanListener | undefined;
+  readonly #timeExecution: ((seq: number, nc: number, model: number) => boolean) | undefined;
   /** The execution budgets of the synchronous executions in flight, on one timer (`kmgr/exec_waits.ts`, ours). */
   readonly #execWaits: ExecWaits;
-  /** Each model's execution services, made at its first execution (`#execDeps`). */
-  readonly #deps = new WeakMap<ModelRecord, KmgrExecDeps>();
+  /** Each model's execution services, timed and not, made at its first execution (`#execDeps`). */
+  readonly #deps = new WeakMap<ModelRecord, { readonly timed: KmgrExecDeps; readonly untimed: KmgrExecDeps }>();
   #services: (InstallServices & { readonly log: Logger }) | undefined;
   readonly #ownsPortal: boolean;
   /** The `device:nc` this runtime claimed on its portal (`claimCores`), given back at close. */
@@ -365,6 +373,7 @@ export class Runtime {
     clock: Clock,
     onExecution: ((e: ExecutionEvent) => void) | undefined,
     onSpan: HostSpanListener | undefined,
+    timeExecution: ((seq: number, nc: number, model: number) => boolean) | undefined,
     ownsPortal: boolean,
     archPacks: readonly ArchPack[],
   ) {
@@ -382,6 +391,7 @@ export class Runtime {
     this.#vnc = new VncTable(this.#visiblePhysicalCores(), this.virtualCoreSize, device.ncCount);
     this.#onExecution = onExecution;
     this.#onSpan = onSpan;
+    this.#timeExecution = timeExecution;
     this.#tensorCtx = { portal, ledger: this.#ledger, guard: () => this.guard(), owner: this };
     const depth = config.asyncExecMaxInflightRequests;
     this.execMode = depth > 0 ? KmgrExecMode.KMGR_EXEC_MODE_ASYNC : undefined;
@@ -501,6 +511,7 @@ export class Runtime {
         options.clock ?? new SystemClock(),
         options.onExecution,
         options.onSpan,
+        options.timeExecution,
         owns,
         options.archPacks,
       );
@@ -983,13 +994,17 @@ export class Runtime {
   async #run(x: { r: ModelRecord; tensors: Array<Tensor | undefined> }): Promise<ExecOutcome> {
     const { r, tensors } = x;
     const seq = ++this.#execSeq;
-    const d = this.#execDeps(r);
+    const deps = this.#execDeps(r);
+    const onSpan = this.#onSpan !== undefined && (this.#timeExecution?.(seq, deps.timed.ncs[0], r.handle) ?? true)
+      ? this.#onSpan
+      : undefined;
+    const d = onSpan === undefined ? deps.untimed : deps.timed;
     const tpbs = d.tpbs;
     // The turn is taken synchronously on every core of the request, so requests run in issue order.
     const turn = CoreQueue.acquire(d.queues);
     let started = false;
     let status: number | undefined;
-    const t0 = this.#onSpan === undefined ? 0 : hostClockMs();
+    const t0 = onSpan === undefined ? 0 : hostClockMs();
     try {
       await turn.ready;
       for (let k = 0; k < tpbs.length; k++) {
@@ -1013,9 +1028,7 @@ export class Runtime {
       return outcome;
     } finally {
       if (started) this.#onExecution?.({ phase: "end", ncs: d.ncs, model: r.handle, seq, status });
-      if (started) {
-        this.#onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: d.ncs[0], seq, detail: r.name });
-      }
+      if (started) onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: d.ncs[0], seq, detail: r.name });
       turn[Symbol.dispose]();
       try {
         const freeing = releaseHolds(tensors);
@@ -1027,14 +1040,15 @@ export class Runtime {
   }
 
   /**
-   * What `kmgr_exec` needs for the executions of one model (`kmgr/kmgr_exec_pre.ts`): made at its first execution and
-   * kept with it, so an execution allocates none of it (ours).
+   * What `kmgr_exec` needs for the executions of one model (`kmgr/kmgr_exec_pre.ts`), for a timed execution and for
+   * one `timeExecution` leaves untimed: made at its first execution and kept with it, so an execution allocates none
+   * of it (ours).
    */
-  #execDeps(r: ModelRecord): KmgrExecDeps {
-    let d = this.#deps.get(r);
-    if (d !== undefined) return d;
+  #execDeps(r: ModelRecord): { readonly timed: KmgrExecDeps; readonly untimed: KmgrExecDeps } {
+    const kept = this.#deps.get(r);
+    if (kept !== undefined) return kept;
     const tpbs = r.parts.map((p) => p.tpb);
-    d = {
+    const timed: KmgrExecDeps = {
       tpbs,
       ncs: tpbs.map((t) => t.nc),
       queues: tpbs.map((t) => t.queue),
@@ -1053,6 +1067,8 @@ export class Runtime {
         allocateTensor(this.#tensorCtx, "device", this.device.index, r.installed.tpb.nc, size, name, r.vnc),
       device: this.device.index,
     };
+    const { onSpan: _untimed, ...untimedExec } = timed.exec;
+    const d = { timed, untimed: { ...timed, exec: untimedExec } };
     this.#deps.set(r, d);
     return d;
   }

@@ -103,6 +103,7 @@ export {
   LATENCY_BOUNDS_US,
   type LatencyHistogram,
   type RunningExecution,
+  STEP_SAMPLE_MS,
   type TimelineStep,
   UTILIZATION_SECONDS,
 } from "./dashboard/dashboard_monitor.ts";

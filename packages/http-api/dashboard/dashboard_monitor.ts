@@ -5,12 +5,20 @@
  * (`packages/core/stdio/pool_stdio.ts`). From them it keeps, per NeuronCore, its busy time over the last minute
  * (utilization per second) and the last execution's steps as a timeline, and per model a latency histogram. The
  * composition root creates one monitor, hands its hooks to `Runtime.init`, and passes it to `createInferenceApp`.
- * Ours: the seeds describe no dashboard.
+ * With `timeExecution` among them, the runtime times the steps of one execution of a model per NeuronCore every
+ * {@linkcode STEP_SAMPLE_MS}, and a NeuronCore's last execution is its last timed one: of the same model as the one
+ * that really ran last, and at most that much older. Ours: the seeds describe no dashboard.
  *
  * @example Wire a monitor into a runtime
  * ```ts ignore
  * const monitor = new DashboardMonitor();
- * const rt = await Runtime.init({ ...nrtPlugins(container), logger: monitor.wrapLogger(createConsoleLogger()), onExecution: monitor.onExecution, onSpan: monitor.onSpan });
+ * const rt = await Runtime.init({
+ *   ...nrtPlugins(container),
+ *   logger: monitor.wrapLogger(createConsoleLogger()),
+ *   onExecution: monitor.onExecution,
+ *   onSpan: monitor.onSpan,
+ *   timeExecution: monitor.timeExecution,
+ * });
  * const app = createInferenceApp({ runtime: rt, repository, dashboard: { monitor } });
  * ```
  *
@@ -122,6 +130,13 @@ export interface LatencyHistogram {
   readonly counts: readonly number[];
 }
 
+/**
+ * With the monitor's `timeExecution` passed to the runtime, the steps of at most one execution of a model per
+ * NeuronCore are timed in this many ms (ours). A person reads the timeline at this pace; timing every execution's steps (about ten
+ * clock reads and spans) cost `nrt serve --demo` 2–3% of its requests per second under load.
+ */
+export const STEP_SAMPLE_MS = 250;
+
 /** Steps kept per execution (the host emits about ten). */
 const MAX_STEPS = 64;
 
@@ -156,6 +171,12 @@ export class DashboardMonitor {
   readonly #closed = new AbortController();
   #seq = 0;
   #waiters: Array<() => void> = [];
+  /** Whether the runtime asks `timeExecution`: then only the timed executions become a NeuronCore's last. */
+  #sampling = false;
+  /** Per NeuronCore: when its last timed execution started, its sequence number and its model (set in place). */
+  readonly #timedAt = new Map<number, number>();
+  readonly #timedSeq = new Map<number, number>();
+  readonly #timedModel = new Map<number, number>();
 
   /**
    * Creates a monitor with an empty log ring.
@@ -194,7 +215,10 @@ export class DashboardMonitor {
       this.#steps.take(e.seq);
       const durationUs = (now - taken.start) * 1000;
       const raw: RawExecution = { model: e.model, seq: e.seq, status: e.status, durationUs, start: taken.start, taken };
-      for (const nc of e.ncs) this.#last.set(nc, { raw });
+      // Sampled, a NeuronCore's last execution is its last timed one: an untimed one has no steps to lay out.
+      if (!this.#sampling || this.#timedSeq.get(e.ncs[0]) === e.seq) {
+        for (const nc of e.ncs) this.#last.set(nc, { raw });
+      }
       let counts = this.#latency.get(e.model);
       if (counts === undefined) this.#latency.set(e.model, counts = new Array(LATENCY_BOUNDS_US.length + 1).fill(0));
       let k = 0;
@@ -202,6 +226,22 @@ export class DashboardMonitor {
       counts[k]++;
     }
     this.notify();
+  };
+
+  /**
+   * The `Runtime` option `timeExecution`: times an execution unless one of the same model on its first NeuronCore was
+   * timed in the last {@linkcode STEP_SAMPLE_MS} ms. So an execution after a quiet spell, or of another model than the
+   * last timed one, is always timed.
+   */
+  readonly timeExecution = (seq: number, nc: number, model: number): boolean => {
+    this.#sampling = true;
+    const now = hostClockMs();
+    const at = this.#timedAt.get(nc);
+    if (at !== undefined && now - at < STEP_SAMPLE_MS && this.#timedModel.get(nc) === model) return false;
+    this.#timedAt.set(nc, now);
+    this.#timedSeq.set(nc, seq);
+    this.#timedModel.set(nc, model);
+    return true;
   };
 
   /**
