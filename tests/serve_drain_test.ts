@@ -164,6 +164,39 @@ describe("nrt serve drains on SIGTERM", () => {
 });
 
 describe("nrt serve drains on a Ctrl-C", () => {
+  /** Starts `node nrt.mjs serve` in a process group of its own, sends the group SIGINT once it listens. */
+  async function ctrlC(dir: string): Promise<{ code: number | null; out: string }> {
+    // A process group of its own, as a terminal's foreground job: the signal goes to every process in it.
+    const child = spawn("node", [BIN_NRT, "serve", "--models", dir, "--port", "0", "--grpc-port", "0"], {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let signalled = false;
+    // The signal goes as soon as the server says it listens, from the data handler: a user's Ctrl-C can come then.
+    const take = (d: Uint8Array): void => {
+      out += new TextDecoder().decode(d);
+      if (!signalled && /listening on http/.test(out)) {
+        signalled = true;
+        process.kill(-child.pid!, "SIGINT");
+      }
+    };
+    child.stdout!.on("data", take);
+    child.stderr!.on("data", take);
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+      const code = await exited;
+      clearTimeout(timer);
+      if (!signalled) throw new Error(`nrt serve did not start: ${out}`);
+      return { code, out };
+    } finally {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch { /* the group has ended */ }
+    }
+  }
+
   test(
     "SIGINT to the process group of `npx nrt serve` (the shim and Bun both get it, and the shim passes its copy on) drains to the end",
     async () => {
@@ -174,32 +207,18 @@ describe("nrt serve drains on a Ctrl-C", () => {
           { name: "y", dtype: "float32", shape: [8] },
         ]),
       );
-      // A process group of its own, as a terminal's foreground job: the signal goes to every process in it.
-      const child = spawn("node", [BIN_NRT, "serve", "--models", dir, "--port", "0", "--grpc-port", "0"], {
-        detached: true,
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let out = "";
-      child.stdout!.on("data", (d: Uint8Array) => (out += new TextDecoder().decode(d)));
-      child.stderr!.on("data", (d: Uint8Array) => (out += new TextDecoder().decode(d)));
-      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
       try {
-        const deadline = Date.now() + 60_000;
-        while (!/listening on http/.test(out)) {
-          if (Date.now() > deadline || child.exitCode !== null) throw new Error(`nrt serve did not start: ${out}`);
-          await new Promise((r) => setTimeout(r, 20));
+        // Four times: the two copies arrive microseconds apart, and the code before lost about one start in four
+        // (a gap with no listener, when the runtime's default action ended the process mid-drain).
+        for (let k = 0; k < 4; k++) {
+          const { code, out } = await ctrlC(dir);
+          expect({ k, code, out }).toEqual({ k, code: 0, out: expect.stringContaining("nrt: stopped") });
+          expect(out).toContain("nrt: SIGINT: draining");
         }
-        process.kill(-child.pid!, "SIGINT");
-        expect(await exited).toBe(0);
-        expect(out).toContain("nrt: SIGINT: draining");
-        expect(out).toContain("nrt: stopped");
       } finally {
-        try {
-          process.kill(-child.pid!, "SIGKILL");
-        } catch { /* the group has ended */ }
         await rm(dir, { recursive: true, force: true });
       }
     },
-    90_000,
+    120_000,
   );
 });

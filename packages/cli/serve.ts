@@ -897,22 +897,36 @@ export function parseServeArgs(args: readonly string[]): ServeOptions {
 export async function runServe(args: readonly string[]): Promise<number> {
   const options = parseServeArgs(args);
   const inspect = /^(1|true|yes|on)$/i.test(process.env.NEURON_RT_INSPECT_ENABLE ?? "");
+  const seconds = options.drainTimeoutSeconds ?? DEFAULT_DRAIN_SECONDS;
+  // One listener per signal from before the server starts until the process ends (ours). A Ctrl-C in a terminal
+  // reaches both a launcher (npm, the `npx nrt` shim) and this process, and the launcher passes its copy on, so one
+  // key press arrives twice, microseconds apart. With no listener in between (a `once` listener gone, the next not
+  // yet added, or the server up but the listener not yet added) the runtime restores the default action and that
+  // second copy ended the process mid-drain. The first signal while starting stops at once, as the default did; the
+  // first one after starts the drain; a later one does not cut the drain short.
+  let drain: ((s: string) => void) | undefined;
+  let first: string | undefined;
+  const onSignal = (s: "SIGINT" | "SIGTERM"): void => {
+    if (first !== undefined) {
+      console.log(`nrt: ${s} again: still draining (up to ${seconds} s from the first signal); SIGKILL stops at once`);
+      return;
+    }
+    first = s;
+    if (drain !== undefined) drain(s);
+    else {
+      console.log(`nrt: ${s} while starting: stopped`);
+      process.exit(128 + (s === "SIGINT" ? 2 : 15));
+    }
+  };
+  for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, () => onSignal(s));
   const server = await startServer({
     ...options,
     grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT,
     announce: process.env,
     inspect,
   });
-  const signal = await new Promise<string>((resolve) => {
-    for (const s of ["SIGINT", "SIGTERM"] as const) process.once(s, () => resolve(s));
-  });
-  const seconds = options.drainTimeoutSeconds ?? DEFAULT_DRAIN_SECONDS;
+  const signal = await new Promise<string>((resolve) => (drain = resolve));
   console.log(`nrt: ${signal}: draining; refusing new requests, finishing those in flight (up to ${seconds} s)`);
-  // A second signal does not cut the drain short (ours): a Ctrl-C in a terminal reaches both a launcher (npm, the
-  // `npx nrt` shim) and this process, and the launcher passes its copy on, so one key press arrives twice.
-  const again = (s: string) =>
-    console.log(`nrt: ${s} again: still draining (up to ${seconds} s from the first signal); SIGKILL stops at once`);
-  for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, again);
   const report = await server.close();
   if (report.unfinished > 0) {
     console.log(
