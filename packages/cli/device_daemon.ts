@@ -22,7 +22,7 @@ import {
   usageError,
 } from "./command_args.ts";
 import { listenSocket, type SocketAddress, type SocketListener } from "./transports.ts";
-import { commandLineArgs, exit, waitForSignal } from "./platform.ts";
+import { commandLineArgs, exit, shutdownSignals } from "./platform.ts";
 import { announce, type Announced, ownCommandLine } from "./neuron_discovery.ts";
 
 /**
@@ -245,13 +245,21 @@ export async function runDeviceDaemon(
     log(formatHelp(DEVICE_SIM_COMMAND));
     return 0;
   }
+  // Listened for from before the daemon starts until it exits (platform.ts: a Ctrl-C arrives twice through a
+  // launcher): the first signal while starting stops at once, a later one does not cut the shutdown short.
+  const signals = shutdownSignals({
+    onStarting: (s) => {
+      log(`nrt device-sim: ${s} while starting: stopped`);
+      exit(128 + (s === "SIGINT" ? 2 : 15));
+    },
+    onAgain: (s) => log(`nrt device-sim: ${s} again: still stopping; SIGKILL stops at once`),
+  });
   const running = await startDeviceDaemon({ ...options, env: envFromProcess(), announce: process.env });
   const spec = running.sim.spec;
-  const stopSignal = waitForSignal(); // handlers in place before the line that tells a supervisor it may signal
   log(
     `nrt device-sim: listening on ${running.listener.address} (${spec.name}, ${spec.ncPerDevice} NeuronCores per device)`,
   );
-  await stopSignal;
+  await signals.started();
   await running.stop();
   return 0;
 }

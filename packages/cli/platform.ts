@@ -87,42 +87,60 @@ export function exit(code: number): never {
 /** The signals that ask a server or daemon to shut down. */
 export type ShutdownSignal = "SIGINT" | "SIGTERM";
 
-/** Options of {@linkcode waitForSignal}. */
-export interface WaitForSignalOptions {
-  /** The signals to wait for (default: SIGINT and SIGTERM). */
-  readonly signals?: readonly ShutdownSignal[];
-  /** Stops waiting: the promise rejects with the signal's reason and the handlers are removed. */
-  readonly signal?: AbortSignal;
+/** What {@linkcode shutdownSignals} does with each signal. */
+export interface ShutdownSignalHandlers {
+  /** The first signal, while the program still starts (before `started()`): serve and the daemon exit at once. */
+  onStarting(signal: ShutdownSignal): void;
+  /** Every signal after the first: the shutdown it started goes on. */
+  onAgain(signal: ShutdownSignal): void;
+}
+
+/** The shutdown signals of a process, from {@linkcode shutdownSignals}. */
+export interface ShutdownSignals {
+  /** The program is up: resolves with the first signal (at once if one came while it started). */
+  started(): Promise<ShutdownSignal>;
+  /** Removes the listeners (tests; a server keeps them until it exits). */
+  close(): void;
 }
 
 /**
- * Waits for the first of the shutdown signals. While it waits the signals do not end the process; once one
- * arrives every handler it installed is removed, so a second Ctrl-C ends the process as usual.
+ * Listens for SIGINT and SIGTERM from now until the process ends, with one listener each that is never removed
+ * (ours). A Ctrl-C in a terminal reaches both a launcher (npm, the `npx nrt` shim) and the program, and the launcher
+ * passes its copy on, so one key press arrives twice, microseconds apart. With no listener in between (one removed
+ * after the first signal, or one added only once the server was up) the runtime's default action ended the process
+ * in the middle of its shutdown: `nrt serve` lost about one drain in four that way when signalled as it came up.
  *
- * @param options The signals, and an abort signal to stop waiting.
- * @returns The signal that arrived.
+ * @param handlers What the first signal while starting and every later signal do.
+ * @returns The first signal once the program has started, and a way to stop listening.
  *
- * @example Shut a server down on Ctrl-C or SIGTERM
+ * @example Drain a server on the first Ctrl-C, whatever follows
  * ```ts ignore
- * import { waitForSignal } from "./platform.ts";
- * const which = await waitForSignal();
- * console.log(`${which}: shutting down`);
+ * import { shutdownSignals } from "./platform.ts";
+ * const signals = shutdownSignals({
+ *   onStarting: () => process.exit(130),
+ *   onAgain: (s) => console.log(`${s} again: still stopping`),
+ * });
+ * // ... start the server ...
+ * console.log(`${await signals.started()}: stopping`);
  * ```
  */
-export function waitForSignal(options: WaitForSignalOptions = {}): Promise<ShutdownSignal> {
-  const signals = options.signals ?? ["SIGINT", "SIGTERM"];
-  return new Promise<ShutdownSignal>((resolve, reject) => {
-    const handlers = signals.map((s) => [s, () => done(() => resolve(s))] as const);
-    const abort = () => done(() => reject(options.signal!.reason));
-    const done = (settle: () => void) => {
-      for (const [s, h] of handlers) process.off(s, h);
-      options.signal?.removeEventListener("abort", abort);
-      settle();
-    };
-    if (options.signal?.aborted) return reject(options.signal.reason);
-    for (const [s, h] of handlers) process.on(s, h);
-    options.signal?.addEventListener("abort", abort, { once: true });
-  });
+export function shutdownSignals(handlers: ShutdownSignalHandlers): ShutdownSignals {
+  let first: ShutdownSignal | undefined;
+  let wake: ((s: ShutdownSignal) => void) | undefined;
+  const on = (s: ShutdownSignal): void => {
+    if (first !== undefined) return handlers.onAgain(s);
+    first = s;
+    if (wake !== undefined) wake(s);
+    else handlers.onStarting(s);
+  };
+  const listeners = (["SIGINT", "SIGTERM"] as const).map((s) => [s, () => on(s)] as const);
+  for (const [s, h] of listeners) process.on(s, h);
+  return {
+    started: () => first !== undefined ? Promise.resolve(first) : new Promise((resolve) => (wake = resolve)),
+    close: () => {
+      for (const [s, h] of listeners) process.off(s, h);
+    },
+  };
 }
 
 /** A `fetch` handler, such as a Hono app's `fetch`. */

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { spawn } from "node:child_process";
 import { connect } from "node:net";
 import process from "node:process";
-import { serveHttp, waitForSignal } from "./platform.ts";
+import { serveHttp, shutdownSignals } from "./platform.ts";
 
 const MAIN = new URL("./main.ts", import.meta.url).pathname;
 const onBun = (process.versions as Record<string, string | undefined>).bun !== undefined;
@@ -42,35 +42,44 @@ describe("commandLineArgs() and exit()", () => {
   }, 60_000);
 });
 
-describe("waitForSignal()", () => {
-  test("waitForSignal() resolves with the first signal and removes its handlers", async () => {
+describe("shutdownSignals()", () => {
+  test("the first signal after started() resolves it; later ones go to onAgain; the listeners stay", async () => {
     const before = { int: process.listenerCount("SIGINT"), term: process.listenerCount("SIGTERM") };
-    const waiting = waitForSignal();
-    expect(process.listenerCount("SIGTERM")).toBe(before.term + 1);
-    process.emit("SIGTERM" as never);
-    expect(await waiting).toBe("SIGTERM");
-    expect(process.listenerCount("SIGINT")).toBe(before.int);
-    expect(process.listenerCount("SIGTERM")).toBe(before.term);
+    const again: string[] = [], starting: string[] = [];
+    const signals = shutdownSignals({ onStarting: (s) => starting.push(s), onAgain: (s) => again.push(s) });
+    try {
+      expect([process.listenerCount("SIGINT"), process.listenerCount("SIGTERM")]).toEqual([
+        before.int + 1,
+        before.term + 1,
+      ]);
+      const first = signals.started();
+      process.emit("SIGTERM" as never);
+      process.emit("SIGINT" as never);
+      process.emit("SIGINT" as never);
+      expect(await first).toBe("SIGTERM");
+      expect([starting, again]).toEqual([[], ["SIGINT", "SIGINT"]]);
+      // Never fewer listeners than before the first signal: no gap for the default action.
+      expect([process.listenerCount("SIGINT"), process.listenerCount("SIGTERM")]).toEqual([
+        before.int + 1,
+        before.term + 1,
+      ]);
+    } finally {
+      signals.close();
+    }
+    expect([process.listenerCount("SIGINT"), process.listenerCount("SIGTERM")]).toEqual([before.int, before.term]);
   });
 
-  test("waitForSignal() waits only for the signals it is given", async () => {
-    const term = process.listenerCount("SIGTERM"), int = process.listenerCount("SIGINT");
-    const waiting = waitForSignal({ signals: ["SIGINT"] });
-    expect(process.listenerCount("SIGTERM")).toBe(term);
-    expect(process.listenerCount("SIGINT")).toBe(int + 1);
-    process.emit("SIGINT" as never);
-    expect(await waiting).toBe("SIGINT");
-    expect(process.listenerCount("SIGINT")).toBe(int);
-  });
-
-  test("waitForSignal() rejects with the abort reason and removes its handlers when aborted", async () => {
-    const before = process.listenerCount("SIGINT");
-    const stop = new AbortController();
-    const waiting = waitForSignal({ signal: stop.signal });
-    stop.abort(new Error("Cannot wait: the test is over"));
-    await expect(waiting).rejects.toThrow("Cannot wait: the test is over");
-    expect(process.listenerCount("SIGINT")).toBe(before);
-    await expect(waitForSignal({ signal: stop.signal })).rejects.toThrow("Cannot wait: the test is over");
+  test("a signal while starting goes to onStarting, and started() then resolves with it", async () => {
+    const starting: string[] = [], again: string[] = [];
+    const signals = shutdownSignals({ onStarting: (s) => starting.push(s), onAgain: (s) => again.push(s) });
+    try {
+      process.emit("SIGINT" as never);
+      process.emit("SIGTERM" as never);
+      expect([starting, again]).toEqual([["SIGINT"], ["SIGTERM"]]);
+      expect(await signals.started()).toBe("SIGINT");
+    } finally {
+      signals.close();
+    }
   });
 });
 

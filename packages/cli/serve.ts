@@ -49,7 +49,7 @@ import { parseAgentMode } from "./device_daemon.ts";
 import { DrainGate } from "./http_listener.ts";
 import { announce, type Announced, NRT_RUNTIME_VERSION, ownCommandLine } from "./neuron_discovery.ts";
 import { InspectRecorder } from "./inspect_recorder.ts";
-import { serveHttp } from "./platform.ts";
+import { serveHttp, shutdownSignals } from "./platform.ts";
 import { DEFAULT_COMPILE_TIMEOUT_MS, OnnxCompiler } from "./onnx_compiler.ts";
 import { onnxFiles, type OnnxFilesOptions } from "./onnx_source.ts";
 import { ensurePrivateDir, NEFF_FILE_SLACK_BYTES, privateCacheDir, writeModels } from "./repository_dir.ts";
@@ -898,34 +898,24 @@ export async function runServe(args: readonly string[]): Promise<number> {
   const options = parseServeArgs(args);
   const inspect = /^(1|true|yes|on)$/i.test(process.env.NEURON_RT_INSPECT_ENABLE ?? "");
   const seconds = options.drainTimeoutSeconds ?? DEFAULT_DRAIN_SECONDS;
-  // One listener per signal from before the server starts until the process ends (ours). A Ctrl-C in a terminal
-  // reaches both a launcher (npm, the `npx nrt` shim) and this process, and the launcher passes its copy on, so one
-  // key press arrives twice, microseconds apart. With no listener in between (a `once` listener gone, the next not
-  // yet added, or the server up but the listener not yet added) the runtime restores the default action and that
-  // second copy ended the process mid-drain. The first signal while starting stops at once, as the default did; the
-  // first one after starts the drain; a later one does not cut the drain short.
-  let drain: ((s: string) => void) | undefined;
-  let first: string | undefined;
-  const onSignal = (s: "SIGINT" | "SIGTERM"): void => {
-    if (first !== undefined) {
-      console.log(`nrt: ${s} again: still draining (up to ${seconds} s from the first signal); SIGKILL stops at once`);
-      return;
-    }
-    first = s;
-    if (drain !== undefined) drain(s);
-    else {
+  // Listened for from before the server starts until the process ends (platform.ts: a Ctrl-C arrives twice through a
+  // launcher). The first signal while starting stops at once, as the default action did; the first one after starts
+  // the drain; a later one does not cut the drain short.
+  const signals = shutdownSignals({
+    onStarting: (s) => {
       console.log(`nrt: ${s} while starting: stopped`);
       process.exit(128 + (s === "SIGINT" ? 2 : 15));
-    }
-  };
-  for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, () => onSignal(s));
+    },
+    onAgain: (s) =>
+      console.log(`nrt: ${s} again: still draining (up to ${seconds} s from the first signal); SIGKILL stops at once`),
+  });
   const server = await startServer({
     ...options,
     grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT,
     announce: process.env,
     inspect,
   });
-  const signal = await new Promise<string>((resolve) => (drain = resolve));
+  const signal = await signals.started();
   console.log(`nrt: ${signal}: draining; refusing new requests, finishing those in flight (up to ${seconds} s)`);
   const report = await server.close();
   if (report.unfinished > 0) {
