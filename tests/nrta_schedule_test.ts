@@ -128,9 +128,10 @@ describe("nrta_* (NRT_3.0.0)", () => {
       try {
         const t0 = await rt.allocateTensor({ size: 64, name: "t0" });
         const t1 = await rt.allocateTensor({ size: 64, name: "t1" });
-        // A dependency that settles when the test says: queue 0's first write waits on it, and its second on the first.
+        // A dependency that settles when the test says (a request on the COLLECTIVES unit whose run waits for the
+        // gate): queue 0's first write waits on it, and its second on the first.
         const gate = Promise.withResolvers<void>();
-        const held = { seq: nrtaSeq(NrtaXu.NRTA_XU_TENSOR_WRITE, 0n), done: gate.promise };
+        const held = rt.nrta.ccSchedule(0, () => gate.promise);
         const first = rt.nrta.tensorWrite(t0, new Uint8Array(64).fill(1), 0, { queue: 0, after: [held] });
         // 200 writes on queue 1 meanwhile, numbered between and after queue 0's two (the unit shares one counter).
         const others = [];

@@ -704,6 +704,11 @@ describe("the nrta scheduler under misuse", () => {
         ["after 5", () => rt.nrta.tensorWrite(t, bytes, 0, { after: 5 as never })],
         ["after [null]", () => rt.nrta.tensorWrite(t, bytes, 0, { after: [null as never] })],
         ["after [{}]", () => rt.nrta.tensorWrite(t, bytes, 0, { after: [{} as never] })],
+        // Shaped like a request, but never settling: the write would wait for it for ever.
+        [
+          "after [fake]",
+          () => rt.nrta.tensorWrite(t, bytes, 0, { after: [{ seq: 1n, done: new Promise<void>(() => {}) }] }),
+        ],
         ["errors {}", () => rt.nrta.tensorWrite(t, bytes, 0, { errors: {} as never })],
         ["executeSchedule(null)", () => rt.nrta.executeSchedule(null as never)],
         ["executeSchedule({})", () => rt.nrta.executeSchedule({} as never)],

@@ -112,13 +112,24 @@ export interface NrtaRequest {
   readonly done: Promise<void>;
 }
 
+/**
+ * What every schedule call returns (not exported: `after` takes only requests a scheduler made, so a waiting request
+ * cannot hang on an object that never settles, holding its model's reference and every unload behind it; ours).
+ */
+class ScheduledRequest implements NrtaRequest {
+  constructor(readonly seq: bigint, readonly done: Promise<void>) {}
+}
+
 /** Options of every schedule call. */
 export interface NrtaScheduleOptions {
   /** XU queue (default 0). */
   readonly queue?: number;
   /** Error tracker the request reports a failure to. */
   readonly errors?: NrtaErrorTracker;
-  /** Requests (on any queue) that must complete first. */
+  /**
+   * Requests (on any queue, of any runtime's scheduler) that must complete first: only objects a schedule call
+   * returned, anything else is refused with `NRT_INVALID`.
+   */
   readonly after?: readonly NrtaRequest[];
 }
 
@@ -176,7 +187,10 @@ function bytesIn(buf: unknown, action: string): Uint8Array {
   return bytes;
 }
 
-/** `NRT_INVALID` unless `options` is an object whose `after` lists requests and whose `errors` is a tracker (ours). */
+/**
+ * `NRT_INVALID` unless `options` is an object whose `after` lists requests a scheduler made and whose `errors` is a
+ * tracker (ours).
+ */
 function checkOptions(options: unknown): asserts options is NrtaScheduleOptions {
   const bad = (why: string): never => {
     throw new NrtError(NrtStatus.NRT_INVALID, `Cannot schedule a request: ${why}`);
@@ -188,8 +202,8 @@ function checkOptions(options: unknown): asserts options is NrtaScheduleOptions 
   if (after !== undefined) {
     if (!Array.isArray(after)) bad(`after must be an array of requests, got ${describeValue(after)}`);
     for (const r of after) {
-      if (typeof (r as Partial<NrtaRequest> | null)?.done?.then !== "function") {
-        bad(`after holds ${describeValue(r)}, not a request`);
+      if (!(r instanceof ScheduledRequest)) {
+        bad(`after holds ${describeValue(r)}, not a request a schedule call returned`);
       }
     }
   }
@@ -500,6 +514,6 @@ export class Nrta {
       this.#drained?.resolve();
       this.#drained = undefined;
     });
-    return { seq, done };
+    return new ScheduledRequest(seq, done);
   }
 }
