@@ -11,9 +11,15 @@ import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { DashboardMonitor, STEP_SAMPLE_MS } from "@nrt/http-api";
 import { oneOpNeff } from "./_kernels.ts";
 
-const container = createNrtContainer();
+/** A container of its own per runtime: closing a runtime closes the portal it owns. */
+const containers: Array<ReturnType<typeof createNrtContainer>> = [];
+function plugins() {
+  const c = createNrtContainer();
+  containers.push(c);
+  return nrtPlugins(c);
+}
 afterAll(async () => {
-  await container.resolve(PortalToken).close();
+  for (const c of containers) await c.resolve(PortalToken).close();
 });
 const f32 = (name: string, n: number) => ({ name, dtype: "float32", shape: [n] });
 
@@ -22,7 +28,7 @@ describe("timeExecution", () => {
     const spans: HostSpan[] = [];
     const asked: Array<[number, number, number]> = [];
     const rt = await Runtime.init({
-      ...nrtPlugins(container),
+      ...plugins(),
       logger: new MemoryLogger(),
       onSpan: (s) => spans.push(s),
       timeExecution: (seq, nc, model) => {
@@ -72,6 +78,40 @@ describe("timeExecution", () => {
       await rt.close();
     }
   }, 30_000);
+
+  test(
+    "a timeExecution that throws fails that execution only: its turn and model reference are given back",
+    async () => {
+      let calls = 0;
+      const rt = await Runtime.init({
+        ...plugins(),
+        logger: new MemoryLogger(),
+        onSpan: () => {},
+        timeExecution: () => {
+          if (++calls === 1) throw new Error("listener bug");
+          return true;
+        },
+      });
+      try {
+        const n = 8;
+        const model = await rt.load(oneOpNeff("relu", "relu", [f32("x", n)], [f32("y", n)]));
+        const x = await rt.allocateTensor({ size: n * 4, name: "x" });
+        const y = await rt.allocateTensor({ size: n * 4, name: "y" });
+        const ins = new TensorSet(), outs = new TensorSet();
+        ins.add("x", x);
+        outs.add("y", y);
+        await x.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i - 4).buffer));
+        await expect(model.execute(ins, outs)).rejects.toThrow("listener bug");
+        await model.execute(ins, outs); // the core's turn was given back
+        expect(Array.from(new Float32Array((await y.read()).slice().buffer))).toEqual([0, 0, 0, 0, 0, 1, 2, 3]);
+        await model.unload(); // and the model's reference: the unload does not wait for it
+        expect(calls).toBe(2);
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
 
   test("the dashboard's monitor times one execution of a model per NeuronCore every STEP_SAMPLE_MS", () => {
     expect(STEP_SAMPLE_MS).toBe(250);

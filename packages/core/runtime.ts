@@ -995,17 +995,22 @@ export class Runtime {
     const { r, tensors } = x;
     const seq = ++this.#execSeq;
     const deps = this.#execDeps(r);
-    const onSpan = this.#onSpan !== undefined && (this.#timeExecution?.(seq, deps.timed.ncs[0], r.handle) ?? true)
-      ? this.#onSpan
-      : undefined;
-    const d = onSpan === undefined ? deps.untimed : deps.timed;
+    let d = deps.untimed;
     const tpbs = d.tpbs;
     // The turn is taken synchronously on every core of the request, so requests run in issue order.
     const turn = CoreQueue.acquire(d.queues);
     let started = false;
     let status: number | undefined;
-    const t0 = onSpan === undefined ? 0 : hostClockMs();
+    let onSpan: HostSpanListener | undefined;
+    let t0 = 0;
     try {
+      // Asked inside the try: a listener that throws fails this execution, which still gives back its turn and its
+      // model reference.
+      if (this.#onSpan !== undefined && (this.#timeExecution?.(seq, d.ncs[0], r.handle) ?? true)) {
+        onSpan = this.#onSpan;
+        d = deps.timed;
+        t0 = hostClockMs();
+      }
       await turn.ready;
       for (let k = 0; k < tpbs.length; k++) {
         if (tpbs[k].halted) throw new NrtError(NrtStatus.NRT_CLOSED, "Runtime is closed");
