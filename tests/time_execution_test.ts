@@ -2,7 +2,8 @@
  * The runtime's `timeExecution` option (ours): it is asked once per execution, and only the executions it accepts
  * have their host steps timed and heard by `onSpan`; a load's steps are heard whatever it says. The dashboard's
  * monitor samples with it: one timed execution of a model per NeuronCore every `STEP_SAMPLE_MS`, and a NeuronCore's
- * last execution is its last timed one.
+ * last execution is its last timed one. And the execution listeners (`timeExecution`, `onExecution`, `onSpan`) that
+ * throw: the execution fails, and its core's turn and its model's reference still go back.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import "reflect-metadata";
@@ -106,6 +107,43 @@ describe("timeExecution", () => {
         expect(Array.from(new Float32Array((await y.read()).slice().buffer))).toEqual([0, 0, 0, 0, 0, 1, 2, 3]);
         await model.unload(); // and the model's reference: the unload does not wait for it
         expect(calls).toBe(2);
+      } finally {
+        await rt.close();
+      }
+    },
+    30_000,
+  );
+
+  test(
+    "an onExecution or onSpan that throws as an execution ends fails it; its turn and reference go back",
+    async () => {
+      const fail = { execution: true, span: false };
+      const rt = await Runtime.init({
+        ...plugins(),
+        logger: new MemoryLogger(),
+        onExecution: (e) => {
+          if (e.phase === "end" && fail.execution) throw new Error("execution listener bug");
+        },
+        onSpan: (s) => {
+          if (s.name === "nrt_execute" && fail.span) throw new Error("span listener bug");
+        },
+      });
+      try {
+        const n = 8;
+        const model = await rt.load(oneOpNeff("relu", "relu", [f32("x", n)], [f32("y", n)]));
+        const x = await rt.allocateTensor({ size: n * 4, name: "x" });
+        const y = await rt.allocateTensor({ size: n * 4, name: "y" });
+        const ins = new TensorSet(), outs = new TensorSet();
+        ins.add("x", x);
+        outs.add("y", y);
+        await x.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i - 4).buffer));
+        await expect(model.execute(ins, outs)).rejects.toThrow("execution listener bug");
+        Object.assign(fail, { execution: false, span: true });
+        await expect(model.execute(ins, outs)).rejects.toThrow("span listener bug");
+        fail.span = false;
+        await model.execute(ins, outs);
+        expect(Array.from(new Float32Array((await y.read()).slice().buffer))).toEqual([0, 0, 0, 0, 0, 1, 2, 3]);
+        await model.unload();
       } finally {
         await rt.close();
       }

@@ -1032,14 +1032,20 @@ export class Runtime {
       if (completed(outcome.status)) checkNotFreed(r, tensors, "ended");
       return outcome;
     } finally {
-      if (started) this.#onExecution?.({ phase: "end", ncs: d.ncs, model: r.handle, seq, status });
-      if (started) onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: d.ncs[0], seq, detail: r.name });
-      turn[Symbol.dispose]();
       try {
-        const freeing = releaseHolds(tensors);
-        if (freeing !== undefined) await freeing;
+        if (started) this.#onExecution?.({ phase: "end", ncs: d.ncs, model: r.handle, seq, status });
+        if (started) {
+          onSpan?.({ name: "nrt_execute", start: t0, end: hostClockMs(), nc: d.ncs[0], seq, detail: r.name });
+        }
       } finally {
-        this.#release(r);
+        // A listener that threw fails the execution, and the turn and the model reference still go back.
+        turn[Symbol.dispose]();
+        try {
+          const freeing = releaseHolds(tensors);
+          if (freeing !== undefined) await freeing;
+        } finally {
+          this.#release(r);
+        }
       }
     }
   }
