@@ -32,3 +32,31 @@ export type HostSpanListener = (span: HostSpan) => void;
 export function hostClockMs(): number {
   return performance.timeOrigin + performance.now();
 }
+
+/**
+ * `listener`, made safe to call on the execute path (ours): a throw is logged once, as a warning, and otherwise
+ * ignored. A span is heard in the middle of the device protocol (after the doorbell, between progress steps), where
+ * an exception would leave the host's count of the model's runs behind the device's.
+ *
+ * @param listener The listener given to the runtime.
+ * @param log Where the first throw is reported.
+ * @returns A listener that never throws.
+ */
+export function safeSpanListener(
+  listener: HostSpanListener,
+  log: { warn(message: string): void },
+): HostSpanListener {
+  let reported = false;
+  return (span) => {
+    try {
+      listener(span);
+    } catch (e) {
+      if (reported) return;
+      reported = true;
+      log.warn(
+        `The onSpan listener threw at span "${span.name}" (${e instanceof Error ? e.message : String(e)}); ` +
+          "the runtime goes on, and later throws of it are not logged",
+      );
+    }
+  };
+}

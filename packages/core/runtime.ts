@@ -42,7 +42,7 @@ import { DlrModelState, KmgrExecMode, NrtInitState } from "./state.ts";
 import { NrtStatus } from "./status.ts";
 import { type InstalledModel, type InstallServices, kblModelAdd, kmgrUnstage } from "./tdrv/kbl_model_add.ts";
 import { RuntimeEvents } from "./runtime_events.ts";
-import { hostClockMs, type HostSpanListener } from "./host_span.ts";
+import { hostClockMs, type HostSpanListener, safeSpanListener } from "./host_span.ts";
 import { CoreQueue } from "./tdrv/core_queue.ts";
 import { type Tpb, tpbDestroy, tpbInit } from "./tdrv/tpb.ts";
 import { ucodeInitModule } from "./tdrv/ucode_module.ts";
@@ -138,7 +138,10 @@ export interface RuntimeInitOptions extends RuntimeOptions {
   readonly clock?: Clock;
   /** Observes every execution as it takes and leaves its NeuronCores (tests prove the per-core FIFO with it). */
   readonly onExecution?: (event: ExecutionEvent) => void;
-  /** Hears the host's steps of loads and executions, timed (profilers; `host_span.ts`). Absent, nothing is timed. */
+  /**
+   * Hears the host's steps of loads and executions, timed (profilers; `host_span.ts`). Absent, nothing is timed. It
+   * should not throw: a throw is logged once and ignored.
+   */
   readonly onSpan?: HostSpanListener;
   /**
    * Which executions `onSpan` hears the steps of (ours): asked once as each execution starts, with its sequence number
@@ -390,7 +393,8 @@ export class Runtime {
     this.virtualCoreSize = resolveVirtualCoreSize(khal.spec, config.virtualCoreSize, device.ncCount);
     this.#vnc = new VncTable(this.#visiblePhysicalCores(), this.virtualCoreSize, device.ncCount);
     this.#onExecution = onExecution;
-    this.#onSpan = onSpan;
+    // Heard mid-protocol: a throw is logged, never let through (host_span.ts).
+    this.#onSpan = onSpan === undefined ? undefined : safeSpanListener(onSpan, log);
     this.#timeExecution = timeExecution;
     this.#tensorCtx = { portal, ledger: this.#ledger, guard: () => this.guard(), owner: this };
     const depth = config.asyncExecMaxInflightRequests;
