@@ -122,7 +122,8 @@ export interface GrpcInferenceServer {
   listen(host?: string, port?: number): Promise<{ readonly port: number }>;
   /**
    * Graceful shutdown: refuses new and waiting calls with `UNAVAILABLE`, stops listening, lets the running calls
-   * finish, and closes whatever is left at the deadline.
+   * finish, and closes whatever is left at the deadline. Once no call is left, connections whose clients have not
+   * closed their streams get a second more, then close.
    *
    * @param deadlineMs How long the running calls may take.
    * @returns How many calls were still running at the deadline.
@@ -149,6 +150,14 @@ export interface GrpcInferenceServer {
  * a longer deadline would end every call at once.
  */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Once every call has ended on the server, how long a drain still waits for the clients to close their side of their
+ * streams before it closes the connections (ours). An answered call whose client never ended its request (a status
+ * sent before the message's end, such as a refusal) keeps its stream half open, and the connection with it: the
+ * drain then waited for its whole deadline.
+ */
+const SESSION_GRACE_MS = 1000;
 
 function checkLimit(name: string, v: number, min: number, max = Number.MAX_SAFE_INTEGER): void {
   if (!Number.isSafeInteger(v) || v < min || v > max) {
@@ -578,13 +587,24 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         const deadline = new Promise<"deadline">((
           resolve,
         ) => (timer = setTimeout(() => resolve("deadline"), deadlineMs)));
+        let graceTimer: ReturnType<typeof setTimeout> | undefined;
         try {
-          const ended = await Promise.race([idle.then(() => shutdown).then(() => "done" as const), deadline]);
-          const unfinished = ended === "done" ? 0 : activeCalls();
-          if (ended === "deadline") server.forceShutdown();
-          return { unfinished };
+          if (await Promise.race([idle.then(() => "idle" as const), deadline]) === "deadline") {
+            const unfinished = activeCalls();
+            server.forceShutdown();
+            return { unfinished };
+          }
+          // No call is left on the server: what still holds a connection open is a client's side of a stream.
+          const grace = new Promise<"grace">((
+            resolve,
+          ) => (graceTimer = setTimeout(() => resolve("grace"), SESSION_GRACE_MS)));
+          if (await Promise.race([shutdown.then(() => "done" as const), grace, deadline]) !== "done") {
+            server.forceShutdown();
+          }
+          return { unfinished: 0 };
         } finally {
           clearTimeout(timer);
+          clearTimeout(graceTimer);
           closed = true;
         }
       })();

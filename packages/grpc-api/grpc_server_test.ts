@@ -178,6 +178,36 @@ describe("gRPC server against hostile requests", () => {
     );
   });
 
+  test("a drain does not wait its deadline for a stream its client left half open after the answer", async () => {
+    // A status call whose message is over the status cap is answered RESOURCE_EXHAUSTED from its length prefix,
+    // before its client ends the request: the stream stays half open, and with it the connection. The drain waited
+    // for its whole deadline (60 s here, past this test's timeout); now it closes the connection a second after the
+    // last call ended.
+    const { server: s, port } = await serve({});
+    const session = h2connect(`http://127.0.0.1:${port}`);
+    sessions.push(session);
+    session.on("error", () => {});
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/inference.GRPCInferenceService/ServerLive",
+      "content-type": "application/grpc",
+      te: "trailers",
+    }, { endStream: false });
+    stream.on("error", () => {});
+    const status = new Promise<string>((resolve) => {
+      stream.on("response", (h) => h["grpc-status"] !== undefined && resolve(String(h["grpc-status"])));
+      stream.on("trailers", (h) => resolve(String(h["grpc-status"])));
+    });
+    const closed = new Promise<void>((resolve) => session.on("close", () => resolve()));
+    stream.resume();
+    const prefix = new Uint8Array(5);
+    new DataView(prefix.buffer).setUint32(1, 1 << 20); // 1 MiB declared, nothing sent
+    stream.write(prefix);
+    expect(await status).toBe(String(Code.RESOURCE_EXHAUSTED));
+    expect(await s.drain(60_000)).toEqual({ unfinished: 0 });
+    await closed; // the server closed the connection
+  }, 20_000);
+
   test("a unary call without a whole message, or with two, is INVALID_ARGUMENT, not UNIMPLEMENTED", async () => {
     // grpc-js answered "UNIMPLEMENTED: Received no request message for server streaming method …" for a body that
     // ended inside its frame, as if the RPC did not exist.
