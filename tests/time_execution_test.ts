@@ -34,7 +34,7 @@ async function relu(rt: Runtime) {
   ins.add("x", x);
   outs.add("y", y);
   await x.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i - 4).buffer));
-  return { model, ins, outs, y };
+  return { model, ins, outs, x, y };
 }
 
 describe("timeExecution", () => {
@@ -52,13 +52,8 @@ describe("timeExecution", () => {
     });
     try {
       const n = 8;
-      const model = await rt.load(oneOpNeff("relu", "relu", [f32("x", n)], [f32("y", n)]));
+      const { model, ins, outs, x, y } = await relu(rt);
       expect(spans.some((s) => s.name === "nrt_load")).toBe(true);
-      const x = await rt.allocateTensor({ size: n * 4, name: "x" });
-      const y = await rt.allocateTensor({ size: n * 4, name: "y" });
-      const ins = new TensorSet(), outs = new TensorSet();
-      ins.add("x", x);
-      outs.add("y", y);
       const runs = 6;
       for (let k = 0; k < runs; k++) {
         await x.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i - k).buffer));
@@ -107,14 +102,7 @@ describe("timeExecution", () => {
         },
       });
       try {
-        const n = 8;
-        const model = await rt.load(oneOpNeff("relu", "relu", [f32("x", n)], [f32("y", n)]));
-        const x = await rt.allocateTensor({ size: n * 4, name: "x" });
-        const y = await rt.allocateTensor({ size: n * 4, name: "y" });
-        const ins = new TensorSet(), outs = new TensorSet();
-        ins.add("x", x);
-        outs.add("y", y);
-        await x.write(new Uint8Array(Float32Array.from({ length: n }, (_, i) => i - 4).buffer));
+        const { model, ins, outs, y } = await relu(rt);
         await expect(model.execute(ins, outs)).rejects.toThrow("listener bug");
         await model.execute(ins, outs); // the core's turn was given back
         expect(Array.from(new Float32Array((await y.read()).slice().buffer))).toEqual([0, 0, 0, 0, 0, 1, 2, 3]);

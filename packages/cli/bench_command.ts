@@ -15,6 +15,7 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type CommandSpec, formatHelp, parseCommandArgs, usageError } from "./command_args.ts";
+import { signalExitCode } from "./platform.ts";
 
 /** The benchmarks, in the order they run. */
 export const BENCHMARKS: readonly string[] = [
@@ -49,8 +50,6 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 /** The signals that stop `nrt bench`. */
 type StopSignal = "SIGINT" | "SIGTERM";
 const STOP_SIGNALS: readonly StopSignal[] = ["SIGINT", "SIGTERM"];
-/** Their numbers: a process stopped by signal N exits 128 + N (130, 143), as a shell reports it. */
-const SIGNAL_NUMBERS: Readonly<Record<StopSignal, number>> = { SIGINT: 2, SIGTERM: 15 };
 
 function runtimeBin(deno: boolean): string {
   const bin = join(root, "node_modules", ".bin", deno ? "deno" : "bun");
@@ -148,7 +147,7 @@ export async function runBench(
   }
   if (stoppedBy !== undefined) {
     err(`nrt bench: stopped by ${stoppedBy}`);
-    return 128 + SIGNAL_NUMBERS[stoppedBy];
+    return signalExitCode(stoppedBy);
   }
   if (json) out(JSON.stringify({ runtime: deno ? "deno" : "bun", benchmarks: report }, null, 2));
   return failed === 0 ? 0 : 1;

@@ -22,7 +22,7 @@ import {
   usageError,
 } from "./command_args.ts";
 import { listenSocket, type SocketAddress, type SocketListener } from "./transports.ts";
-import { commandLineArgs, exit, shutdownSignals } from "./platform.ts";
+import { commandLineArgs, exit, shutdownSignals, signalExitCode } from "./platform.ts";
 import { announce, type Announced, ownCommandLine } from "./neuron_discovery.ts";
 
 /**
@@ -250,7 +250,7 @@ export async function runDeviceDaemon(
   const signals = shutdownSignals({
     onStarting: (s) => {
       log(`nrt device-sim: ${s} while starting: stopped`);
-      exit(128 + (s === "SIGINT" ? 2 : 15));
+      exit(signalExitCode(s));
     },
     onAgain: (s) => log(`nrt device-sim: ${s} again: still stopping; SIGKILL stops at once`),
   });

@@ -87,6 +87,11 @@ export function exit(code: number): never {
 /** The signals that ask a server or daemon to shut down. */
 export type ShutdownSignal = "SIGINT" | "SIGTERM";
 
+/** The exit code of a process stopped by `signal`: 128 + its number (130, 143), as a shell reports it. */
+export function signalExitCode(signal: ShutdownSignal): number {
+  return 128 + (signal === "SIGINT" ? 2 : 15);
+}
+
 /** What {@linkcode shutdownSignals} does with each signal. */
 export interface ShutdownSignalHandlers {
   /** The first signal, while the program still starts (before `started()`): serve and the daemon exit at once. */

@@ -49,7 +49,7 @@ import { parseAgentMode } from "./device_daemon.ts";
 import { DrainGate } from "./http_listener.ts";
 import { announce, type Announced, NRT_RUNTIME_VERSION, ownCommandLine } from "./neuron_discovery.ts";
 import { InspectRecorder } from "./inspect_recorder.ts";
-import { serveHttp, shutdownSignals } from "./platform.ts";
+import { serveHttp, shutdownSignals, signalExitCode } from "./platform.ts";
 import { DEFAULT_COMPILE_TIMEOUT_MS, OnnxCompiler } from "./onnx_compiler.ts";
 import { onnxFiles, type OnnxFilesOptions } from "./onnx_source.ts";
 import { ensurePrivateDir, NEFF_FILE_SLACK_BYTES, privateCacheDir, writeModels } from "./repository_dir.ts";
@@ -904,7 +904,7 @@ export async function runServe(args: readonly string[]): Promise<number> {
   const signals = shutdownSignals({
     onStarting: (s) => {
       console.log(`nrt: ${s} while starting: stopped`);
-      process.exit(128 + (s === "SIGINT" ? 2 : 15));
+      process.exit(signalExitCode(s));
     },
     onAgain: (s) =>
       console.log(`nrt: ${s} again: still draining (up to ${seconds} s from the first signal); SIGKILL stops at once`),

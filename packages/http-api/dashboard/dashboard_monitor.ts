@@ -132,8 +132,8 @@ export interface LatencyHistogram {
 
 /**
  * With the monitor's `timeExecution` passed to the runtime, the steps of at most one execution of a model per
- * NeuronCore are timed in this many ms (ours). A person reads the timeline at this pace; timing every execution's steps (about ten
- * clock reads and spans) cost `nrt serve --demo` 2–3% of its requests per second under load.
+ * NeuronCore are timed in this many ms (ours). A person reads the timeline at this pace; timing every execution's
+ * steps (about ten clock reads and spans) cost `nrt serve --demo` 2–3% of its requests per second under load.
  */
 export const STEP_SAMPLE_MS = 250;
 
@@ -171,12 +171,12 @@ export class DashboardMonitor {
   readonly #closed = new AbortController();
   #seq = 0;
   #waiters: Array<() => void> = [];
-  /** Whether the runtime asks `timeExecution`: then only the timed executions become a NeuronCore's last. */
-  #sampling = false;
-  /** Per NeuronCore: when its last timed execution started, its sequence number and its model (set in place). */
-  readonly #timedAt = new Map<number, number>();
-  readonly #timedSeq = new Map<number, number>();
-  readonly #timedModel = new Map<number, number>();
+  /**
+   * Per NeuronCore: its last timed execution, when it started, its sequence number and its model (one record each,
+   * updated in place). Empty unless the runtime asks `timeExecution`; otherwise only timed executions become a
+   * NeuronCore's last.
+   */
+  readonly #timed = new Map<number, { at: number; seq: number; model: number }>();
 
   /**
    * Creates a monitor with an empty log ring.
@@ -216,7 +216,7 @@ export class DashboardMonitor {
       const durationUs = (now - taken.start) * 1000;
       const raw: RawExecution = { model: e.model, seq: e.seq, status: e.status, durationUs, start: taken.start, taken };
       // Sampled, a NeuronCore's last execution is its last timed one: an untimed one has no steps to lay out.
-      if (!this.#sampling || this.#timedSeq.get(e.ncs[0]) === e.seq) {
+      if (this.#timed.size === 0 || this.#timed.get(e.ncs[0])?.seq === e.seq) {
         for (const nc of e.ncs) this.#last.set(nc, { raw });
       }
       let counts = this.#latency.get(e.model);
@@ -234,13 +234,16 @@ export class DashboardMonitor {
    * last timed one, is always timed.
    */
   readonly timeExecution = (seq: number, nc: number, model: number): boolean => {
-    this.#sampling = true;
     const now = hostClockMs();
-    const at = this.#timedAt.get(nc);
-    if (at !== undefined && now - at < STEP_SAMPLE_MS && this.#timedModel.get(nc) === model) return false;
-    this.#timedAt.set(nc, now);
-    this.#timedSeq.set(nc, seq);
-    this.#timedModel.set(nc, model);
+    const last = this.#timed.get(nc);
+    if (last === undefined) {
+      this.#timed.set(nc, { at: now, seq, model });
+      return true;
+    }
+    if (now - last.at < STEP_SAMPLE_MS && last.model === model) return false;
+    last.at = now;
+    last.seq = seq;
+    last.model = model;
     return true;
   };
 
