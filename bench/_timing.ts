@@ -46,15 +46,16 @@ export async function alternatingUs(a: () => Promise<unknown>, b: () => Promise<
 
 /**
  * Medians of each of `fns` timed in alternating blocks of `block` back-to-back runs (the first run of each block not
- * counted), `RUNS` counted runs each after as many warm-up runs as {@linkcode timeUs} makes, in blocks too: each side
- * is timed in its own steady state (one run right after another of its own, as a loop of it runs) while a change of
- * the machine's load moves all alike.
+ * counted), `RUNS` counted runs each after `warmup` runs (default: as many as {@linkcode timeUs} makes), in blocks
+ * too: each side is timed in its own steady state (one run right after another of its own, as a loop of it runs)
+ * while a change of the machine's load moves all alike.
  * Alternating run by run instead puts the other side's run before every run, which changes what is measured: an
  * in-process execute after a remote one found the device agent asleep and read 148–221 µs against 81–142 back to back.
  */
 export async function alternatingBlocksUs(
   fns: ReadonlyArray<() => Promise<unknown>>,
   block = 20,
+  warmup = Math.min(300, RUNS),
 ): Promise<number[]> {
   const times = fns.map((): number[] => []);
   const run = async (fn: () => Promise<unknown>, into: number[] | undefined) => {
@@ -66,7 +67,7 @@ export async function alternatingBlocksUs(
     }
   };
   // Warm-up: as many runs of each as timeUs() gives (the JIT settles), in blocks too.
-  for (let i = 0; i < Math.min(300, RUNS); i += block) for (const fn of fns) await run(fn, undefined);
+  for (let i = 0; i < warmup; i += block) for (const fn of fns) await run(fn, undefined);
   while (times[0].length < RUNS) for (let k = 0; k < fns.length; k++) await run(fns[k], times[k]);
   return times.map(median);
 }

@@ -11,8 +11,8 @@
  * one bare round trip and nothing else (close, not exact: the remote side has no host ↔ agent thread wakes, and adds
  * the daemon's decoding and answer); `remote_over_floor` is what our protocol and daemon add on top.
  *
- * Run: `bun bench/portal.ts` or `deno run -A bench/portal.ts` (`RUNS=500` to change the sample count; `--agents M`
- * starts the daemon with `nrt device-sim --agents M`).
+ * Each side is warmed up first: the remote protocol takes thousands of runs to reach its steady state (`CASES`). Run: `bun bench/portal.ts` or `deno run -A bench/portal.ts` (`RUNS=500` to change the sample count;
+ * `--agents M` starts the daemon with `nrt device-sim --agents M`).
  *
  * @module
  */
@@ -31,12 +31,21 @@ import { alternatingBlocksUs, emit, RUNS, timeUs } from "./_timing.ts";
 import { type BareEcho, connectBareEcho } from "./_bare_socket.ts";
 import { ArchPackToken, type NrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { cayman } from "@nrt/arch-cayman";
+import process from "node:process";
+import { bunEnv } from "../packages/cli/bin/bun_env.mjs";
 
-const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1 }, {
+/**
+ * The cases, each with the warm-up runs of each side before the counted ones (ours; `WARM=n` sets the no-op's): the
+ * remote side's protocol code, in this process and in the daemon's, reaches its steady state far later than the
+ * in-process execute. Measured on Bun (no-op, the daemon started as below): 300 warm-up runs read 2.38–2.86 (remote
+ * 185–233 µs, in-process 77–81), 10,000 read 1.65–1.78 (remote 77–84 µs, in-process 47–50).
+ */
+const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1, warmup: Number(process.env.WARM ?? 10_000) }, {
   name: "vector_add",
   fn: "vector_add",
   n: (1 << 20) / 4,
   ins: 2,
+  warmup: 1_000,
 }];
 
 /** A runtime on the portal registered in `c` with every case loaded: an execute per case, and a close. */
@@ -104,6 +113,10 @@ const daemonAgents = agentsAt >= 0 ? ["--agents", argv[agentsAt + 1]] : [];
 const dir = mkdtempSync(join(tmpdir(), "nrt-bench-"));
 const sock = join(dir, "d.sock");
 const bun = new URL("../node_modules/.bin/bun", import.meta.url).pathname;
+// The daemon with the environment the `nrt` command gives Bun (`npx nrt device-sim` runs it so): with Bun's defaults
+// instead, its allocator returned the pages it freed and faulted them back, and the no-op read 2.31–2.36 where it
+// read 1.62–1.79 (10,000 warm-up runs, alternating runs). The echo process gets the same, as bench/serve.ts gives its
+// bare route.
 const daemon = spawn(bun, [
   new URL("../packages/cli/device_daemon.ts", import.meta.url).pathname,
   "--socket",
@@ -111,11 +124,13 @@ const daemon = spawn(bun, [
   ...daemonAgents,
 ], {
   stdio: ["ignore", "pipe", "ignore"],
+  env: bunEnv(process.env),
 });
 // The bare limit's echo process, on the daemon's runtime.
 const echoSock = join(dir, "echo.sock");
 const echo = spawn(bun, [new URL("./_bare_socket.ts", import.meta.url).pathname, echoSock], {
   stdio: ["ignore", "pipe", "ignore"],
+  env: bunEnv(process.env),
 });
 /** Resolves once `child` prints `line`; rejects when it exits first or stays silent for 15 s. */
 const started = (child: typeof daemon, line: string, what: string) =>
@@ -152,7 +167,11 @@ try {
     try {
       for (let k = 0; k < CASES.length; k++) {
         // The no-op's alternation also times the bare round trip.
-        const [x, y, z] = await alternatingBlocksUs([a.executes[k], b.executes[k], ...(k === 0 ? [echoOnce] : [])]);
+        const [x, y, z] = await alternatingBlocksUs(
+          [a.executes[k], b.executes[k], ...(k === 0 ? [echoOnce] : [])],
+          20,
+          CASES[k].warmup,
+        );
         inProcess.push(x);
         overSocket.push(y);
         if (k === 0) roundTrip = z;
