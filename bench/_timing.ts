@@ -66,7 +66,7 @@ export async function alternatingBlocksUs(
       into?.push((performance.now() - t) * 1000);
     }
   };
-  // Warm-up: as many runs of each as timeUs() gives (the JIT settles), in blocks too.
+  // Warm-up: `warmup` runs of each (the JIT settles), in blocks too.
   for (let i = 0; i < warmup; i += block) for (const fn of fns) await run(fn, undefined);
   while (times[0].length < RUNS) for (let k = 0; k < fns.length; k++) await run(fns[k], times[k]);
   return times.map(median);

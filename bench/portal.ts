@@ -2,8 +2,9 @@
  * `bench/portal.ts`: what crossing the process boundary costs. For a no-op kernel and for vector_add at 1 MiB per
  * tensor it measures, in one process run, the median `Model.execute` time on the embedded simulator (in-process
  * `DeviceSimPortal`) and on the `remote` backend (a `RemotePortal` talking to a `nrt device-sim` daemon process over
- * a Unix socket), the two alternating in blocks of back-to-back executes, and prints the ratio remote ÷ in-process. Tensors are device-resident, as in `bench/exec.ts`, so
- * what differs is the execute path's portal traffic: the doorbell, the compute setup, the NQ and stdio polls.
+ * a Unix socket), the two alternating in blocks of back-to-back executes, and prints the ratio remote ÷ in-process.
+ * Tensors are device-resident, as in `bench/exec.ts`, so what differs is the execute path's portal traffic: the
+ * doorbell, the compute setup, the NQ and stdio polls.
  * Also prints the round trip of one CSR read and the throughput of a 1 MiB `memWrite` + `memRead`. The limit beside
  * them, with nothing of ours: a 16-byte round trip over a Unix socket to an echo process on the runtime's native
  * sockets (`_bare_socket.ts`, timed in the same alternation as the no-op executes). The `floor` row is the in-process
@@ -11,8 +12,9 @@
  * one bare round trip and nothing else (close, not exact: the remote side has no host ↔ agent thread wakes, and adds
  * the daemon's decoding and answer); `remote_over_floor` is what our protocol and daemon add on top.
  *
- * Each side is warmed up first: the remote protocol takes thousands of runs to reach its steady state (`CASES`). Run: `bun bench/portal.ts` or `deno run -A bench/portal.ts` (`RUNS=500` to change the sample count;
- * `--agents M` starts the daemon with `nrt device-sim --agents M`).
+ * Each side is warmed up first: the remote protocol takes thousands of runs to reach its steady state (`CASES`).
+ * Run: `bun bench/portal.ts` or `deno run -A bench/portal.ts` (`RUNS=500` to change the sample count, `WARM=n` the
+ * no-op's warm-up runs; `--agents M` starts the daemon with `nrt device-sim --agents M`).
  *
  * @module
  */
@@ -38,7 +40,7 @@ import { bunEnv } from "../packages/cli/bin/bun_env.mjs";
  * The cases, each with the warm-up runs of each side before the counted ones (ours; `WARM=n` sets the no-op's): the
  * remote side's protocol code, in this process and in the daemon's, reaches its steady state far later than the
  * in-process execute. Measured on Bun (no-op, the daemon started as below): 300 warm-up runs read 2.38–2.86 (remote
- * 185–233 µs, in-process 77–81), 10,000 read 1.65–1.78 (remote 77–84 µs, in-process 47–50).
+ * 185–233 µs, in-process 77–81), 10,000 read 1.65–1.78 (remote 82–83 µs, in-process 47–50).
  */
 const CASES = [{ name: "noop", fn: "noop", n: 16, ins: 1, warmup: Number(process.env.WARM ?? 10_000) }, {
   name: "vector_add",
@@ -115,7 +117,7 @@ const sock = join(dir, "d.sock");
 const bun = new URL("../node_modules/.bin/bun", import.meta.url).pathname;
 // The daemon with the environment the `nrt` command gives Bun (`npx nrt device-sim` runs it so): with Bun's defaults
 // instead, its allocator returned the pages it freed and faulted them back, and the no-op read 2.31–2.36 where it
-// read 1.62–1.79 (10,000 warm-up runs, alternating runs). The echo process gets the same, as bench/serve.ts gives its
+// read 1.62–1.79 (10,000 warm-up runs, two runs each). The echo process gets the same, as bench/serve.ts gives its
 // bare route.
 const daemon = spawn(bun, [
   new URL("../packages/cli/device_daemon.ts", import.meta.url).pathname,
