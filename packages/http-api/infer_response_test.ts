@@ -48,7 +48,8 @@ describe("inferResponse", () => {
       new Map([["f", new Uint8Array([1, 0, 2])]]),
     );
     expect(await res.text()).toBe(
-      '{"model_name":"m","model_version":"2","outputs":[{"name":"f","datatype":"BOOL","shape":[3],"data":[true,false,true]}]}',
+      '{"model_name":"m","model_version":"2","outputs":[' +
+        '{"name":"f","datatype":"BOOL","shape":[3],"data":[true,false,true]}]}',
     );
   });
 
