@@ -153,20 +153,17 @@ export class DashboardMonitor {
   readonly #capacity: number;
   readonly #level: LogLevel;
   readonly #log: DashboardLogEntry[] = [];
-  /** Per NeuronCore: the execution running on it (undefined when idle: set, never deleted, see in_flight.ts). */
-  readonly #running = new Map<number, RunningExecution | undefined>();
-  readonly #executions = new Map<number, number>();
-  /** Per NeuronCore: busy ms per whole second of the shared clock (`second → ms`), the last minute only. */
-  readonly #busy = new Map<number, Map<number, number>>();
-  /** Per NeuronCore: when the execution running on it started (shared clock, ms; undefined when idle). */
-  readonly #started = new Map<number, number | undefined>();
-  /** Steps of the executions in flight, by sequence number. */
-  readonly #steps = new InFlight<{ start: number; steps: HostSpan[] }>();
   /**
-   * Each NeuronCore's last execution as it ended: its steps are laid out when the dashboard asks (ours: done at every
-   * execution's end, the layout cost more than the rest of the monitor's work on the REST path).
+   * Per NeuronCore: what runs on it, its count and busy time, its last execution. One record per core, made at its
+   * first execution and updated in place (ours: an execution's two events look one record up per core, where a map
+   * per field took seven lookups and updates).
    */
-  readonly #last = new Map<number, { raw: RawExecution; view?: LastExecution }>();
+  readonly #cores = new Map<number, CoreActivity>();
+  /**
+   * Steps of the executions in flight that the runtime times, by sequence number (every execution when the runtime
+   * does not ask `timeExecution`). An untimed execution has no steps, and allocates nothing here.
+   */
+  readonly #steps = new InFlight<{ start: number; steps: HostSpan[] }>();
   readonly #latency = new Map<number, number[]>();
   readonly #closed = new AbortController();
   #seq = 0;
@@ -197,27 +194,38 @@ export class DashboardMonitor {
   /** The `Runtime` option `onExecution`: records which model each NeuronCore runs and counts executions. */
   readonly onExecution = (e: ExecutionEvent): void => {
     const now = hostClockMs();
-    if (e.phase === "start") this.#steps.set(e.seq, { start: now, steps: [] });
-    const taken = this.#steps.get(e.seq);
-    for (const nc of e.ncs) {
-      if (e.phase === "start") {
-        this.#running.set(nc, { model: e.model, seq: e.seq, since: Date.now() });
-        this.#executions.set(nc, (this.#executions.get(nc) ?? 0) + 1);
-        this.#started.set(nc, now);
-      } else if (this.#running.get(nc)?.seq === e.seq) {
-        this.#running.set(nc, undefined);
-        const start = this.#started.get(nc) ?? now;
-        this.#started.set(nc, undefined);
-        this.#addBusy(nc, start, now);
+    const ncs = e.ncs;
+    if (e.phase === "start") {
+      // The runtime asked `timeExecution` before this event, so a timed execution is known here.
+      if (this.#timedNow(ncs[0], e.seq)) this.#steps.set(e.seq, { start: now, steps: [] });
+      const since = Date.now();
+      for (const nc of ncs) {
+        let c = this.#cores.get(nc);
+        if (c === undefined) this.#cores.set(nc, c = new CoreActivity());
+        c.running = { model: e.model, seq: e.seq, since };
+        c.executions++;
+        c.started = now;
       }
+      this.notify();
+      return;
     }
-    if (e.phase === "end" && taken !== undefined) {
-      this.#steps.take(e.seq);
-      const durationUs = (now - taken.start) * 1000;
-      const raw: RawExecution = { model: e.model, seq: e.seq, status: e.status, durationUs, start: taken.start, taken };
+    let start: number | undefined;
+    for (const nc of ncs) {
+      const c = this.#cores.get(nc);
+      if (c === undefined || c.running?.seq !== e.seq) continue;
+      const from = c.started ?? now;
+      start ??= from;
+      c.running = undefined;
+      c.started = undefined;
+      addBusy(c.busy, from, now);
+    }
+    const taken = this.#steps.take(e.seq);
+    if (start !== undefined) {
+      const durationUs = (now - start) * 1000;
       // Sampled, a NeuronCore's last execution is its last timed one: an untimed one has no steps to lay out.
-      if (this.#timed.size === 0 || this.#timed.get(e.ncs[0])?.seq === e.seq) {
-        for (const nc of e.ncs) this.#last.set(nc, { raw });
+      if (taken !== undefined && this.#timedNow(ncs[0], e.seq)) {
+        const raw: RawExecution = { model: e.model, seq: e.seq, status: e.status, durationUs, start, taken };
+        for (const nc of ncs) this.#cores.get(nc)!.last = { raw };
       }
       let counts = this.#latency.get(e.model);
       if (counts === undefined) this.#latency.set(e.model, counts = new Array(LATENCY_BOUNDS_US.length + 1).fill(0));
@@ -227,6 +235,11 @@ export class DashboardMonitor {
     }
     this.notify();
   };
+
+  /** Whether execution `seq` on NeuronCore `nc` is timed: every one without `timeExecution`, else the sampled one. */
+  #timedNow(nc: number, seq: number): boolean {
+    return this.#timed.size === 0 || this.#timed.get(nc)?.seq === seq;
+  }
 
   /**
    * The `Runtime` option `timeExecution`: times an execution unless one of the same model on its first NeuronCore was
@@ -257,28 +270,15 @@ export class DashboardMonitor {
     if (entry !== undefined && entry.steps.length < MAX_STEPS) entry.steps.push(span);
   };
 
-  #addBusy(nc: number, start: number, end: number): void {
-    let m = this.#busy.get(nc);
-    if (m === undefined) this.#busy.set(nc, m = new Map());
-    for (let t = start; t < end;) {
-      const sec = Math.floor(t / 1000), until = Math.min(end, (sec + 1) * 1000);
-      m.set(sec, (m.get(sec) ?? 0) + (until - t));
-      t = until;
-    }
-    // Seconds too old to show are dropped once more are kept than shown, not at every execution (an iterator each).
-    if (m.size <= UTILIZATION_SECONDS + 1) return;
-    const oldest = Math.floor(end / 1000) - UTILIZATION_SECONDS;
-    for (const sec of m.keys()) if (sec <= oldest) m.delete(sec);
-  }
-
   /**
    * NeuronCore `nc`'s busy share of each of the last {@linkcode UTILIZATION_SECONDS} seconds, from the executions
    * that held it (the one running now counts up to now).
    */
   utilization(nc: number): CoreUtilization {
     const now = hostClockMs(), current = Math.floor(now / 1000);
-    const m = this.#busy.get(nc);
-    const running = this.#started.get(nc);
+    const c = this.#cores.get(nc);
+    const m = c?.busy;
+    const running = c?.started;
     const perSecond: number[] = [];
     let busy = 0, span = 0;
     for (let sec = current - UTILIZATION_SECONDS + 1; sec <= current; sec++) {
@@ -295,7 +295,7 @@ export class DashboardMonitor {
 
   /** The last execution that finished on NeuronCore `nc`, with the host's steps, or `undefined`. */
   lastExecution(nc: number): LastExecution | undefined {
-    const last = this.#last.get(nc);
+    const last = this.#cores.get(nc)?.last;
     if (last === undefined) return undefined;
     if (last.view !== undefined) return last.view;
     const { raw } = last;
@@ -372,12 +372,12 @@ export class DashboardMonitor {
 
   /** The execution NeuronCore `nc` is running, or `undefined` when it is idle. */
   running(nc: number): RunningExecution | undefined {
-    return this.#running.get(nc);
+    return this.#cores.get(nc)?.running;
   }
 
   /** Executions that took NeuronCore `nc` so far. */
   executions(nc: number): number {
-    return this.#executions.get(nc) ?? 0;
+    return this.#cores.get(nc)?.executions ?? 0;
   }
 
   /** Says that something the dashboard shows changed (the app calls it after loads, unloads and faults). */
@@ -422,4 +422,31 @@ export class DashboardMonitor {
     this.#closed.abort();
     this.notify();
   }
+}
+
+/** One NeuronCore's activity as the monitor keeps it (ours). */
+class CoreActivity {
+  /** The execution running on it; undefined when idle. */
+  running: RunningExecution | undefined = undefined;
+  /** Executions that took it so far. */
+  executions = 0;
+  /** When the running execution took it (shared clock, ms); undefined when idle. */
+  started: number | undefined = undefined;
+  /** Busy ms per whole second of the shared clock (`second → ms`), the last minute only. */
+  readonly busy = new Map<number, number>();
+  /** Its last execution as it ended: the steps are laid out when the dashboard asks. */
+  last: { raw: RawExecution; view?: LastExecution } | undefined = undefined;
+}
+
+/** Adds the busy time from `start` to `end` (shared clock, ms) to a core's per-second map. */
+function addBusy(m: Map<number, number>, start: number, end: number): void {
+  for (let t = start; t < end;) {
+    const sec = Math.floor(t / 1000), until = Math.min(end, (sec + 1) * 1000);
+    m.set(sec, (m.get(sec) ?? 0) + (until - t));
+    t = until;
+  }
+  // Seconds too old to show are dropped once more are kept than shown, not at every execution (an iterator each).
+  if (m.size <= UTILIZATION_SECONDS + 1) return;
+  const oldest = Math.floor(end / 1000) - UTILIZATION_SECONDS;
+  for (const sec of m.keys()) if (sec <= oldest) m.delete(sec);
 }
