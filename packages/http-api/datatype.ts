@@ -293,13 +293,21 @@ export function encodeJsonData(info: DatatypeInfo, bytes: Uint8Array): Array<num
 export function jsonDataText(info: DatatypeInfo, bytes: Uint8Array): string {
   if (info.datatype !== "FP32" && info.datatype !== "FP64") return JSON.stringify(encodeJsonData(info, bytes));
   // Read in place and written piece by piece: no array of boxed numbers on the way (ours; a number's text is the
-  // same as JSON.stringify's, -0 included).
-  const b = aligned(bytes);
-  const values = info.datatype === "FP32"
-    ? new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4)
-    : new Float64Array(b.buffer, b.byteOffset, b.byteLength / 8);
+  // same as JSON.stringify's, -0 included). A small tensor is read through the module's scratch views, which this
+  // synchronous function alone uses: no buffer or view is made for it (ours: a copy and a view made per answer cost
+  // more than writing its eight numbers).
+  const fp32 = info.datatype === "FP32";
+  const count = fp32 ? bytes.byteLength / 4 : bytes.byteLength / 8;
+  let values: Float32Array | Float64Array;
+  if (bytes.byteLength <= SMALL_TENSOR_BYTES && Number.isInteger(count)) {
+    SCRATCH_BYTES.set(bytes);
+    values = fp32 ? SCRATCH_F32 : SCRATCH_F64;
+  } else {
+    const b = aligned(bytes);
+    values = fp32 ? new Float32Array(b.buffer, b.byteOffset, count) : new Float64Array(b.buffer, b.byteOffset, count);
+  }
   let text = "[";
-  for (let i = 0; i < values.length; i++) {
+  for (let i = 0; i < count; i++) {
     const v = values[i];
     if (i > 0) text += ",";
     text += Number.isFinite(v) ? `${v}` : Number.isNaN(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity";
@@ -309,6 +317,12 @@ export function jsonDataText(info: DatatypeInfo, bytes: Uint8Array): string {
 
 /** Below this many bytes a tensor is copied into a fresh ArrayBuffer rather than asked for its own (see below). */
 const SMALL_TENSOR_BYTES = 4096;
+
+/** {@linkcode jsonDataText}'s scratch: a small tensor's bytes, read as FP32 or FP64. */
+const SCRATCH = new ArrayBuffer(SMALL_TENSOR_BYTES);
+const SCRATCH_BYTES = new Uint8Array(SCRATCH);
+const SCRATCH_F32 = new Float32Array(SCRATCH);
+const SCRATCH_F64 = new Float64Array(SCRATCH);
 
 /**
  * `bytes`, or a copy, at an offset every element view can start at. A small tensor is copied into an ArrayBuffer made
