@@ -30,12 +30,19 @@ export class BareDevice {
   readonly #waiting: (() => void)[] = [];
   #written = 0;
 
-  constructor() {
+  /**
+   * @param inFlight Requests on the device at once (1 to {@linkcode BareRing.SLOTS}, the default); the others wait
+   *   for a slot in order. A device that runs one execution per NeuronCore at a time has as many as it has cores.
+   */
+  constructor(inFlight: number = BareRing.SLOTS) {
+    if (!Number.isInteger(inFlight) || inFlight < 1 || inFlight > BareRing.SLOTS) {
+      throw new RangeError(`A bare device takes 1 to ${BareRing.SLOTS} requests at once, not ${inFlight}`);
+    }
     const sab = new SharedArrayBuffer(BareRing.BYTES);
     this.#ring = new Int32Array(sab, 0, BareRing.HEADER_WORDS + BareRing.SLOTS);
     this.#data = new Float32Array(sab, BareRing.DATA_OFFSET, BareRing.SLOTS * BareRing.FLOATS);
     this.#done = new Int32Array(sab, BareRing.DONE_OFFSET, BareRing.SLOTS);
-    for (let i = BareRing.SLOTS - 1; i >= 0; i--) this.#free.push(i);
+    for (let i = inFlight - 1; i >= 0; i--) this.#free.push(i);
     this.#worker = new Worker(new URL("./_bare_device_worker.ts", import.meta.url), { type: "module" });
     this.#worker.postMessage(sab);
   }

@@ -7,6 +7,7 @@
  */
 import { Hono } from "hono";
 import process from "node:process";
+import type { BareDevice } from "./_bare_device.ts";
 
 /** A request handler. */
 export type Fetch = (req: Request) => Response | Promise<Response>;
@@ -58,6 +59,22 @@ export function bareJsonRoute(answer: unknown): Hono {
     const req = await c.req.json();
     if (!Array.isArray(req.inputs)) return c.json({ error: "no inputs" }, 400);
     return c.json(answer as Record<string, unknown>);
+  });
+  return app;
+}
+
+/**
+ * The limit for a device off the HTTP thread: the bare route with relu computed by a bare Worker over one
+ * SharedArrayBuffer (`_bare_device.ts`: a store, a notify when it sleeps, an `Atomics.waitAsync` back), answering
+ * `answer` with the computed data (nothing of ours).
+ */
+export function bareDeviceRoute(answer: { outputs: Array<Record<string, unknown>> }, device: BareDevice): Hono {
+  const app = new Hono();
+  app.post("/v2/models/relu/infer", async (c) => {
+    const req = await c.req.json();
+    if (!Array.isArray(req.inputs)) return c.json({ error: "no inputs" }, 400);
+    const y = await device.relu(req.inputs[0].data);
+    return c.json({ ...answer, outputs: [{ ...answer.outputs[0], data: y }] });
   });
   return app;
 }

@@ -30,7 +30,6 @@ import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { buildCustomOpNeff, type ExecutionEvent, MemoryLogger, Runtime } from "@nrt/core";
 import { DrainGate } from "../packages/cli/http_listener.ts";
 import { createInferenceApp, DashboardMonitor, filesFromMap, ModelRepository, NeuronActivity } from "@nrt/http-api";
-import { Hono } from "hono";
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { processCost, threadsCpu, threadsDelta } from "./_proc.ts";
@@ -39,7 +38,7 @@ import process from "node:process";
 import { type LoadJob, type LoadResult, quantile } from "./_http_client.ts";
 import { BareDevice } from "./_bare_device.ts";
 import { hasWrk, wrkLoad } from "./_wrk.ts";
-import { arg, bareJsonRoute, type Fetch, serve } from "./_serve.ts";
+import { arg, bareDeviceRoute, bareJsonRoute, type Fetch, serve } from "./_serve.ts";
 
 function load(job: LoadJob): Promise<LoadResult> {
   const w = new Worker(new URL("./_http_client.ts", import.meta.url), { type: "module" });
@@ -214,13 +213,7 @@ async function measure(): Promise<Measured> {
   // The limit for any device off the HTTP thread: the same bare route, with relu computed by a bare Worker over one
   // SharedArrayBuffer (a store, a notify when it sleeps, an Atomics.waitAsync back). Nothing of ours.
   const device = new BareDevice();
-  const bareDev = new Hono();
-  bareDev.post("/v2/models/relu/infer", async (c) => {
-    const req = await c.req.json();
-    if (!Array.isArray(req.inputs)) return c.json({ error: "no inputs" }, 400);
-    const y = await device.relu(req.inputs[0].data);
-    return c.json({ ...answer, outputs: [{ ...answer.outputs[0], data: y }] });
-  });
+  const bareDev = bareDeviceRoute(answer, device);
   const inferServer = await serve(plain.fetch);
   const servedServer = await serve(served.fetch);
   servedHosts = ["127.0.0.1", "localhost"].flatMap((h) => [h, `${h}:${servedServer.port}`]);

@@ -1,7 +1,10 @@
 /**
  * The REST goal as it is worded: `nrt serve --demo` in a process of its own against a bare Hono route (`Bun.serve`
  * or `Deno.serve`, parsing the request's JSON and answering the same JSON as relu's) in another, and beside them
- * `nrt serve --demo --agents inline` (the device on the HTTP thread) in a third, all loaded by `wrk`
+ * `nrt serve --demo --agents inline` (the device on the HTTP thread) in a third, and in a fourth the bare route with
+ * relu computed by a bare Worker device over one SharedArrayBuffer that takes as many requests at once as the demo
+ * serves relu instances (one per logical core, each NeuronCore running one execution at a time: the limit of the
+ * design, nothing of ours), all loaded by `wrk`
  * (Debian's package; a process of its own) with 32 connections, in alternating rounds of `--seconds` (default 5), after a
  * warm-up of each. Every answer is checked (`_wrk.ts`). Unlike bench/http.ts, no client and no other server share the
  * servers' processes. Each server takes a free port and prints it. Without `wrk` it says so and measures nothing.
@@ -25,7 +28,8 @@ import process from "node:process";
 import { emit, inRounds, RUNTIME } from "./_timing.ts";
 import { hasWrk, wrkLoad } from "./_wrk.ts";
 import type { LoadResult } from "./_http_client.ts";
-import { arg, bareJsonRoute, serve } from "./_serve.ts";
+import { arg, bareDeviceRoute, bareJsonRoute, serve } from "./_serve.ts";
+import { BareDevice } from "./_bare_device.ts";
 import { processCost, threadsCpu, threadsDelta } from "./_proc.ts";
 import { bunEnv } from "../packages/cli/bin/bun_env.mjs";
 
@@ -36,11 +40,16 @@ const PATH = "/v2/models/relu/infer";
 /** The line both servers print once they listen (nrt serve's own, which the bare server prints alike). */
 const LISTENING = /listening on http:\/\/127\.0\.0\.1:(\d+)/;
 
-// The bare server, when this file is started as one: `--bare ANSWER`.
+// The bare servers, when this file is started as one: `--bare ANSWER`, or `--bare-device ANSWER K`.
 const bareAt = process.argv.indexOf("--bare");
+const bareDeviceAt = process.argv.indexOf("--bare-device");
 if (bareAt >= 0) {
   const server = await serve(bareJsonRoute(JSON.parse(process.argv[bareAt + 1])).fetch);
   console.log(`bare: listening on http://127.0.0.1:${server.port}`);
+} else if (bareDeviceAt >= 0) {
+  const device = new BareDevice(Number(process.argv[bareDeviceAt + 2]));
+  const server = await serve(bareDeviceRoute(JSON.parse(process.argv[bareDeviceAt + 1]), device).fetch);
+  console.log(`bare device: listening on http://127.0.0.1:${server.port}`);
 } else await main();
 
 async function main(): Promise<void> {
@@ -90,7 +99,13 @@ async function main(): Promise<void> {
     }
     const barePort = await start([new URL(import.meta.url).pathname, "--bare", answer]);
     if ((await answerOf(barePort)) !== answer) throw new Error("The bare route's answer differs");
-    const ports = [nrtPort, inlinePort, barePort];
+    // The limit of the design: the bare route with relu on a bare Worker device that takes as many requests at once
+    // as `nrt serve --demo` has instances of relu (one per logical core; a NeuronCore runs one execution at a time).
+    const instances = await instancesOf(nrtPort);
+    const deviceArgs = [new URL(import.meta.url).pathname, "--bare-device", answer, String(instances)];
+    const bareDevicePort = await start(deviceArgs);
+    if ((await answerOf(bareDevicePort)) !== answer) throw new Error("The bare device's answer differs");
+    const ports = [nrtPort, inlinePort, barePort, bareDevicePort];
     // Resident memory of each server (its process: children[k] serves ports[k]).
     const rss = children.map(() => ({ peak: 0, last: 0 }));
     const sampler = setInterval(() => {
@@ -116,12 +131,14 @@ async function main(): Promise<void> {
         faults: (p1.minorFaults - p0.minorFaults) / r.completed,
       };
     };
-    const [nrt, inline, bare] = await inRounds(rounds, ports.length, round).finally(() => clearInterval(sampler));
+    const [nrt, inline, bare, bareDevice] = await inRounds(rounds, ports.length, round).finally(() =>
+      clearInterval(sampler)
+    );
     const rps = (r: Round) => r.completed / (r.elapsedMs / 1000);
-    // Each round's ratio against the bare route's turn in the same round.
-    const ratios = (xs: Round[]) => xs.map((r, i) => rps(r) / rps(bare[i])).sort((a, b) => a - b);
-    const summary = (xs: Round[]) => {
-      const r = ratios(xs);
+    // Each round's ratio against the bare route's (or another target's) turn in the same round.
+    const ratios = (xs: Round[], to = bare) => xs.map((r, i) => rps(r) / rps(to[i])).sort((a, b) => a - b);
+    const summary = (xs: Round[], to = bare) => {
+      const r = ratios(xs, to);
       return `${r[Math.floor(r.length / 2)].toFixed(2)}, range ${r[0].toFixed(2)}–${r[r.length - 1].toFixed(2)}`;
     };
     // The ratio to the bare route as columns too (`--json`): the median round's and the range.
@@ -158,11 +175,13 @@ async function main(): Promise<void> {
       "serve",
       `nrt serve --demo ÷ a bare Hono route, relu FP32[8] over REST, wrk with ${connections} connections, ` +
         `${rounds} alternating rounds of ${seconds} s (median round; ratio ${summary(nrt)}; with --agents inline ` +
-        `${summary(inline)})`,
+        `${summary(inline)}; the bare route with a bare Worker device taking ${instances} requests at once ` +
+        `${summary(bareDevice)}, and nrt serve --demo ÷ it ${summary(nrt, bareDevice)})`,
       [
         row("nrt serve --demo", nrt, rss[0]),
         row("nrt serve --demo --agents inline", inline, rss[1]),
         row("bare Hono route", bare, rss[2]),
+        row(`bare Hono route + bare Worker device, ${instances} at once`, bareDevice, rss[3]),
       ],
       runtime,
     );
@@ -185,6 +204,16 @@ function rssMb(pid: number | undefined): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** How many instances of relu the server on `port` serves (`GET /v2/models/relu`'s `instances`). */
+async function instancesOf(port: number): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${port}/v2/models/relu`);
+  const meta = await res.json() as { instances?: unknown[] };
+  if (res.status !== 200 || !Array.isArray(meta.instances)) {
+    throw new Error(`The server on port ${port} lists no instances of relu: ${JSON.stringify(meta)}`);
+  }
+  return meta.instances.length;
 }
 
 /** The answer of the server on `port` to the bench's body (it listens already). */
