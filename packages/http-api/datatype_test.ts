@@ -82,7 +82,7 @@ describe("datatype", () => {
   });
 
   test("jsonDataText() reads small and large tensors at any byte offset the same way", () => {
-    // Up to 4 KiB the bytes are read through the module's scratch views; above, a view is read in place. A short
+    // Up to 4 KiB the bytes are read through the module's scratch buffer; above, a view is read in place. A short
     // tensor after a longer one reads only its own values.
     for (const n of [3, 1024, 1500, 500, 2]) {
       for (const [datatype, Kind] of [["FP32", Float32Array], ["FP64", Float64Array]] as const) {
@@ -137,5 +137,10 @@ describe("datatype", () => {
       expect(encodeJsonData(info, decodeJsonData("x", info, values, values.length))).toEqual(values);
     }
     expect(() => encodeJsonData(datatypeInfo("FP16")!, new Uint8Array(2))).toThrow(RangeError);
+    // Small tensors share one scratch buffer: one read after a longer one holds only its own values.
+    const int32 = datatypeInfo("INT32")!;
+    const long = Array.from({ length: 1000 }, (_, i) => i - 500);
+    expect(encodeJsonData(int32, new Uint8Array(new Int32Array(long).buffer))).toEqual(long);
+    expect(encodeJsonData(int32, new Uint8Array(new Int32Array([9, -9]).buffer))).toEqual([9, -9]);
   });
 });
