@@ -63,14 +63,24 @@ export class CoreLoad {
 
   /** Counts one more execution on `vnc`; the returned function counts it finished (once). */
   start(vnc: number): () => void {
-    this.#running.set(vnc, this.running(vnc) + 1);
+    this.started(vnc);
     let done = false;
     return () => {
       if (done) return;
       done = true;
-      // Kept at 0, not deleted: a key deleted and added again per request churns the map's storage (in_flight.ts).
-      this.#running.set(vnc, Math.max(0, this.running(vnc) - 1));
+      this.ended(vnc);
     };
+  }
+
+  /** Counts one more execution on `vnc`; the caller counts it finished with {@linkcode CoreLoad.ended}, once. */
+  started(vnc: number): void {
+    this.#running.set(vnc, this.running(vnc) + 1);
+  }
+
+  /** Counts one execution on `vnc` finished. */
+  ended(vnc: number): void {
+    // Kept at 0, not deleted: a key deleted and added again per request churns the map's storage (in_flight.ts).
+    this.#running.set(vnc, Math.max(0, this.running(vnc) - 1));
   }
 }
 
@@ -131,9 +141,49 @@ interface Instance {
   lastDispatch: number;
 }
 
-interface Waiter {
-  resolve(i: Instance): void;
-  reject(e: unknown): void;
+/**
+ * A request waiting for an instance. It is its client signal's `abort` listener itself (`handleEvent`), so a request
+ * that waits makes no closure for it (ours).
+ */
+class Waiter {
+  readonly #queue: Waiter[];
+  readonly #model: string;
+  readonly #signal: AbortSignal | undefined;
+  readonly #resolve: (i: Instance) => void;
+  readonly #reject: (e: unknown) => void;
+
+  constructor(
+    queue: Waiter[],
+    model: string,
+    signal: AbortSignal | undefined,
+    settle: { resolve(i: Instance): void; reject(e: unknown): void },
+  ) {
+    this.#queue = queue;
+    this.#model = model;
+    this.#signal = signal;
+    this.#resolve = settle.resolve;
+    this.#reject = settle.reject;
+  }
+
+  /** The client left while the request waited: it leaves the queue unrun. */
+  handleEvent(): void {
+    const k = this.#queue.indexOf(this);
+    if (k < 0) return;
+    this.#queue.splice(k, 1);
+    this.#reject(cancelledWhileQueued(this.#model));
+  }
+
+  /** The request takes instance `i` (it has left the queue). */
+  resolve(i: Instance): void {
+    this.#signal?.removeEventListener("abort", this);
+    this.#resolve(i);
+  }
+
+  /** The request is refused (it has left the queue). */
+  reject(e: unknown): void {
+    this.#signal?.removeEventListener("abort", this);
+    this.#reject(e);
+  }
 }
 
 const micros = (from: number): number => Math.round((performance.now() - from) * 1000);
@@ -236,14 +286,19 @@ export class ServedModel {
     return this.#rt.poisonedStatus(i.model);
   }
 
-  /** Why the model cannot take requests, or `undefined` when it can: unloading, or every instance poisoned. */
+  /**
+   * Why the model cannot take requests, or `undefined` when it can: unloading, or every instance poisoned. Asked at
+   * every request: it stops at the first healthy instance and allocates nothing on the way (ours).
+   */
   get notReadyReason(): string | undefined {
     if (this.#closing) return "it is unloading";
-    const statuses = this.#instances.map((i) => this.#poisoned(i));
-    if (statuses.every((s) => s !== undefined)) {
-      return `it is poisoned by ${nrtStatusName(statuses[0]!)} (a fault during execution); load it again to recover`;
+    let first: number | undefined;
+    for (let k = 0; k < this.#instances.length; k++) {
+      const status = this.#poisoned(this.#instances[k]);
+      if (status === undefined) return undefined;
+      first ??= status;
     }
-    return undefined;
+    return `it is poisoned by ${nrtStatusName(first!)} (a fault during execution); load it again to recover`;
   }
 
   /** Instances poisoned so far. */
@@ -326,28 +381,13 @@ export class ServedModel {
       ? clientSignal
       : clientSignal.signal;
     if (signal?.aborted) return Promise.reject(cancelledWhileQueued(this.name));
-    return new Promise((resolve, reject) => {
-      const leave = (): void => {
-        const k = this.#waiters.indexOf(w);
-        if (k < 0) return;
-        this.#waiters.splice(k, 1);
-        reject(cancelledWhileQueued(this.name));
-      };
-      const w: Waiter = {
-        resolve: (i) => {
-          signal?.removeEventListener("abort", leave);
-          resolve(i);
-        },
-        reject: (e) => {
-          signal?.removeEventListener("abort", leave);
-          reject(e);
-        },
-      };
-      this.#waiters.push(w);
-      // No `once`: the listener is removed when the request leaves the queue either way, and an options object
-      // doubles what adding and removing it costs on Bun (ours; every request that waits pays it).
-      signal?.addEventListener("abort", leave);
-    });
+    const settle = Promise.withResolvers<Instance>();
+    const w = new Waiter(this.#waiters, this.name, signal, settle);
+    this.#waiters.push(w);
+    // No `once`: the listener is removed when the request leaves the queue either way, and an options object
+    // doubles what adding and removing it costs on Bun (ours; every request that waits pays it).
+    signal?.addEventListener("abort", w);
+    return settle.promise;
   }
 
   #release(i: Instance): void {
@@ -387,7 +427,8 @@ export class ServedModel {
       let t = performance.now();
       const inst = await this.#acquire(signal);
       timing.queueUs = micros(t);
-      const done = this.#coreLoad.start(inst.model.vnc);
+      const vnc = inst.model.vnc;
+      this.#coreLoad.started(vnc);
       try {
         t = performance.now();
         for (const x of this.inputs) await inst.ins.get(x.name).write(inputs.get(x.name)!);
@@ -409,7 +450,7 @@ export class ServedModel {
         timing.outputUs = micros(t);
         return out;
       } finally {
-        done();
+        this.#coreLoad.ended(vnc);
         this.#release(inst);
       }
     } finally {
