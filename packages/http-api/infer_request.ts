@@ -129,6 +129,12 @@ function sameShape(a: readonly number[], b: readonly number[]): boolean {
   return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
+/** The tensor of `list` named `name` (a loop, not `find` with a closure: this runs for every tensor of a request). */
+function tensorNamed(list: readonly NeffTensor[], name: string): NeffTensor | undefined {
+  for (let k = 0; k < list.length; k++) if (list[k].name === name) return list[k];
+  return undefined;
+}
+
 function modelInfo(t: NeffTensor): DatatypeInfo {
   const info = dtypeInfo(t.dtype);
   if (info === undefined) {
@@ -208,7 +214,7 @@ export function planInfer(req: DecodedRequest, sig: TensorSignature, limits: Req
   for (const x of req.inputs) {
     const name = x.name;
     const where = `input "${name.slice(0, 128)}"`;
-    const t = sig.inputs.find((i) => i.name === name);
+    const t = tensorNamed(sig.inputs, name);
     if (t === undefined) {
       throw new HttpError(
         400,
@@ -245,8 +251,10 @@ export function planInfer(req: DecodedRequest, sig: TensorSignature, limits: Req
     }
     inputs.set(name, bytes);
   }
-  const missing = sig.inputs.filter((t) => !inputs.has(t.name));
-  if (missing.length > 0) throw new HttpError(400, `Cannot run the request: input "${missing[0].name}" is missing`);
+  for (let k = 0; k < sig.inputs.length; k++) {
+    const t = sig.inputs[k];
+    if (!inputs.has(t.name)) throw new HttpError(400, `Cannot run the request: input "${t.name}" is missing`);
+  }
 
   const binaryOutput = req.binaryOutput ?? false;
   const outputs: PlannedOutput[] = [];
@@ -262,7 +270,7 @@ export function planInfer(req: DecodedRequest, sig: TensorSignature, limits: Req
     }
     for (const o of requested) {
       const where = `requested output "${o.name.slice(0, 128)}"`;
-      const t = sig.outputs.find((i) => i.name === o.name);
+      const t = tensorNamed(sig.outputs, o.name);
       if (t === undefined) {
         throw new HttpError(
           400,
@@ -271,7 +279,9 @@ export function planInfer(req: DecodedRequest, sig: TensorSignature, limits: Req
           }`,
         );
       }
-      if (outputs.some((x) => x.tensor === t)) throw new HttpError(400, `Cannot read ${where}: it is requested twice`);
+      for (let k = 0; k < outputs.length; k++) {
+        if (outputs[k].tensor === t) throw new HttpError(400, `Cannot read ${where}: it is requested twice`);
+      }
       outputs.push({ tensor: t, info: modelInfo(t), binary: o.binary ?? binaryOutput });
     }
   }
@@ -324,84 +334,21 @@ export function parseInferRequest(
   const binaryOutput = optionalBoolean("the request", "binary_data_output", params.binary_data_output) ?? false;
   if (!Array.isArray(req.inputs)) throw new HttpError(400, `Cannot read the request: "inputs" must be an array`);
 
-  let cursor = 0;
-  const inputs: DecodedInput[] = req.inputs.map((x: unknown, k: number): DecodedInput => {
+  const data = new JsonBinary(headerLength, binary);
+  const inputs: DecodedInput[] = [];
+  for (let k = 0; k < req.inputs.length; k++) {
+    const x: unknown = req.inputs[k];
     if (!isObject(x) || typeof x.name !== "string") {
       throw new HttpError(400, `Cannot read input ${k}: it must be an object with a string "name"`);
     }
-    const name = x.name;
-    return {
-      name,
-      datatype: x.datatype,
-      shape: x.shape,
-      bytes: (where, info, count, shape) => {
-        const bytes = count * info.bytes;
-        const p = parametersOf(where, x.parameters);
-        if (p.binary_data_size === undefined) return decodeJsonData(name.slice(0, 128), info, x.data, count, shape);
-        const size = p.binary_data_size;
-        if (headerLength === null) {
-          throw new HttpError(
-            400,
-            `Cannot read ${where}: "binary_data_size" needs the Inference-Header-Content-Length header`,
-          );
-        }
-        if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) {
-          throw new HttpError(400, `Cannot read ${where}: "binary_data_size" must be a byte count`);
-        }
-        if (x.data !== undefined) {
-          throw new HttpError(400, `Cannot read ${where}: it has both "data" and "binary_data_size"`);
-        }
-        if (size !== bytes) {
-          throw new HttpError(
-            400,
-            `Cannot read ${where}: "binary_data_size" is ${size}, its shape and datatype make ${bytes} bytes`,
-          );
-        }
-        if (cursor + size > binary.length) {
-          throw new HttpError(
-            400,
-            `Cannot read ${where}: the body ends ${cursor + size - binary.length} bytes short of its binary data`,
-          );
-        }
-        const out = binary.subarray(cursor, cursor + size);
-        cursor += size;
-        return out;
-      },
-    };
-  });
-
-  const requested = req.outputs;
-  const decoded: DecodedRequest = {
-    id: req.id as string | undefined,
-    inputs,
-    binaryOutput,
-    // Read by the planner after the inputs, so a request's problems are reported in the same order on both protocols.
-    get outputs(): DecodedOutput[] | undefined {
-      if (requested === undefined) return undefined;
-      if (!Array.isArray(requested)) throw new HttpError(400, `Cannot read the request: "outputs" must be an array`);
-      if (requested.length > limits.maxRequestedOutputs) {
-        throw new HttpError(
-          400,
-          `Cannot read the request: ${requested.length} requested outputs is over the limit of ${limits.maxRequestedOutputs}`,
-        );
-      }
-      return requested.map((o: unknown, k: number): DecodedOutput => {
-        if (!isObject(o) || typeof o.name !== "string") {
-          throw new HttpError(400, `Cannot read requested output ${k}: it must be an object with a string "name"`);
-        }
-        const where = `requested output "${o.name.slice(0, 128)}"`;
-        return {
-          name: o.name,
-          binary: optionalBoolean(where, "binary_data", parametersOf(where, o.parameters).binary_data),
-        };
-      });
-    },
-  };
+    inputs.push(new JsonInput(x, x.name, data));
+  }
+  const decoded = new JsonRequest(req.id as string | undefined, inputs, binaryOutput, req.outputs, limits);
   const plan = planInfer(decoded, sig, limits);
-  if (cursor !== binary.length) {
+  if (data.cursor !== binary.length) {
     throw new HttpError(
       400,
-      `Cannot read the request: ${binary.length - cursor} bytes of binary data belong to no input`,
+      `Cannot read the request: ${binary.length - data.cursor} bytes of binary data belong to no input`,
     );
   }
   for (const o of plan.outputs) {
@@ -413,4 +360,104 @@ export function parseInferRequest(
     }
   }
   return plan;
+}
+
+/** The binary part of a REST request after its JSON, and how far its inputs have read it. */
+class JsonBinary {
+  cursor = 0;
+  constructor(readonly headerLength: string | null, readonly bytes: Uint8Array) {}
+}
+
+/**
+ * One input of a REST request's JSON as {@linkcode planInfer} reads it: its data from the JSON `data` member, or its
+ * `binary_data_size` bytes of the binary part (a class, not an object with a closure: one per input per request).
+ */
+class JsonInput implements DecodedInput {
+  readonly datatype: unknown;
+  readonly shape: unknown;
+  readonly #x: Record<string, unknown>;
+  readonly #data: JsonBinary;
+
+  constructor(x: Record<string, unknown>, readonly name: string, data: JsonBinary) {
+    this.datatype = x.datatype;
+    this.shape = x.shape;
+    this.#x = x;
+    this.#data = data;
+  }
+
+  bytes(where: string, info: DatatypeInfo, count: number, shape: readonly number[]): Uint8Array {
+    const bytes = count * info.bytes;
+    const x = this.#x, data = this.#data;
+    const p = parametersOf(where, x.parameters);
+    if (p.binary_data_size === undefined) return decodeJsonData(this.name.slice(0, 128), info, x.data, count, shape);
+    const size = p.binary_data_size;
+    if (data.headerLength === null) {
+      throw new HttpError(
+        400,
+        `Cannot read ${where}: "binary_data_size" needs the Inference-Header-Content-Length header`,
+      );
+    }
+    if (typeof size !== "number" || !Number.isSafeInteger(size) || size < 0) {
+      throw new HttpError(400, `Cannot read ${where}: "binary_data_size" must be a byte count`);
+    }
+    if (x.data !== undefined) {
+      throw new HttpError(400, `Cannot read ${where}: it has both "data" and "binary_data_size"`);
+    }
+    if (size !== bytes) {
+      throw new HttpError(
+        400,
+        `Cannot read ${where}: "binary_data_size" is ${size}, its shape and datatype make ${bytes} bytes`,
+      );
+    }
+    const binary = data.bytes;
+    if (data.cursor + size > binary.length) {
+      throw new HttpError(
+        400,
+        `Cannot read ${where}: the body ends ${data.cursor + size - binary.length} bytes short of its binary data`,
+      );
+    }
+    const out = binary.subarray(data.cursor, data.cursor + size);
+    data.cursor += size;
+    return out;
+  }
+}
+
+/** A REST request's JSON as {@linkcode planInfer} reads it; its requested outputs are checked when the planner asks. */
+class JsonRequest implements DecodedRequest {
+  readonly #requested: unknown;
+  readonly #limits: RequestLimits;
+
+  constructor(
+    readonly id: string | undefined,
+    readonly inputs: readonly DecodedInput[],
+    readonly binaryOutput: boolean,
+    requested: unknown,
+    limits: RequestLimits,
+  ) {
+    this.#requested = requested;
+    this.#limits = limits;
+  }
+
+  // Read by the planner after the inputs, so a request's problems are reported in the same order on both protocols.
+  get outputs(): DecodedOutput[] | undefined {
+    const requested = this.#requested;
+    if (requested === undefined) return undefined;
+    if (!Array.isArray(requested)) throw new HttpError(400, `Cannot read the request: "outputs" must be an array`);
+    if (requested.length > this.#limits.maxRequestedOutputs) {
+      throw new HttpError(
+        400,
+        `Cannot read the request: ${requested.length} requested outputs is over the limit of ${this.#limits.maxRequestedOutputs}`,
+      );
+    }
+    return requested.map((o: unknown, k: number): DecodedOutput => {
+      if (!isObject(o) || typeof o.name !== "string") {
+        throw new HttpError(400, `Cannot read requested output ${k}: it must be an object with a string "name"`);
+      }
+      const where = `requested output "${o.name.slice(0, 128)}"`;
+      return {
+        name: o.name,
+        binary: optionalBoolean(where, "binary_data", parametersOf(where, o.parameters).binary_data),
+      };
+    });
+  }
 }
