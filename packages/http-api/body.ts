@@ -284,27 +284,16 @@ export class BodyBudget {
    * @throws {HttpError} 503 when no room came within the wait.
    */
   reserve(n: number): Promise<() => void> {
+    const now = this.tryReserve(n);
+    if (now !== undefined) return Promise.resolve(now);
     const want = Math.min(Math.max(0, n), this.bytes);
-    const release = (): () => void => {
-      let done = false;
-      return () => {
-        if (done) return;
-        done = true;
-        this.#reserved -= want;
-        this.#pump();
-      };
-    };
-    if (this.#waiters.length === 0 && this.#reserved + want <= this.bytes) {
-      this.#reserved += want;
-      return Promise.resolve(release());
-    }
     return new Promise((resolve, reject) => {
       const w = {
         n: want,
         grant: () => {
           clearTimeout(timer);
           this.#reserved += want;
-          resolve(release());
+          resolve(this.#release(want));
         },
       };
       const timer = setTimeout(() => {
@@ -317,6 +306,30 @@ export class BodyBudget {
       }, this.#maxWaitMs);
       this.#waiters.push(w);
     });
+  }
+
+  /**
+   * Reserves `n` bytes (at most the whole budget) if there is room now and no request waits for room before it: what
+   * {@linkcode BodyBudget.reserve} does without a promise when it need not wait (ours: every request asks).
+   *
+   * @returns The release function (idempotent), or `undefined` when the request would have to wait.
+   */
+  tryReserve(n: number): (() => void) | undefined {
+    const want = Math.min(Math.max(0, n), this.bytes);
+    if (this.#waiters.length > 0 || this.#reserved + want > this.bytes) return undefined;
+    this.#reserved += want;
+    return this.#release(want);
+  }
+
+  /** The release function of a reservation of `want` bytes: it gives them back once. */
+  #release(want: number): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.#reserved -= want;
+      this.#pump();
+    };
   }
 
   #pump(): void {

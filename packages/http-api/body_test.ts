@@ -3,7 +3,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseJson, readBody } from "./body.ts";
+import { BodyBudget, parseJson, readBody } from "./body.ts";
 import { HttpError } from "./http_error.ts";
 
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
@@ -135,5 +135,38 @@ describe("body", () => {
     expect(() => parseJson(enc("[[[[1]]]]"), 3)).toThrow("nests deeper than 3 levels");
     expect(() => parseJson(enc("{"), 3)).toThrow("Cannot parse the JSON body");
     expect(() => parseJson(new Uint8Array([0x22, 0xff, 0x22]), 3)).toThrow("not valid UTF-8");
+  });
+
+  test("BodyBudget: tryReserve() takes room only when nothing waits before it; a release lets the next in line in", async () => {
+    const budget = new BodyBudget(100, 60_000);
+    const a = budget.tryReserve(60)!;
+    expect(budget.reserved).toBe(60);
+    expect(budget.tryReserve(60)).toBeUndefined(); // no room: nothing taken
+    expect(budget.reserved).toBe(60);
+    const waiting = budget.reserve(60);
+    // Room for 30 now, but a request waits before it: it does not jump the line.
+    expect(budget.tryReserve(30)).toBeUndefined();
+    a();
+    a(); // idempotent
+    const b = await waiting;
+    expect(budget.reserved).toBe(60);
+    b();
+    expect(budget.reserved).toBe(0);
+    // More than the whole budget is capped at it, and a negative size reserves nothing.
+    const all = budget.tryReserve(1_000)!;
+    expect(budget.reserved).toBe(100);
+    all();
+    budget.tryReserve(-5)!();
+    expect(budget.reserved).toBe(0);
+  });
+
+  test("BodyBudget: a reservation that finds no room within the wait is refused with 503 and the line moves on", async () => {
+    const budget = new BodyBudget(10, 20);
+    const held = budget.tryReserve(10)!;
+    expect(await status(budget.reserve(5))).toBe(503);
+    expect(budget.reserved).toBe(10);
+    held();
+    expect(budget.tryReserve(5)).toBeDefined();
+    expect(budget.reserved).toBe(5);
   });
 });

@@ -251,9 +251,9 @@ export function createInferenceApp(options: InferenceAppOptions): InferenceApp {
       // The model's signature bounds the body before a byte is read; the budget bounds all bodies together.
       const limit = requestBodyLimit(served, limits.maxBodyBytes);
       const declared = Number(c.req.header("content-length") ?? NaN);
-      const release = await budget.reserve(
-        Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit,
-      );
+      const want = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit) : limit;
+      // Most requests find room at once: they go on without awaiting a promise for it.
+      const release = budget.tryReserve(want) ?? await budget.reserve(want);
       try {
         const body = await readBody(c.req.raw, limit, { deadlineMs: limits.bodyDeadlineMs });
         const plan = parseInferRequest(body, c.req.header(INFERENCE_HEADER_CONTENT_LENGTH) ?? null, served, limits);
