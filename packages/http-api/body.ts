@@ -207,16 +207,14 @@ async function before<T>(
   from: Request | ReadableStreamDefaultReader<Uint8Array>,
 ): Promise<T> {
   const slot = slotOf(deadline, deadlineMs);
-  let late!: (reason: unknown) => void;
-  const settled = new Promise<T>((resolve, reject) => {
-    late = reject;
-    read.then(resolve, reject);
-  });
+  // Settled by the read, or rejected by the slot's timer at the deadline (no executor closure per read).
+  const settled = Promise.withResolvers<T>();
+  read.then(settled.resolve, settled.reject);
   if (slot.count++ === 0) slot.timer.ref();
   const at = slot.free.pop() ?? slot.waiting.length;
-  slot.waiting[at] = late;
+  slot.waiting[at] = settled.reject;
   try {
-    return await settled;
+    return await settled.promise;
   } catch (e) {
     read.catch(() => {}); // a read given up on settles when the connection closes
     if (from instanceof Request && from.body?.locked === true) {

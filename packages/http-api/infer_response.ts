@@ -35,6 +35,23 @@ function outputHead(tensor: { readonly name: string; readonly shape: readonly nu
 }
 
 /**
+ * The answer's opening `{"model_name":…,"model_version":…` for the model answered last (ours: a server answers one
+ * model's requests in runs, and the two `JSON.stringify` calls and their joins were four strings per answer).
+ */
+let opening = { model: "", version: "", text: '{"model_name":"","model_version":""' };
+
+function openingOf(model: string, version: string): string {
+  if (opening.model !== model || opening.version !== version) {
+    opening = {
+      model,
+      version,
+      text: `{"model_name":${JSON.stringify(model)},"model_version":${JSON.stringify(version)}`,
+    };
+  }
+  return opening.text;
+}
+
+/**
  * Builds the response of a successful inference.
  *
  * @param model Model name.
@@ -64,8 +81,8 @@ export function inferResponse(
       parts += `{${head},"parameters":{"binary_data_size":${bytes.byteLength}}}`;
     }
   }
-  const json = `{"model_name":${JSON.stringify(model)},"model_version":${JSON.stringify(version)}` +
-    (plan.id === undefined ? "" : `,"id":${JSON.stringify(plan.id)}`) + `,"outputs":[${parts}]}`;
+  const json = openingOf(model, version) + (plan.id === undefined ? "" : `,"id":${JSON.stringify(plan.id)}`) +
+    `,"outputs":[${parts}]}`;
   if (binaries.length === 0) return new Response(json, JSON_ANSWER);
   const head = encoder.encode(json);
   const out = new Uint8Array(head.byteLength + binaries.reduce((a, b) => a + b.byteLength, 0));
