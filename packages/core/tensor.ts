@@ -243,30 +243,46 @@ export class Tensor {
    * `nrt_tensor_write`: the bytes of `data` (any `ArrayBuffer` or `ArrayBufferView`: a `Float32Array` writes the
    * bytes of its floats) at `offset`.
    */
-  async write(data: ArrayBufferLike | ArrayBufferView, offset = 0): Promise<void> {
-    const action = `Cannot write tensor "${this.name}"`;
-    this.#usable(action);
-    const bytes = this.#bytes(action, "data", data);
-    this.#range(action, offset, bytes.byteLength);
-    await this.#put(bytes, offset);
+  /** The messages' openings of a write and a read, made at the first of each (not per call). */
+  #writeAction: string | undefined;
+  #readAction: string | undefined;
+
+  // write and read are not coroutines: a refusal is a rejected promise as an async function's would be, and a device
+  // tensor's promise is the portal's own (ours: two coroutines less per write and one per read, on every request).
+  write(data: ArrayBufferLike | ArrayBufferView, offset = 0): Promise<void> {
+    try {
+      const action = this.#writeAction ??= `Cannot write tensor "${this.name}"`;
+      this.#usable(action);
+      const bytes = this.#bytes(action, "data", data);
+      this.#range(action, offset, bytes.byteLength);
+      return this.#put(bytes, offset);
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
-  async #put(bytes: Uint8Array, offset: number): Promise<void> {
+  /** Writes checked bytes: the portal's promise for a device tensor; a host tensor's copy is done on return. */
+  #put(bytes: Uint8Array, offset: number): Promise<void> {
     const b = this.#backing;
-    if (b.dmem !== undefined) await this.#ctx.portal.memWrite(b.dmem.memory, this.#offset + offset, bytes);
-    else b.host!.set(bytes, this.#offset + offset);
+    if (b.dmem !== undefined) return this.#ctx.portal.memWrite(b.dmem.memory, this.#offset + offset, bytes);
+    b.host!.set(bytes, this.#offset + offset);
+    return Promise.resolve();
   }
 
   /** `nrt_tensor_read`: `length` bytes at `offset` (default: to the end), in a new buffer. */
-  async read(offset = 0, length?: number): Promise<Uint8Array> {
-    const action = `Cannot read tensor "${this.name}"`;
-    this.#usable(action);
-    checkCount(action, "offset", offset);
-    const n = length === undefined ? Math.max(0, this.size - offset) : length;
-    this.#range(action, offset, n);
-    const b = this.#backing;
-    if (b.dmem !== undefined) return await this.#ctx.portal.memRead(b.dmem.memory, this.#offset + offset, n);
-    return b.host!.slice(this.#offset + offset, this.#offset + offset + n);
+  read(offset = 0, length?: number): Promise<Uint8Array> {
+    try {
+      const action = this.#readAction ??= `Cannot read tensor "${this.name}"`;
+      this.#usable(action);
+      checkCount(action, "offset", offset);
+      const n = length === undefined ? Math.max(0, this.size - offset) : length;
+      this.#range(action, offset, n);
+      const b = this.#backing;
+      if (b.dmem !== undefined) return this.#ctx.portal.memRead(b.dmem.memory, this.#offset + offset, n);
+      return Promise.resolve(b.host!.slice(this.#offset + offset, this.#offset + offset + n));
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   /**
