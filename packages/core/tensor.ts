@@ -239,16 +239,16 @@ export class Tensor {
     return bytes;
   }
 
-  /**
-   * `nrt_tensor_write`: the bytes of `data` (any `ArrayBuffer` or `ArrayBufferView`: a `Float32Array` writes the
-   * bytes of its floats) at `offset`.
-   */
   /** The messages' openings of a write and a read, made at the first of each (not per call). */
   #writeAction: string | undefined;
   #readAction: string | undefined;
 
   // write and read are not coroutines: a refusal is a rejected promise as an async function's would be, and a device
   // tensor's promise is the portal's own (ours: two coroutines less per write and one per read, on every request).
+  /**
+   * `nrt_tensor_write`: the bytes of `data` (any `ArrayBuffer` or `ArrayBufferView`: a `Float32Array` writes the
+   * bytes of its floats) at `offset`.
+   */
   write(data: ArrayBufferLike | ArrayBufferView, offset = 0): Promise<void> {
     try {
       const action = this.#writeAction ??= `Cannot write tensor "${this.name}"`;
