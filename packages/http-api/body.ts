@@ -284,7 +284,7 @@ export class BodyBudget {
   reserve(n: number): Promise<() => void> {
     const now = this.tryReserve(n);
     if (now !== undefined) return Promise.resolve(now);
-    const want = Math.min(Math.max(0, n), this.bytes);
+    const want = this.#want(n);
     return new Promise((resolve, reject) => {
       const w = {
         n: want,
@@ -313,10 +313,15 @@ export class BodyBudget {
    * @returns The release function (idempotent), or `undefined` when the request would have to wait.
    */
   tryReserve(n: number): (() => void) | undefined {
-    const want = Math.min(Math.max(0, n), this.bytes);
+    const want = this.#want(n);
     if (this.#waiters.length > 0 || this.#reserved + want > this.bytes) return undefined;
     this.#reserved += want;
     return this.#release(want);
+  }
+
+  /** What a reservation of `n` bytes takes: at least none, at most the whole budget. */
+  #want(n: number): number {
+    return Math.min(Math.max(0, n), this.bytes);
   }
 
   /** The release function of a reservation of `want` bytes: it gives them back once. */

@@ -126,7 +126,9 @@ export function checkShape(where: string, shape: unknown, elementBytes: number):
 }
 
 function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
+  if (a.length !== b.length) return false;
+  for (let k = 0; k < a.length; k++) if (a[k] !== b[k]) return false;
+  return true;
 }
 
 /** The tensor of `list` named `name` (a loop, not `find` with a closure: this runs for every tensor of a request). */
