@@ -110,6 +110,19 @@ function viewOf(m: MappedAllocation): SimAllocation {
   };
 }
 
+/** A {@linkcode MemorySpace.decodePa} result kept for the next fetch of the same range. */
+interface DecodeHit {
+  readonly a: SimAllocation;
+  readonly pa: number;
+  readonly length: number;
+  readonly kind: string;
+  readonly generation: number;
+  readonly value: unknown;
+}
+
+/** Entries of the table of recent decodes (a power of two). */
+const DECODE_HITS = 64;
+
 /** Reads at most this long are copied byte by byte (see {@linkcode copyOut}). */
 const SMALL_COPY_BYTES = 64;
 
@@ -134,6 +147,8 @@ export class MemorySpace {
   /** Live allocations sorted by PA. */
   readonly #sorted: SimAllocation[] = [];
   readonly #byId = new Map<number, SimAllocation>();
+  /** The latest {@linkcode MemorySpace.decodePa} result per hash of its range (ours; see there). */
+  readonly #hits: Array<DecodeHit | undefined> = new Array(DECODE_HITS).fill(undefined);
 
   /** Maps an allocation (the host when it allocates, the device agent when told). */
   map(m: MappedAllocation): SimAllocation {
@@ -196,6 +211,17 @@ export class MemorySpace {
    * every run. Returns `undefined` when no single allocation holds the range; `decode` may throw (nothing is cached).
    */
   decodePa<T>(pa: number, length: number, kind: string, decode: (bytes: Uint8Array) => T): T | undefined {
+    // A run fetches the same structures every time (its stream, its ring tables, 16 descriptor rings for an op on 8
+    // cores): the last result for the range is checked first, without the allocation lookup and the three map reads.
+    // An unmapped allocation has no `decoded` (unmap drops it), so a freed range never hits (ours).
+    const slot = ((pa >>> 6) ^ (pa >>> 14) ^ length) & (DECODE_HITS - 1);
+    const last = this.#hits[slot];
+    if (
+      last !== undefined && last.pa === pa && last.length === length && last.kind === kind &&
+      last.a.decoded !== undefined && Atomics.load(last.a.words, 0) === last.generation
+    ) {
+      return last.value as T;
+    }
     const a = this.#find(pa, length);
     if (a === undefined) return undefined;
     const offset = pa - a.pa;
@@ -206,9 +232,13 @@ export class MemorySpace {
     let byLength = byOffset.get(offset);
     if (byLength === undefined) byOffset.set(offset, byLength = new Map());
     const hit = byLength.get(length);
-    if (hit !== undefined && hit.generation === generation) return hit.value as T;
-    const value = decode(copyOut(a.backing, offset, length));
-    byLength.set(length, { generation, value });
+    let value: T;
+    if (hit !== undefined && hit.generation === generation) value = hit.value as T;
+    else {
+      value = decode(copyOut(a.backing, offset, length));
+      byLength.set(length, { generation, value });
+    }
+    this.#hits[slot] = { a, pa, length, kind, generation, value };
     return value;
   }
 

@@ -79,6 +79,42 @@ describe("DeviceMemoryMap", () => {
     await portal.close();
   });
 
+  test("DeviceMemoryMap.decodePa() decodes a range once per write, and again after a write, a free and a new allocation at the same PA", () => {
+    let id = 0;
+    const map = new DeviceMemoryMap({
+      device: 0,
+      hbm: { base: 0x1000, capacity: 0x1000 },
+      host: { base: 0, capacity: 0 },
+      nextId: () => ++id,
+    });
+    let decodes = 0;
+    const sum = (bytes: Uint8Array): number => {
+      decodes++;
+      return bytes.reduce((a, b) => a + b, 0);
+    };
+    const a = map.alloc({ device: 0, nc: 0, bytes: 64 });
+    map.write(a, 0, new Uint8Array([1, 2, 3]));
+    expect(map.decodePa(a.pa, 4, "sum", sum)).toBe(6);
+    expect(map.decodePa(a.pa, 4, "sum", sum)).toBe(6);
+    expect(decodes).toBe(1);
+    // Another kind or length of the same range is its own entry.
+    expect(map.decodePa(a.pa, 2, "sum", sum)).toBe(3);
+    expect(map.decodePa(a.pa, 4, "other", sum)).toBe(6);
+    expect(decodes).toBe(3);
+    // A write by either side makes every decode of the allocation stale.
+    expect(map.writePa(a.pa + 3, new Uint8Array([10]))).toBe(true);
+    expect(map.decodePa(a.pa, 4, "sum", sum)).toBe(16);
+    expect(decodes).toBe(4);
+    // Freed, then the same PA allocated again with other bytes: nothing decoded from the freed one is returned.
+    map.free(a);
+    expect(map.decodePa(a.pa, 4, "sum", sum)).toBeUndefined();
+    const b = map.alloc({ device: 0, nc: 0, bytes: 64 });
+    expect(b.pa).toBe(a.pa);
+    map.write(b, 0, new Uint8Array([7]));
+    expect(map.decodePa(b.pa, 4, "sum", sum)).toBe(7);
+    expect(decodes).toBe(5);
+  });
+
   test("DeviceMemoryMap.free() refuses a double free and a foreign handle with NRT_INVALID", async () => {
     const portal = new DeviceSimPortal({ hbmBytes: 1 << 20 });
     const a = await portal.memAlloc({ device: 0, nc: 0, bytes: 64 });

@@ -98,6 +98,11 @@ export interface Q7ClusterPort {
    * has settled by then, so the DRAIN reads the join without racing it against a drop; anything else keeps the race.
    */
   runPending?(): boolean | void;
+  /**
+   * Takes the join of the op `runPending` last ran to its end (what its dispatch resolved with), once; `undefined`
+   * when none is left. A cluster that has it lets the DRAIN read the join at once instead of awaiting the dispatch.
+   */
+  takeLocalJoin?(): { cores: Q7CoreResult[] } | undefined;
   /** Whether an op waits for `runPending`. */
   readonly hasPending?: boolean;
 }
@@ -372,13 +377,27 @@ export class ClusterHandle {
     return this.#cluster.runPending?.() === true;
   }
 
-  /** Dispatches one op. */
+  /**
+   * The join of the op {@linkcode ClusterHandle.runPending} ran, taken once ({@linkcode Q7ClusterPort.takeLocalJoin});
+   * the observer hears it now, as the DRAIN reads it.
+   */
+  takeLocalJoin(): { cores: Q7CoreResult[] } | undefined {
+    const joined = this.#cluster.takeLocalJoin?.();
+    if (joined !== undefined) this.#observer?.joined(joined);
+    return joined;
+  }
+
+  /**
+   * Dispatches one op. The observer hears its join when the dispatch settles, or, for an op left for the calling
+   * thread by a cluster that hands its join over, when the DRAIN takes it ({@linkcode ClusterHandle.takeLocalJoin}).
+   */
   dispatch(op: Q7DispatchOp, signal?: AbortSignal): Promise<{ cores: Q7CoreResult[] }> {
     const o = this.#observer;
     if (o === undefined) return this.#cluster.dispatch(op, signal);
     o.dispatched(op);
     const done = this.#cluster.dispatch(op, signal);
-    done.then(this.#joined, this.#failed);
+    if (this.#cluster.hasPending === true && this.#cluster.takeLocalJoin !== undefined) done.catch(this.#failed);
+    else done.then(this.#joined, this.#failed);
     return done;
   }
 }

@@ -45,6 +45,7 @@ import {
   OPCODE_TABLE_ENTRY_BYTES,
   OPCODE_TABLE_HEADER_BYTES,
   type OpcodeTable,
+  type OpcodeTableEntry,
   opcodeTableLibraries,
   SLOT_BYTES,
   TENSOR_DESC_BYTES,
@@ -152,7 +153,12 @@ interface Run {
   dropped?: Promise<typeof DROPPED>;
   /** The op of the last EXTENDED_INST ran on this thread at its DRAIN: its dispatch has settled already. */
   joinedHere: boolean;
+  /** That op's join, when the cluster handed it over (its dispatch resolved with it). */
+  localJoin: { cores: Q7CoreResult[] } | undefined;
 }
+
+/** A rejection handled where the promise is awaited (one function for every run, not a closure per run). */
+const ignoreRejection = (): void => {};
 
 /**
  * The promise that settles when `run` is dropped (ours: made only by a run that waits on something a drop must end —
@@ -180,7 +186,14 @@ export class Sequencer {
   /** The library image reader of each decoded opcode-table entry (made once per entry, not per EXTENDED_INST). */
   readonly #imageReaders = new WeakMap<object, () => Uint8Array>();
   #opcodeTablePa = 0;
+  /** The loop taking the queue, while `#pumpActive`. */
   #pumping: Promise<void> | undefined;
+  /**
+   * Whether the loop runs. Set before it starts: a run can go from its doorbell to its end without a wait (a small op
+   * runs on this thread at its DRAIN), and what it queues meanwhile (the watchdog's recovery) must join this loop,
+   * not start a second one beside it.
+   */
+  #pumpActive = false;
   #current: Run | undefined;
   /** Records of the current run not yet published (between two of its waits); undefined while it waits. */
   #burst: NotificationRecord[] | undefined;
@@ -224,12 +237,19 @@ export class Sequencer {
   ring(entry: StreamEntry): void {
     if (this.#stopped) return;
     this.#queue.push({ entry, rungAt: this.#now() });
-    this.#pumping ??= this.#pump();
+    this.#kick();
   }
 
   /** Resolves when no run is queued or in progress. */
   async whenIdle(): Promise<void> {
-    while (this.#pumping !== undefined) await this.#pumping;
+    while (this.#pumpActive) await this.#pumping;
+  }
+
+  /** Starts the loop that takes the queue, unless it runs. */
+  #kick(): void {
+    if (this.#pumpActive) return;
+    this.#pumpActive = true;
+    this.#pumping = this.#pump();
   }
 
   /** The swap-table register was written: the opcode table changes and decoded tables are stale. */
@@ -353,7 +373,7 @@ export class Sequencer {
         },
         settle: resolve,
       });
-      this.#pumping ??= this.#pump();
+      this.#kick();
     });
   }
 
@@ -409,7 +429,7 @@ export class Sequencer {
       },
       settle: () => {},
     });
-    this.#pumping ??= this.#pump();
+    this.#kick();
   }
 
   /** Stops for good (portal close): queued runs are discarded and the run in progress is dropped. */
@@ -466,7 +486,7 @@ export class Sequencer {
         else await this.#run(e.entry, e.rungAt);
       }
     } finally {
-      this.#pumping = undefined;
+      this.#pumpActive = false;
     }
   }
 
@@ -548,6 +568,7 @@ export class Sequencer {
       q7Busy: false,
       abort,
       joinedHere: false,
+      localJoin: undefined,
       trace,
       fn: "",
       loaded: new Set(),
@@ -807,8 +828,12 @@ export class Sequencer {
     })();
   }
 
-  /** EXTENDED_INST 0xF0: resolve the opcode, make sure the image is in the cluster, start the op on the cores. */
-  async #extendedInst(opcode: number, run: Run): Promise<void> {
+  /**
+   * EXTENDED_INST 0xF0: resolve the opcode, make sure the image is in the cluster, start the op on the cores.
+   * Synchronous (`undefined`) when the cluster is up and the library prepared, as on every run of a loaded model; a
+   * promise only when it has to wait for one of them (ours: no coroutine and no await on the run's path).
+   */
+  #extendedInst(opcode: number, run: Run): Promise<void> | undefined {
     const { q7 } = this.#d;
     if (q7.state !== "running") {
       throw new SequencerFault(
@@ -827,50 +852,71 @@ export class Sequencer {
         `EXTENDED_INST names opcode 0x${opcode.toString(16)}, absent from the opcode table`,
       );
     }
-    const totalCpus = entry.totalCpus;
-    if (totalCpus !== 1 && totalCpus !== 8) {
+    if (entry.totalCpus !== 1 && entry.totalCpus !== 8) {
       throw new SequencerFault(
         TpbFaultMask.OPCODE,
         `Opcode 0x${opcode.toString(16)} declares total_cpus ${entry.totalCpus}, expected 1 or 8`,
       );
     }
     // The cluster is started at load (stream install); only a first op after a Q7 reset waits for it.
-    const started = q7.ready ?? await Promise.race([q7.cluster().catch((e: unknown) => e as Error), droppedOf(run)]);
+    const started = q7.ready;
+    if (started === undefined) return this.#extendedInstOnStart(opcode, entry, run);
+    return this.#dispatchEntry(opcode, entry, started, run);
+  }
+
+  /** The EXTENDED_INST of a run that found the Q7 cluster still starting: waits for it, then dispatches. */
+  async #extendedInstOnStart(opcode: number, entry: OpcodeTableEntry, run: Run): Promise<void> {
+    const started = await Promise.race([this.#d.q7.cluster().catch((e: unknown) => e as Error), droppedOf(run)]);
     if (started === DROPPED) return;
     if (started instanceof Error) {
       throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot start the Q7 cluster: ${started.message}`);
     }
-    let key = "";
-    if (entry.libBytes > 0) {
-      key = libraryKey(entry.libTag ?? 0, entry.libBytes);
-      if (!run.loaded.has(key)) {
-        throw new SequencerFault(
-          TpbFaultMask.OPCODE,
-          `EXTENDED_INST 0x${opcode.toString(16)}: its library at 0x${
-            entry.libAddr.toString(16)
-          } was not loaded by a ULIB_LOAD of the stream's PREAMBLE`,
-        );
-      }
-      let image = this.#imageReaders.get(entry);
-      if (image === undefined) {
-        image = this.#imageReader({ addr: entry.libAddr, bytes: entry.libBytes, tag: entry.libTag ?? 0 });
-        this.#imageReaders.set(entry, image);
-      }
-      const preparing = started.ensureLibrary(key, image);
-      if (preparing !== undefined) {
-        const prepared = await this.#preparing(run, preparing);
-        if (prepared === DROPPED) return;
-        if (prepared instanceof SequencerFault) throw prepared;
-        if (prepared instanceof Error) {
-          throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot prepare library ${key}: ${prepared.message}`);
-        }
-      }
+    const dispatching = this.#dispatchEntry(opcode, entry, started, run);
+    if (dispatching !== undefined) await dispatching;
+  }
+
+  /** Checks the op's library and dispatches it; a promise only when the library has to be prepared first. */
+  #dispatchEntry(opcode: number, entry: OpcodeTableEntry, started: ClusterHandle, run: Run): Promise<void> | undefined {
+    if (entry.libBytes <= 0) {
+      this.#dispatchOp("", entry, started, run);
+      return undefined;
     }
+    const key = libraryKey(entry.libTag ?? 0, entry.libBytes);
+    if (!run.loaded.has(key)) {
+      throw new SequencerFault(
+        TpbFaultMask.OPCODE,
+        `EXTENDED_INST 0x${opcode.toString(16)}: its library at 0x${
+          entry.libAddr.toString(16)
+        } was not loaded by a ULIB_LOAD of the stream's PREAMBLE`,
+      );
+    }
+    let image = this.#imageReaders.get(entry);
+    if (image === undefined) {
+      image = this.#imageReader({ addr: entry.libAddr, bytes: entry.libBytes, tag: entry.libTag ?? 0 });
+      this.#imageReaders.set(entry, image);
+    }
+    const preparing = started.ensureLibrary(key, image);
+    if (preparing === undefined) {
+      this.#dispatchOp(key, entry, started, run);
+      return undefined;
+    }
+    return this.#preparing(run, preparing).then((prepared) => {
+      if (prepared === DROPPED) return;
+      if (prepared instanceof SequencerFault) throw prepared;
+      if (prepared instanceof Error) {
+        throw new SequencerFault(TpbFaultMask.Q7_BOOT, `Cannot prepare library ${key}: ${prepared.message}`);
+      }
+      this.#dispatchOp(key, entry, started, run);
+    });
+  }
+
+  /** Starts the op on the cores; its DRAIN joins it. */
+  #dispatchOp(key: string, entry: OpcodeTableEntry, started: ClusterHandle, run: Run): void {
     const budget = this.#d.watchdogMs ?? 0;
     const op = {
       key,
       fn: entry.name,
-      totalCpus: totalCpus as 1 | 8,
+      totalCpus: entry.totalCpus as 1 | 8,
       args: run.args ?? NO_ARGS, // the decoded table itself: the cluster only reads it
       deadlineMs: budget > 0 ? run.rungAt + budget : undefined,
     };
@@ -878,7 +924,9 @@ export class Sequencer {
     run.dispatch = started.dispatch(op, run.abort.signal);
     run.q7 = started;
     this.#setBusy(run, true);
-    run.dispatch.then(() => this.#setBusy(run, false), () => {}); // joined (and reported) by DRAIN
+    // An op left for this thread is joined at its DRAIN, which marks the cores idle; one on the Workers, when it joins.
+    if (!started.hasPending) run.dispatch.then(() => this.#setBusy(run, false), () => {});
+    else run.dispatch.catch(ignoreRejection); // joined (and reported) by DRAIN
   }
 
   /**
@@ -894,6 +942,8 @@ export class Sequencer {
     this.#publish();
     this.#burst = [];
     run.joinedHere = q7.runPending() && !q7.watchdogFired;
+    // The join itself, when the cluster hands it over: the DRAIN then reads it at once.
+    if (run.joinedHere) run.localJoin = q7.takeLocalJoin();
     if (!q7.watchdogFired || run.abort.signal.aborted) return;
     run.dispatch?.catch(() => {});
     run.dispatch = new Promise<never>(() => {});
@@ -922,73 +972,115 @@ export class Sequencer {
     return prepared;
   }
 
-  /** DRAIN 0x10A2: the join of the participating cores, then the output DMA. */
-  async #drain(run: Run): Promise<void> {
+  /**
+   * DRAIN 0x10A2: the join of the participating cores, then the output DMA. Synchronous (`undefined`) when the op ran
+   * on this thread at the DRAIN (a small op) and nothing after the join waits (ours: no coroutine and no await on the
+   * run's path); otherwise a promise.
+   */
+  #drain(run: Run): Promise<void> | undefined {
     this.#runPending(run);
-    if (run.dispatch !== undefined) {
-      // An op that ran on this thread has settled already: nothing can drop the run before the join is read.
-      let joined: Q7CoreResult[] | typeof DROPPED;
-      if (run.joinedHere) {
-        try {
-          joined = (await run.dispatch).cores;
-        } catch (e) {
-          joined = failedJoin(e);
-        }
-      } else joined = await Promise.race([this.#joinDispatch(run.dispatch), droppedOf(run)]);
-      run.joinedHere = false;
-      run.dispatch = undefined;
-      if (joined === DROPPED) return;
-      if (run.trace !== undefined) {
-        for (const c of joined) {
-          if (!c.ran || c.startMs === undefined) continue;
-          const end = c.startMs + (c.elapsedNs ?? 0) / 1e6;
-          run.trace({ kind: "q7", start: c.startMs, end, run: run.count, core: c.cpu, status: c.status, fn: run.fn });
-        }
-      }
-      // The file-IO manager moves the op's printf output to the host rings before any record of this run.
-      const f0 = run.trace === undefined ? 0 : sharedClockMs();
-      let flushed = this.#d.fileIo?.flush() ?? 0;
-      if (flushed instanceof Promise) flushed = await flushed.catch(() => 0);
-      run.trace?.({ kind: "stdio", start: f0, end: sharedClockMs(), run: run.count, entries: flushed });
-      const atJoin = this.#fire(run, "join");
-      if (atJoin !== undefined) await atJoin;
-      let failed: Q7CoreResult[] | undefined;
-      for (const c of joined) if (c.ran && c.status !== "ok") (failed ??= []).push(c);
-      if (failed !== undefined) {
-        const detail = failed.map((c) => `core ${c.cpu} ${c.status}${c.message === undefined ? "" : `: ${c.message}`}`)
-          .join("; ");
-        this.#fault(run, 0, `DRAIN: ${detail}`, failed.map((c) => c.cpu), failed.map((c) => STATUS_MASK[c.status]));
-        throw new StreamHalt();
-      }
-      // A core that returned without its commit fence (customop_cleanup): the join completes, the result is
-      // flagged with a non-fatal record per core (TpbErrorMask.Q7_UNCOMMITTED, docs/faults.md).
-      let uncommitted: NotificationRecord[] | undefined;
-      for (const c of joined) {
-        if (!c.ran || c.committed) continue;
-        this.#noteFault({
-          slot: run.slot,
-          mask: TpbFaultMask.Q7_UNCOMMITTED,
-          message: `DRAIN: core ${c.cpu} returned without customop_cleanup`,
-        });
-        (uncommitted ??= []).push({
-          code: TpbErrorId.NONFATAL,
-          mask: TpbFaultMask.Q7_UNCOMMITTED,
-          engine: TpbEngType.POOL,
-          q7: c.cpu,
-          kind: NotificationKind.TPB_ERROR,
-          model: run.model,
-          value: run.slot,
-          aux: 0,
-        });
-      }
-      if (uncommitted !== undefined) this.pushRecords(uncommitted);
+    const dispatch = run.dispatch;
+    if (dispatch === undefined) {
+      this.#outputDma(run);
+      return undefined;
     }
-    if (run.s2mBytes !== undefined) {
+    const here = run.localJoin;
+    if (here === undefined) return this.#awaitJoin(run, dispatch);
+    run.localJoin = undefined;
+    run.joinedHere = false;
+    run.dispatch = undefined;
+    if (run.q7Busy) this.#setBusy(run, false);
+    return this.#afterJoin(run, here.cores);
+  }
+
+  /** The DRAIN of an op whose join is not at hand: awaits it, or the run's drop. */
+  async #awaitJoin(run: Run, dispatch: Promise<{ cores: Q7CoreResult[] }>): Promise<void> {
+    // An op that ran on this thread has settled already: nothing can drop the run before the join is read.
+    let joined: Q7CoreResult[] | typeof DROPPED;
+    if (run.joinedHere) {
       try {
-        this.#d.dma.run(DmaDirection.S2M, run.s2mBytes, dmaTimeline(run, DmaDirection.S2M));
+        joined = (await dispatch).cores;
       } catch (e) {
-        throw dmaFault(e);
+        joined = failedJoin(e);
       }
+    } else joined = await Promise.race([this.#joinDispatch(dispatch), droppedOf(run)]);
+    run.joinedHere = false;
+    run.dispatch = undefined;
+    if (joined === DROPPED) return;
+    if (run.q7Busy) this.#setBusy(run, false);
+    const rest = this.#afterJoin(run, joined);
+    if (rest !== undefined) await rest;
+  }
+
+  /** What the DRAIN does once the cores joined; a promise only when the stdio flush or an injected fault waits. */
+  #afterJoin(run: Run, joined: Q7CoreResult[]): Promise<void> | undefined {
+    if (run.trace !== undefined) {
+      for (const c of joined) {
+        if (!c.ran || c.startMs === undefined) continue;
+        const end = c.startMs + (c.elapsedNs ?? 0) / 1e6;
+        run.trace({ kind: "q7", start: c.startMs, end, run: run.count, core: c.cpu, status: c.status, fn: run.fn });
+      }
+    }
+    // The file-IO manager moves the op's printf output to the host rings before any record of this run.
+    const f0 = run.trace === undefined ? 0 : sharedClockMs();
+    const flushed = this.#d.fileIo?.flush() ?? 0;
+    if (flushed instanceof Promise) {
+      return flushed.catch(() => 0).then((n) => this.#afterFlush(run, joined, f0, n));
+    }
+    return this.#afterFlush(run, joined, f0, flushed);
+  }
+
+  /** The rest of `#afterJoin` once the op's stdio is on the host rings. */
+  #afterFlush(run: Run, joined: Q7CoreResult[], f0: number, flushed: number): Promise<void> | undefined {
+    run.trace?.({ kind: "stdio", start: f0, end: sharedClockMs(), run: run.count, entries: flushed });
+    const atJoin = this.#fire(run, "join");
+    if (atJoin !== undefined) return atJoin.then(() => this.#checkJoin(run, joined));
+    this.#checkJoin(run, joined);
+    return undefined;
+  }
+
+  /** The join's verdict (a failed core halts the stream; an uncommitted one is flagged), then the output DMA. */
+  #checkJoin(run: Run, joined: Q7CoreResult[]): void {
+    let failed: Q7CoreResult[] | undefined;
+    for (const c of joined) if (c.ran && c.status !== "ok") (failed ??= []).push(c);
+    if (failed !== undefined) {
+      const detail = failed.map((c) => `core ${c.cpu} ${c.status}${c.message === undefined ? "" : `: ${c.message}`}`)
+        .join("; ");
+      this.#fault(run, 0, `DRAIN: ${detail}`, failed.map((c) => c.cpu), failed.map((c) => STATUS_MASK[c.status]));
+      throw new StreamHalt();
+    }
+    // A core that returned without its commit fence (customop_cleanup): the join completes, the result is
+    // flagged with a non-fatal record per core (TpbErrorMask.Q7_UNCOMMITTED, docs/faults.md).
+    let uncommitted: NotificationRecord[] | undefined;
+    for (const c of joined) {
+      if (!c.ran || c.committed) continue;
+      this.#noteFault({
+        slot: run.slot,
+        mask: TpbFaultMask.Q7_UNCOMMITTED,
+        message: `DRAIN: core ${c.cpu} returned without customop_cleanup`,
+      });
+      (uncommitted ??= []).push({
+        code: TpbErrorId.NONFATAL,
+        mask: TpbFaultMask.Q7_UNCOMMITTED,
+        engine: TpbEngType.POOL,
+        q7: c.cpu,
+        kind: NotificationKind.TPB_ERROR,
+        model: run.model,
+        value: run.slot,
+        aux: 0,
+      });
+    }
+    if (uncommitted !== undefined) this.pushRecords(uncommitted);
+    this.#outputDma(run);
+  }
+
+  /** The output DMA of a DRAIN (S2M), when the run's DMA_CONFIG_SIZE set one. */
+  #outputDma(run: Run): void {
+    if (run.s2mBytes === undefined) return;
+    try {
+      this.#d.dma.run(DmaDirection.S2M, run.s2mBytes, dmaTimeline(run, DmaDirection.S2M));
+    } catch (e) {
+      throw dmaFault(e);
     }
   }
 

@@ -475,6 +475,8 @@ export class Q7Cluster {
   readonly #quickFirmware = new Set<string>();
   /** The op handed to this thread's cores, run by {@linkcode Q7Cluster.runPending}. */
   #pending: PendingLocalOp | undefined;
+  /** The join of the op {@linkcode Q7Cluster.runPending} last ran to its end, until taken. */
+  #localJoin: DispatchResult | undefined;
 
   private constructor(
     memory: WebAssembly.Memory,
@@ -998,6 +1000,7 @@ export class Q7Cluster {
   runPending(): boolean {
     const p = this.#pending;
     this.#pending = undefined;
+    this.#localJoin = undefined;
     return p !== undefined && this.#runLocal(p);
   }
 
@@ -1015,7 +1018,9 @@ export class Q7Cluster {
       stopped = dog.disarm(gen);
     }
     if (stopped === undefined) {
-      p.resolve(this.#complete(p.totalCpus, p.learn));
+      const joined = this.#complete(p.totalCpus, p.learn);
+      this.#localJoin = joined;
+      p.resolve(joined);
       return true;
     }
     this.#quickSet(p.learn).delete(p.learn); // stopped: not quick any more
@@ -1039,6 +1044,18 @@ export class Q7Cluster {
    */
   get localReady(): boolean {
     return this.#watchdog !== undefined && this.#watchdog.dog.ready(this.#watchdog.id);
+  }
+
+  /**
+   * Takes the join of the op {@linkcode Q7Cluster.runPending} last ran to its end (the value its dispatch resolved
+   * with), once: the device's DRAIN reads it without awaiting the dispatch (ours). `undefined` when none is left.
+   *
+   * @returns the join, or `undefined`
+   */
+  takeLocalJoin(): DispatchResult | undefined {
+    const joined = this.#localJoin;
+    this.#localJoin = undefined;
+    return joined;
   }
 
   /** Whether an op waits for {@linkcode Q7Cluster.runPending}. */
