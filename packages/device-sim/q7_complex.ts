@@ -22,6 +22,7 @@
 import type { TensorDescriptor } from "@nrt/core/isa";
 import { type NcRegisters, NcStatus, Q7State } from "./nc_registers.ts";
 import type { SbufStore } from "./sbuf.ts";
+import type { Q7AbortSignal } from "./q7/q7_cluster.ts";
 
 /** The arguments of one dispatch, as the Q7 kernel ABI consumes them. */
 export interface Q7DispatchArgs {
@@ -82,7 +83,7 @@ export interface Q7ClusterPort {
   /** Marks a prepared library used, so that it is the last to be evicted (clusters that bound their libraries). */
   touch?(key: string): unknown;
   /** Runs one op on 1 or 8 cores and resolves with every core's outcome (the join). */
-  dispatch(op: Q7DispatchOp, signal?: AbortSignal): Promise<{ cores: Q7CoreResult[] }>;
+  dispatch(op: Q7DispatchOp, signal?: Q7AbortSignal): Promise<{ cores: Q7CoreResult[] }>;
   /** Takes the stdio the kernels wrote since the last drain. */
   drainStdio(): Array<{ cpu: number; stream: number; text: string }>;
   /** Stops every Worker. */
@@ -391,7 +392,7 @@ export class ClusterHandle {
    * Dispatches one op. The observer hears its join when the dispatch settles, or, for an op left for the calling
    * thread by a cluster that hands its join over, when the DRAIN takes it ({@linkcode ClusterHandle.takeLocalJoin}).
    */
-  dispatch(op: Q7DispatchOp, signal?: AbortSignal): Promise<{ cores: Q7CoreResult[] }> {
+  dispatch(op: Q7DispatchOp, signal?: Q7AbortSignal): Promise<{ cores: Q7CoreResult[] }> {
     const o = this.#observer;
     if (o === undefined) return this.#cluster.dispatch(op, signal);
     o.dispatched(op);

@@ -60,6 +60,7 @@ import type { FileIoManager } from "./file_io_manager.ts";
 import type { MemorySpace } from "./memory.ts";
 import type { NotificationProducer } from "./notification_queue.ts";
 import type { ClusterHandle, Q7Complex, Q7CoreResult } from "./q7_complex.ts";
+import type { Q7AbortSignal } from "./q7/q7_cluster.ts";
 
 /**
  * Subtype mask bits of the simulator's TPB_ERROR records: `@nrt/core`'s `TpbErrorMask`, the encoding the host
@@ -133,6 +134,10 @@ interface Run {
    */
   readonly rungAt: number;
   readonly count: number;
+  /** Shared-clock ms the run started (its busy time counts from there). */
+  readonly started: number;
+  /** How it ends, for the timeline. */
+  outcome: "completed" | "faulted" | "dropped";
   model: number;
   slot: number;
   args: ArgTable | undefined;
@@ -148,7 +153,8 @@ interface Run {
   fn: string;
   /** The libraries this run's PREAMBLE loaded into the Q7 kernel_info_table (keys `addr:bytes`). */
   readonly loaded: Set<string>;
-  readonly abort: AbortController;
+  /** Set when the run is dropped; the signal its Q7 dispatch watches. */
+  readonly abort: RunDrop;
   /** Settles with DROPPED when the run is dropped; made on first use ({@linkcode droppedOf}). */
   dropped?: Promise<typeof DROPPED>;
   /** The op of the last EXTENDED_INST ran on this thread at its DRAIN: its dispatch has settled already. */
@@ -166,12 +172,44 @@ const ignoreRejection = (): void => {};
  */
 function droppedOf(run: Run): Promise<typeof DROPPED> {
   if (run.dropped !== undefined) return run.dropped;
-  const signal = run.abort.signal;
-  return run.dropped = signal.aborted
+  const drop = run.abort;
+  return run.dropped = drop.aborted
     ? Promise.resolve(DROPPED)
-    : new Promise<typeof DROPPED>((resolve) =>
-      signal.addEventListener("abort", () => resolve(DROPPED), { once: true })
-    );
+    : new Promise<typeof DROPPED>((resolve) => drop.addEventListener("abort", () => resolve(DROPPED)));
+}
+
+/**
+ * A run's drop: the flag, the reason and the listeners an `AbortController` would give, without one (making an
+ * `AbortController` and reading its signal cost about 0.5 µs on Bun, at every run; ours). It is the signal the run's
+ * Q7 dispatch watches.
+ */
+class RunDrop implements Q7AbortSignal {
+  aborted = false;
+  reason: unknown = undefined;
+  #listeners: Array<() => void> | undefined;
+
+  /** Drops the run: its listeners are called once, in the order they were added. */
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = new DOMException("The operation was aborted.", "AbortError");
+    const listeners = this.#listeners;
+    this.#listeners = undefined;
+    if (listeners !== undefined) { for (const l of listeners) l(); }
+  }
+
+  throwIfAborted(): void {
+    if (this.aborted) throw this.reason;
+  }
+
+  addEventListener(_type: "abort", listener: () => void): void {
+    if (!this.aborted) (this.#listeners ??= []).push(listener);
+  }
+
+  removeEventListener(_type: "abort", listener: () => void): void {
+    const i = this.#listeners?.indexOf(listener) ?? -1;
+    if (i >= 0) this.#listeners!.splice(i, 1);
+  }
 }
 
 /** The sequencer of one NeuronCore. */
@@ -245,11 +283,29 @@ export class Sequencer {
     while (this.#pumpActive) await this.#pumping;
   }
 
-  /** Starts the loop that takes the queue, unless it runs. */
+  /**
+   * Takes the queue, unless that is under way: synchronously while its entries complete without a wait (the runs of a
+   * loaded model), then in `#pumping`.
+   */
   #kick(): void {
     if (this.#pumpActive) return;
     this.#pumpActive = true;
-    this.#pumping = this.#pump();
+    let waiting: Promise<void> | undefined;
+    try {
+      waiting = this.#takeQueue();
+    } finally {
+      if (waiting === undefined) this.#pumpActive = false;
+    }
+    if (waiting !== undefined) this.#pumping = this.#pump(waiting);
+  }
+
+  /** Plays queued entries until one waits; returns what it waits on, or `undefined` once the queue is empty. */
+  #takeQueue(): Promise<void> | undefined {
+    for (let e = this.#queue.shift(); e !== undefined; e = this.#queue.shift()) {
+      const waiting = "stage" in e ? e.stage().catch(ignoreRejection) : this.#run(e.entry, e.rungAt);
+      if (waiting !== undefined) return waiting;
+    }
+    return undefined;
   }
 
   /** The swap-table register was written: the opcode table changes and decoded tables are stale. */
@@ -397,7 +453,7 @@ export class Sequencer {
   }
 
   #drop(r: Run, cause: string): void {
-    if (r.abort.signal.aborted) return;
+    if (r.abort.aborted) return;
     r.abort.abort();
     // A kernel that never returns keeps its Workers spinning: stop them. After the watchdog's drop the device boots
     // fresh ones at once; after a halt, the next EXTENDED_INST does.
@@ -479,11 +535,11 @@ export class Sequencer {
     for (const record of records) r.trace!({ kind: "notify", start: t, end: t, run: r.count, record });
   }
 
-  async #pump(): Promise<void> {
+  /** Takes the rest of the queue once an entry waits, waiting for each entry that does. */
+  async #pump(first: Promise<void>): Promise<void> {
     try {
-      for (let e = this.#queue.shift(); e !== undefined; e = this.#queue.shift()) {
-        if ("stage" in e) await e.stage().catch(() => {});
-        else await this.#run(e.entry, e.rungAt);
+      for (let waiting: Promise<void> | undefined = first; waiting !== undefined; waiting = this.#takeQueue()) {
+        await waiting;
       }
     } finally {
       this.#pumpActive = false;
@@ -534,7 +590,7 @@ export class Sequencer {
   #checkWatchdog(): void {
     const budget = this.#d.watchdogMs ?? 0;
     const r = this.#current;
-    if (budget <= 0 || r === undefined || r.abort.signal.aborted) return;
+    if (budget <= 0 || r === undefined || r.abort.aborted) return;
     if (this.#now() - r.rungAt >= budget) {
       this.#dropOverBudget(r, budget);
       return;
@@ -543,13 +599,45 @@ export class Sequencer {
     this.#armWatchdog();
   }
 
-  async #run(entry: StreamEntry, rungAt: number): Promise<void> {
-    const { spec, q7, memory } = this.#d;
+  /**
+   * Plays one run of `entry`. Synchronous (`undefined`) when no instruction waits, as for every run of a loaded model
+   * whose op runs on this thread; otherwise a promise for the rest of the run (ours: no coroutine per run).
+   */
+  #run(entry: StreamEntry, rungAt: number): Promise<void> | undefined {
+    const run = this.#begin(entry, rungAt);
+    if (run === undefined) return undefined;
+    let waiting: Promise<void> | undefined;
+    try {
+      const atStart = this.#fire(run, "run-start");
+      waiting = atStart === undefined ? this.#fetch(run) : atStart.then(() => this.#fetch(run));
+    } catch (e) {
+      this.#failed(run, e);
+    }
+    if (waiting === undefined) {
+      this.#end(run);
+      return undefined;
+    }
+    return this.#endLater(run, waiting);
+  }
+
+  /** The rest of a run that waits: its end once its steps are done. */
+  async #endLater(run: Run, waiting: Promise<void>): Promise<void> {
+    try {
+      await waiting;
+    } catch (e) {
+      this.#failed(run, e);
+    } finally {
+      this.#end(run);
+    }
+  }
+
+  /** Starts a run: counts, marks it current, arms the watchdog. `undefined` for a run over budget already (dropped). */
+  #begin(entry: StreamEntry, rungAt: number): Run | undefined {
+    const { spec, q7 } = this.#d;
     const count = (this.#runCounts.get(entry.slot) ?? 0) + 1;
     this.#runCounts.set(entry.slot, count);
     // seed: runtime-synthesis §2.1 — on Sunda the Q7s leave run-stall under SEQ/SP, not by a host CSR write.
     if (spec.runStallRelease === "evt-sem" && q7.state !== "running") q7.release("evt-sem");
-    const abort = new AbortController();
     const regs = this.#d.regs;
     // The trace word is read once per run: an untraced run reads no clock beyond the two of the busy counter.
     const trace = this.#d.timeline !== undefined && Atomics.load(regs.status, NcStatus.TRACE) !== 0
@@ -560,13 +648,15 @@ export class Sequencer {
       entry,
       rungAt,
       count,
+      started,
+      outcome: "completed",
       model: entry.model,
       slot: 0,
       args: undefined,
       s2mBytes: undefined,
       dispatch: undefined,
       q7Busy: false,
-      abort,
+      abort: new RunDrop(),
       joinedHere: false,
       localJoin: undefined,
       trace,
@@ -574,88 +664,139 @@ export class Sequencer {
       loaded: new Set(),
     };
     regs.counters[NcCounter.RUN_STARTED_MS] = started;
-    let outcome: "completed" | "faulted" | "dropped" = "completed";
     this.#current = run;
     // A run whose budget ran out while it was queued (it counts from the doorbell) is dropped before it starts.
     const budget = this.#d.watchdogMs ?? 0;
-    const late = budget > 0 && this.#now() - rungAt >= budget;
-    if (late) this.#dropOverBudget(run, budget);
-    else {
-      this.#armWatchdog();
-      Atomics.add(regs.status, NcStatus.RUNS, 1);
-      this.#d.faults?.runStarted();
+    if (budget > 0 && this.#now() - rungAt >= budget) {
+      this.#dropOverBudget(run, budget);
+      run.outcome = "dropped";
+      this.#end(run);
+      return undefined;
     }
-    try {
-      if (late) {
-        outcome = "dropped";
-        return;
-      }
-      const atStart = this.#fire(run, "run-start");
-      if (atStart !== undefined) await atStart;
-      // The fetch: slots decoded once per write of the stream's memory (the host writes it at load), not per run.
-      const slots = memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream);
-      if (slots === undefined) {
+    this.#armWatchdog();
+    Atomics.add(regs.status, NcStatus.RUNS, 1);
+    this.#d.faults?.runStarted();
+    return run;
+  }
+
+  /** The fetch of the run's stream, then its instructions. */
+  #fetch(run: Run): Promise<void> | undefined {
+    const { entry } = run;
+    // The fetch: slots decoded once per write of the stream's memory (the host writes it at load), not per run.
+    const slots = this.#d.memory.decodePa(entry.pa, entry.slots * SLOT_BYTES, "stream", decodeStream);
+    if (slots === undefined) {
+      throw new SequencerFault(
+        TpbFaultMask.BAD_INSTRUCTION,
+        `Stream at 0x${entry.pa.toString(16)} (${entry.slots} slots) is not in device memory`,
+      );
+    }
+    // Records collect between waits and are published before each wait and at the end (#publish).
+    this.#burst = [];
+    run.slot = 0;
+    return this.#steps(run, slots);
+  }
+
+  /**
+   * The instructions from `run.slot` on, in turn; once one waits (an injected fault, a Q7 cluster or library still
+   * being prepared, an op on the Workers), a promise for the rest.
+   */
+  #steps(run: Run, slots: ReturnType<typeof decodeStream>): Promise<void> | undefined {
+    for (; run.slot < run.entry.slots; run.slot++) {
+      const ins = slots[run.slot];
+      if (typeof ins === "number") {
         throw new SequencerFault(
           TpbFaultMask.BAD_INSTRUCTION,
-          `Stream at 0x${entry.pa.toString(16)} (${entry.slots} slots) is not in device memory`,
+          `Slot ${run.slot} holds an undecodable header 0x${ins.toString(16)}`,
         );
       }
-      // Records collect between waits and are published before each wait and at the end (#publish).
-      this.#burst = [];
-      for (run.slot = 0; run.slot < entry.slots; run.slot++) {
-        const ins = slots[run.slot];
-        if (typeof ins === "number") {
-          throw new SequencerFault(
-            TpbFaultMask.BAD_INSTRUCTION,
-            `Slot ${run.slot} holds an undecodable header 0x${ins.toString(16)}`,
-          );
-        }
-        const atInstruction = this.#fire(run, "instruction");
-        if (atInstruction !== undefined) {
-          this.#publish();
-          await atInstruction;
-          this.#burst = [];
-        }
-        const t0 = trace === undefined ? 0 : sharedClockMs();
-        const executing = this.#execute(ins, run);
-        if (executing !== undefined) {
-          this.#publish();
-          await executing;
-          this.#burst = [];
-        }
-        if (abort.signal.aborted) {
-          outcome = "dropped";
-          return;
-        }
-        trace?.({
-          kind: "instruction",
-          start: t0,
-          end: sharedClockMs(),
-          run: count,
-          slot: run.slot,
-          opcode: ins.op,
-          arg: instructionArg(ins),
-        });
-      }
-    } catch (e) {
-      outcome = abort.signal.aborted ? "dropped" : "faulted";
-      if (abort.signal.aborted || e instanceof StreamHalt) return;
-      const f = e instanceof SequencerFault ? e : new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, String(e));
-      this.#fault(run, f.mask, f.message, [f.q7]);
-    } finally {
-      // An op handed to the cores and never joined still runs (a stream without its DRAIN).
-      if (!abort.signal.aborted && run.q7?.hasPending) this.#runPending(run);
-      this.#publish();
-      // A run that ends with its cores still marked busy was dropped mid-op or mid-prepare, and its cluster was
-      // terminated (#drop): the cores are not busy any more.
-      if (run.q7Busy) this.#setBusy(run, false);
-      if (this.#current === run) this.#current = undefined;
-      // The device's busy time (utilization): the run's span, whatever its outcome.
-      const ended = sharedClockMs();
-      regs.counters[NcCounter.BUSY_MS] += ended - started;
-      regs.counters[NcCounter.RUN_STARTED_MS] = 0;
-      trace?.({ kind: "run", start: started, end: ended, run: count, model: run.model, outcome });
+      const atInstruction = this.#fire(run, "instruction");
+      if (atInstruction !== undefined) return this.#stepsAfter(run, slots, ins, atInstruction, true);
+      const t0 = run.trace === undefined ? 0 : sharedClockMs();
+      const executing = this.#execute(ins, run);
+      if (executing !== undefined) return this.#stepsAfter(run, slots, ins, executing, false, t0);
+      if (this.#executed(run, ins, t0)) return undefined;
     }
+    return undefined;
+  }
+
+  /**
+   * Waits for what instruction `ins` waits on (its injected fault when `beforeExecute`, else its execution), with the
+   * records so far published, then goes on with the rest of the run.
+   */
+  async #stepsAfter(
+    run: Run,
+    slots: ReturnType<typeof decodeStream>,
+    ins: Instruction,
+    waiting: Promise<void>,
+    beforeExecute: boolean,
+    t0 = 0,
+  ): Promise<void> {
+    this.#publish();
+    await waiting;
+    this.#burst = [];
+    if (beforeExecute) {
+      t0 = run.trace === undefined ? 0 : sharedClockMs();
+      const executing = this.#execute(ins, run);
+      if (executing !== undefined) {
+        this.#publish();
+        await executing;
+        this.#burst = [];
+      }
+    }
+    if (this.#executed(run, ins, t0)) return;
+    run.slot++;
+    const rest = this.#steps(run, slots);
+    if (rest !== undefined) await rest;
+  }
+
+  /** After an instruction: `true` when the run was dropped meanwhile (it stops), else its timeline entry. */
+  #executed(run: Run, ins: Instruction, t0: number): boolean {
+    if (run.abort.aborted) {
+      run.outcome = "dropped";
+      return true;
+    }
+    run.trace?.({
+      kind: "instruction",
+      start: t0,
+      end: sharedClockMs(),
+      run: run.count,
+      slot: run.slot,
+      opcode: ins.op,
+      arg: instructionArg(ins),
+    });
+    return false;
+  }
+
+  /** A run's instructions threw: a dropped or halted run just ends, anything else is a fault of the slot. */
+  #failed(run: Run, e: unknown): void {
+    run.outcome = run.abort.aborted ? "dropped" : "faulted";
+    if (run.abort.aborted || e instanceof StreamHalt) return;
+    const f = e instanceof SequencerFault ? e : new SequencerFault(TpbFaultMask.BAD_INSTRUCTION, String(e));
+    this.#fault(run, f.mask, f.message, [f.q7]);
+  }
+
+  /** Ends a run, whatever its outcome: its records published, the cores idle, the busy time counted. */
+  #end(run: Run): void {
+    // An op handed to the cores and never joined still runs (a stream without its DRAIN).
+    if (!run.abort.aborted && run.q7?.hasPending) this.#runPending(run);
+    this.#publish();
+    // A run that ends with its cores still marked busy was dropped mid-op or mid-prepare, and its cluster was
+    // terminated (#drop): the cores are not busy any more.
+    if (run.q7Busy) this.#setBusy(run, false);
+    if (this.#current === run) this.#current = undefined;
+    // The device's busy time (utilization): the run's span, whatever its outcome.
+    const regs = this.#d.regs;
+    const ended = sharedClockMs();
+    regs.counters[NcCounter.BUSY_MS] += ended - run.started;
+    regs.counters[NcCounter.RUN_STARTED_MS] = 0;
+    run.trace?.({
+      kind: "run",
+      start: run.started,
+      end: ended,
+      run: run.count,
+      model: run.model,
+      outcome: run.outcome,
+    });
   }
 
   /** Executes one instruction; only EXTENDED_INST and DRAIN return a promise (they wait on the Q7 cluster). */
@@ -921,7 +1062,7 @@ export class Sequencer {
       deadlineMs: budget > 0 ? run.rungAt + budget : undefined,
     };
     run.fn = entry.name;
-    run.dispatch = started.dispatch(op, run.abort.signal);
+    run.dispatch = started.dispatch(op, run.abort);
     run.q7 = started;
     this.#setBusy(run, true);
     // An op left for this thread is joined at its DRAIN, which marks the cores idle; one on the Workers, when it joins.
@@ -944,7 +1085,7 @@ export class Sequencer {
     run.joinedHere = q7.runPending() && !q7.watchdogFired;
     // The join itself, when the cluster hands it over: the DRAIN then reads it at once.
     if (run.joinedHere) run.localJoin = q7.takeLocalJoin();
-    if (!q7.watchdogFired || run.abort.signal.aborted) return;
+    if (!q7.watchdogFired || run.abort.aborted) return;
     run.dispatch?.catch(() => {});
     run.dispatch = new Promise<never>(() => {});
     this.#dropOverBudget(run, this.#d.watchdogMs ?? 0);

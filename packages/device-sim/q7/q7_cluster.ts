@@ -693,7 +693,7 @@ export class Q7Cluster {
    * @param signal aborts the wait
    * @returns each core's report
    */
-  dispatch(op: DispatchOp, signal?: AbortSignal): Promise<DispatchResult> {
+  dispatch(op: DispatchOp, signal?: Q7AbortSignal): Promise<DispatchResult> {
     try {
       signal?.throwIfAborted();
       const slot = op.key === "" ? (this.#booted ? 0 : undefined) : this.#slots.get(op.key);
@@ -981,7 +981,7 @@ export class Q7Cluster {
     fn: FnEntry,
     totalCpus: number,
     deadlineMs: number,
-    signal: AbortSignal | undefined,
+    signal: Q7AbortSignal | undefined,
     learn: string,
   ): Promise<DispatchResult> {
     const seq = this.#post(slot, fn, totalCpus, true);
@@ -1075,7 +1075,7 @@ export class Q7Cluster {
     slot: number,
     fn: FnEntry,
     totalCpus: number,
-    signal: AbortSignal | undefined,
+    signal: Q7AbortSignal | undefined,
     learn: string | undefined,
   ): Promise<DispatchResult> {
     const i32 = this.#i32;
@@ -1153,12 +1153,30 @@ export class Q7Cluster {
   }
 }
 
+/**
+ * What a dispatch watches to give up on its join: an `AbortSignal`, or any object with its flag, its reason and its
+ * "abort" listeners (the simulated device's runs use one of their own: an `AbortController` per run cost about
+ * 0.5 µs on Bun; ours).
+ */
+export interface Q7AbortSignal {
+  /** Whether it aborted. */
+  readonly aborted: boolean;
+  /** Why, once aborted. */
+  readonly reason: unknown;
+  /** Throws the reason once aborted. */
+  throwIfAborted(): void;
+  /** Calls `listener` once when it aborts. */
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  /** Forgets a listener. */
+  removeEventListener(type: "abort", listener: () => void): void;
+}
+
 /** An op handed to the calling thread's cores, waiting for {@linkcode Q7Cluster.runPending}. */
 interface PendingLocalOp {
   readonly seq: number;
   readonly totalCpus: number;
   readonly deadlineMs: number;
-  readonly signal: AbortSignal | undefined;
+  readonly signal: Q7AbortSignal | undefined;
   readonly learn: string;
   resolve(r: DispatchResult): void;
   reject(e: unknown): void;
