@@ -214,7 +214,7 @@ export class MemorySpace {
     // A run fetches the same structures every time (its stream, its ring tables, 16 descriptor rings for an op on 8
     // cores): the last result for the range is checked first, without the allocation lookup and the three map reads.
     // An unmapped allocation has no `decoded` (unmap drops it), so a freed range never hits (ours).
-    const slot = ((pa >>> 6) ^ (pa >>> 14) ^ length) & (DECODE_HITS - 1);
+    const slot = ((pa >>> 4) ^ (pa >>> 10) ^ length) & (DECODE_HITS - 1);
     const last = this.#hits[slot];
     if (
       last !== undefined && last.pa === pa && last.length === length && last.kind === kind &&

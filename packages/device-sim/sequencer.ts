@@ -223,6 +223,8 @@ export class Sequencer {
   readonly #tables = new Map<number, OpcodeTable>();
   /** The library image reader of each decoded opcode-table entry (made once per entry, not per EXTENDED_INST). */
   readonly #imageReaders = new WeakMap<object, () => Uint8Array>();
+  /** The library key of each decoded opcode-table entry (made once per entry, not per EXTENDED_INST). */
+  readonly #entryKeys = new WeakMap<OpcodeTableEntry, string>();
   #opcodeTablePa = 0;
   /** The loop taking the queue, while `#pumpActive`. */
   #pumping: Promise<void> | undefined;
@@ -944,7 +946,8 @@ export class Sequencer {
       throw new SequencerFault(TpbFaultMask.Q7_BOOT, `ULIB_LOAD ${ins.lib}/${ins.libs}: the Q7 cores are ${q7.state}`);
     }
     const cluster = q7.ready;
-    const image = this.#imageReader(lib);
+    let image = this.#imageReaders.get(lib);
+    if (image === undefined) this.#imageReaders.set(lib, image = this.#imageReader(lib));
     const preparing = cluster?.ensureLibrary(key, image);
     if (cluster !== undefined && preparing === undefined) {
       run.loaded.add(key);
@@ -1022,7 +1025,8 @@ export class Sequencer {
       this.#dispatchOp("", entry, started, run);
       return undefined;
     }
-    const key = libraryKey(entry.libTag ?? 0, entry.libBytes);
+    let key = this.#entryKeys.get(entry);
+    if (key === undefined) this.#entryKeys.set(entry, key = libraryKey(entry.libTag ?? 0, entry.libBytes));
     if (!run.loaded.has(key)) {
       throw new SequencerFault(
         TpbFaultMask.OPCODE,

@@ -16,7 +16,7 @@ import { DmaEngine } from "./dma_engine.ts";
 import { type ArmedFault, NcFaults } from "./fault_injector.ts";
 import { FileIoManager } from "./file_io_manager.ts";
 import type { MemorySpace } from "./memory.ts";
-import type { NcRegisters } from "./nc_registers.ts";
+import type { NcRegisters, StreamEntry } from "./nc_registers.ts";
 import { NotificationProducer } from "./notification_queue.ts";
 import { type Q7BootEvent, type Q7ClusterFactory, Q7Complex, type Q7Observer } from "./q7_complex.ts";
 import { SbufStore } from "./sbuf.ts";
@@ -40,6 +40,12 @@ export interface SimNeuronCore {
   readonly fileIo: FileIoManager;
   /** Injected faults armed on this NeuronCore. */
   readonly faults: NcFaults;
+  /**
+   * The stream each doorbell semaphore releases (`null`: none), as the stream table last read (ours): a doorbell finds
+   * its stream without decoding the table's slots again. Cleared at every write of the table (`streamTableWritten`),
+   * the only way the table changes.
+   */
+  readonly streams: Map<number, StreamEntry | null>;
 }
 
 /** What the device reports besides its registers and memory (its trace buffer). */
@@ -115,7 +121,7 @@ export class SimDevice {
         timeline: o.trace.timeline?.(nc),
         watchdogMs: o.watchdogMs,
       });
-      return { regs, sbuf, nq, q7, dma, sequencer, fileIo, faults };
+      return { regs, sbuf, nq, q7, dma, sequencer, fileIo, faults, streams: new Map() };
     });
   }
 
@@ -132,8 +138,9 @@ export class SimDevice {
    */
   doorbell(nc: number, semaphore: number, by: number): void {
     const unit = this.unit(nc);
-    const stream = unit.regs.streamForDoorbell(semaphore);
-    if (stream === undefined) return;
+    let stream = unit.streams.get(semaphore);
+    if (stream === undefined) unit.streams.set(semaphore, stream = unit.regs.streamForDoorbell(semaphore) ?? null);
+    if (stream === null) return;
     const sems = unit.regs.semaphores;
     for (let left = by; left > 0;) {
       const n = Atomics.load(sems, semaphore);
@@ -189,6 +196,7 @@ export class SimDevice {
    */
   async streamTableWritten(nc: number, slot: number): Promise<void> {
     const unit = this.unit(nc);
+    unit.streams.clear();
     const entry = unit.regs.streamEntry(slot);
     if (entry !== undefined) unit.sequencer.resetDmaEngines();
     unit.sequencer.streamWritten(slot);

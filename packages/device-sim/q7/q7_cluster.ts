@@ -451,7 +451,8 @@ export class Q7Cluster {
   /** The library key of the dispatch on the cores, never evicted. */
   #inFlight: string | undefined;
   #booted = false;
-  #fns = new Map<string, FnEntry>();
+  /** Function entries by slot, then name (no key string built per dispatch). */
+  #fns = new Map<number, Map<string, FnEntry>>();
   #nextFnId = 1;
   #seq = 0;
   #busy = false;
@@ -886,22 +887,22 @@ export class Q7Cluster {
 
   /** Drops the function ids of `slot` (the slot is booted again or reused by another library). */
   #forgetFunctions(slot: number): void {
-    const prefix = `${slot}\0`;
-    for (const key of [...this.#fns.keys()]) if (key.startsWith(prefix)) this.#fns.delete(key);
+    this.#fns.delete(slot);
     if (slot === 0) this.#quickFirmware.clear();
   }
 
   /** The entry of function `fn` of the library `library` prepared in `slot` (`""`: the firmware, slot 0). */
   #fnEntry(slot: number, fn: string, library: string): FnEntry {
-    const key = `${slot}\0${fn}`;
-    let entry = this.#fns.get(key);
+    let bySlot = this.#fns.get(slot);
+    if (bySlot === undefined) this.#fns.set(slot, bySlot = new Map());
+    let entry = bySlot.get(fn);
     if (!entry) {
       const name = new TextEncoder().encode(fn);
       if (name.length === 0 || name.length > FN_NAME_MAX) {
         throw new RangeError(`Cannot dispatch "${fn}": a function name has 1 to ${FN_NAME_MAX} bytes`);
       }
       entry = { id: this.#nextFnId++, name, learn: `${library}\0${fn}` };
-      this.#fns.set(key, entry);
+      bySlot.set(fn, entry);
     }
     return entry;
   }
