@@ -36,6 +36,29 @@ describe("Sequencer", () => {
     await h.portal.close();
   });
 
+  test("a doorbell plays the stream its slot holds now: another stream written into the slot, and none once removed", async () => {
+    for (const agents of ["inline", "device"] as const) {
+      const h = new TestHost({ hbmBytes: 1 << 24, agents });
+      try {
+        await h.attachNq(16);
+        await h.installStream([...program], DOORBELL);
+        await h.fire(DOORBELL);
+        expect((await h.read()).records.map((r) => r.value)).toEqual([0x1234, 1, 1]);
+        // The same slot and doorbell, another stream (a model unloaded and another loaded in its place).
+        await h.installStream([{ op: Opcode.NOTIFY, kind: NotificationKind.HW_ERROR, value: 0x5678 }], DOORBELL);
+        await h.fire(DOORBELL);
+        expect((await h.read()).records.map((r) => r.value)).toEqual([0x5678]);
+        // Removed: the doorbell releases no run (its count stays on the semaphore).
+        await h.khal.streamRemove(h.target, 0, 0);
+        await h.fire(DOORBELL);
+        expect((await h.read()).records).toEqual([]);
+        expect(await h.portal.semaphoreRead(0, 0, DOORBELL)).toBe(1);
+      } finally {
+        await h.portal.close();
+      }
+    }
+  });
+
   test("Sequencer wakes a notificationWait caller when the head moves", async () => {
     const h = new TestHost({ hbmBytes: 1 << 24 });
     await h.attachNq(8);
