@@ -140,8 +140,9 @@ export class DmaEngine {
     for (const ring of this.#rings[direction]) {
       const t0 = onQueue === undefined ? 0 : sharedClockMs();
       const before = total;
-      // Descriptors are decoded once per write of the ring (the host re-materialises it when I/O addresses change).
-      const descs = this.#memory.decodePa(
+      // Descriptors are decoded once per write of the ring (the host re-materialises it when I/O addresses change). An
+      // empty ring reads no descriptor (ours: most of the 16 rings of an op on 8 cores, for a small tensor).
+      const descs = ring.count === 0 ? NO_DESCRIPTORS : this.#memory.decodePa(
         ring.ringPa,
         ring.count * DMA_DESCRIPTOR_BYTES,
         "descriptors",
@@ -211,6 +212,9 @@ export class DmaEngine {
     return true;
   }
 }
+
+/** The descriptors of an empty ring. */
+const NO_DESCRIPTORS: ReturnType<typeof decodeDmaDescriptor>[] = [];
 
 /** The descriptors of a ring's bytes (every 16 bytes one), decoded once per write of the ring. */
 function decodeDescriptors(bytes: Uint8Array): ReturnType<typeof decodeDmaDescriptor>[] {
