@@ -34,6 +34,7 @@ export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES } from "./bar0.ts";
 export { type NcRegisterBuffers, type NcRegisters, NcStatus, Q7State, type StreamEntry } from "./nc_registers.ts";
 export type { QueueBytes } from "./dma_engine.ts";
 export type {
+  Q7AbortSignal,
   Q7BootEvent,
   Q7ClusterFactory,
   Q7ClusterPort,

@@ -24,6 +24,8 @@ import { type NcRegisters, NcStatus, Q7State } from "./nc_registers.ts";
 import type { SbufStore } from "./sbuf.ts";
 import type { Q7AbortSignal } from "./q7/q7_cluster.ts";
 
+export type { Q7AbortSignal };
+
 /** The arguments of one dispatch, as the Q7 kernel ABI consumes them. */
 export interface Q7DispatchArgs {
   /** Input tensors (Q7-local addresses inside the SBUF window). */
