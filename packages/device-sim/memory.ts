@@ -165,6 +165,8 @@ export class MemorySpace {
     this.#byId.delete(id);
     this.#sorted.splice(this.#sorted.indexOf(a), 1);
     a.decoded = undefined;
+    // Nothing decoded from it stays reachable: its buffer goes with it.
+    for (let i = 0; i < DECODE_HITS; i++) if (this.#hits[i]?.a === a) this.#hits[i] = undefined;
     return a;
   }
 
@@ -211,9 +213,9 @@ export class MemorySpace {
    * every run. Returns `undefined` when no single allocation holds the range; `decode` may throw (nothing is cached).
    */
   decodePa<T>(pa: number, length: number, kind: string, decode: (bytes: Uint8Array) => T): T | undefined {
-    // A run fetches the same structures every time (its stream, its ring tables, 16 descriptor rings for an op on 8
-    // cores): the last result for the range is checked first, without the allocation lookup and the three map reads.
-    // An unmapped allocation has no `decoded` (unmap drops it), so a freed range never hits (ours).
+    // A run fetches the same structures every time (its stream, its ring tables, its descriptor rings, its argument
+    // table): the last result for the range is checked first, without the allocation lookup and the three map reads.
+    // An unmapped allocation has no `decoded` and no entry here (unmap drops both), so a freed range never hits (ours).
     const slot = ((pa >>> 4) ^ (pa >>> 10) ^ length) & (DECODE_HITS - 1);
     const last = this.#hits[slot];
     if (
