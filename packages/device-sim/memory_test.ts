@@ -10,6 +10,17 @@ function statusOf(e: unknown): number | undefined {
   return e instanceof NrtError ? e.status : undefined;
 }
 
+/** A device's memory map with `hbm` bytes of HBM at 0x1000 and no host DRAM. */
+function hbmMap(hbm: number): DeviceMemoryMap {
+  let id = 0;
+  return new DeviceMemoryMap({
+    device: 0,
+    hbm: { base: 0x1000, capacity: hbm },
+    host: { base: 0, capacity: 0 },
+    nextId: () => ++id,
+  });
+}
+
 describe("DeviceMemoryMap", () => {
   test("DeviceMemoryMap() allocates 90 GiB in 1 GiB chunks on a 96 GiB device without backing any of it", async () => {
     const portal = new DeviceSimPortal();
@@ -35,13 +46,7 @@ describe("DeviceMemoryMap", () => {
   });
 
   test("DeviceMemoryMap() reuses a freed hole first-fit and coalesces neighbours", () => {
-    let id = 0;
-    const m = new DeviceMemoryMap({
-      device: 0,
-      hbm: { base: 0x1000, capacity: 0x300 },
-      host: { base: 0, capacity: 0 },
-      nextId: () => ++id,
-    });
+    const m = hbmMap(0x300);
     const a = m.alloc({ device: 0, nc: 0, bytes: 0x100 });
     const b = m.alloc({ device: 0, nc: 0, bytes: 0x100 });
     m.alloc({ device: 0, nc: 0, bytes: 0x100 });
@@ -80,13 +85,7 @@ describe("DeviceMemoryMap", () => {
   });
 
   test("DeviceMemoryMap.decodePa() decodes a range once per write, and again after a write, a free and a new allocation at the same PA", () => {
-    let id = 0;
-    const map = new DeviceMemoryMap({
-      device: 0,
-      hbm: { base: 0x1000, capacity: 0x1000 },
-      host: { base: 0, capacity: 0 },
-      nextId: () => ++id,
-    });
+    const map = hbmMap(0x1000);
     let decodes = 0;
     const sum = (bytes: Uint8Array): number => {
       decodes++;

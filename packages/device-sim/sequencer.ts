@@ -221,10 +221,11 @@ export class Sequencer {
   readonly #runCounts = new Map<number, number>();
   /** Decoded opcode tables by PA, until the next swap-table write. */
   readonly #tables = new Map<number, OpcodeTable>();
-  /** The library image reader of each decoded opcode-table entry (made once per entry, not per EXTENDED_INST). */
-  readonly #imageReaders = new WeakMap<object, () => Uint8Array>();
-  /** The library key of each decoded opcode-table entry (made once per entry, not per EXTENDED_INST). */
-  readonly #entryKeys = new WeakMap<OpcodeTableEntry, string>();
+  /**
+   * The library of each decoded opcode-table entry, and of each library a decoded table lists: its key and image reader,
+   * made once, not at every ULIB_LOAD and EXTENDED_INST.
+   */
+  readonly #libraries = new WeakMap<object, { key: string; image: () => Uint8Array }>();
   #opcodeTablePa = 0;
   /** The loop taking the queue, while `#pumpActive`. */
   #pumping: Promise<void> | undefined;
@@ -901,6 +902,18 @@ export class Sequencer {
    * Reads a staged library image for the Q7 cores to prepare, checking it against its content tag (ours): an image
    * that is not in device memory, or whose bytes do not hash to the tag the opcode table gives, is an OPCODE fault.
    */
+  /** The key and image reader of the library `lib` describes, kept with `owner` (an entry or a listed library). */
+  #libraryOf(
+    owner: object,
+    lib: { addr: number; bytes: number; tag: number },
+  ): { key: string; image: () => Uint8Array } {
+    let l = this.#libraries.get(owner);
+    if (l === undefined) {
+      this.#libraries.set(owner, l = { key: libraryKey(lib.tag, lib.bytes), image: this.#imageReader(lib) });
+    }
+    return l;
+  }
+
   #imageReader(lib: { addr: number; bytes: number; tag: number }): () => Uint8Array {
     return () => {
       const image = this.#d.memory.readPa(lib.addr, lib.bytes);
@@ -940,14 +953,12 @@ export class Sequencer {
       );
     }
     const lib = libs[ins.lib];
-    const key = lib.key;
+    const { key, image } = this.#libraryOf(lib, lib);
     const q7 = this.#d.q7;
     if (q7.state !== "running") {
       throw new SequencerFault(TpbFaultMask.Q7_BOOT, `ULIB_LOAD ${ins.lib}/${ins.libs}: the Q7 cores are ${q7.state}`);
     }
     const cluster = q7.ready;
-    let image = this.#imageReaders.get(lib);
-    if (image === undefined) this.#imageReaders.set(lib, image = this.#imageReader(lib));
     const preparing = cluster?.ensureLibrary(key, image);
     if (cluster !== undefined && preparing === undefined) {
       run.loaded.add(key);
@@ -1025,8 +1036,11 @@ export class Sequencer {
       this.#dispatchOp("", entry, started, run);
       return undefined;
     }
-    let key = this.#entryKeys.get(entry);
-    if (key === undefined) this.#entryKeys.set(entry, key = libraryKey(entry.libTag ?? 0, entry.libBytes));
+    const { key, image } = this.#libraryOf(entry, {
+      addr: entry.libAddr,
+      bytes: entry.libBytes,
+      tag: entry.libTag ?? 0,
+    });
     if (!run.loaded.has(key)) {
       throw new SequencerFault(
         TpbFaultMask.OPCODE,
@@ -1034,11 +1048,6 @@ export class Sequencer {
           entry.libAddr.toString(16)
         } was not loaded by a ULIB_LOAD of the stream's PREAMBLE`,
       );
-    }
-    let image = this.#imageReaders.get(entry);
-    if (image === undefined) {
-      image = this.#imageReader({ addr: entry.libAddr, bytes: entry.libBytes, tag: entry.libTag ?? 0 });
-      this.#imageReaders.set(entry, image);
     }
     const preparing = started.ensureLibrary(key, image);
     if (preparing === undefined) {
@@ -1141,14 +1150,9 @@ export class Sequencer {
   /** The DRAIN of an op whose join is not at hand: awaits it, or the run's drop. */
   async #awaitJoin(run: Run, dispatch: Promise<{ cores: Q7CoreResult[] }>): Promise<void> {
     // An op that ran on this thread has settled already: nothing can drop the run before the join is read.
-    let joined: Q7CoreResult[] | typeof DROPPED;
-    if (run.joinedHere) {
-      try {
-        joined = (await dispatch).cores;
-      } catch (e) {
-        joined = failedJoin(e);
-      }
-    } else joined = await Promise.race([this.#joinDispatch(dispatch), droppedOf(run)]);
+    const joined = run.joinedHere
+      ? await this.#joinDispatch(dispatch)
+      : await Promise.race([this.#joinDispatch(dispatch), droppedOf(run)]);
     run.joinedHere = false;
     run.dispatch = undefined;
     if (joined === DROPPED) return;
