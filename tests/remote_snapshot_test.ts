@@ -80,8 +80,7 @@ async function withQueue() {
   const nqRegs = sim.mappedRegisters(0, 0);
   /** The device publishes `n` more records: the NQ head moves and the host's wait wakes. */
   const produce = (n: number) => {
-    nqRegs.setNqRegister(NqRegister.HEAD, nqRegs.nqRegister(NqRegister.HEAD) + n);
-    Atomics.notify(nqRegs.nqWords, NqRegister.HEAD >> 2);
+    nqRegs.publishNqHead(nqRegs.nqRegister(NqRegister.HEAD) + n);
   };
   /** Waits from `tail`, with the device producing `n` records once the wait is on the wire. */
   const wake = async (tail: number, n: number) => {

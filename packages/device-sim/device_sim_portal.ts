@@ -26,6 +26,7 @@ import type { NotificationRecord } from "@nrt/core/isa";
 import type { DeviceMemory, MemAllocRequest, PortalDeviceInfo } from "@nrt/core/portal";
 import { CAYMAN_SPEC } from "@nrt/arch-cayman/spec";
 import { AgentLink } from "./agent_link.ts";
+import { CompletionReaper } from "./completion_reaper.ts";
 import { Bar0 } from "./bar0.ts";
 import { type AgentInit, DOORBELL_RING_BYTES } from "./device_agent.ts";
 import {
@@ -41,7 +42,7 @@ import { type QueueBytes, queueBytesOf } from "./dma_engine.ts";
 import { type DeviceStdioQueue, FileIoManager } from "./file_io_manager.ts";
 import { FaultInjector, type FiredFault } from "./fault_injector.ts";
 import { DeviceMemoryMap, type MappedAllocation } from "./memory.ts";
-import { NcCounter, NcRegisters, NcStatus, NqRegister } from "./nc_registers.ts";
+import { NcCounter, NcRegisters, NcStatus } from "./nc_registers.ts";
 import type { Q7BootEvent, Q7ClusterFactory } from "./q7_complex.ts";
 import { defaultLocalOpBytes, defaultQ7Workers } from "./q7/q7_cluster.ts";
 
@@ -53,40 +54,6 @@ const GiB = 1024 ** 3;
  * (an execute makes about ten).
  */
 const RESOLVED: Promise<void> = Promise.resolve();
-
-/**
- * The completion waits in progress on each signal, told by one `abort` listener per signal (ours: the runtime passes one
- * long-lived signal per NeuronCore; adding and removing a listener at every wait was the largest item of the wait on
- * the host thread).
- */
-const ABORT_WAITERS = new WeakMap<AbortSignal, AbortWaiters>();
-
-/**
- * The completion waits on one signal (a runtime's per-core signal is shared by all the waits on its core). A wait's
- * place is reused once it leaves: not a `Set`, whose storage a wait's add and delete made JavaScriptCore rebuild
- * every few executes, each rebuilt storage then surviving eden collections until a full one. Ours.
- */
-interface AbortWaiters {
-  readonly waiting: Array<(() => void) | undefined>;
-  readonly free: number[];
-}
-
-function abortWaiters(signal: AbortSignal): AbortWaiters {
-  let set = ABORT_WAITERS.get(signal);
-  if (set === undefined) {
-    const waiters: AbortWaiters = set = { waiting: [], free: [] };
-    ABORT_WAITERS.set(signal, waiters);
-    signal.addEventListener("abort", () => {
-      for (const w of waiters.waiting.slice()) w?.();
-    }, { once: true });
-  }
-  return set;
-}
-
-/** Whether `signal` has aborted (read afresh: an abort lands between the rounds of a wait). */
-function isAborted(signal: AbortSignal | undefined): boolean {
-  return signal?.aborted === true;
-}
 
 /**
  * Where the device runs: one agent Worker per device (`"device"`, the default), one per NeuronCore (`"core"`), or on
@@ -142,6 +109,8 @@ function checkSimulatorEnv(): void {
 class HostDevice {
   readonly memory: DeviceMemoryMap;
   readonly regs: NcRegisters[];
+  /** The host's completion waits on the device's NeuronCores. */
+  readonly reaper: CompletionReaper;
   readonly bar0: Bar0;
   readonly links: AgentLink[] = [];
   readonly #linkOfNc: AgentLink[] = [];
@@ -170,6 +139,7 @@ class HostDevice {
       onUnmap: (id) => post({ t: "unmap", id }),
     });
     this.regs = NcRegisters.forDevice(spec);
+    this.reaper = new CompletionReaper(this.regs[0].reap);
     this.fileIo = this.regs.map((r) => new FileIoManager(r, this.memory));
     this.bar0 = new Bar0(spec, this.regs, {
       semaphoreIncremented: (nc, semaphore, by) => void this.linkOf(nc).doorbell(nc, semaphore, by),
@@ -407,48 +377,20 @@ export class DeviceSimPortal implements Portal {
   }
 
   /**
-   * Resolves when the NeuronCore's NQ head differs from `head`, or `signal` aborts: an `Atomics.waitAsync` on the
-   * head word the device stores and notifies.
+   * Resolves when the NeuronCore's NQ head differs from `head`, or `signal` aborts: a wait on the device's completion
+   * reaper (`completion_reaper.ts`), which sleeps with `Atomics.waitAsync` on the reap epoch the device advances and
+   * notifies at every head it publishes.
    */
-  async notificationWait(device: number, nc: number, head: number, signal?: AbortSignal): Promise<void> {
-    const d = this.#device(device, "wait for a notification");
-    const regs = d.regs[nc];
-    if (regs === undefined) {
-      throw new NrtError(NrtStatus.NRT_INVALID, `Cannot wait for a notification: NeuronCore ${nc} does not exist`);
-    }
-    const words = regs.nqWords, at = NqRegister.HEAD >> 2, want = head | 0;
-    if (Atomics.load(words, at) !== want || signal?.aborted === true || this.#closed) return;
-    // Counted asleep before the last look at the head: the device notifies only when someone is (NcStatus).
-    Atomics.add(regs.status, NcStatus.HOST_WAITERS, 1);
-    // An abort settles the round in progress at once (a notify reaches an async waiter only on a later task) and also
-    // wakes the word, so the abandoned `waitAsync` leaves the word's waiter list instead of lingering until the next
-    // record. The portal's close wakes the word too: the wait looks again and returns.
-    let wake: ((v?: unknown) => void) | undefined;
-    const onAbort = () => {
-      wake?.();
-      Atomics.notify(words, at);
-    };
-    const waiters = signal === undefined ? undefined : abortWaiters(signal);
-    const place = waiters === undefined ? -1 : waiters.free.pop() ?? waiters.waiting.length;
-    if (waiters !== undefined) waiters.waiting[place] = onAbort;
+  notificationWait(device: number, nc: number, head: number, signal?: AbortSignal): Promise<void> {
     try {
-      while (Atomics.load(words, at) === want && !isAborted(signal) && !this.#closed) {
-        const w = Atomics.waitAsync(words, at, want);
-        if (!w.async) continue;
-        if (signal === undefined) await w.value;
-        else {
-          await new Promise((resolve) => {
-            wake = resolve;
-            w.value.then(resolve);
-          });
-        }
+      const d = this.#device(device, "wait for a notification");
+      const regs = d.regs[nc];
+      if (regs === undefined) {
+        throw new NrtError(NrtStatus.NRT_INVALID, `Cannot wait for a notification: NeuronCore ${nc} does not exist`);
       }
-    } finally {
-      Atomics.sub(regs.status, NcStatus.HOST_WAITERS, 1);
-      if (waiters !== undefined) {
-        waiters.waiting[place] = undefined;
-        waiters.free.push(place);
-      }
+      return d.reaper.wait(regs.nqWords, regs.status, head, signal);
+    } catch (e) {
+      return Promise.reject(e);
     }
   }
 
@@ -473,8 +415,8 @@ export class DeviceSimPortal implements Portal {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#closed = true;
-      // Releases the notification waits in progress: each wakes, sees the portal closed and returns.
-      for (const d of this.#devices) for (const r of d.regs) Atomics.notify(r.nqWords, NqRegister.HEAD >> 2);
+      // Releases the notification waits in progress, and any made later.
+      for (const d of this.#devices) d.reaper.close();
       await Promise.all(this.#devices.flatMap((d) => d.links.map((l) => l.close())));
       this.#devices.forEach((d) => d.trace.update());
     })();

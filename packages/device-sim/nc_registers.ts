@@ -45,8 +45,8 @@ export const NcStatus = {
   /** Runs the sequencer started since the device was made. */
   RUNS: 5,
   /**
-   * Host threads sleeping on the NQ head (the host's side of the completion eventfd). The device notifies the head
-   * only when there is one: a store of the head with nobody asleep costs no wake-up. Ours.
+   * The host's completion waits pending on this NeuronCore (its callers blocked on their `comp_efd`), counted by the
+   * host: a leak check reads it. The device wakes the host through the device's {@linkcode ReapWord}s. Ours.
    */
   HOST_WAITERS: 6,
   /**
@@ -147,7 +147,30 @@ export interface NcRegisterBuffers {
   readonly images: SharedArrayBuffer;
   /** Where this NeuronCore's windows start in {@linkcode NcRegisterBuffers.images}. */
   readonly imageOffset: number;
+  /**
+   * The device's reap words ({@linkcode ReapWord}), one buffer for all its NeuronCores
+   * ({@linkcode NcRegisters.forDevice}), or one of the NeuronCore's own.
+   */
+  readonly reap: SharedArrayBuffer;
 }
+
+/**
+ * The device's reap words (Int32 indices into {@linkcode NcRegisters.reap}): what wakes the host's reaper when any
+ * NeuronCore of the device publishes a notification-queue head. The seed's host does not sleep on the queue: a
+ * reap thread sees the NQ completion and signals the waiting caller's `comp_efd` (runtime-synthesis §3.5). The
+ * simulated host keeps one reaper per device, asleep on {@linkcode ReapWord.EPOCH}; the words are ours.
+ */
+export const ReapWord = {
+  /** Advanced by the device at every store of an NQ head, on any of its NeuronCores. */
+  EPOCH: 0,
+  /**
+   * 1 while the host's reaper watches the epoch (it has completion waits pending). The device notifies the epoch only
+   * then: a head published with nobody watching costs no wake-up, and one published while the reaper is already
+   * woken, before it looks again, costs none either (the woken reaper sees every head at its next look).
+   */
+  WATCHING: 1,
+} as const;
+const REAP_BYTES = 8;
 
 /**
  * The least size of a device's image buffer (ours): past glibc's highest dynamic mmap threshold (32 MiB on 64-bit).
@@ -190,6 +213,8 @@ export class NcRegisters {
   readonly dma: Uint8Array;
   /** Device status words ({@linkcode NcStatus}). */
   readonly status: Int32Array;
+  /** The device's reap words ({@linkcode ReapWord}), shared by its NeuronCores. */
+  readonly reap: Int32Array;
   /** Bytes moved per custom-op queue: M2S for core c at c, S2M at 8 + c. */
   readonly queueBytes: Float64Array;
   /** Utilization counters ({@linkcode NcCounter}), written by the device, read by the host. */
@@ -208,13 +233,18 @@ export class NcRegisters {
     const l = ncRegisterLayout(spec);
     this.#spec = spec;
     const fresh = buffers === undefined;
-    this.buffers = buffers ??
-      { regs: new SharedArrayBuffer(l.bytes), images: new SharedArrayBuffer(l.imageBytes), imageOffset: 0 };
+    this.buffers = buffers ?? {
+      regs: new SharedArrayBuffer(l.bytes),
+      images: new SharedArrayBuffer(l.imageBytes),
+      imageOffset: 0,
+      reap: new SharedArrayBuffer(REAP_BYTES),
+    };
     const b = this.buffers.regs;
     this.semaphores = new Uint32Array(b, l.semaphores, spec.semaphoresPerCore);
     this.events = new Uint32Array(b, l.events, spec.eventsPerCore);
     this.#runStall = new Int32Array(b, l.runStall, 1);
     this.status = new Int32Array(b, l.status, STATUS_WORDS);
+    this.reap = new Int32Array(this.buffers.reap);
     this.#lengths = new Uint32Array(b, l.imageLengths, 2 * spec.q7CoresPerNc);
     this.#ucodeCore = new Int32Array(b, l.ucodeCore, spec.nxCoresPerNc + spec.q7CoresPerNc);
     this.queueBytes = new Float64Array(b, l.queueBytes, 2 * spec.q7CoresPerNc);
@@ -233,13 +263,19 @@ export class NcRegisters {
   /**
    * The registers of every NeuronCore of a device, in the reset state, their Q7 image windows in one buffer of at least
    * {@linkcode DEVICE_IMAGE_BUFFER_MIN_BYTES} (each NeuronCore's own would leave the freed ones in glibc's heap, every
-   * page committed once reused, on Deno).
+   * page committed once reused, on Deno), and one set of reap words for all of them.
    */
   static forDevice(spec: SiliconSpec): NcRegisters[] {
     const l = ncRegisterLayout(spec);
     const images = new SharedArrayBuffer(Math.max(spec.ncPerDevice * l.imageBytes, DEVICE_IMAGE_BUFFER_MIN_BYTES));
+    const reap = new SharedArrayBuffer(REAP_BYTES);
     return Array.from({ length: spec.ncPerDevice }, (_, nc) => {
-      const r = new NcRegisters(spec, { regs: new SharedArrayBuffer(l.bytes), images, imageOffset: nc * l.imageBytes });
+      const r = new NcRegisters(spec, {
+        regs: new SharedArrayBuffer(l.bytes),
+        images,
+        imageOffset: nc * l.imageBytes,
+        reap,
+      });
       r.runStall = 0xff; // out of reset all 8 Q7 cores are stalled
       return r;
     });
@@ -287,6 +323,17 @@ export class NcRegisters {
   /** Sets an NQ register. */
   setNqRegister(at: number, value: number): void {
     Atomics.store(this.nqWords, at >> 2, value | 0);
+  }
+
+  /**
+   * Publishes the NQ head (device side): stores it, advances the device's reap epoch, and notifies the epoch while
+   * the host's reaper watches it. Sequentially consistent with the reaper's epoch-load, watch-store, then head-look:
+   * either it sees the new head, or this sees it watching and the epoch moved past the value it sleeps on.
+   */
+  publishNqHead(head: number): void {
+    Atomics.store(this.nqWords, NqRegister.HEAD >> 2, head | 0);
+    Atomics.add(this.reap, ReapWord.EPOCH, 1);
+    if (Atomics.load(this.reap, ReapWord.WATCHING) !== 0) Atomics.notify(this.reap, ReapWord.EPOCH);
   }
 
   /**

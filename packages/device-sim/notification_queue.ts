@@ -1,8 +1,10 @@
 /**
  * The device side of one NeuronCore's notification queue: 16-byte records written into the host DRAM ring the host
  * registered in the NQ register block, the device-owned head, and the sticky overflow cause. The head is stored with
- * `Atomics.store` and notified: the host's completion wait (`Portal.notificationWait`, its `comp_efd`) sleeps on that
- * word with `Atomics.waitAsync`, so a completion wakes it with no polling and no message.
+ * `Atomics.store`, then the device's reap epoch advanced and, while the host's reaper watches it, notified: the reaper
+ * sleeps on that word with `Atomics.waitAsync` and signals the completion waits (`Portal.notificationWait`, their
+ * `comp_efd`) whose heads moved, so a completion wakes the host with no polling and no message, and the completions of
+ * several NeuronCores that land before the host looks wake it once.
  *
  * Seed: runtime-synthesis §3.5 ("the device pushes a 16-byte NEURON_ISA notification record into the ENS
  * Notification-Queue ring"; completion is poll-driven, the caller blocks on `comp_efd`), lifecycle-error-model §5.3
@@ -11,7 +13,7 @@
  * @module
  */
 import { encodeNotification, NOTIFICATION_BYTES, type NotificationRecord } from "@nrt/core/isa";
-import { type NcRegisters, NcStatus, NQ_CAUSE_OVERFLOW, NqRegister } from "./nc_registers.ts";
+import { type NcRegisters, NQ_CAUSE_OVERFLOW, NqRegister } from "./nc_registers.ts";
 import type { MemorySpace } from "./memory.ts";
 
 /** What happened to one pushed record. */
@@ -76,10 +78,7 @@ export class NotificationProducer {
       }
     }
     if (head !== this.head) {
-      r.setNqRegister(NqRegister.HEAD, head);
-      // Sequentially consistent with the host's increment-then-check in its wait: either it sees the new head or
-      // this sees it asleep.
-      if (Atomics.load(r.status, NcStatus.HOST_WAITERS) > 0) Atomics.notify(r.nqWords, NqRegister.HEAD >> 2);
+      r.publishNqHead(head);
     }
     return outcome;
   }
