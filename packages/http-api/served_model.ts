@@ -1,7 +1,7 @@
 /**
  * A model as the server runs it: one or more loaded instances of one NEFF (Triton's instance group), each with its
- * own pooled HOST tensors, warmed up by one execution before the model is handed out; a FIFO of requests waiting for
- * a free instance; least-busy dispatch; and the drain that unloading waits for.
+ * own pooled tensors in device memory, warmed up by one execution before the model is handed out; a FIFO of requests
+ * waiting for a free instance; least-busy dispatch; and the drain that unloading waits for.
  *
  * The runtime already runs one execution at a time per NeuronCore (seed: runtime-synthesis §3, `exec_tail`); the
  * queue here mirrors that one level up, so a request's queue time is measurable, the queue is bounded
@@ -220,7 +220,7 @@ export class ServedModel {
   }
 
   /**
-   * Loads `neff` once per entry of `vncs`, allocates each instance's HOST tensors and, unless told otherwise, runs
+   * Loads `neff` once per entry of `vncs`, allocates each instance's device tensors and, unless told otherwise, runs
    * each instance once on zeroed inputs. On any failure the instances already loaded are unloaded again before the
    * error propagates, so no half-loaded model is left behind.
    *
