@@ -31,7 +31,14 @@ export {
 export { defaultQ7Factory } from "./q7_factory.ts";
 export { FAULT_IP_MARKER, TpbFaultMask } from "./sequencer.ts";
 export { NQ_CAUSE_OVERFLOW, NqRegister, STREAM_ENTRY_BYTES } from "./bar0.ts";
-export { type NcRegisterBuffers, type NcRegisters, NcStatus, Q7State, type StreamEntry } from "./nc_registers.ts";
+export {
+  type NcRegisterBuffers,
+  type NcRegisters,
+  NcStatus,
+  Q7State,
+  ReapWord,
+  type StreamEntry,
+} from "./nc_registers.ts";
 export type { QueueBytes } from "./dma_engine.ts";
 export type {
   Q7AbortSignal,
