@@ -415,7 +415,7 @@ export class DeviceSimPortal implements Portal {
   close(): Promise<void> {
     this.#closing ??= (async () => {
       this.#closed = true;
-      // Releases the notification waits in progress, and any made later.
+      // Releases the notification waits in progress (a wait asked after the close is refused).
       for (const d of this.#devices) d.reaper.close();
       await Promise.all(this.#devices.flatMap((d) => d.links.map((l) => l.close())));
       this.#devices.forEach((d) => d.trace.update());
