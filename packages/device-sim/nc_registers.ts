@@ -136,7 +136,7 @@ export function ncRegisterLayout(spec: SiliconSpec): NcRegisterLayout {
   };
 }
 
-/** The two shared buffers of one NeuronCore's registers (what crosses to the device agent). */
+/** The shared buffers of one NeuronCore's registers, and its device's reap words (what crosses to the device agent). */
 export interface NcRegisterBuffers {
   /** The register file and status words. */
   readonly regs: SharedArrayBuffer;
