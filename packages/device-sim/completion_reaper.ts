@@ -11,7 +11,6 @@
  *
  * @module
  */
-import { setImmediate } from "node:timers";
 import { NcStatus, NqRegister, ReapWord } from "./nc_registers.ts";
 
 /** The NQ head's Int32 index in a NeuronCore's NQ block. */
@@ -65,11 +64,6 @@ function abortWaiters(signal: AbortSignal): AbortWaiters {
   return set;
 }
 
-/** Resolves on the event loop's next task (after the I/O the loop has ready). */
-function nextTask(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
-
 /** Ends a wait: its count and its place on the signal go, and its caller goes on. */
 function settle(w: ReapWait): void {
   if (w.done) return;
@@ -97,8 +91,6 @@ function abandon(w: ReapWait): void {
 export class CompletionReaper {
   readonly #reap: Int32Array;
   #waits: ReapWait[] = [];
-  /** Waits whose head moved, released one per task (see {@linkcode CompletionReaper.#watch}). */
-  #releasing: ReapWait[] = [];
   #watching = false;
   #closed = false;
 
@@ -111,7 +103,6 @@ export class CompletionReaper {
   get pending(): number {
     let n = 0;
     for (const w of this.#waits) if (!w.done) n++;
-    for (const w of this.#releasing) if (!w.done) n++;
     return n;
   }
 
@@ -154,59 +145,38 @@ export class CompletionReaper {
   close(): void {
     this.#closed = true;
     for (const w of this.#waits) settle(w);
-    for (const w of this.#releasing) settle(w);
     this.#waits = [];
     Atomics.notify(this.#reap, ReapWord.EPOCH);
   }
 
-  /**
-   * Moves the waits whose head moved (all of them once closed) to {@linkcode CompletionReaper.#releasing}, drops the
-   * ended ones, keeps the rest; returns how many moved.
-   */
+  /** Releases the waits whose head moved (or that ended otherwise) and keeps the rest; returns how many are left. */
   #look(): number {
     const waits = this.#waits;
     const closed = this.#closed;
-    const releasing = this.#releasing;
     let kept = 0;
     for (let i = 0; i < waits.length; i++) {
       const w = waits[i];
       if (w.done) continue;
-      if (closed || Atomics.load(w.words, HEAD) !== w.want) releasing.push(w);
+      if (closed || Atomics.load(w.words, HEAD) !== w.want) settle(w);
       else waits[kept++] = w;
     }
     waits.length = kept;
-    return releasing.length;
+    return kept;
   }
 
   /**
-   * The sleeper: loads the epoch, says it watches, looks at the heads, releases the waits whose head moved, and sleeps
-   * on the epoch while waits are left. Sequentially consistent with the device's head-store, epoch-advance,
-   * watch-load: a head published after the look moved the epoch past the value it sleeps on, and found it watching.
-   *
-   * Several waits found at one look are released one per task of the event loop, in the order they were made (ours).
-   * Released together, their callers advanced in step through their microtasks and rang their next doorbells
-   * together, at the end: with 4 executions in flight back to back and nothing else on the host, 16.2 µs per execute
-   * against 14.6 with a wait of its own each; released one per task, the first reaches its next doorbell before the
-   * next is released (13.9 µs), and with host work between executes the reaper's saving stays (47.5 against 51.1 µs).
+   * The sleeper: loads the epoch, says it watches, looks at the heads, and sleeps on the epoch while waits are left.
+   * Sequentially consistent with the device's head-store, epoch-advance, watch-load: a head published after the look
+   * moved the epoch past the value it sleeps on, and found it watching.
    */
   async #watch(): Promise<void> {
     this.#watching = true;
     const reap = this.#reap;
-    const releasing = this.#releasing;
     try {
       for (;;) {
         const epoch = Atomics.load(reap, ReapWord.EPOCH);
         Atomics.store(reap, ReapWord.WATCHING, 1);
-        if (this.#look() > 0) {
-          settle(releasing[0]);
-          for (let i = 1; i < releasing.length; i++) {
-            await nextTask();
-            settle(releasing[i]);
-          }
-          releasing.length = 0;
-          continue; // heads published meanwhile: look again before sleeping
-        }
-        if (this.#waits.length === 0) return;
+        if (this.#look() === 0) return;
         const r = Atomics.waitAsync(reap, ReapWord.EPOCH, epoch);
         if (r.async) await r.value;
       }

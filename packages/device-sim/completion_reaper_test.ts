@@ -94,21 +94,6 @@ describe("CompletionReaper", () => {
       expect(regs.map((r) => Atomics.load(r.status, NcStatus.HOST_WAITERS))).toEqual(regs.map(() => 0));
     }));
 
-  test("waits found at one look are released one per task, in the order they were made", () =>
-    held(async () => {
-      const { wait, done } = device();
-      const order: string[] = [];
-      const a = wait(1).then(() => order.push("a"));
-      const b = wait(0).then(() => order.push("b"));
-      done(0);
-      done(1);
-      await a;
-      // The first caller has run on; the second is released on a later task, not in the same microtask drain.
-      expect(order).toEqual(["a"]);
-      await b;
-      expect(order).toEqual(["a", "b"]);
-    }));
-
   test("a head published with nobody watching advances the epoch and notifies no one", () =>
     held(async () => {
       const { regs, done } = device();
