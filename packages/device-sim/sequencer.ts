@@ -898,10 +898,6 @@ export class Sequencer {
     return table;
   }
 
-  /**
-   * Reads a staged library image for the Q7 cores to prepare, checking it against its content tag (ours): an image
-   * that is not in device memory, or whose bytes do not hash to the tag the opcode table gives, is an OPCODE fault.
-   */
   /** The key and image reader of the library `lib` describes, kept with `owner` (an entry or a listed library). */
   #libraryOf(
     owner: object,
@@ -914,6 +910,10 @@ export class Sequencer {
     return l;
   }
 
+  /**
+   * Reads a staged library image for the Q7 cores to prepare, checking it against its content tag (ours): an image
+   * that is not in device memory, or whose bytes do not hash to the tag the opcode table gives, is an OPCODE fault.
+   */
   #imageReader(lib: { addr: number; bytes: number; tag: number }): () => Uint8Array {
     return () => {
       const image = this.#d.memory.readPa(lib.addr, lib.bytes);
@@ -938,7 +938,7 @@ export class Sequencer {
   #ulibLoad(ins: Extract<Instruction, { op: typeof Opcode.ULIB_LOAD }>, run: Run): Promise<void> | undefined {
     const saved = this.#opcodeTablePa;
     this.#opcodeTablePa = ins.opcodeTable;
-    let libs: Array<{ addr: number; bytes: number; tag: number; key: string }>;
+    let libs: Array<{ addr: number; bytes: number; tag: number }>;
     try {
       libs = librariesOf(this.#opcodeTable());
     } finally {
@@ -1373,15 +1373,15 @@ export class Sequencer {
   }
 }
 
-/** The libraries of a decoded opcode table with their prepare keys, computed once per decoded table. */
-const TABLE_LIBRARIES = new WeakMap<OpcodeTable, Array<{ addr: number; bytes: number; tag: number; key: string }>>();
+/**
+ * The libraries of a decoded opcode table, listed once per decoded table: the same objects at every ULIB_LOAD, so
+ * the sequencer keeps each one's key and image reader with it (`#libraryOf`).
+ */
+const TABLE_LIBRARIES = new WeakMap<OpcodeTable, Array<{ addr: number; bytes: number; tag: number }>>();
 
-function librariesOf(table: OpcodeTable): Array<{ addr: number; bytes: number; tag: number; key: string }> {
+function librariesOf(table: OpcodeTable): Array<{ addr: number; bytes: number; tag: number }> {
   let libs = TABLE_LIBRARIES.get(table);
-  if (libs === undefined) {
-    libs = opcodeTableLibraries(table).map((l) => ({ ...l, key: libraryKey(l.tag, l.bytes) }));
-    TABLE_LIBRARIES.set(table, libs);
-  }
+  if (libs === undefined) TABLE_LIBRARIES.set(table, libs = opcodeTableLibraries(table));
   return libs;
 }
 
