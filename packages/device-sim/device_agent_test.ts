@@ -4,6 +4,7 @@ import { NcStatus, NqRegister } from "./nc_registers.ts";
 import { DoorbellRing } from "./device_agent.ts";
 import { TestHost } from "./_testing.ts";
 import type { DeviceAgentMode } from "./device_sim_portal.ts";
+import { threadPacer } from "./collection_pacer.ts";
 
 const DOORBELL = 5;
 const program = [
@@ -72,6 +73,23 @@ describe("the device agent", () => {
       30_000,
     );
   }
+
+  test("an inline device's doorbell arms its thread's collection pacer on Bun, and nothing elsewhere", async () => {
+    const h = new TestHost({ hbmBytes: 1 << 24, agents: "inline" });
+    const pacer = threadPacer();
+    pacer.stop();
+    try {
+      await h.attachNq(8);
+      await h.installStream([...program], DOORBELL);
+      expect(pacer.active).toBe(false);
+      await h.portal.semaphoreIncrement(0, 0, DOORBELL, 1);
+      await h.portal.whenIdle(0);
+      expect(pacer.active).toBe(typeof (globalThis as { Bun?: { gc?: unknown } }).Bun?.gc === "function");
+    } finally {
+      pacer.stop();
+      await h.portal.close();
+    }
+  }, 30_000);
 
   for (const agents of ["device", "core", "inline"] as const satisfies readonly DeviceAgentMode[]) {
     test(

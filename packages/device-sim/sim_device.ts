@@ -13,6 +13,7 @@ import { type SiliconSpec, TpbEngType } from "@nrt/core/hal";
 import { NotificationKind, TpbErrorId } from "@nrt/core/isa";
 import type { TimelineSink } from "./device_log.ts";
 import { DmaEngine } from "./dma_engine.ts";
+import { threadPacer } from "./collection_pacer.ts";
 import { type ArmedFault, NcFaults } from "./fault_injector.ts";
 import { FileIoManager } from "./file_io_manager.ts";
 import type { MemorySpace } from "./memory.ts";
@@ -92,6 +93,8 @@ export class SimDevice {
   readonly memory: MemorySpace;
   /** NeuronCores by index (`undefined` for a NeuronCore another agent hosts). */
   readonly ncs: ReadonlyArray<SimNeuronCore | undefined>;
+  /** This thread's collection pacer, told of each doorbell (collection_pacer.ts; ours). */
+  readonly #pacer = threadPacer();
 
   /** Builds the NeuronCores this side runs, in their reset state (no Workers, no SBUF backing). */
   constructor(o: SimDeviceOptions) {
@@ -138,6 +141,7 @@ export class SimDevice {
    */
   doorbell(nc: number, semaphore: number, by: number): void {
     const unit = this.unit(nc);
+    this.#pacer.note();
     let stream = unit.streams.get(semaphore);
     if (stream === undefined) unit.streams.set(semaphore, stream = unit.regs.streamForDoorbell(semaphore) ?? null);
     if (stream === null) return;
