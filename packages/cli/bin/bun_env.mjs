@@ -11,7 +11,9 @@
  * next requests faulted them back in: 1.1–1.9 page faults per request, and JavaScriptCore's block warm-up thread
  * (`JSCWarmUp`) took 13–18% of a CPU. With the pages kept, page faults fell tenfold and `nrt serve --demo` answered
  * 1.16–1.69× the requests per second (alternating 5 s `wrk` rounds, docs/architecture.md §5), for about 140 MB more
- * resident memory, bounded by the largest young generation the collector lets grow. A smaller young generation
+ * resident memory, bounded by the largest young generation the collector lets grow. That bound holds because the
+ * device's thread asks for a collection every 250 ms while it works (packages/device-sim/collection_pacer.ts):
+ * without it a load after an idle half-minute left 680–850 MB resident. A smaller young generation
  * (`BUN_JSC_heapGrowthMaxIncrease=0.05`) also ended the faults, but its extra collections cost more (0.87×).
  *
  * The other side: the process keeps for reuse whatever it frees, so its resident memory stays near its peak (a probe
