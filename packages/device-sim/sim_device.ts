@@ -11,9 +11,9 @@
  */
 import { type SiliconSpec, TpbEngType } from "@nrt/core/hal";
 import { NotificationKind, TpbErrorId } from "@nrt/core/isa";
+import { threadPacer } from "./collection_pacer.ts";
 import type { TimelineSink } from "./device_log.ts";
 import { DmaEngine } from "./dma_engine.ts";
-import { threadPacer } from "./collection_pacer.ts";
 import { type ArmedFault, NcFaults } from "./fault_injector.ts";
 import { FileIoManager } from "./file_io_manager.ts";
 import type { MemorySpace } from "./memory.ts";
