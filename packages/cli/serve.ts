@@ -25,7 +25,7 @@ import {
   Runtime,
 } from "@nrt/core";
 import { type DeviceAgentMode, DeviceSimPortal } from "@nrt/device-sim";
-import { createGrpcInferenceServer, DEFAULT_GRPC_PORT, type GrpcInferenceServer } from "@nrt/grpc-api";
+import type { GrpcInferenceServer } from "@nrt/grpc-api";
 import {
   createInferenceApp,
   DashboardMonitor,
@@ -80,6 +80,9 @@ export const SERVE_SUMMARY: string =
 
 /** Seconds a shutdown lets the requests in flight finish, by default (within Kubernetes' 30-second grace period). */
 export const DEFAULT_DRAIN_SECONDS = 25;
+
+/** `nrt serve`'s gRPC port unless `--grpc-port` says otherwise: 8001, as Triton and KServe use (ours). */
+export const SERVE_GRPC_PORT = 8001;
 
 /**
  * How `nrt serve` is called: its usage, summary and option table. {@linkcode parseServeArgs} parses by the table (with
@@ -676,13 +679,16 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     port = server.port;
     let grpcPort: number | undefined;
     if (options.grpcPort !== undefined && options.grpcPort !== "off") {
-      grpc = createGrpcInferenceServer({
-        runtime,
-        repository,
-        metrics,
-        limits: { maxReceiveMessageBytes: maxBodyBytes, messageDeadlineMs: bodyDeadlineMs },
-      });
+      // Loaded here, not with this module: grpc-js is 15–21 MiB resident and 65 ms to import, which every other
+      // user of `@nrt/cli` (the composition root, the other commands, a server with `--grpc-port 0`) would pay.
       try {
+        const { createGrpcInferenceServer } = await import("@nrt/grpc-api");
+        grpc = createGrpcInferenceServer({
+          runtime,
+          repository,
+          metrics,
+          limits: { maxReceiveMessageBytes: maxBodyBytes, messageDeadlineMs: bodyDeadlineMs },
+        });
         grpcPort = (await grpc.listen(host, options.grpcPort)).port;
       } catch (e) {
         await server.stop(true);
@@ -911,7 +917,7 @@ export async function runServe(args: readonly string[]): Promise<number> {
   });
   const server = await startServer({
     ...options,
-    grpcPort: options.grpcPort ?? DEFAULT_GRPC_PORT,
+    grpcPort: options.grpcPort ?? SERVE_GRPC_PORT,
     announce: process.env,
     inspect,
   });
