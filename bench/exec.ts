@@ -165,26 +165,36 @@ async function timesUs(fn: () => Promise<unknown>, runs: number): Promise<number
   return xs;
 }
 
+/** One run after an idle gap against the steady state: medians over rounds of the first run, the steady run, and their ratio. */
+interface AfterIdle {
+  readonly firstUs: number;
+  readonly steadyUs: number;
+  readonly ratio: number;
+}
+
 /**
- * After 300 warm-up runs of `once`, the median over 10 rounds of one run after `idleMs` of idling ÷ the steady median
- * of the runs that follow it.
+ * After 300 warm-up runs of `once`, over 10 rounds: one run after `idleMs` of idling, then the median of the runs that
+ * follow it; the medians of both and of their ratio.
  */
-async function afterIdleRatio(once: () => Promise<unknown>, idleMs: number): Promise<number> {
+async function afterIdle(once: () => Promise<unknown>, idleMs: number): Promise<AfterIdle> {
   for (let i = 0; i < 300; i++) await once();
-  const ratios: number[] = [];
+  const firsts: number[] = [], steadies: number[] = [], ratios: number[] = [];
   for (let round = 0; round < 10; round++) {
     await new Promise((r) => setTimeout(r, idleMs));
     const t0 = performance.now();
     await once();
     const first = (performance.now() - t0) * 1000;
-    ratios.push(first / median(await timesUs(once, STEADY)));
+    const steady = median(await timesUs(once, STEADY));
+    firsts.push(first);
+    steadies.push(steady);
+    ratios.push(first / steady);
   }
-  return median(ratios);
+  return { firstUs: median(firsts), steadyUs: median(steadies), ratio: median(ratios) };
 }
 
-/** {@linkcode afterIdleRatio} of `c` on 8 cores of bare Workers (inputs in and output out, as `bare` does). */
-function bareAfterIdle(c: Case, idleMs: number): Promise<number> {
-  return withBare(c, defaultQ7Workers(), (run) => afterIdleRatio(() => run(8), idleMs));
+/** {@linkcode afterIdle} of `c` on 8 cores of bare Workers (inputs in and output out, as `bare` does). */
+function bareAfterIdle(c: Case, idleMs: number): Promise<AfterIdle> {
+  return withBare(c, defaultQ7Workers(), (run) => afterIdle(() => run(8), idleMs));
 }
 
 // 1. execute vs the limit, for each Q7 Worker count.
@@ -267,7 +277,9 @@ const firsts = [];
         first_execute_us: Math.round(median(first)),
         steady_us: Math.round(median(steady)),
         ratio: +median(ratio).toFixed(2),
-        bare_after_idle_ratio: +limit.toFixed(2),
+        bare_first_us: Math.round(limit.firstUs),
+        bare_steady_us: Math.round(limit.steadyUs),
+        bare_after_idle_ratio: +limit.ratio.toFixed(2),
         goal: 2,
       });
     }
@@ -278,28 +290,33 @@ const firsts = [];
 }
 emit(
   "exec",
-  `First execute after a load vs the steady median of the same model (median of 10 rounds); bare_after_idle_ratio: ` +
-    `8 bare Workers' first dispatch after an idle gap as long as a load ÷ their steady median`,
+  `First execute after a load vs the steady median of the same model (median of 10 rounds); bare_*: 8 bare ` +
+    `Workers' first dispatch after an idle gap as long as a load, their steady median, and the ratio of the two`,
   firsts,
 );
 
 // 3b. An execute of a loaded model after it sat idle (sporadic traffic), against its steady median, paired per round;
 // beside it bare Workers after the same idle gap.
 const IDLE_MS = 20;
-const afterIdle = [];
+const afterIdleRows = [];
 for (const c of CASES) {
-  const ratio = await withModel(c, 8, "device", (execute) => afterIdleRatio(execute, IDLE_MS));
-  afterIdle.push({
+  const ours = await withModel(c, 8, "device", (execute) => afterIdle(execute, IDLE_MS));
+  const limit = await bareAfterIdle(c, IDLE_MS);
+  afterIdleRows.push({
     case: c.name,
     idle_ms: IDLE_MS,
-    ratio: +ratio.toFixed(2),
-    bare_after_idle_ratio: +(await bareAfterIdle(c, IDLE_MS)).toFixed(2),
+    first_execute_us: Math.round(ours.firstUs),
+    steady_us: Math.round(ours.steadyUs),
+    ratio: +ours.ratio.toFixed(2),
+    bare_first_us: Math.round(limit.firstUs),
+    bare_steady_us: Math.round(limit.steadyUs),
+    bare_after_idle_ratio: +limit.ratio.toFixed(2),
   });
 }
 emit(
   "exec",
   `Execute after ${IDLE_MS} ms idle ÷ the steady median (median of 10 rounds), beside bare Workers`,
-  afterIdle,
+  afterIdleRows,
 );
 
 // 4. Where the device runs.
