@@ -81,7 +81,7 @@ export const SERVE_SUMMARY: string =
 /** Seconds a shutdown lets the requests in flight finish, by default (within Kubernetes' 30-second grace period). */
 export const DEFAULT_DRAIN_SECONDS = 25;
 
-/** `nrt serve`'s gRPC port unless `--grpc-port` says otherwise: 8001, as Triton and KServe use (ours). */
+/** `nrt serve`'s gRPC port unless `--grpc-port` says otherwise: 8001, as Triton's (ours). */
 export const SERVE_GRPC_PORT = 8001;
 
 /**
