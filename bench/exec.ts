@@ -165,7 +165,7 @@ async function timesUs(fn: () => Promise<unknown>, runs: number): Promise<number
   return xs;
 }
 
-/** One run after an idle gap against the steady state: medians over rounds of the first run, the steady run, and their ratio. */
+/** One run after an idle gap against the steady state: over the rounds, the medians of both runs and of their ratio. */
 interface AfterIdle {
   readonly firstUs: number;
   readonly steadyUs: number;
