@@ -2,10 +2,11 @@
  * `bench/exec.ts`: `Model.execute` against the limit of this machine, each pair measured in the same run.
  *
  * - **execute vs bare Workers.** A no-op kernel (16 floats) and vector_add at 1 MiB per tensor, through the public
- *   runtime on the simulated device (doorbell → device agent → sequencer → DMA → 8 Q7 Workers → DRAIN → completion
- *   record → host wake), against the same kernel's raw `.wasm` on 8 bare Workers over one shared memory
- *   (`_bare_workers.ts`, nothing of ours) plus a plain copy of the inputs in and the output out. The plain copy of
- *   the same bytes is printed too: the floor of moving them.
+ *   runtime on the simulated device (doorbell → device agent → sequencer → DMA → the 8 Q7 cores, on the Workers or,
+ *   once the op is learned quick, on the agent's thread → DRAIN → completion record → host wake), against the same
+ *   kernel's raw `.wasm` on 8 bare Workers over one shared memory (`_bare_workers.ts`, nothing of ours) plus a plain
+ *   copy of the inputs in and the output out. The plain copy of the same bytes is printed too: the floor of moving
+ *   them.
  * - **SPMD.** vector_add at 1 MiB on 8 Q7 cores against 1, through the runtime and on bare Workers, the two timed in
  *   alternation (two models on one NeuronCore; the bare side's one set of Workers). The goal is ≥ 0.8 × min(8, CPUs).
  * - Both for each number of Workers the 8 Q7 cores run on (`q7_workers`, `NRT_SIM_Q7_WORKERS`): the default,

@@ -1,12 +1,12 @@
 /**
- * The device agent's watchdog for the ops it runs on its own thread (ours). The agent runs an op whose tensors are
- * small on its own instances of the 8 Q7 cores (`Q7ClusterOptions.localOpBytes`) instead of waking the cluster's
- * Workers: on 2 CPUs the two thread hops cost more than the kernel. While such an op runs, the agent's event loop is
- * blocked, so its sequencer's watchdog timer, an `elapse` and a `close` wait. This class starts one more Worker
- * (q7/q7_watchdog.js) that watches the doorbell ring's watchdog words instead and sets the running cluster's kill
- * flag when the op's deadline passes on the device clock (the shared clock plus every `elapse` the host made, which
- * the host adds to the ring's skew word as it sends the message), when the host sends a Q7 reset of the op's
- * NeuronCore, or when it closes the device. The kernel then traps at its next guard poll. At its deadline, the
+ * The device agent's watchdog for the ops it runs on its own thread (ours). The agent runs an op whose kernel is quick
+ * on its own instances of the 8 Q7 cores (`Q7ClusterOptions.localOpBytes`, `localLearnNs`) instead of waking the
+ * cluster's Workers: the two thread hops cost more than the Workers' parallelism gains. While such an op runs, the
+ * agent's event loop is blocked, so its sequencer's watchdog timer, an `elapse` and a `close` wait. This class starts
+ * one more Worker (q7/q7_watchdog.js) that watches the doorbell ring's watchdog words instead and sets the running
+ * cluster's kill flag when the op's deadline passes on the device clock (the shared clock plus every `elapse` the host
+ * made, which the host adds to the ring's skew word as it sends the message), when the host sends a Q7 reset of the
+ * op's NeuronCore, or when it closes the device. The kernel then traps at its next guard poll. At its deadline, the
  * sequencer drops the run as its own watchdog would have; after a reset or close, the op never joins and the message,
  * once the agent takes it, drops the run as it drops a run whose op spins on the Workers.
  *

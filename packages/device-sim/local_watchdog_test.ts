@@ -2,8 +2,18 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { DOORBELL_RING_BYTES } from "./device_agent.ts";
 import { LocalWatchdog } from "./local_watchdog.ts";
-import { defaultLocalOpBytes, Q7_LOCAL_OP_BYTES_ENV, Q7Cluster } from "./q7/q7_cluster.ts";
-import { doorbellWord, MAILBOX, MB_DONE } from "./q7/_abi.ts";
+import {
+  defaultLocalOpBytes,
+  LOCAL_LEARN_MAX_NS,
+  LOCAL_UNLEARN_NS,
+  localLearnNs,
+  MAX_QUICK_OPS,
+  Q7_LOCAL_OP_BYTES_ENV,
+  Q7Cluster,
+  type TensorDesc,
+  WORKER_HOPS_NS,
+} from "./q7/q7_cluster.ts";
+import { doorbellWord, Dtype, MAILBOX, MB_DONE, SBUF_BASE } from "./q7/_abi.ts";
 
 const kernel = (name: string) =>
   new Uint8Array(readFileSync(new URL(`../../kernels/wasm/${name}.wasm`, import.meta.url)));
@@ -31,6 +41,7 @@ async function cluster(
   });
   await c.boot({ iram: kernel("stock_pool"), dram: new Uint8Array(4) });
   await c.prepare("faults", kernel("faults"));
+  await c.prepare("relu", kernel("relu"));
   // The watchdog's Worker takes the cluster's memory on its own time; until then every op runs on the Workers.
   for (let i = 0; i < 5000 && !c.localReady; i++) await new Promise((r) => setTimeout(r, 1));
   expect(c.localReady).toBe(true);
@@ -38,18 +49,30 @@ async function cluster(
 }
 
 /**
- * Runs the quick printf until the cluster has learned it quick (a first run of a cold kernel may take more than the
- * 1 ms of kernel time that learning asks for); resolves once an op of it ran on this thread.
+ * Runs an op (by default the quick printf) until the cluster has learned it quick (a run of a cold or preempted kernel
+ * may take more than the kernel time learning asks for, `localLearnNs`); resolves once an op of it ran on this thread.
  */
-async function learn(c: Q7Cluster): Promise<void> {
-  for (let i = 0; i < 50; i++) {
-    const done = c.dispatch(printf(1n, NOW() + 60_000));
+async function learn(c: Q7Cluster, op: () => ReturnType<typeof printf> = () => printf(1n, NOW() + 60_000)) {
+  for (let i = 0; i < 200; i++) {
+    const done = c.dispatch(op());
     const here = c.hasPending;
     c.runPending();
     await done;
     if (here) return;
   }
-  throw new Error("printf was never learned quick");
+  throw new Error(`${op().fn} was never learned quick`);
+}
+
+/** relu over `n` floats, in and out at the start of the SBUF window, on `totalCpus` cores, with a far deadline. */
+function relu(n: number, totalCpus: 1 | 8 = 8) {
+  const t = (at: number): TensorDesc => ({ addr: SBUF_BASE + at, bytes: n * 4, dtype: Dtype.float32, dims: [n] });
+  return {
+    key: "relu",
+    fn: "relu",
+    totalCpus,
+    args: { inputs: [t(0)], outputs: [t(n * 4)], ints: [] },
+    deadlineMs: NOW() + 60_000,
+  };
 }
 
 /** Runs `job` on another thread (the host while this one is blocked); resolves when it has acted. */
@@ -62,9 +85,9 @@ function fromAnotherThread(job: Record<string, unknown>): Promise<Worker> {
 }
 
 describe("Q7Cluster ops on the calling thread, under the local watchdog", () => {
-  test("localOpBytes is an integer ≥ 0: 64 KiB for the device agent, NRT_SIM_LOCAL_OP_BYTES overrides it", async () => {
+  test("localOpBytes is an integer ≥ 0: no bound for the device agent, NRT_SIM_LOCAL_OP_BYTES sets one", async () => {
     expect(Q7_LOCAL_OP_BYTES_ENV).toBe("NRT_SIM_LOCAL_OP_BYTES");
-    expect(defaultLocalOpBytes({})).toBe(65536);
+    expect(defaultLocalOpBytes({})).toBe(9007199254740991);
     expect(defaultLocalOpBytes({ NRT_SIM_LOCAL_OP_BYTES: "0" })).toBe(0);
     expect(defaultLocalOpBytes({ NRT_SIM_LOCAL_OP_BYTES: "4096" })).toBe(4096);
     for (const text of ["-1", "1.5", "lots"]) {
@@ -86,7 +109,7 @@ describe("Q7Cluster ops on the calling thread, under the local watchdog", () => 
       expect(c.hasPending).toBe(false);
       expect((await first).cores.map((r) => r.status)).toEqual(Array(8).fill("ok"));
       expect(c.drainStdio().length).toBe(8);
-      await learn(c); // one quick run on the Workers is enough, unless the cold first one took more than 1 ms
+      await learn(c); // one quick run on the Workers is enough, unless the cold first one took too long
       c.drainStdio();
       // Then here: the dispatch only writes the mailbox; runPending runs it and settles it.
       const second = c.dispatch(printf(2n, far));
@@ -184,7 +207,7 @@ describe("Q7Cluster ops on the calling thread, under the local watchdog", () => 
       const second = await cluster(quick, first.dog);
       try {
         await learn(first.c); // learned on the first cluster
-        expect([...quick]).toEqual(["faults\0printf"]);
+        expect([...quick]).toEqual(["faults\u0000printf\u00000/8"]); // the function, its tensor bytes, its fan-out
         const local = second.c.dispatch(printf(1n, NOW() + 60_000));
         expect(second.c.hasPending).toBe(true); // the second cluster's first op of it: here
         second.c.runPending();
@@ -203,6 +226,58 @@ describe("Q7Cluster ops on the calling thread, under the local watchdog", () => 
     },
     20_000,
   );
+
+  test("an op's shape is what is learned: other tensor bytes or fan-out go to the Workers first", async () => {
+    const { c, dog } = await cluster();
+    try {
+      await learn(c, () => relu(16));
+      for (const op of [relu(32), relu(16, 1)]) {
+        const other = c.dispatch(op);
+        expect({ n: op.args.inputs[0].bytes / 4, cpus: op.totalCpus, here: c.hasPending }).toEqual({
+          n: op.args.inputs[0].bytes / 4,
+          cpus: op.totalCpus,
+          here: false,
+        });
+        expect((await other).cores.filter((r) => r.ran).every((r) => r.status === "ok")).toBe(true);
+      }
+      const again = c.dispatch(relu(16)); // the learned shape still runs here
+      expect(c.hasPending).toBe(true);
+      c.runPending();
+      expect((await again).cores.every((r) => r.status === "ok")).toBe(true);
+    } finally {
+      c.terminate();
+      dog.stop();
+    }
+  });
+
+  test("a quick set keeps at most 4096 ops, dropping the oldest", async () => {
+    expect(MAX_QUICK_OPS).toBe(4096);
+    const quick = new Set(Array.from({ length: 4096 }, (_, i) => `old ${i}`));
+    const { c, dog } = await cluster(quick);
+    try {
+      await learn(c);
+      expect(quick.size).toBe(4096);
+      expect(quick.has("old 0")).toBe(false);
+      expect(quick.has("old 1")).toBe(true);
+      expect(quick.has("faults\u0000printf\u00000/8")).toBe(true);
+    } finally {
+      c.terminate();
+      dog.stop();
+    }
+  });
+
+  test("an op is learned quick under hops × p / (p − 1) of kernel time, p = min(Workers, CPUs), at most 1 ms", () => {
+    expect(WORKER_HOPS_NS).toBe(100_000);
+    expect(LOCAL_LEARN_MAX_NS).toBe(1_000_000);
+    expect(LOCAL_UNLEARN_NS).toBe(10_000_000); // and back to the Workers past 10 ms
+    expect(localLearnNs(2, 2)).toBe(200_000);
+    expect(localLearnNs(8, 2)).toBe(200_000); // 8 Workers on 2 CPUs run 2 at a time
+    expect(localLearnNs(4, 4)).toBe(133_333);
+    expect(localLearnNs(8, 8)).toBe(114_286);
+    expect(localLearnNs(8, 16)).toBe(114_286);
+    expect(localLearnNs(1, 8)).toBe(1_000_000); // one Worker gains nothing from parallelism
+    expect(localLearnNs(2, 1)).toBe(1_000_000);
+  });
 
   for (const action of ["reset", "close"] as const) {
     test(

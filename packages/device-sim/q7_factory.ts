@@ -16,18 +16,19 @@ export const defaultQ7Factory: Q7ClusterFactory = async (options): Promise<Q7Clu
   await Q7Cluster.create({ sbufBytes: options.sbufBytes, memorySlot: options.memorySlot });
 
 /**
- * The device agent's factory: `Q7Cluster`s that run ops of at most `localOpBytes` bytes of tensors on the agent's
- * own thread (default `defaultLocalOpBytes()`: 64 KiB, or `NRT_SIM_LOCAL_OP_BYTES`), stopped by `watchdog` when
- * they overrun their deadline (ours, see local_watchdog.ts). Their Workers are started with `spawn` (default: on
- * this thread; the agent in a Worker has the host start them, see worker_spawn.ts).
+ * The device agent's factory: `Q7Cluster`s that run quick ops (`localLearnNs` of kernel time) of at most
+ * `localOpBytes` bytes of tensors on the agent's own thread (default `defaultLocalOpBytes()`: no bound, or
+ * `NRT_SIM_LOCAL_OP_BYTES`), stopped by `watchdog` when they overrun their deadline (ours, see local_watchdog.ts).
+ * Their Workers are started with `spawn` (default: on this thread; the agent in a Worker has the host start them, see
+ * worker_spawn.ts).
  */
 export function localOpsQ7Factory(
   watchdog: { forCore(nc: number): Q7LocalWatchdog },
   localOpBytes?: number,
   spawn?: WorkerSpawner,
 ): Q7ClusterFactory {
-  // One record of quick functions for all the agent's clusters: a cluster booted after a Q7 reset or a reload runs
-  // the functions already seen quick on the agent's thread from their first op.
+  // One record of quick ops for all the agent's clusters: a cluster booted after a Q7 reset or a reload runs the ops
+  // already seen quick on the agent's thread from their first dispatch.
   const quick = new Set<string>();
   return async (options): Promise<Q7ClusterPort> =>
     await Q7Cluster.create({

@@ -1084,7 +1084,7 @@ export class Sequencer {
   }
 
   /**
-   * Runs the op of `run` that the cluster left for this thread, if one waits (a small op, `localOpBytes`, ours): at the
+   * Runs the op of `run` that the cluster left for this thread, if one waits (a quick op, `localOpBytes`, ours): at the
    * DRAIN, after the records of the instructions between the EXTENDED_INST and it are published, as the cores would
    * have run beside them. If the cluster's watchdog stopped it at its deadline, the run is dropped as #checkWatchdog
    * drops it, and its op never joins.

@@ -196,12 +196,12 @@ export interface Q7ClusterOptions {
   /**
    * Ops whose tensors (inputs and outputs together) hold at most this many bytes, and that have a deadline ({@linkcode
    * DispatchOp.deadlineMs}), run on the calling thread, on its own instances of the 8 cores, instead of waking the
-   * Workers (default 0: every op runs on the Workers; ours), once the function has returned ok on the Workers within
-   * {@linkcode LOCAL_LEARN_NS}. Such a dispatch only writes the mailbox; the op runs at the caller's next {@linkcode
-   * Q7Cluster.runPending}. Waking a Worker and being woken back costs more than a small kernel: the device agent runs
-   * small ops itself and keeps the Workers for the ones that gain from running in parallel. A kernel that spins on the
-   * calling thread can only be stopped by another thread setting the kill flag ({@linkcode Q7Cluster.killFlag}), so
-   * only a thread that has such a watchdog should set it.
+   * Workers (default 0: every op runs on the Workers; ours), once an op of the same function, tensor bytes and fan-out
+   * has returned ok within {@linkcode localLearnNs} of kernel time. Such a dispatch only writes the mailbox; the op
+   * runs at the caller's next {@linkcode Q7Cluster.runPending}. Waking the Workers and being woken back costs more than
+   * a short kernel: the device agent runs short ops itself and keeps the Workers for the ones that gain from running in
+   * parallel. A kernel that spins on the calling thread can only be stopped by another thread setting the kill flag
+   * ({@linkcode Q7Cluster.killFlag}), so only a thread that has such a watchdog should set it.
    */
   localOpBytes?: number;
   /**
@@ -210,8 +210,9 @@ export interface Q7ClusterOptions {
    */
   watchdog?: Q7LocalWatchdog;
   /**
-   * Where the cluster records the library functions it has seen return quickly (ours): give the clusters of one owner
-   * the same set, and a function learned quick in one runs on the calling thread in the next from its first op.
+   * Where the cluster records the ops (library function, tensor bytes, fan-out) it has seen return quickly (ours): give
+   * the clusters of one owner the same set, and an op learned quick in one runs on the calling thread in the next from
+   * its first dispatch. It keeps at most {@linkcode MAX_QUICK_OPS} entries, dropping the oldest.
    */
   quick?: Set<string>;
   /**
@@ -363,11 +364,13 @@ export function defaultQ7Workers(env?: Record<string, string | undefined>): numb
 export const Q7_LOCAL_OP_BYTES_ENV = "NRT_SIM_LOCAL_OP_BYTES";
 
 /**
- * The default {@linkcode Q7ClusterOptions.localOpBytes} of the device agent's clusters (ours): 64 KiB of tensors. Below
- * it, waking the Workers and being woken back (two thread hops, 35–60 µs each here) costs more than running the 8
- * cores in turn on the agent's thread; above it, the Workers' parallelism pays (a 1 MiB vector_add).
+ * The default {@linkcode Q7ClusterOptions.localOpBytes} of the device agent's clusters (ours): no bound. Where an op
+ * runs is decided by its kernel time ({@linkcode localLearnNs}), not by its bytes: a 1 MiB vector_add (3 MiB of
+ * tensors, about 0.2 ms of kernel time) ran in 283–299 µs on the agent's thread against 474 µs on 2 Workers (Bun;
+ * Deno 452–475 against 545–555), while the layers of a convolution network that take a millisecond gain from the
+ * Workers (docs/architecture.md §5). It was 64 KiB.
  */
-export const DEFAULT_LOCAL_OP_BYTES = 64 * 1024;
+export const DEFAULT_LOCAL_OP_BYTES = Number.MAX_SAFE_INTEGER;
 
 /**
  * The device agent's {@linkcode Q7ClusterOptions.localOpBytes}: {@linkcode Q7_LOCAL_OP_BYTES_ENV} if it is set (a
@@ -416,8 +419,13 @@ interface Reply {
 interface FnEntry {
   id: number;
   name: Uint8Array;
-  /** The name the function is learned quick under: `key\0fn` (`\0fn` for the firmware's). */
+  /** The function's name in the quick set: `key\0fn` (`\0fn` for the firmware's). */
   learn: string;
+  /**
+   * The names its ops are learned quick under, by {@linkcode opShape}: `key\0fn\0bytes/totalCpus`, built once per shape
+   * (not per dispatch).
+   */
+  shapes: Map<number, string>;
 }
 
 /** The 8 Q7 cores of one NeuronCore, multiplexed onto Workers over one shared memory. */
@@ -464,15 +472,17 @@ export class Q7Cluster {
   /** All 8 cores on this thread, for ops of at most `localOpBytes` bytes (undefined when it is 0). */
   #local: Q7Cores | undefined;
   readonly #localOpBytes: number;
+  /** Kernel time under which an op is learned quick ({@linkcode localLearnNs}, ns). */
+  readonly #learnNs: number;
   #watchdog: { readonly dog: Q7LocalWatchdog; readonly id: number } | undefined;
   #watchdogFired = false;
   /**
-   * Library functions (`key\0fn`) whose last run returned ok in little time: they may run on the calling thread. Shared
-   * with the other clusters of the same owner when {@linkcode Q7ClusterOptions.quick} is given (library keys name the
-   * content, so a function learned quick stays quick in the next cluster).
+   * Library ops (`key\0fn\0bytes/totalCpus`) whose last run returned ok in little time: they may run on the calling
+   * thread. Shared with the other clusters of the same owner when {@linkcode Q7ClusterOptions.quick} is given (library
+   * keys name the content, so an op learned quick stays quick in the next cluster).
    */
   readonly #quick: Set<string>;
-  /** The same for the firmware's functions (`\0fn`), which belong to this cluster's boot only. */
+  /** The same for the firmware's ops (`\0fn\0…`), which belong to this cluster's boot only. */
   readonly #quickFirmware = new Set<string>();
   /** The op handed to this thread's cores, run by {@linkcode Q7Cluster.runPending}. */
   #pending: PendingLocalOp | undefined;
@@ -494,6 +504,7 @@ export class Q7Cluster {
     this.workers = workers;
     this.maxLibraries = maxLibraries;
     this.#localOpBytes = localOpBytes;
+    this.#learnNs = localLearnNs(workers);
     if (localOpBytes > 0) {
       this.#local = createQ7Cores({
         layout: WORKER_LAYOUT,
@@ -716,11 +727,11 @@ export class Q7Cluster {
         throw e;
       }
       this.#inFlight = op.key;
-      const learn = this.#local === undefined ? undefined : fn.learn;
+      const bytes = argBytes(op.args);
+      const learn = this.#local === undefined ? undefined : opLearnName(fn, bytes, op.totalCpus);
       if (
         learn !== undefined && this.#watchdog !== undefined && op.deadlineMs !== undefined &&
-        this.#quickSet(learn).has(learn) && argBytes(op.args) <= this.#localOpBytes &&
-        this.#watchdog.dog.ready(this.#watchdog.id)
+        this.#quickSet(learn).has(learn) && bytes <= this.#localOpBytes && this.#watchdog.dog.ready(this.#watchdog.id)
       ) {
         return this.#deferLocal(slot, fn, op.totalCpus, op.deadlineMs, signal, learn);
       }
@@ -901,7 +912,7 @@ export class Q7Cluster {
       if (name.length === 0 || name.length > FN_NAME_MAX) {
         throw new RangeError(`Cannot dispatch "${fn}": a function name has 1 to ${FN_NAME_MAX} bytes`);
       }
-      entry = { id: this.#nextFnId++, name, learn: `${library}\0${fn}` };
+      entry = { id: this.#nextFnId++, name, learn: `${library}\0${fn}`, shapes: new Map() };
       bySlot.set(fn, entry);
     }
     return entry;
@@ -1109,10 +1120,10 @@ export class Q7Cluster {
   }
 
   /**
-   * Reads the op's status records. `learn` is the op's function's `learn` name: if every core returned `ok` within
-   * {@linkcode LOCAL_LEARN_NS} of kernel time all told, the function may run on the calling thread next time; past
-   * {@linkcode LOCAL_UNLEARN_NS} it goes back to the Workers (one slow run of a cold or preempted kernel between the
-   * two changes nothing).
+   * Reads the op's status records. `learn` is the op's name in the quick set: if every core returned `ok` within
+   * {@linkcode localLearnNs} of kernel time all told, ops of its shape may run on the calling thread next time; past
+   * {@linkcode LOCAL_UNLEARN_NS} they go back to the Workers (one slow run of a cold or preempted kernel between the
+   * two changes nothing: on a loaded machine a run here is preempted for milliseconds).
    */
   #complete(totalCpus: number, learn?: string): DispatchResult {
     this.#busy = false;
@@ -1126,8 +1137,14 @@ export class Q7Cluster {
         ok &&= view.getInt32(rec + CS.status, true) === Status.ok;
         ns += view.getFloat64(rec + CS.elapsedNs, true);
       }
-      if (ok && ns <= LOCAL_LEARN_NS) this.#quickSet(learn).add(learn);
-      else if (ns > LOCAL_UNLEARN_NS) this.#quickSet(learn).delete(learn);
+      const quick = this.#quickSet(learn);
+      if (ok && ns <= this.#learnNs) {
+        if (!quick.has(learn)) {
+          // Bounded: the oldest entry goes (a Set iterates in insertion order). Only a newly learned op adds one.
+          if (quick.size >= MAX_QUICK_OPS) quick.delete(quick.values().next().value!);
+          quick.add(learn);
+        }
+      } else if (ns > LOCAL_UNLEARN_NS) quick.delete(learn);
     }
     for (let cpu = 0; cpu < Q7_CORES; cpu++) {
       if (cpu >= totalCpus) {
@@ -1184,14 +1201,61 @@ interface PendingLocalOp {
 }
 
 /**
- * Kernel time (ns, all cores together) under which an op the Workers ran may run on the calling thread next time
- * (ours): 1 ms. A function runs there only once it has returned, quickly, on the Workers, so a kernel that spins or
+ * The most kernel time (ns, all cores together) under which an op may be learned quick, whatever the Workers (ours):
+ * 1 ms. An op runs on the calling thread only once it has returned, quickly, on the Workers, so a kernel that spins or
  * runs long stays on the Workers, where the device's messages (a Q7 reset, an unload) reach it at once.
  */
-export const LOCAL_LEARN_NS = 1_000_000;
+export const LOCAL_LEARN_MAX_NS = 1_000_000;
 
-/** Kernel time (ns, all cores together) past which a function goes back to the Workers (ours): 10 ms. */
+/**
+ * What running an op on the Workers costs beyond its kernel time (ns, ours): waking them and being woken back, two
+ * thread hops of 35–60 µs each on the 2-vCPU machines measured (docs/architecture.md §5).
+ */
+export const WORKER_HOPS_NS = 100_000;
+
+/** Kernel time (ns, all cores together) past which an op learned quick goes back to the Workers (ours): 10 ms. */
 export const LOCAL_UNLEARN_NS = 10_000_000;
+
+/**
+ * The kernel time (ns, all cores together) under which an op runs faster on the calling thread than on `workers`
+ * Workers (ours): on p = min(workers, CPUs) of them the op takes about {@linkcode WORKER_HOPS_NS} + K / p against K
+ * here, so K ≤ hops × p / (p − 1): 200 µs on 2 CPUs, 133 µs on 4, 114 µs on 8; {@linkcode LOCAL_LEARN_MAX_NS} at
+ * most (and with one Worker, which gains nothing from parallelism).
+ *
+ * @param workers the cluster's Workers
+ * @param cpus the CPUs they share (default `navigator.hardwareConcurrency`, 8 where that is unknown)
+ * @returns the threshold in ns
+ */
+export function localLearnNs(workers: number, cpus?: number): number {
+  const hw = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
+  const p = Math.min(workers, cpus ?? (typeof hw === "number" && hw >= 1 ? Math.floor(hw) : Q7_CORES));
+  return p <= 1 ? LOCAL_LEARN_MAX_NS : Math.min(LOCAL_LEARN_MAX_NS, Math.round((WORKER_HOPS_NS * p) / (p - 1)));
+}
+
+/** Entries a quick set keeps (ours): one per op shape seen quick; past it the oldest goes. */
+export const MAX_QUICK_OPS = 4096;
+
+/** Learn names a function entry caches (ours); past it the cache starts again. */
+const MAX_SHAPES_PER_FN = 256;
+
+/**
+ * An op's shape for learning (ours): one function serves ops of very different sizes (a convolution on every layer of
+ * a network), so what is learned is the function at given tensor bytes and fan-out.
+ */
+function opShape(bytes: number, totalCpus: number): number {
+  return bytes * 2 + (totalCpus === Q7_CORES ? 1 : 0);
+}
+
+/** The name an op of `fn` with these tensor bytes and fan-out is learned quick under (built once per shape). */
+function opLearnName(fn: FnEntry, bytes: number, totalCpus: number): string {
+  const shape = opShape(bytes, totalCpus);
+  let name = fn.shapes.get(shape);
+  if (name === undefined) {
+    if (fn.shapes.size >= MAX_SHAPES_PER_FN) fn.shapes.clear(); // bounded; a name is only a cache of its string
+    fn.shapes.set(shape, name = `${fn.learn}\0${bytes}/${totalCpus}`);
+  }
+  return name;
+}
 
 /** The bytes an op's tensors hold, inputs and outputs together. */
 function argBytes(args: ArgBlock): number {
