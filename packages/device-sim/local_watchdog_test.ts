@@ -4,6 +4,7 @@ import { DOORBELL_RING_BYTES } from "./device_agent.ts";
 import { LocalWatchdog } from "./local_watchdog.ts";
 import {
   defaultLocalOpBytes,
+  type DispatchOp,
   LOCAL_LEARN_MAX_NS,
   LOCAL_UNLEARN_NS,
   localLearnNs,
@@ -52,7 +53,7 @@ async function cluster(
  * Runs an op (by default the quick printf) until the cluster has learned it quick (a run of a cold or preempted kernel
  * may take more than the kernel time learning asks for, `localLearnNs`); resolves once an op of it ran on this thread.
  */
-async function learn(c: Q7Cluster, op: () => ReturnType<typeof printf> = () => printf(1n, NOW() + 60_000)) {
+async function learn(c: Q7Cluster, op: () => DispatchOp = () => printf(1n, NOW() + 60_000)): Promise<void> {
   for (let i = 0; i < 200; i++) {
     const done = c.dispatch(op());
     const here = c.hasPending;
@@ -64,7 +65,7 @@ async function learn(c: Q7Cluster, op: () => ReturnType<typeof printf> = () => p
 }
 
 /** relu over `n` floats, in and out at the start of the SBUF window, on `totalCpus` cores, with a far deadline. */
-function relu(n: number, totalCpus: 1 | 8 = 8) {
+function relu(n: number, totalCpus: 1 | 8 = 8): DispatchOp {
   const t = (at: number): TensorDesc => ({ addr: SBUF_BASE + at, bytes: n * 4, dtype: Dtype.float32, dims: [n] });
   return {
     key: "relu",
