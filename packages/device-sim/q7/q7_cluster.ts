@@ -366,8 +366,8 @@ export const Q7_LOCAL_OP_BYTES_ENV = "NRT_SIM_LOCAL_OP_BYTES";
 /**
  * The default {@linkcode Q7ClusterOptions.localOpBytes} of the device agent's clusters (ours): no bound. Where an op
  * runs is decided by its kernel time ({@linkcode localLearnNs}), not by its bytes: a 1 MiB vector_add (3 MiB of
- * tensors, about 0.2 ms of kernel time) ran in 283–299 µs on the agent's thread against 474 µs on 2 Workers (Bun;
- * Deno 452–475 against 545–555), while the layers of a convolution network that take a millisecond gain from the
+ * tensors, about 0.2 ms of kernel time) ran in 281–299 µs on the agent's thread against 364–474 µs on 2 Workers
+ * (Bun; Deno 452–487 against 545–623), while the layers of a convolution network that take a millisecond gain from the
  * Workers (docs/architecture.md §5). It was 64 KiB.
  */
 export const DEFAULT_LOCAL_OP_BYTES = Number.MAX_SAFE_INTEGER;
