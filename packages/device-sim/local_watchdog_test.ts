@@ -267,7 +267,7 @@ describe("Q7Cluster ops on the calling thread, under the local watchdog", () => 
     }
   });
 
-  test("an op is learned quick under hops × p / (p − 1) of kernel time, p = min(Workers, CPUs), at most 1 ms", () => {
+  test("an op is learned quick under hops × p / (p − 1), p = min(Workers, CPUs, fan-out), at most 1 ms", () => {
     expect(WORKER_HOPS_NS).toBe(100_000);
     expect(LOCAL_LEARN_MAX_NS).toBe(1_000_000);
     expect(LOCAL_UNLEARN_NS).toBe(10_000_000); // and back to the Workers past 10 ms
@@ -278,6 +278,8 @@ describe("Q7Cluster ops on the calling thread, under the local watchdog", () => 
     expect(localLearnNs(8, 16)).toBe(114_286);
     expect(localLearnNs(1, 8)).toBe(1_000_000); // one Worker gains nothing from parallelism
     expect(localLearnNs(2, 1)).toBe(1_000_000);
+    expect(localLearnNs(8, 8, 1)).toBe(1_000_000); // an op on one core runs on one Worker
+    expect(localLearnNs(8, 8, 8)).toBe(114_286);
   });
 
   for (const action of ["reset", "close"] as const) {

@@ -472,7 +472,7 @@ export class Q7Cluster {
   /** All 8 cores on this thread, for ops of at most `localOpBytes` bytes (undefined when it is 0). */
   #local: Q7Cores | undefined;
   readonly #localOpBytes: number;
-  /** Kernel time under which an op is learned quick ({@linkcode localLearnNs}, ns). */
+  /** Kernel time under which an op on all 8 cores is learned quick ({@linkcode localLearnNs}, ns). */
   readonly #learnNs: number;
   #watchdog: { readonly dog: Q7LocalWatchdog; readonly id: number } | undefined;
   #watchdogFired = false;
@@ -1138,7 +1138,8 @@ export class Q7Cluster {
         ns += view.getFloat64(rec + CS.elapsedNs, true);
       }
       const quick = this.#quickSet(learn);
-      if (ok && ns <= this.#learnNs) {
+      // An op on one core gains nothing from the Workers' parallelism (localLearnNs with a fan-out of 1).
+      if (ok && ns <= (totalCpus === 1 ? LOCAL_LEARN_MAX_NS : this.#learnNs)) {
         if (!quick.has(learn)) {
           // Bounded: the oldest entry goes (a Set iterates in insertion order). Only a newly learned op adds one.
           if (quick.size >= MAX_QUICK_OPS) quick.delete(quick.values().next().value!);
@@ -1218,17 +1219,19 @@ export const LOCAL_UNLEARN_NS = 10_000_000;
 
 /**
  * The kernel time (ns, all cores together) under which an op runs faster on the calling thread than on `workers`
- * Workers (ours): on p = min(workers, CPUs) of them the op takes about {@linkcode WORKER_HOPS_NS} + K / p against K
- * here, so K ≤ hops × p / (p − 1): 200 µs on 2 CPUs, 133 µs on 4, 114 µs on 8; {@linkcode LOCAL_LEARN_MAX_NS} at
- * most (and with one Worker, which gains nothing from parallelism).
+ * Workers (ours): on p = min(workers, CPUs, fan-out) of them the op takes about {@linkcode WORKER_HOPS_NS} + K / p
+ * against K here, so K ≤ hops × p / (p − 1): for an op on all 8 cores 200 µs on 2 CPUs, 133 µs on 4, 114 µs on 8;
+ * {@linkcode LOCAL_LEARN_MAX_NS} at most, and that with one Worker or for an op on one core, which gain nothing from
+ * parallelism.
  *
  * @param workers the cluster's Workers
  * @param cpus the CPUs they share (default `navigator.hardwareConcurrency`, 8 where that is unknown)
+ * @param fanOut the op's `totalCpus` (default 8)
  * @returns the threshold in ns
  */
-export function localLearnNs(workers: number, cpus?: number): number {
+export function localLearnNs(workers: number, cpus?: number, fanOut: 1 | 8 = Q7_CORES): number {
   const hw = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
-  const p = Math.min(workers, cpus ?? (typeof hw === "number" && hw >= 1 ? Math.floor(hw) : Q7_CORES));
+  const p = Math.min(workers, fanOut, cpus ?? (typeof hw === "number" && hw >= 1 ? Math.floor(hw) : Q7_CORES));
   return p <= 1 ? LOCAL_LEARN_MAX_NS : Math.min(LOCAL_LEARN_MAX_NS, Math.round((WORKER_HOPS_NS * p) / (p - 1)));
 }
 
