@@ -353,8 +353,13 @@ export function defaultQ7Workers(env?: Record<string, string | undefined>): numb
     }
     return n;
   }
+  return Math.min(Q7_CORES, hostCpus());
+}
+
+/** The host's CPUs as the platform reports them (`navigator.hardwareConcurrency`), 8 where that is unknown. */
+function hostCpus(): number {
   const cpus = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
-  return typeof cpus === "number" && cpus >= 1 ? Math.min(Q7_CORES, Math.floor(cpus)) : Q7_CORES;
+  return typeof cpus === "number" && cpus >= 1 ? Math.floor(cpus) : Q7_CORES;
 }
 
 /**
@@ -472,8 +477,8 @@ export class Q7Cluster {
   /** All 8 cores on this thread, for ops of at most `localOpBytes` bytes (undefined when it is 0). */
   #local: Q7Cores | undefined;
   readonly #localOpBytes: number;
-  /** Kernel time under which an op on all 8 cores is learned quick ({@linkcode localLearnNs}, ns). */
-  readonly #learnNs: number;
+  /** Kernel time under which an op is learned quick ({@linkcode localLearnNs}, ns): on one core, on all 8. */
+  readonly #learnNs: readonly [one: number, all: number];
   #watchdog: { readonly dog: Q7LocalWatchdog; readonly id: number } | undefined;
   #watchdogFired = false;
   /**
@@ -504,7 +509,7 @@ export class Q7Cluster {
     this.workers = workers;
     this.maxLibraries = maxLibraries;
     this.#localOpBytes = localOpBytes;
-    this.#learnNs = localLearnNs(workers);
+    this.#learnNs = [localLearnNs(workers, undefined, 1), localLearnNs(workers, undefined, Q7_CORES)];
     if (localOpBytes > 0) {
       this.#local = createQ7Cores({
         layout: WORKER_LAYOUT,
@@ -1138,8 +1143,7 @@ export class Q7Cluster {
         ns += view.getFloat64(rec + CS.elapsedNs, true);
       }
       const quick = this.#quickSet(learn);
-      // An op on one core gains nothing from the Workers' parallelism (localLearnNs with a fan-out of 1).
-      if (ok && ns <= (totalCpus === 1 ? LOCAL_LEARN_MAX_NS : this.#learnNs)) {
+      if (ok && ns <= this.#learnNs[totalCpus === 1 ? 0 : 1]) {
         if (!quick.has(learn)) {
           // Bounded: the oldest entry goes (a Set iterates in insertion order). Only a newly learned op adds one.
           if (quick.size >= MAX_QUICK_OPS) quick.delete(quick.values().next().value!);
@@ -1230,8 +1234,7 @@ export const LOCAL_UNLEARN_NS = 10_000_000;
  * @returns the threshold in ns
  */
 export function localLearnNs(workers: number, cpus?: number, fanOut: 1 | 8 = Q7_CORES): number {
-  const hw = (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency;
-  const p = Math.min(workers, fanOut, cpus ?? (typeof hw === "number" && hw >= 1 ? Math.floor(hw) : Q7_CORES));
+  const p = Math.min(workers, fanOut, cpus ?? hostCpus());
   return p <= 1 ? LOCAL_LEARN_MAX_NS : Math.min(LOCAL_LEARN_MAX_NS, Math.round((WORKER_HOPS_NS * p) / (p - 1)));
 }
 
