@@ -180,6 +180,17 @@ export async function readBinaryResponse(
 }
 
 /**
+ * The completion waits the host has on the simulated device, its NeuronCores together: an execution counts one from
+ * just before its doorbell (its `NEURON_RT_EXEC_TIMEOUT` budget armed) until the device completes it or the budget
+ * ends it. What a test waits for before it moves the clock past a hanging execution's budget.
+ */
+export function hostWaits(sim: DeviceSimPortal): number {
+  let n = 0;
+  for (let nc = 0; nc < sim.spec.ncPerDevice; nc++) n += sim.notificationWaiters(0, nc);
+  return n;
+}
+
+/**
  * What the simulated device shows per NeuronCore, for a test's failure message: the Q7 state, host waiters on the
  * NQ, the last sequencer fault and the last three records (kind/model/value).
  */

@@ -19,7 +19,7 @@ import {
   type GrpcLimits,
 } from "../packages/grpc-api/mod.ts";
 import { bytesOf, Code, failure, FIXTURE_PROTO, type OipClient, oipClient, rawCall } from "./_grpc_client.ts";
-import { deviceState, type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
+import { deviceState, hostWaits, type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
 const clock = new VirtualClock();
@@ -95,24 +95,22 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 const spinInflight = (): number => fx.repository.get("spin")?.served?.inflight ?? 0;
 
 /** Completion waits the host has pending on the device, over every NeuronCore (an execution waiting for its end). */
-const hostWaits = (): number =>
-  Array.from({ length: fx.sim.spec.ncPerDevice }, (_, nc) => fx.sim.notificationWaiters(0, nc)).reduce((a, b) => a + b);
 
 /** Starts a spin execution through `client` and waits until it runs on the device, its host waiting for its end. */
 async function spinning(
   client: OipClient,
   server: GrpcInferenceServer,
 ): Promise<{ result: Promise<unknown>; cancel(): void }> {
-  const waits = hostWaits();
+  const waits = hostWaits(fx.sim);
   const call = client.startInfer(spinReq());
   let outcome = "pending";
   call.result.then(() => (outcome = "answered"), (e: unknown) => (outcome = `failed: ${(e as Error)?.message}`));
   await until(
-    () => hostWaits() > waits && clock.pendingSleepers > 0 && server.activeCalls >= 1,
+    () => hostWaits(fx.sim) > waits && server.activeCalls >= 1,
     "the spin execution to wait for its end",
     () => ({
       hostWaitsBefore: waits,
-      hostWaits: hostWaits(),
+      hostWaits: hostWaits(fx.sim),
       sleepers: clock.pendingSleepers,
       activeCalls: server.activeCalls,
       spinInflight: spinInflight(),
@@ -243,7 +241,7 @@ describe("gRPC limits and lifecycle", () => {
     expect(timedOut.details).toMatch(/\(NRT_TIMEOUT\)$/);
     // NRT_TIMEOUT is Band A, not fail-stop (seed lifecycle-error-model §4.1): the queued request really runs next,
     // spins, and times out too.
-    await until(() => hostWaits() > 0 && spinInflight() === 1, "the queued spin request to run");
+    await until(() => hostWaits(fx.sim) > 0 && spinInflight() === 1, "the queued spin request to run");
     await timeOut();
     const second = await failure(queued);
     expect(second.code).toBe(Code.DEADLINE_EXCEEDED);

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { VirtualClock } from "@nrt/core";
 import { parseModelConfig } from "@nrt/http-api";
-import { control, type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
+import { control, hostWaits, type HttpFixture, httpFixture, post, testModels } from "./_http.ts";
 import { oneOpNeff } from "./_kernels.ts";
 
 const clock = new VirtualClock();
@@ -113,7 +113,7 @@ describe("REST model repository", () => {
 
   test("POST /v2/models/{m}/infer returns 503 when the queue is full and 504 when the execution times out", async () => {
     const running = fx.app.request("/v2/models/spin/infer", spinReq());
-    await until(() => clock.pendingSleepers > 0); // the execution waits for its completion or the timeout
+    await until(() => hostWaits(fx.sim) > 0); // the execution waits for its completion or the timeout
     const queued = fx.app.request("/v2/models/spin/infer", spinReq());
     await until(() => fx.repository.get("spin")!.served!.inflight === 2);
     const full = await fx.app.request("/v2/models/spin/infer", spinReq());
@@ -126,7 +126,7 @@ describe("REST model repository", () => {
     expect((await timedOut.json()).error).toMatch(/NRT_TIMEOUT/);
     // NRT_TIMEOUT is Band A, not fail-stop (seed lifecycle-error-model §4.1): the queued request really runs next,
     // spins, and times out too; the model stays ready.
-    await until(() => clock.pendingSleepers > 0 && fx.repository.get("spin")!.served!.inflight === 1);
+    await until(() => hostWaits(fx.sim) > 0 && fx.repository.get("spin")!.served!.inflight === 1);
     await timeOut();
     const second = await queued;
     expect(second.status).toBe(504);
@@ -138,7 +138,7 @@ describe("REST model repository", () => {
     expect((await fx.app.request("/v2/repository/models/spin/load", control())).status).toBe(200); // a load of a ready model
     expect((await fx.app.request("/v2/models/spin/ready")).status).toBe(200);
     const running = fx.app.request("/v2/models/spin/infer", spinReq());
-    await until(() => clock.pendingSleepers > 0);
+    await until(() => hostWaits(fx.sim) > 0);
     const unload = fx.app.request("/v2/repository/models/spin/unload", control());
     const unloaded = settled(unload);
     await until(() => fx.repository.get("spin")!.state === "UNLOADING");

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type ExecutionEvent, VirtualClock } from "@nrt/core";
 import { createGrpcInferenceServer, type GrpcInferenceServer } from "../packages/grpc-api/mod.ts";
 import { Code, failure, type OipClient, oipClient } from "./_grpc_client.ts";
-import { control, deviceState, type HttpFixture, httpFixture, post } from "./_http.ts";
+import { control, deviceState, hostWaits, type HttpFixture, httpFixture, post } from "./_http.ts";
 import { namedOneOpNeff, oneOpNeff } from "./_kernels.ts";
 
 const clock = new VirtualClock();
@@ -133,7 +133,7 @@ describe("instance groups, warm-up and readiness", () => {
     const before = executions("pair");
     // Taking turns alone would send one of the next three requests to instance 0, on the busy core 0.
     const running = fx.app.request("/v2/models/spin/infer", spinReq()); // occupies logical core 0
-    await until(() => served("spin").instances[0].busy && clock.pendingSleepers > 0, "spin to run on core 0");
+    await until(() => served("spin").instances[0].busy && hostWaits(fx.sim) > 0, "spin to run on core 0");
     for (let k = 0; k < 3; k++) expect((await fx.app.request("/v2/models/pair/infer", reluReq())).status).toBe(200);
     expect(executions("pair")).toEqual([before[0], before[1] + 3]); // all on core 1
     await timeOut();
@@ -169,7 +169,7 @@ describe("instance groups, warm-up and readiness", () => {
     const outcomesBefore = fx.metrics.modelSummary("spin");
     const [ranBefore] = executions("spin"); // a timeout does not poison spin (Band A): no reload resets the count
     const running = fx.app.request("/v2/models/spin/infer", spinReq());
-    await until(() => served("spin").instances[0].busy && clock.pendingSleepers > 0, "spin to run");
+    await until(() => served("spin").instances[0].busy && hostWaits(fx.sim) > 0, "spin to run");
     const leaving = new AbortController();
     const leave = fx.app.request("/v2/models/spin/infer", spinReq({ signal: leaving.signal }));
     const queued = Promise.resolve(leave).catch((e) => e);
@@ -191,7 +191,7 @@ describe("instance groups, warm-up and readiness", () => {
   test("a gRPC ModelInfer cancelled while it waits for an instance is dropped before it runs", async () => {
     const [ranBefore] = executions("spin");
     const running = fx.app.request("/v2/models/spin/infer", spinReq());
-    await until(() => served("spin").instances[0].busy && clock.pendingSleepers > 0, "spin to run");
+    await until(() => served("spin").instances[0].busy && hostWaits(fx.sim) > 0, "spin to run");
     const call = client.startInfer({
       model_name: "spin",
       inputs: [{ name: "x", datatype: "FP32", shape: [4], contents: { fp32_contents: [1, 2, 3, 4] } }],

@@ -8,8 +8,12 @@
  * The budgets are kept in deadline order. The timer is armed for the earliest one and left armed when that execution
  * finishes while others still run: when it fires it drops the finished entries, ends the waits whose deadline passed,
  * and is armed again for the next one still running, so executions that overlap or follow each other re-arm it about
- * once per budget. When the last one finishes and no other starts before the event loop turns, the timer stops: an
- * idle runtime holds no timer.
+ * once per budget. When the last one finishes the timer is left armed too: it fires at its deadline (at most one
+ * budget after that execution started), finds nothing live and stops, so an idle runtime holds at most that one timer
+ * for at most one budget, and `close()` stops it at once. Stopping it as soon as the runtime went idle made the first
+ * execute after every pause arm it again (a `setTimeout`, its `AbortController` and promise, cold): a no-op execute
+ * after 2 ms of quiet took 92–107 µs with it against 75–87 without, and after 20 ms 171–230 against 151–182 (Bun,
+ * alternating runs; docs/measurements.md, "the execute after a pause").
  *
  * A budget that passes ends its execution's wait (the portal's `notificationWait` settles when its signal aborts) and
  * the NeuronCore gets a fresh signal. Another execution whose wait on that NeuronCore ended with it finds its own
@@ -17,7 +21,6 @@
  *
  * @module
  */
-import { setImmediate } from "node:timers";
 import type { Clock } from "../clock.ts";
 
 /** The abort reason of an ended wait (one object: a new `Error` per abort would build a stack trace each time). */
@@ -77,7 +80,6 @@ export class ExecWaits {
   /** The armed timer: when it fires, and what cancels it. */
   #timer: { readonly at: number; readonly stop: AbortController } | undefined;
   #closed = false;
-  #idleCheck = false;
 
   /** Budgets counted on `clock` (virtual in tests). */
   constructor(clock: Clock) {
@@ -103,12 +105,10 @@ export class ExecWaits {
 
   /** A budget cancelled while live. */
   readonly #finished = (_: Entry): void => {
-    // Every budget finished: the queue empties, and the timer stops unless an execution starts in this turn of the
-    // event loop (the next one of a loop of executions keeps it).
+    // Every budget finished: the queue empties, and the timer stays armed until it fires (see the module doc).
     if (--this.#live === 0) {
       this.#queue.length = 0;
       this.#head = 0;
-      this.#stopWhenIdle();
       return;
     }
     if (this.#firing) return;
@@ -163,17 +163,6 @@ export class ExecWaits {
     this.#queue = [];
     this.#head = 0;
     this.#live = 0;
-  }
-
-  #stopWhenIdle(): void {
-    if (this.#idleCheck || this.#timer === undefined) return;
-    this.#idleCheck = true;
-    setImmediate(() => {
-      this.#idleCheck = false;
-      if (this.#live > 0) return;
-      this.#timer?.stop.abort();
-      this.#timer = undefined;
-    });
   }
 
   #arm(at: number): void {

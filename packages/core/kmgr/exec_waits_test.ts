@@ -81,16 +81,25 @@ describe("ExecWaits", () => {
 });
 
 describe("ExecWaits on an idle runtime", () => {
-  test("the timer stays armed while executions follow each other and stops once none started in a turn", async () => {
+  test("the timer outlives the last execution until its deadline, then stops; close() stops it at once", async () => {
     const clock = new VirtualClock();
     const waits = new ExecWaits(clock);
     waits.arm(0, 1000, () => {}).cancel();
-    const next = waits.arm(0, 1000, () => {}); // the next execution of a loop, in the same turn
     await new Promise((r) => setTimeout(r, 0));
+    expect(clock.pendingSleepers).toBe(1); // idle, and still armed: the next execute does not arm it again
+    let expired = 0;
+    const next = waits.arm(0, 1500, () => expired++); // a later deadline: the armed timer serves it
+    expect(clock.pendingSleepers).toBe(1);
+    await clock.advance(1000); // the first deadline: nothing of it is live, and the timer is armed for the next
+    expect(expired).toBe(0);
     expect(clock.pendingSleepers).toBe(1);
     next.cancel();
+    await clock.advance(500); // fires at 1500, finds nothing live, and stops
+    expect(expired).toBe(0);
+    expect(clock.pendingSleepers).toBe(0);
+    waits.arm(1, 3000, () => {}).cancel();
     expect(clock.pendingSleepers).toBe(1);
-    await new Promise((r) => setTimeout(r, 0));
+    waits.close();
     expect(clock.pendingSleepers).toBe(0);
   });
 });
