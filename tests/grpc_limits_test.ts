@@ -94,8 +94,6 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 const spinInflight = (): number => fx.repository.get("spin")?.served?.inflight ?? 0;
 
-/** Completion waits the host has pending on the device, over every NeuronCore (an execution waiting for its end). */
-
 /** Starts a spin execution through `client` and waits until it runs on the device, its host waiting for its end. */
 async function spinning(
   client: OipClient,
