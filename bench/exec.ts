@@ -17,6 +17,10 @@
  *   load, against their own steady median.
  * - **Execute after idle**: a loaded model's execute after 20 ms of quiet (sporadic traffic) against its steady
  *   median, beside bare Workers after the same gap.
+ * - **First REST request after a load**, as `nrt serve` answers it: the model repository loads the model and warms
+ *   each instance (one execute on zeroed inputs) before the model is READY, then one `/infer` (in one process, no
+ *   socket) against the steady median, beside a bare Hono route with relu on a bare Worker device (`_serve.ts`,
+ *   `_bare_device.ts`, nothing of ours) after an idle gap as long as the load.
  * - **Where the device runs**: one agent Worker per device, per NeuronCore, or on the host thread (no-op kernel).
  *
  * Each side runs with only its own Workers alive (parked Workers of the other side slow a wake). Run:
@@ -30,10 +34,13 @@ import { availableParallelism } from "node:os";
 import { readFileSync } from "node:fs";
 import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
+import { createInferenceApp, filesFromMap, ModelRepository } from "@nrt/http-api";
 import type { DeviceAgentMode } from "@nrt/device-sim";
 import { defaultQ7Workers, Q7_WORKERS_ENV } from "../packages/device-sim/q7/q7_cluster.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
+import { BareDevice } from "./_bare_device.ts";
 import { BareWorkers, DATA_BASE } from "./_bare_workers.ts";
+import { bareDeviceRoute } from "./_serve.ts";
 import { alternatingUs, emit, median, RUNS, timeUs } from "./_timing.ts";
 
 const CPUS = availableParallelism();
@@ -198,6 +205,57 @@ function bareAfterIdle(c: Case, idleMs: number): Promise<AfterIdle> {
   return withBare(c, defaultQ7Workers(), (run) => afterIdle(() => run(8), idleMs));
 }
 
+/** A first run after a load against the steady state: the medians over the rounds. */
+interface AfterLoad {
+  readonly loadMs: number;
+  readonly firstUs: number;
+  readonly steadyUs: number;
+  readonly ratio: number;
+}
+
+/**
+ * Over 11 rounds (round 0 only warms the load's and the first run's own code): `load`, one timed `once`, the median of
+ * STEADY more, `unload`; paired per round, so both come from the same moment of this shared machine.
+ */
+async function afterLoad<T>(
+  load: () => Promise<T>,
+  once: (x: T) => Promise<unknown>,
+  unload: (x: T) => Promise<unknown>,
+): Promise<AfterLoad> {
+  const first: number[] = [], steady: number[] = [], ratio: number[] = [], loadMs: number[] = [];
+  for (let round = 0; round < 11; round++) {
+    let t0 = performance.now();
+    const x = await load();
+    const ms = performance.now() - t0;
+    t0 = performance.now();
+    await once(x);
+    const us = (performance.now() - t0) * 1000;
+    const s = median(await timesUs(() => once(x), STEADY));
+    await unload(x);
+    if (round === 0) continue;
+    loadMs.push(ms);
+    first.push(us);
+    steady.push(s);
+    ratio.push(us / s);
+  }
+  return { loadMs: median(loadMs), firstUs: median(first), steadyUs: median(steady), ratio: median(ratio) };
+}
+
+/** A row of a first-run-after-load table: ours, and the limit after an idle gap as long as the load; goal ≤ 2. */
+function afterLoadRow(name: string, first: string, ours: AfterLoad, limit: AfterIdle): Record<string, unknown> {
+  return {
+    case: name,
+    load_ms: +ours.loadMs.toFixed(2),
+    [first]: Math.round(ours.firstUs),
+    steady_us: Math.round(ours.steadyUs),
+    ratio: +ours.ratio.toFixed(2),
+    bare_first_us: Math.round(limit.firstUs),
+    bare_steady_us: Math.round(limit.steadyUs),
+    bare_after_idle_ratio: +limit.ratio.toFixed(2),
+    goal: 2,
+  };
+}
+
 // 1. execute vs the limit, for each Q7 Worker count.
 const vsLimit: Array<Record<string, unknown>> = [];
 for (const c of CASES) {
@@ -257,32 +315,13 @@ const firsts = [];
     for (const c of CASES) {
       const neff = caseNeff(c);
       const { ins, outs } = await caseTensors(rt, c);
-      const first: number[] = [], steady: number[] = [], ratio: number[] = [], loadMs: number[] = [];
-      for (let round = 0; round < 11; round++) {
-        let t0 = performance.now();
-        const model = await rt.load(neff);
-        loadMs.push(performance.now() - t0);
-        t0 = performance.now();
-        await model.execute(ins, outs);
-        const us = (performance.now() - t0) * 1000;
-        const s = median(await timesUs(() => model.execute(ins, outs), STEADY));
-        await model.unload();
-        if (round === 0) continue; // round 0 warms the runtime's own load and first-execute code
-        first.push(us);
-        steady.push(s);
-        ratio.push(us / s);
-      }
-      const limit = await bareAfterIdle(c, median(loadMs));
-      firsts.push({
-        case: c.name,
-        first_execute_us: Math.round(median(first)),
-        steady_us: Math.round(median(steady)),
-        ratio: +median(ratio).toFixed(2),
-        bare_first_us: Math.round(limit.firstUs),
-        bare_steady_us: Math.round(limit.steadyUs),
-        bare_after_idle_ratio: +limit.ratio.toFixed(2),
-        goal: 2,
-      });
+      const ours = await afterLoad(
+        () => rt.load(neff),
+        (model) => model.execute(ins, outs),
+        (model) => model.unload(),
+      );
+      const limit = await bareAfterIdle(c, ours.loadMs);
+      firsts.push(afterLoadRow(c.name, "first_execute_us", ours, limit));
     }
   } finally {
     await rt.close();
@@ -318,6 +357,64 @@ emit(
   "exec",
   `Execute after ${IDLE_MS} ms idle ÷ the steady median (median of 10 rounds), beside bare Workers`,
   afterIdleRows,
+);
+
+// 3c. The first request after a load as `nrt serve` answers it: the model repository loads the model and warms each
+// instance (one execute on zeroed inputs, as Triton's model warm-up does) before the model is READY; then one
+// `/infer`, against the steady median of the requests after it, paired per round (in one process, no socket). The
+// limit beside it: a bare Hono route with relu on a bare Worker device (nothing of ours), its first request after an
+// idle gap as long as the load against its own steady median.
+const restFirst = [];
+{
+  const container = createNrtContainer();
+  const runtime = await Runtime.init({ ...nrtPlugins(container), logger: new MemoryLogger() });
+  const f32 = (name: string) => ({ name, dtype: "float32", shape: [8] });
+  const repository = new ModelRepository({
+    runtime,
+    files: filesFromMap({ "relu.neff": oneOpNeff("relu", "relu", [f32("x")], [f32("y")]) }),
+  });
+  const data = [1, -1, 2, -2, 3, -3, 4, -4];
+  const body = JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data }] });
+  const want = JSON.stringify(data.map((v) => Math.max(v, 0)));
+  /** One `/infer` of `fetch`, its answer checked; resolves with the answer. */
+  const infer = async (fetch: (r: Request) => Response | Promise<Response>) => {
+    const res = await fetch(new Request("http://127.0.0.1/v2/models/relu/infer", { method: "POST", body }));
+    const answer = await res.json() as { outputs?: Array<{ data?: unknown }> };
+    if (res.status !== 200 || JSON.stringify(answer.outputs?.[0]?.data) !== want) {
+      throw new Error(`relu /infer: wrong answer (${res.status}): ${JSON.stringify(answer)}`);
+    }
+    return answer;
+  };
+  try {
+    await repository.scan();
+    const app = createInferenceApp({ runtime, repository });
+    let answer: unknown;
+    const ours = await afterLoad(
+      () => repository.load("relu"),
+      async () => answer = await infer(app.fetch),
+      () => repository.unload("relu"),
+    );
+    const device = new BareDevice();
+    let limit: AfterIdle;
+    try {
+      const route = bareDeviceRoute(answer as { outputs: Array<Record<string, unknown>> }, device);
+      limit = await afterIdle(() => infer(route.fetch), ours.loadMs);
+    } finally {
+      device.close();
+    }
+    restFirst.push(afterLoadRow("relu FP32[8] /infer", "first_request_us", ours, limit));
+  } finally {
+    await repository.close();
+    await runtime.close();
+    await container.resolve(PortalToken).close();
+  }
+}
+emit(
+  "exec",
+  `First REST request after a load (the repository warms each instance before READY, as nrt serve does) vs the ` +
+    `steady median (median of 10 rounds); bare_*: a bare Hono route with relu on a bare Worker device, its first ` +
+    `request after an idle gap as long as the load`,
+  restFirst,
 );
 
 // 4. Where the device runs.
