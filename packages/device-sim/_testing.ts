@@ -86,14 +86,18 @@ export class TestHost {
     return m;
   }
 
-  /** Stages one descriptor ring per Q7 core (custom-op queue of engine `engLo + core`) and returns the ring table. */
-  async stageRings(perCore: DmaDescriptor[][]): Promise<DeviceMemory> {
+  /**
+   * Stages one descriptor ring per Q7 core (custom-op queue of engine `engLo + core`) and returns the ring table; the
+   * rings themselves go to `rings` when given.
+   */
+  async stageRings(perCore: DmaDescriptor[][], rings?: DeviceMemory[]): Promise<DeviceMemory> {
     const queues = collectCustomOpQueues(this.portal.spec);
     const table = new Uint8Array(perCore.length * RING_TABLE_ENTRY_BYTES);
     for (let core = 0; core < perCore.length; core++) {
       const ring = new Uint8Array(Math.max(1, perCore[core].length) * DMA_DESCRIPTOR_BYTES);
       perCore[core].forEach((d, i) => encodeDmaDescriptor(d, ring, i * DMA_DESCRIPTOR_BYTES));
       const m = await this.put(ring);
+      rings?.push(m);
       encodeRingTableEntry(
         {
           engine: queues[core].engine,

@@ -1,12 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { KBIN_DMA_RING_TYPE_CUSTOM_OP } from "@nrt/core/hal";
-import { DmaDirection, NotificationKind, Opcode } from "@nrt/core/isa";
+import type { DeviceMemory } from "@nrt/core/portal";
+import { DMA_DESCRIPTOR_BYTES, DmaDirection, encodeDmaDescriptor, NotificationKind, Opcode } from "@nrt/core/isa";
 import { TpbFaultMask } from "./sequencer.ts";
 import { TestHost } from "./_testing.ts";
 
 const DOORBELL = 2, DONE = 30, SHARE = 16, CORES = 8, SBUF_AT = 0x1000;
 
-async function roundTrip(h: TestHost, m2sBytes: number) {
+async function roundTrip(h: TestHost, m2sBytes: number, s2mRings?: DeviceMemory[]) {
   const input = Uint8Array.from({ length: CORES * SHARE }, (_, i) => (i * 7 + 1) & 0xff);
   const src = await h.put(input);
   const dst = await h.put(CORES * SHARE);
@@ -21,6 +22,7 @@ async function roundTrip(h: TestHost, m2sBytes: number) {
       { length: CORES },
       (_, c) => [{ src: h.sbufPa(SBUF_AT + c * SHARE), dst: dst.pa + c * SHARE, bytes: SHARE }],
     ),
+    s2mRings,
   );
   await h.installStream([
     { op: Opcode.DMA_CONFIG, direction: DmaDirection.M2S, queues: CORES, ringTable: m2s.pa },
@@ -45,6 +47,26 @@ describe("DmaEngine", () => {
     const { records } = await h.read();
     expect(records.map((r) => r.kind)).toEqual([NotificationKind.EVENT_SEMAPHORE, NotificationKind.EXEC_DONE]);
     expect(h.portal.q7Events().filter((e) => e.kind === "cluster-started")).toHaveLength(0);
+    await h.portal.close();
+  });
+
+  test("DmaEngine reads each run's descriptors as the host last wrote them", async () => {
+    // kbl_compute_setup rewrites the rings when an execution's I/O addresses change; the next run must follow them.
+    const h = new TestHost({ hbmBytes: 1 << 24 });
+    await h.attachNq(8);
+    const rings: DeviceMemory[] = [];
+    const { input, dst } = await roundTrip(h, CORES * SHARE, rings);
+    const moved = await h.put(CORES * SHARE);
+    for (let c = 0; c < CORES; c++) {
+      const d = new Uint8Array(DMA_DESCRIPTOR_BYTES);
+      encodeDmaDescriptor({ src: h.sbufPa(SBUF_AT + c * SHARE), dst: moved.pa + c * SHARE, bytes: SHARE }, d, 0);
+      await h.portal.memWrite(rings[c], 0, d);
+    }
+    await h.portal.memWrite(dst, 0, new Uint8Array(CORES * SHARE)); // cleared: the second run must not write it
+    await h.fire(DOORBELL);
+    expect([...await h.portal.memRead(moved, 0, input.byteLength)]).toEqual([...input]);
+    expect([...await h.portal.memRead(dst, 0, input.byteLength)]).toEqual(new Array(input.byteLength).fill(0));
+    expect(h.portal.queueBytes(0, 0).s2m).toEqual(new Array(CORES).fill(2 * SHARE));
     await h.portal.close();
   });
 

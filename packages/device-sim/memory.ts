@@ -192,6 +192,14 @@ export class MemorySpace {
     return a === undefined || pa < a.pa || pa + length > a.pa + a.bytes ? undefined : a;
   }
 
+  /**
+   * The allocation holding `[pa, pa + length)` entirely, or `undefined`: for a reader of structures in place (the DMA
+   * engine's descriptors), with no object made.
+   */
+  allocationAt(pa: number, length: number): SimAllocation | undefined {
+    return this.#find(pa, length);
+  }
+
   /** Reads `length` bytes at a device PA (a copy), or `undefined` when no single allocation holds them. */
   readPa(pa: number, length: number): Uint8Array | undefined {
     const a = this.#find(pa, length);
@@ -213,8 +221,8 @@ export class MemorySpace {
    * every run. Returns `undefined` when no single allocation holds the range; `decode` may throw (nothing is cached).
    */
   decodePa<T>(pa: number, length: number, kind: string, decode: (bytes: Uint8Array) => T): T | undefined {
-    // A run fetches the same structures every time (its stream, its ring tables, its descriptor rings, its argument
-    // table): the last result for the range is checked first, without the allocation lookup and the three map reads.
+    // A run fetches the same structures every time (its stream, its ring tables, its argument table): the last result
+    // for the range is checked first, without the allocation lookup and the three map reads.
     // An unmapped allocation has no `decoded` and no entry here (unmap drops both), so a freed range never hits (ours).
     const slot = ((pa >>> 4) ^ (pa >>> 10) ^ length) & (DECODE_HITS - 1);
     const last = this.#hits[slot];
