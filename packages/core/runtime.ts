@@ -328,7 +328,7 @@ export class Runtime {
   readonly #timeExecution: ((seq: number, nc: number, model: number) => boolean) | undefined;
   /** The execution budgets of the synchronous executions in flight, on one timer (`kmgr/exec_waits.ts`, ours). */
   readonly #execWaits: ExecWaits;
-  /** Each model's execution services, timed and not, made at its first execution (`#execDeps`). */
+  /** Each model's execution services, timed and not, made at its load (`#execDeps`). */
   readonly #deps = new WeakMap<ModelRecord, { readonly timed: KmgrExecDeps; readonly untimed: KmgrExecDeps }>();
   #services: (InstallServices & { readonly log: Logger }) | undefined;
   readonly #ownsPortal: boolean;
@@ -786,6 +786,7 @@ export class Runtime {
     this.#kmetric.addModel(handle, rec.name, vnc, tpbs.map((t) => t.nc));
     if (cacheKey !== undefined) this.#interned.set(cacheKey, rec);
     rec.state = DlrModelState.DMSTATE_RUNNING;
+    this.#execDeps(rec); // made now, not by the first execute (measurement log, 2026-12-05, later)
     const model = new Model(this, rec);
     rec.holders.add(model);
     return model;
@@ -1056,8 +1057,8 @@ export class Runtime {
 
   /**
    * What `kmgr_exec` needs for the executions of one model (`kmgr/kmgr_exec_pre.ts`), for a timed execution and for
-   * one `timeExecution` leaves untimed: made at its first execution and kept with it, so an execution allocates none
-   * of it (ours).
+   * one `timeExecution` leaves untimed: made at its load and kept with it, so an execution allocates none of it, and its
+   * first execution does not make them (ours).
    */
   #execDeps(r: ModelRecord): { readonly timed: KmgrExecDeps; readonly untimed: KmgrExecDeps } {
     const kept = this.#deps.get(r);
