@@ -311,10 +311,26 @@ export class Sequencer {
     return undefined;
   }
 
-  /** The swap-table register was written: the opcode table changes and decoded tables are stale. */
+  /**
+   * The swap-table register was written: the opcode table changes and decoded tables are stale. The new table is read
+   * now, and the libraries it names resolved for ULIB_LOAD and EXTENDED_INST alike, so that a stream's first run does
+   * not (ours: the host staged the libraries and filled the table before the swap, `ucode_stage_libs` →
+   * `ucode_switch_libs`; the stream itself was installed before them). Best effort: a table it cannot read is left
+   * for the run to report.
+   */
   swapTableWritten(): void {
     this.#tables.clear();
     this.#opcodeTablePa = this.#d.regs.swapTablePa;
+    if (this.#opcodeTablePa === 0) return;
+    try {
+      const table = this.#opcodeTable();
+      for (const lib of librariesOf(table)) this.#libraryOf(lib, lib);
+      for (const e of table.entries) {
+        if (e.libBytes > 0) this.#libraryOf(e, { addr: e.libAddr, bytes: e.libBytes, tag: e.libTag ?? 0 });
+      }
+    } catch {
+      // The run reports the table it cannot read.
+    }
   }
 
   /**
@@ -356,9 +372,8 @@ export class Sequencer {
 
   /**
    * Decodes the tables a stream's runs read (the ring tables of its DMA_CONFIGs, the argument tables of its
-   * LOAD_POOL_ARGUMENTs) into the memory's decode cache, and resolves the libraries its ULIB_LOADs' opcode tables name
-   * (for ULIB_LOAD and EXTENDED_INST alike), when the stream is installed, so its first run does not (ours: the cache
-   * is the simulator's). Best effort: what it cannot read is left for the run to report, and a table
+   * LOAD_POOL_ARGUMENTs) into the memory's decode cache when the stream is installed, so its first run does not
+   * (ours: the cache is the simulator's). Best effort: what it cannot read is left for the run to report, and a table
    * the host rewrites later is decoded again then.
    */
   prefetchTables(entry: StreamEntry): void {
@@ -369,25 +384,9 @@ export class Sequencer {
         if (typeof ins === "number") continue;
         if (ins.op === Opcode.DMA_CONFIG) this.#d.dma.prefetch(ins.queues, ins.ringTable);
         else if (ins.op === Opcode.LOAD_POOL_ARGUMENT) this.#loadArguments(ins.embeddingTableBase);
-        else if (ins.op === Opcode.ULIB_LOAD) this.#prefetchLibraries(ins.opcodeTable);
       }
     } catch {
       // The run reports the stream or table it cannot read.
-    }
-  }
-
-  /** Resolves the libraries of the opcode table at `pa` as ULIB_LOAD does (best effort, see above). */
-  #prefetchLibraries(pa: number): void {
-    const saved = this.#opcodeTablePa;
-    this.#opcodeTablePa = pa;
-    try {
-      const table = this.#opcodeTable();
-      for (const lib of librariesOf(table)) this.#libraryOf(lib, lib);
-      for (const e of table.entries) {
-        if (e.libBytes > 0) this.#libraryOf(e, { addr: e.libAddr, bytes: e.libBytes, tag: e.libTag ?? 0 });
-      }
-    } finally {
-      this.#opcodeTablePa = saved;
     }
   }
 
