@@ -202,7 +202,12 @@ export class SimDevice {
     const unit = this.unit(nc);
     unit.streams.clear();
     const entry = unit.regs.streamEntry(slot);
-    if (entry !== undefined) unit.sequencer.resetDmaEngines();
+    if (entry !== undefined) {
+      // The new stream's doorbell is looked up now, as its first doorbell would (ours: so that its first run does not
+      // scan the stream table).
+      unit.streams.set(entry.doorbell, unit.regs.streamForDoorbell(entry.doorbell) ?? null);
+      unit.sequencer.resetDmaEngines();
+    }
     unit.sequencer.streamWritten(slot);
     if (entry !== undefined) unit.sequencer.prefetchTables(entry);
     if (entry === undefined || unit.q7.state !== "running") return;
