@@ -59,6 +59,24 @@ describe("Sequencer", () => {
     }
   });
 
+  test("a doorbell two streams share plays the lower slot's, whichever was installed last", async () => {
+    // The install looks the doorbell up as the first doorbell would: the lowest slot with it wins (ours).
+    const h = new TestHost({ hbmBytes: 1 << 24 });
+    try {
+      await h.attachNq(16);
+      await h.installStream([{ op: Opcode.NOTIFY, kind: NotificationKind.HW_ERROR, value: 0x1111 }], DOORBELL, 0, 7);
+      await h.installStream([{ op: Opcode.NOTIFY, kind: NotificationKind.HW_ERROR, value: 0x2222 }], DOORBELL, 1, 9);
+      await h.fire(DOORBELL);
+      expect((await h.read()).records.map((r) => [r.value, r.model])).toEqual([[0x1111, 7]]);
+      // The lower slot removed, the doorbell finds the other stream.
+      await h.khal.streamRemove(h.target, 0, 0);
+      await h.fire(DOORBELL);
+      expect((await h.read()).records.map((r) => [r.value, r.model])).toEqual([[0x2222, 9]]);
+    } finally {
+      await h.portal.close();
+    }
+  });
+
   test("Sequencer wakes a notificationWait caller when the head moves", async () => {
     const h = new TestHost({ hbmBytes: 1 << 24 });
     await h.attachNq(8);
