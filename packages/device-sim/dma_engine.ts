@@ -11,7 +11,13 @@
  * @module
  */
 import { isCustomOpQueue, KBIN_DMA_RING_TYPE_CUSTOM_OP, type SiliconSpec } from "@nrt/core/hal";
-import { decodeRingTableEntry, DMA_DESCRIPTOR_BYTES, DmaDirection, RING_TABLE_ENTRY_BYTES } from "@nrt/core/isa";
+import {
+  decodeRingTableEntry,
+  DMA_DESCRIPTOR_BYTES,
+  DmaDirection,
+  getU32,
+  RING_TABLE_ENTRY_BYTES,
+} from "@nrt/core/isa";
 import { cceFold } from "./collectives_cce.ts";
 import { sharedClockMs } from "./device_log.ts";
 import type { MemorySpace } from "./memory.ts";
@@ -138,19 +144,20 @@ export class DmaEngine {
       // first run after the host re-materialises it). An empty ring reads none (most of the 16 rings of an op on 8
       // cores, for a small tensor).
       const n = ring.count;
-      const at = n === 0 ? undefined : this.#memory.allocationAt(ring.ringPa, n * DMA_DESCRIPTOR_BYTES);
-      if (n !== 0 && at === undefined) {
-        throw new DmaFault(
-          `Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`,
-        );
-      }
-      for (let i = 0; i < n; i++) {
-        const b = at!.backing;
-        const o = ring.ringPa - at!.pa + i * DMA_DESCRIPTOR_BYTES;
-        const bytes = u32(b, o + 16);
-        this.#copy(u64(b, o), u64(b, o + 8), bytes, ring.core, i, u32(b, o + 20));
-        this.#stats[base + ring.core] += bytes;
-        total += bytes;
+      if (n > 0) {
+        const a = this.#memory.allocationAt(ring.ringPa, n * DMA_DESCRIPTOR_BYTES);
+        if (a === undefined) {
+          throw new DmaFault(
+            `Descriptor ring of queue ${ring.core} at 0x${ring.ringPa.toString(16)} is not in device memory`,
+          );
+        }
+        const b = a.backing;
+        for (let i = 0, o = ring.ringPa - a.pa; i < n; i++, o += DMA_DESCRIPTOR_BYTES) {
+          const bytes = getU32(b, o + 16);
+          this.#copy(u64(b, o), u64(b, o + 8), bytes, ring.core, i, getU32(b, o + 20));
+          this.#stats[base + ring.core] += bytes;
+          total += bytes;
+        }
       }
       onQueue?.(ring.core, t0, sharedClockMs(), total - before, n);
     }
@@ -206,12 +213,7 @@ export class DmaEngine {
   }
 }
 
-/** The little-endian u32 at `o` of `b` (a descriptor field, read in place: no view made per run). */
-function u32(b: Uint8Array, o: number): number {
-  return (b[o] | b[o + 1] << 8 | b[o + 2] << 16 | b[o + 3] << 24) >>> 0;
-}
-
-/** The little-endian u64 at `o` of `b`, as a number (device addresses stay below 2^53). */
+/** The little-endian u64 at `o` of `b`, as a number (a descriptor address, read in place; addresses stay below 2^53). */
 function u64(b: Uint8Array, o: number): number {
-  return u32(b, o) + u32(b, o + 4) * 0x1_0000_0000;
+  return getU32(b, o) + getU32(b, o + 4) * 0x1_0000_0000;
 }

@@ -314,9 +314,9 @@ export class Sequencer {
   /**
    * The swap-table register was written: the opcode table changes and decoded tables are stale. The new table is read
    * now, and the libraries it names resolved for ULIB_LOAD and EXTENDED_INST alike, so that a stream's first run does
-   * not (ours: the host staged the libraries and filled the table before the swap, `ucode_stage_libs` →
-   * `ucode_switch_libs`; the stream itself was installed before them). Best effort: a table it cannot read is left
-   * for the run to report.
+   * not (ours; the host bakes the table in `ucode_stage_libs` and then points the cores at it with the swap,
+   * `ucode_switch_libs`: runtime-synthesis §3.1; the stream itself was installed before them). Best effort: a table
+   * it cannot read is left for the run to report.
    */
   swapTableWritten(): void {
     this.#tables.clear();
@@ -325,9 +325,7 @@ export class Sequencer {
     try {
       const table = this.#opcodeTable();
       for (const lib of librariesOf(table)) this.#libraryOf(lib, lib);
-      for (const e of table.entries) {
-        if (e.libBytes > 0) this.#libraryOf(e, { addr: e.libAddr, bytes: e.libBytes, tag: e.libTag ?? 0 });
-      }
+      for (const e of table.entries) if (e.libBytes > 0) this.#entryLibrary(e);
     } catch {
       // The run reports the table it cannot read.
     }
@@ -926,6 +924,11 @@ export class Sequencer {
     return l;
   }
 
+  /** `#libraryOf` for the library an opcode-table entry names; nothing is allocated once it is kept. */
+  #entryLibrary(e: OpcodeTableEntry): { key: string; image: () => Uint8Array } {
+    return this.#libraries.get(e) ?? this.#libraryOf(e, { addr: e.libAddr, bytes: e.libBytes, tag: e.libTag ?? 0 });
+  }
+
   /**
    * Reads a staged library image for the Q7 cores to prepare, checking it against its content tag (ours): an image
    * that is not in device memory, or whose bytes do not hash to the tag the opcode table gives, is an OPCODE fault.
@@ -1052,11 +1055,7 @@ export class Sequencer {
       this.#dispatchOp("", entry, started, run);
       return undefined;
     }
-    const { key, image } = this.#libraryOf(entry, {
-      addr: entry.libAddr,
-      bytes: entry.libBytes,
-      tag: entry.libTag ?? 0,
-    });
+    const { key, image } = this.#entryLibrary(entry);
     if (!run.loaded.has(key)) {
       throw new SequencerFault(
         TpbFaultMask.OPCODE,
