@@ -181,6 +181,43 @@ describe("dmem (seed runtime-synthesis §4.3)", () => {
     },
     30_000,
   );
+
+  test(
+    "a core out of stream slots fails the next load with NRT_RESOURCE, leaves nothing half-loaded, and loads again once one is unloaded",
+    async () => {
+      const { rt, sim } = await init();
+      const models: Array<{ unload(): Promise<void> }> = [];
+      try {
+        // Distinct bytes (the ints differ), so no load is interned into another.
+        const noop = (i: number) => oneOpNeff("noop", "noop", [f32("a", N)], [f32("out", N)], 8, [i]);
+        let e: unknown;
+        for (let i = 0; i < 1000 && e === undefined; i++) {
+          const before = { booked: rt.memory().total, portal: await sim.memUsage(0) };
+          try {
+            models.push(await rt.load(noop(i), 0));
+          } catch (x) {
+            e = x;
+            // Nothing half-loaded: the failed install gave back every byte and id it took.
+            expect(rt.memory().total).toBe(before.booked);
+            expect(await sim.memUsage(0)).toEqual(before.portal);
+          }
+        }
+        expect(e).toBeInstanceOf(NrtError);
+        expect((e as NrtError).status).toBe(4); // NRT_RESOURCE (seed lifecycle-error-model §2.7: kbl_model_add)
+        expect((e as NrtError).message).toMatch(/^Cannot load NEFF ".*" on NeuronCore 0: no free /);
+        expect(models.length).toBeGreaterThan(1);
+        expect(rt.cores()[0].models.length).toBe(models.length);
+        // The failure took nothing: one unload makes room for exactly one more model, which runs.
+        await models.pop()!.unload();
+        expect(Array.from(await runAdd(rt))).toEqual(Array.from({ length: N }, (_, i) => i + 100));
+      } finally {
+        for (const m of models) await m.unload();
+        await rt.close();
+      }
+      expect(rt.memory().total).toBe(0);
+    },
+    60_000,
+  );
 });
 
 describe("ulib sharing (seed runtime-synthesis §4.4)", () => {

@@ -536,11 +536,12 @@ async function installPhase(
   program.forEach((ins, i) => bytes.set(encodeInstruction(ins), i * SLOT_BYTES));
   await target.portal.memWrite(mem.memory, 0, bytes);
   const spec = khal.spec;
-  const deviceModel = takeId(tpb.modelIds, DEVICE_MODEL_IDS, "device model id");
+  const installing = `Cannot install a collective's program on NeuronCore ${tpb.nc}`;
+  const deviceModel = takeId(tpb.modelIds, DEVICE_MODEL_IDS, "device model id", installing);
   let doorbell: number | undefined, slot: number | undefined;
   try {
-    doorbell = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
-    slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot");
+    doorbell = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore", installing);
+    slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot", installing);
     await khal.streamInstall(target, tpb.nc, slot, { pa, slots: STREAM_SLOTS, doorbell, model: deviceModel });
   } catch (e) {
     tpb.modelIds.delete(deviceModel);

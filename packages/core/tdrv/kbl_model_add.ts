@@ -195,7 +195,8 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
   await using undo = new AsyncDisposableStack();
   undo.defer(() => allocator.destroy());
   // The id the model's records carry: a free one of this core (the field has 15 bits; handles never wrap into it).
-  const deviceModel = takeId(tpb.modelIds, DEVICE_MODEL_IDS, "device model id");
+  const installing = `Cannot load NEFF "${model.name}" on NeuronCore ${nc}`;
+  const deviceModel = takeId(tpb.modelIds, DEVICE_MODEL_IDS, "device model id", installing);
   undo.defer(() => void tpb.modelIds.delete(deviceModel));
   let sharedKey: string | undefined;
   try {
@@ -269,9 +270,9 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
     // (3) hw_exec_queue_count_descs: the doorbell and completion semaphores, and the memory the stream will name —
     // the argument and ring tables, and the opcode table (its size depends only on the function count; its library
     // addresses are filled by ucode_stage_libs below).
-    const doorbell = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
+    const doorbell = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore", installing);
     undo.defer(() => void tpb.semaphores.delete(doorbell));
-    const completion = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore");
+    const completion = takeId(tpb.semaphores, spec.semaphoresPerCore, "semaphore", installing);
     undo.defer(() => void tpb.semaphores.delete(completion));
     const argBytes = argTables.reduce((a, t) => a + Math.ceil(t.byteLength / 64) * 64, 0);
     const ringTableBytes = model.calls.length * 2 * 8 * RING_TABLE_ENTRY_BYTES;
@@ -376,7 +377,7 @@ export async function kblModelAdd(s: InstallServices, tpb: Tpb, model: KelfModel
 
     // (6) add_model: the stream is registered with the core's sequencer. It cannot run before the load returns
     // (nothing rings its doorbell), so the libraries staged next are in place before its first run.
-    const slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot");
+    const slot = takeId(tpb.streamSlots, spec.csr.streamSlots, "stream slot", installing);
     undo.defer(() => void tpb.streamSlots.delete(slot));
     await khal.streamInstall(target, nc, slot, {
       pa: streamMem.memory.pa,

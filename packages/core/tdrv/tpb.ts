@@ -21,6 +21,8 @@
  * @module
  */
 import { CoreQueue } from "./core_queue.ts";
+import { NrtError } from "../error.ts";
+import { NrtStatus } from "../status.ts";
 import { DEFAULT_GPSIMD_STDOUT_QUEUE_SIZE_BYTES } from "../config.ts";
 import { DmaMemUsageType, type Dmem, type DmemLedger } from "../dmem/dmem.ts";
 import { NOTIFICATION_BYTES } from "../isa.ts";
@@ -278,13 +280,19 @@ export async function tpbDestroy(s: TpbServices, tpb: Tpb, unstageModels?: () =>
   if (first !== undefined) throw first;
 }
 
-/** Takes the lowest free id in `[1, limit)` from `used`. */
-export function takeId(used: Set<number>, limit: number, what: string): number {
+/**
+ * Takes the lowest free id in `[1, limit)` from `used`.
+ *
+ * @param context What is being installed, the start of the error's message (`Cannot load NEFF "x" on NeuronCore 0`).
+ * @throws {NrtError} `NRT_RESOURCE` when all are in use: an install that runs out of a device resource (seed:
+ *   lifecycle-error-model §2.7, `kbl_model_add` fails with NRT_RESOURCE).
+ */
+export function takeId(used: Set<number>, limit: number, what: string, context: string): number {
   for (let i = 1; i < limit; i++) {
     if (!used.has(i)) {
       used.add(i);
       return i;
     }
   }
-  throw new RangeError(`No free ${what} (all ${limit - 1} in use)`);
+  throw new NrtError(NrtStatus.NRT_RESOURCE, `${context}: no free ${what} (all ${limit - 1} in use)`);
 }
