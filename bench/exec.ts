@@ -13,14 +13,16 @@
  *   min(8, CPUs), and 8 (one Worker per core), side by side in one run; the bare side also runs its 8 cores on that
  *   many Workers (`bare_same_workers_us`), the limit of the multiplexed design.
  * - **First execute after load** against the steady median of the same model, paired round by round (the Q7 Workers
- *   start at load), beside the limit of this machine: bare Workers' first dispatch after an idle gap as long as a
- *   load, against their own steady median.
+ *   start at load), beside two limits of this machine, each bare Workers' first dispatch against their own steady
+ *   median: after an idle gap as long as a load, and after as long a span of bare loads of the same NEFF on the host
+ *   thread (`_bare_load.ts`: gunzip, ustar walk, MD5, staging into fresh shared memory), the host work our first
+ *   execute follows.
  * - **Execute after idle**: a loaded model's execute after 20 ms of quiet (sporadic traffic) against its steady
  *   median, beside bare Workers after the same gap.
  * - **First REST request after a load**, as `nrt serve` answers it: the model repository loads the model and warms
  *   each instance (one execute on zeroed inputs) before the model is READY, then one `/infer` (in one process, no
  *   socket) against the steady median, beside a bare Hono route with relu on a bare Worker device (`_serve.ts`,
- *   `_bare_device.ts`, nothing of ours) after an idle gap as long as the load.
+ *   `_bare_device.ts`, nothing of ours) after an idle gap as long as the load, and after as long of bare loads.
  * - **Where the device runs**: one agent Worker per device, per NeuronCore, or on the host thread (no-op kernel).
  *
  * Each side runs with only its own Workers alive (parked Workers of the other side slow a wake). Run:
@@ -33,12 +35,14 @@ import "reflect-metadata";
 import { availableParallelism } from "node:os";
 import { readFileSync } from "node:fs";
 import { MemoryLogger, Runtime, TensorSet } from "@nrt/core";
+import { readNeffHeader } from "@nrt/core/neff";
 import { createNrtContainer, nrtPlugins, PortalToken } from "@nrt/cli";
 import { createInferenceApp, filesFromMap, ModelRepository } from "@nrt/http-api";
 import type { DeviceAgentMode } from "@nrt/device-sim";
 import { defaultQ7Workers, Q7_WORKERS_ENV } from "../packages/device-sim/q7/q7_cluster.ts";
 import { oneOpNeff } from "../tests/_kernels.ts";
 import { BareDevice } from "./_bare_device.ts";
+import { busyLoading } from "./_bare_load.ts";
 import { BareWorkers, DATA_BASE } from "./_bare_workers.ts";
 import { bareDeviceRoute } from "./_serve.ts";
 import { alternatingUs, emit, median, RUNS, timeUs } from "./_timing.ts";
@@ -181,14 +185,14 @@ interface AfterIdle {
 }
 
 /**
- * After 300 warm-up runs of `once`, over 10 rounds: one run after `idleMs` of idling, then the median of the runs that
- * follow it; the medians of both and of their ratio.
+ * After 300 warm-up runs of `once`, over 10 rounds: `gap` (idling or busy host work), one run, then the median of the
+ * runs that follow it; the medians of both and of their ratio.
  */
-async function afterIdle(once: () => Promise<unknown>, idleMs: number): Promise<AfterIdle> {
+async function afterGap(once: () => Promise<unknown>, gap: () => Promise<unknown> | void): Promise<AfterIdle> {
   for (let i = 0; i < 300; i++) await once();
   const firsts: number[] = [], steadies: number[] = [], ratios: number[] = [];
   for (let round = 0; round < 10; round++) {
-    await new Promise((r) => setTimeout(r, idleMs));
+    await gap();
     const t0 = performance.now();
     await once();
     const first = (performance.now() - t0) * 1000;
@@ -200,9 +204,28 @@ async function afterIdle(once: () => Promise<unknown>, idleMs: number): Promise<
   return { firstUs: median(firsts), steadyUs: median(steadies), ratio: median(ratios) };
 }
 
+/** {@linkcode afterGap} after `idleMs` of idling. */
+function afterIdle(once: () => Promise<unknown>, idleMs: number): Promise<AfterIdle> {
+  return afterGap(once, () => new Promise((r) => setTimeout(r, idleMs)));
+}
+
+/**
+ * {@linkcode afterGap} after `ms` of bare loads of `neff` on this thread (`_bare_load.ts`: gunzip, ustar walk, MD5,
+ * staging into fresh shared memory), the span of host work a first run after a load of ours follows.
+ */
+function afterBareLoad(once: () => Promise<unknown>, neff: Uint8Array, ms: number): Promise<AfterIdle> {
+  const payload = neff.subarray(readNeffHeader(neff).headerSize);
+  return afterGap(once, () => busyLoading(payload, ms));
+}
+
 /** {@linkcode afterIdle} of `c` on 8 cores of bare Workers (inputs in and output out, as `bare` does). */
 function bareAfterIdle(c: Case, idleMs: number): Promise<AfterIdle> {
   return withBare(c, defaultQ7Workers(), (run) => afterIdle(() => run(8), idleMs));
+}
+
+/** {@linkcode afterBareLoad} of `c` on 8 cores of bare Workers. */
+function bareAfterLoad(c: Case, neff: Uint8Array, ms: number): Promise<AfterIdle> {
+  return withBare(c, defaultQ7Workers(), (run) => afterBareLoad(() => run(8), neff, ms));
 }
 
 /** A first run after a load against the steady state: the medians over the rounds. */
@@ -241,17 +264,30 @@ async function afterLoad<T>(
   return { loadMs: median(loadMs), firstUs: median(first), steadyUs: median(steady), ratio: median(ratio) };
 }
 
-/** A row of a first-run-after-load table: ours, and the limit after an idle gap as long as the load; goal ≤ 2. */
-function afterLoadRow(name: string, first: string, ours: AfterLoad, limit: AfterIdle): Record<string, unknown> {
+/**
+ * A row of a first-run-after-load table: ours, and two limits: after an idle gap as long as the load, and after as long
+ * of bare loads on the host thread; goal ≤ 2.
+ */
+function afterLoadRow(
+  name: string,
+  first: string,
+  ours: AfterLoad,
+  idle: AfterIdle,
+  loaded: AfterIdle,
+): Record<string, unknown> {
   return {
     case: name,
     load_ms: +ours.loadMs.toFixed(2),
     [first]: Math.round(ours.firstUs),
     steady_us: Math.round(ours.steadyUs),
     ratio: +ours.ratio.toFixed(2),
-    bare_first_us: Math.round(limit.firstUs),
-    bare_steady_us: Math.round(limit.steadyUs),
-    bare_after_idle_ratio: +limit.ratio.toFixed(2),
+    bare_first_us: Math.round(idle.firstUs),
+    bare_steady_us: Math.round(idle.steadyUs),
+    bare_after_idle_ratio: +idle.ratio.toFixed(2),
+    bare_after_load_first_us: Math.round(loaded.firstUs),
+    bare_after_load_steady_us: Math.round(loaded.steadyUs),
+    bare_after_load_ratio: +loaded.ratio.toFixed(2),
+    ratio_over_bare_after_load: +(ours.ratio / loaded.ratio).toFixed(2),
     goal: 2,
   };
 }
@@ -303,9 +339,10 @@ setQ7Workers(Q7_WORKERS[0]);
 
 // 3. First execute after load vs the steady state, in a running runtime (as a server loads a model). Paired: each
 // round loads the model, times its first execute, then the median of STEADY executes of the same model, so both
-// come from the same moment of this shared machine. The limit beside it: bare Workers left idle as long as that
-// round's load took, their first dispatch after the idle gap against their own steady median (what waking threads
-// that slept costs on this machine, with nothing of ours).
+// come from the same moment of this shared machine. The limits beside it, with nothing of ours: bare Workers' first
+// dispatch against their own steady median, after they were left idle as long as the load took (what waking threads
+// that slept costs on this machine), and after the host thread spent as long on bare loads of the same NEFF (what
+// the span of host work a load is costs the next run: a load does not leave the machine idle).
 const STEADY = 20;
 const firsts = [];
 {
@@ -320,8 +357,9 @@ const firsts = [];
         (model) => model.execute(ins, outs),
         (model) => model.unload(),
       );
-      const limit = await bareAfterIdle(c, ours.loadMs);
-      firsts.push(afterLoadRow(c.name, "first_execute_us", ours, limit));
+      const idle = await bareAfterIdle(c, ours.loadMs);
+      const loaded = await bareAfterLoad(c, neff, ours.loadMs);
+      firsts.push(afterLoadRow(c.name, "first_execute_us", ours, idle, loaded));
     }
   } finally {
     await rt.close();
@@ -331,7 +369,8 @@ const firsts = [];
 emit(
   "exec",
   `First execute after a load vs the steady median of the same model (median of 10 rounds); bare_*: 8 bare ` +
-    `Workers' first dispatch after an idle gap as long as a load, their steady median, and the ratio of the two`,
+    `Workers' first dispatch after an idle gap as long as a load, their steady median, and the ratio of the two; ` +
+    `bare_after_load_*: the same after as long of bare loads of the same NEFF on the host thread`,
   firsts,
 );
 
@@ -362,17 +401,15 @@ emit(
 // 3c. The first request after a load as `nrt serve` answers it: the model repository loads the model and warms each
 // instance (one execute on zeroed inputs, as Triton's model warm-up does) before the model is READY; then one
 // `/infer`, against the steady median of the requests after it, paired per round (in one process, no socket). The
-// limit beside it: a bare Hono route with relu on a bare Worker device (nothing of ours), its first request after an
-// idle gap as long as the load against its own steady median.
+// limits beside it: a bare Hono route with relu on a bare Worker device (nothing of ours), its first request against
+// its own steady median after an idle gap as long as the load, and after as long of bare loads of the same NEFF.
 const restFirst = [];
 {
   const container = createNrtContainer();
   const runtime = await Runtime.init({ ...nrtPlugins(container), logger: new MemoryLogger() });
   const f32 = (name: string) => ({ name, dtype: "float32", shape: [8] });
-  const repository = new ModelRepository({
-    runtime,
-    files: filesFromMap({ "relu.neff": oneOpNeff("relu", "relu", [f32("x")], [f32("y")]) }),
-  });
+  const relu = oneOpNeff("relu", "relu", [f32("x")], [f32("y")]);
+  const repository = new ModelRepository({ runtime, files: filesFromMap({ "relu.neff": relu }) });
   const data = [1, -1, 2, -2, 3, -3, 4, -4];
   const body = JSON.stringify({ inputs: [{ name: "x", shape: [8], datatype: "FP32", data }] });
   const want = JSON.stringify(data.map((v) => Math.max(v, 0)));
@@ -395,14 +432,15 @@ const restFirst = [];
       () => repository.unload("relu"),
     );
     const device = new BareDevice();
-    let limit: AfterIdle;
+    let idle: AfterIdle, loaded: AfterIdle;
     try {
       const route = bareDeviceRoute(answer as { outputs: Array<Record<string, unknown>> }, device);
-      limit = await afterIdle(() => infer(route.fetch), ours.loadMs);
+      idle = await afterIdle(() => infer(route.fetch), ours.loadMs);
+      loaded = await afterBareLoad(() => infer(route.fetch), relu, ours.loadMs);
     } finally {
       device.close();
     }
-    restFirst.push(afterLoadRow("relu FP32[8] /infer", "first_request_us", ours, limit));
+    restFirst.push(afterLoadRow("relu FP32[8] /infer", "first_request_us", ours, idle, loaded));
   } finally {
     await repository.close();
     await runtime.close();
@@ -413,7 +451,7 @@ emit(
   "exec",
   `First REST request after a load (the repository warms each instance before READY, as nrt serve does) vs the ` +
     `steady median (median of 10 rounds); bare_*: a bare Hono route with relu on a bare Worker device, its first ` +
-    `request after an idle gap as long as the load`,
+    `request after an idle gap as long as the load; bare_after_load_*: after as long of bare loads of the NEFF`,
   restFirst,
 );
 
