@@ -744,13 +744,6 @@ export async function startServer(options: ServeOptions = {}): Promise<RunningSe
     );
     log(`nrt: listening on ${url}`);
     if (grpcPort !== undefined) log(`nrt: gRPC (inference.GRPCInferenceService) on ${bracketed}:${grpcPort}`);
-    if (grpcPort !== undefined && "Deno" in globalThis) {
-      // Measured on Deno 2.9.6 (docs/rest-api.md, "gRPC"): a client closing its channel can abort the server process.
-      log(
-        "nrt: warning: on Deno, node:http2 can abort this process when a client's GOAWAY arrives, as when a grpc-js " +
-          "client closes its channel (denoland/deno#36788); serve gRPC from Bun, or turn it off with --grpc-port 0",
-      );
-    }
     if (token !== undefined) {
       log(
         `nrt: operator actions on; the admin token is in ${tokenFile} (mode 600); send it as "Authorization: Bearer <token>"`,

@@ -27,6 +27,7 @@ import {
   WIRE_REFUSAL,
 } from "./inference_service.ts";
 import { type ModelInferRequest, PROTO_LOADER_OPTIONS } from "./messages.ts";
+import { type GoawayRelay, listenGoawayRelay } from "./goaway_relay.ts";
 import { checkFraming, checkInferRequest, type InferBounds, inferBounds, readInferHead } from "./wire_guard.ts";
 
 /** Bounds on what clients may make the server hold or do. */
@@ -102,6 +103,12 @@ export const GRPC_SERVICE_NAME = "inference.GRPCInferenceService";
 export interface GrpcInferenceServerOptions extends InferenceServiceOptions {
   /** Transport and request limits (defaults: {@linkcode DEFAULT_GRPC_LIMITS}). */
   readonly limits?: GrpcLimits;
+  /**
+   * Listen behind a relay that drops the clients' GOAWAY frames (`goaway_relay.ts`), the server itself on an
+   * ephemeral port of 127.0.0.1 (default: under Deno only, whose `node:http2` can abort the process on a GOAWAY,
+   * denoland/deno#36788). Ours.
+   */
+  readonly relayGoaway?: boolean;
 }
 
 /** What {@linkcode GrpcInferenceServer.drain} reports. */
@@ -557,6 +564,11 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
   });
   let draining: Promise<DrainResult> | undefined;
   let closed = false;
+  const relayGoaway = options.relayGoaway ?? "Deno" in globalThis;
+  const relays = new Set<GoawayRelay>();
+  const closeRelays = async (): Promise<void> => {
+    await Promise.all([...relays].map((r) => r.close()));
+  };
 
   return {
     listen(host = DEFAULT_GRPC_HOST, port = DEFAULT_GRPC_PORT): Promise<{ port: number }> {
@@ -567,12 +579,25 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
       if (closed || draining !== undefined) {
         return Promise.reject(new Error(`Cannot listen on ${address}: the server is shutting down`));
       }
-      return new Promise((resolve, reject) => {
-        server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, bound) => {
-          if (e === null) resolve({ port: bound });
-          else reject(new Error(`Cannot listen on ${address}: ${e.message}`, { cause: e }));
+      const bind = (at: string): Promise<number> =>
+        new Promise((resolve, reject) => {
+          server.bindAsync(at, grpc.ServerCredentials.createInsecure(), (e, bound) => {
+            if (e === null) resolve(bound);
+            else reject(new Error(`Cannot listen on ${address}: ${e.message}`, { cause: e }));
+          });
         });
-      });
+      if (!relayGoaway) return bind(address).then((bound) => ({ port: bound }));
+      return (async () => {
+        const inner = await bind("127.0.0.1:0");
+        try {
+          const relay = await listenGoawayRelay(host, port, inner);
+          relays.add(relay);
+          return { port: relay.port };
+        } catch (e) {
+          server.unbind(`127.0.0.1:${inner}`);
+          throw new Error(`Cannot listen on ${address}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+        }
+      })();
     },
     drain(deadlineMs: number): Promise<DrainResult> {
       if (!Number.isFinite(deadlineMs) || deadlineMs < 0 || deadlineMs > MAX_TIMER_MS) {
@@ -581,6 +606,7 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         );
       }
       return draining ??= (async () => {
+        for (const r of relays) r.stopListening();
         const idle = closeGates();
         const shutdown = new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
         let timer: ReturnType<typeof setTimeout> | undefined;
@@ -606,6 +632,7 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
           clearTimeout(timer);
           clearTimeout(graceTimer);
           closed = true;
+          await closeRelays();
         }
       })();
     },
@@ -614,7 +641,7 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         closed = true;
         server.forceShutdown();
       }
-      return closeGates();
+      return Promise.all([closeGates(), closeRelays()]).then(() => {});
     },
     get activeCalls(): number {
       return activeCalls();
