@@ -167,7 +167,9 @@ export function listenGoawayRelay(host: string, port: number, target: number): P
         stopListening: () => void server.close(),
         close: () =>
           closing ??= new Promise<void>((done) => {
-            server.close(() => done());
+            // Closed already (stopListening): its callback may never come, so nothing waits for it.
+            if (server.listening) server.close(() => done());
+            else done();
             for (const s of open) s.destroy();
             open.clear();
           }),

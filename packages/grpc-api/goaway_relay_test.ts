@@ -123,4 +123,28 @@ describe("a gRPC server behind the relay", () => {
     });
     expect(refused).toBe("ECONNREFUSED");
   });
+
+  test("a listen that ends after close() leaves no relay listening", async () => {
+    const other = createGrpcInferenceServer({ runtime: fx.runtime, repository: fx.repository, relayGoaway: true });
+    const listening = other.listen("127.0.0.1", 0);
+    await other.close();
+    const e = await listening.then(() => undefined, (x: Error) => x);
+    expect(e?.message).toMatch(/^Cannot listen on 127\.0\.0\.1:0: the server is shutting down/);
+  });
+
+  test("drain() stops the relay taking connections, then closes it", async () => {
+    const other = createGrpcInferenceServer({ runtime: fx.runtime, repository: fx.repository, relayGoaway: true });
+    const p = (await other.listen("127.0.0.1", 0)).port;
+    expect(await other.drain(5_000)).toEqual({ unfinished: 0 });
+    const refused = await new Promise<string>((resolve) => {
+      const s = connect(p, "127.0.0.1");
+      s.on("connect", () => {
+        s.destroy();
+        resolve("connected");
+      });
+      s.on("error", (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+    });
+    expect(refused).toBe("ECONNREFUSED");
+    await other.close();
+  });
 });

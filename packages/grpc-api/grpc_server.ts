@@ -591,6 +591,10 @@ export function createGrpcInferenceServer(options: GrpcInferenceServerOptions): 
         const inner = await bind("127.0.0.1:0");
         try {
           const relay = await listenGoawayRelay(host, port, inner);
+          if (closed || draining !== undefined) {
+            await relay.close();
+            throw new Error("the server is shutting down");
+          }
           relays.add(relay);
           return { port: relay.port };
         } catch (e) {
