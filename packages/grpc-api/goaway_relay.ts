@@ -162,6 +162,8 @@ export function listenGoawayRelay(host: string, port: number, target: number): P
     server.once("error", reject);
     server.listen(port, host, () => {
       server.off("error", reject);
+      // A connection the relay could not take (out of descriptors) is that client's loss: the listener goes on.
+      server.on("error", () => {});
       resolve({
         port: (server.address() as { port: number }).port,
         stopListening: () => void server.close(),
