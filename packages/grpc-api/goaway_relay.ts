@@ -17,6 +17,7 @@
  *
  * @module
  */
+import { Buffer } from "node:buffer";
 import { connect, createServer, type Server, type Socket } from "node:net";
 
 /** Bytes of the client connection preface, `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n` (RFC 9113 §3.4). */
@@ -88,19 +89,6 @@ export class GoawayFilter {
   }
 }
 
-/** The pieces in one buffer. */
-function concat(pieces: readonly Uint8Array[]): Uint8Array {
-  let n = 0;
-  for (const p of pieces) n += p.length;
-  const out = new Uint8Array(n);
-  let at = 0;
-  for (const p of pieces) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
 /** A relay in front of one gRPC server. */
 export interface GoawayRelay {
   /** The port the relay listens on. */
@@ -134,7 +122,7 @@ export function listenGoawayRelay(host: string, port: number, target: number): P
     client.on("data", (chunk: Uint8Array) => {
       const pieces = filter.push(chunk);
       // One write per chunk read, as the client wrote it: a piece per frame header would be a segment per header.
-      const out = pieces.length === 1 ? pieces[0] : concat(pieces);
+      const out = pieces.length === 1 ? pieces[0] : Buffer.concat(pieces);
       if (out.length > 0 && !upstream.write(out)) client.pause();
     });
     upstream.on("drain", () => client.resume());

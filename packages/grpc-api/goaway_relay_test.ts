@@ -14,6 +14,17 @@ function frame(type: number, stream: number, payload: number[]): number[] {
   const n = payload.length;
   return [n >> 16, (n >> 8) & 0xff, n & 0xff, type, 0, 0, 0, 0, stream, ...payload];
 }
+/** What a TCP connection to `port` on 127.0.0.1 comes to: `"connected"`, or the error's code. */
+function connectOutcome(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const s = connect(port, "127.0.0.1");
+    s.on("connect", () => {
+      s.destroy();
+      resolve("connected");
+    });
+    s.on("error", (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
+  });
+}
 const PREFACE = [..."PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"].map((c) => c.charCodeAt(0));
 
 describe("GoawayFilter", () => {
@@ -113,15 +124,7 @@ describe("a gRPC server behind the relay", () => {
     expect(await client.serverLive()).toEqual({ live: true });
     client.close();
     await other.close();
-    const refused = await new Promise<string>((resolve) => {
-      const s = connect(p, "127.0.0.1");
-      s.on("connect", () => {
-        s.destroy();
-        resolve("connected");
-      });
-      s.on("error", (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
-    });
-    expect(refused).toBe("ECONNREFUSED");
+    expect(await connectOutcome(p)).toBe("ECONNREFUSED");
   });
 
   test("a listen that ends after close() leaves no relay listening", async () => {
@@ -136,15 +139,7 @@ describe("a gRPC server behind the relay", () => {
     const other = createGrpcInferenceServer({ runtime: fx.runtime, repository: fx.repository, relayGoaway: true });
     const p = (await other.listen("127.0.0.1", 0)).port;
     expect(await other.drain(5_000)).toEqual({ unfinished: 0 });
-    const refused = await new Promise<string>((resolve) => {
-      const s = connect(p, "127.0.0.1");
-      s.on("connect", () => {
-        s.destroy();
-        resolve("connected");
-      });
-      s.on("error", (e: NodeJS.ErrnoException) => resolve(e.code ?? e.message));
-    });
-    expect(refused).toBe("ECONNREFUSED");
+    expect(await connectOutcome(p)).toBe("ECONNREFUSED");
     await other.close();
   });
 });
